@@ -1,0 +1,281 @@
+#include "attachment.hpp"
+
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "tokfeed/proto/frame.hpp"
+#include "tokfeed/shm/futex.hpp"
+#include "tokfeed/shm/slot.hpp"
+
+namespace tokfeed::detail {
+
+namespace {
+
+std::string num(uint64_t v) { return std::to_string(v); }
+
+void close_all(std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+}
+
+}  // namespace
+
+Attachment::~Attachment() {
+  if (consumer_header_) {
+    consumer_header_->attached.store(0, std::memory_order_relaxed);
+  }
+  if (sock_ >= 0) ::close(sock_);
+}
+
+Status Attachment::open(const ClientOptions& opt) {
+  opt_ = opt;
+  std::string error;
+  sock_ = proto::connect_unix(opt.socket, error);
+  if (sock_ < 0) return {Code::kIoError, error};
+  std::string req = proto::make_request("attach", {{"rank", opt.rank}});
+  std::string payload;
+  std::vector<int> fds;
+  if (!proto::send_all(sock_, req, error) || !proto::recv_frame(sock_, payload, &fds, 10000, error)) {
+    close_all(fds);
+    return {Code::kIoError, "attach to " + opt.socket + ": " + error};
+  }
+  msgpack::object_handle reply;
+  if (std::string e = proto::decode_payload(payload, reply); !e.empty()) {
+    close_all(fds);
+    return {Code::kIoError, "attach: bad reply: " + e};
+  }
+  const msgpack::object& r = reply.get();
+  if (proto::get_bool(r, "ok") != true) {
+    close_all(fds);
+    return {Code::kRefused, std::string(proto::get_str(r, "error").value_or("attach refused"))};
+  }
+  auto get = [&](const char* key) { return proto::get_int(r, key).value_or(-1); };
+  int64_t ring_base = get("ring_base"), workers = get("workers"), bpe = get("batches_per_epoch"),
+          epochs = get("epochs"), rank = get("rank");
+  if (fds.size() != 2 || ring_base < 0 || workers <= 0 || bpe < 0 || epochs < 0 || rank != opt.rank) {
+    close_all(fds);
+    return {Code::kCorrupt, "attach: the daemon's reply lacks segments or fields"};
+  }
+  workers_ = static_cast<uint32_t>(workers);
+  batches_per_epoch_ = static_cast<uint64_t>(bpe);
+  epochs_ = static_cast<uint64_t>(epochs);
+  total_ = batches_per_epoch_ * epochs_;
+  rank_ = opt.rank;
+
+  if (auto e = shm::map_segment(fds[0], /*writable=*/false, sizeof(shm::SegmentHeader), data_)) {
+    ::close(fds[1]);
+    return {Code::kCorrupt, "data segment: " + e.message};
+  }
+  if (auto e = shm::map_segment(fds[1], /*writable=*/true, sizeof(shm::ConsumerHeader), consumer_))
+    return {Code::kCorrupt, "consumer segment: " + e.message};
+  data_.close_fd();
+  consumer_.close_fd();
+  if (Status st = validate_segments(static_cast<uint32_t>(ring_base)); !st.ok()) return st;
+
+  uint64_t start = opt.start.epoch * batches_per_epoch_ + opt.start.step;
+  if (opt.start.step >= std::max<uint64_t>(batches_per_epoch_, 1) && opt.start.step != 0)
+    return {Code::kInvalidArgument, "start step " + num(opt.start.step) + " is past the epoch's " +
+                                        num(batches_per_epoch_) + " batches"};
+  if (start > total_)
+    return {Code::kInvalidArgument, "start position (epoch " + num(opt.start.epoch) + ", step " +
+                                        num(opt.start.step) + ") is past the end of the stream"};
+  consumer_header_->client_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
+  consumer_header_->attached.store(1, std::memory_order_relaxed);
+  return position_at(start);
+}
+
+Status Attachment::validate_segments(uint32_t ring_base) {
+  const auto* h = data_.at<const shm::SegmentHeader>(0);
+  // SYNC POINT: pairs with the supervisor's state.store(release) after it
+  // filled the header.
+  if (h->state.load(std::memory_order_acquire) != shm::kStateReady)
+    return {Code::kCorrupt, "data segment is not initialised"};
+  if (h->magic != shm::kDataMagic) return {Code::kCorrupt, "data segment: bad magic"};
+  if (h->version_major != shm::kVersionMajor)
+    return {Code::kCorrupt, "data segment: layout version " + num(h->version_major) + " (this client speaks " +
+                                num(shm::kVersionMajor) + "); upgrade the client or the daemon"};
+  uint64_t size = data_.size();
+  uint64_t rings_end = 0, slots_end = 0, slot_total = 0;
+  bool bad = h->header_bytes != sizeof(shm::SegmentHeader) || h->segment_bytes > size ||
+             h->ring_stride != sizeof(shm::RingHeader) || h->slots_per_ring == 0 || h->slot_bytes < sizeof(shm::SlotHeader) ||
+             h->slot_bytes % shm::kCacheLine != 0 || h->rings_offset % shm::kCacheLine != 0 ||
+             uint64_t{ring_base} + workers_ > h->ring_count ||
+             __builtin_mul_overflow(uint64_t{h->ring_count}, h->ring_stride, &rings_end) ||
+             __builtin_add_overflow(rings_end, h->rings_offset, &rings_end) || rings_end > size ||
+             __builtin_mul_overflow(uint64_t{h->ring_count} * h->slots_per_ring, h->slot_bytes, &slot_total) ||
+             __builtin_add_overflow(slot_total, h->slots_offset, &slots_end) || slots_end > size ||
+             h->slots_offset < rings_end;
+  if (bad) return {Code::kCorrupt, "data segment: header sizes or offsets are out of bounds"};
+
+  auto* c = consumer_.at<shm::ConsumerHeader>(0);
+  if (c->state.load(std::memory_order_acquire) != shm::kStateReady || c->magic != shm::kConsumerMagic ||
+      c->version_major != shm::kVersionMajor || c->header_bytes != sizeof(shm::ConsumerHeader) ||
+      c->ring_count != workers_ || c->line_stride != sizeof(shm::ConsumerLine) || c->rank != rank_ ||
+      c->lines_offset < sizeof(shm::ConsumerHeader) ||
+      c->lines_offset + uint64_t{workers_} * sizeof(shm::ConsumerLine) > consumer_.size())
+    return {Code::kCorrupt, "consumer segment: bad header"};
+
+  header_ = h;
+  consumer_header_ = c;
+  slots_ = h->slots_per_ring;
+  rings_.resize(workers_);
+  for (uint32_t w = 0; w < workers_; ++w) {
+    uint64_t index = uint64_t{ring_base} + w;
+    const auto* rh = data_.at<const shm::RingHeader>(h->rings_offset + index * sizeof(shm::RingHeader));
+    auto* line = consumer_.at<shm::ConsumerLine>(c->lines_offset + w * sizeof(shm::ConsumerLine));
+    const char* slots = data_.at<const char>(h->slots_offset + index * h->slots_per_ring * h->slot_bytes);
+    rings_[w].consumer = shm::RingConsumer(rh, line, slots, h->slots_per_ring, h->slot_bytes);
+    rings_[w].released.assign(slots_, 0);
+  }
+  return {};
+}
+
+Status Attachment::position_at(uint64_t index) {
+  // Ring w holds stream batches w, w + W, w + 2W, ...: its first seq at or
+  // after `index` is ceil((index - w) / W).
+  std::vector<uint64_t> first(workers_);
+  bool same = true;
+  uint64_t newest = 0;
+  for (uint32_t w = 0; w < workers_; ++w) {
+    first[w] = index > w ? (index - w + workers_ - 1) / workers_ : 0;
+    const shm::ConsumerLine* line = rings_[w].consumer.line();
+    uint64_t s = line->session.load(std::memory_order_relaxed);
+    newest = std::max(newest, s);
+    same &= s == rings_[w].consumer.header()->session.load(std::memory_order_acquire) &&
+            line->tail.load(std::memory_order_relaxed) == first[w];
+  }
+  // Continuing exactly where the rings stand keeps what is already built
+  // (a warm start); anything else starts a new session at `index`.
+  for (uint32_t w = 0; w < workers_; ++w) {
+    if (same) rings_[w].consumer.adopt(rings_[w].consumer.line()->session.load(std::memory_order_relaxed), first[w]);
+    else rings_[w].consumer.reposition(newest + 1, first[w]);
+    rings_[w].tail = first[w];
+  }
+  next_index_ = index;
+  consumer_header_->next_index.store(index, std::memory_order_relaxed);
+  last_return_ns_ = 0;
+  return {};
+}
+
+Status Attachment::check_liveness(bool force) {
+  uint64_t now = shm::monotonic_ns();
+  uint64_t beat = header_->heartbeat_ns.load(std::memory_order_relaxed);
+  uint64_t limit = static_cast<uint64_t>(std::chrono::nanoseconds(opt_.liveness_timeout).count());
+  if (now > beat && now - beat > limit) {
+    return {Code::kDaemonLost, "daemon lost: no heartbeat for " + num((now - beat) / 1'000'000) +
+                                   " ms (stopped or hung); rank " + num(rank_)};
+  }
+  if (force || now - last_poll_ns_ > 20'000'000) {
+    last_poll_ns_ = now;
+    pollfd p{sock_, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
+      char c;
+      if ((p.revents & (POLLHUP | POLLERR)) || ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+        return {Code::kDaemonLost, "daemon lost: the control connection closed (daemon exited); rank " + num(rank_)};
+    }
+  }
+  return {};
+}
+
+Status Attachment::corrupt(uint32_t w, uint64_t seq, std::string_view what) const {
+  return {Code::kCorrupt, "rank " + num(rank_) + " worker " + num(w) + " seq " + num(seq) + ": " + std::string(what)};
+}
+
+Status Attachment::next(Batch& out) {
+  out.release();
+  uint64_t t_enter = shm::monotonic_ns();
+  if (last_return_ns_) consumer_header_->busy_ns.fetch_add(t_enter - last_return_ns_, std::memory_order_relaxed);
+  if (next_index_ >= total_) return {Code::kEndOfStream, "end of stream: " + num(epochs_) + " epochs delivered"};
+  if (Status st = check_liveness(false); !st.ok()) return st;
+
+  const uint32_t w = static_cast<uint32_t>(next_index_ % workers_);
+  const uint64_t seq = next_index_ / workers_;
+  Ring& ring = rings_[w];
+  {
+    std::lock_guard lock(release_mu_);
+    if (seq - ring.tail >= slots_)
+      return {Code::kInvalidArgument, "rank " + num(rank_) + ": the trainer holds all " + num(slots_) +
+                                          " slots of worker " + num(w) +
+                                          "'s ring; release (free) old batches before asking for more"};
+  }
+  if (!ring.consumer.available(seq)) {
+    uint64_t spin_until = t_enter + static_cast<uint64_t>(std::chrono::nanoseconds(opt_.spin).count());
+    while (!ring.consumer.available(seq) && shm::monotonic_ns() < spin_until) __builtin_ia32_pause();
+    while (!ring.consumer.available(seq)) {
+      ring.consumer.wait_for_producer(seq, std::chrono::milliseconds(100));
+      if (Status st = check_liveness(true); !st.ok()) return st;
+    }
+  }
+
+  // Copy the header out of shared memory before checking it, so the producer
+  // cannot change what was checked.
+  const char* slot = ring.consumer.slot(seq);
+  shm::SlotHeader h;
+  std::memcpy(&h, slot, sizeof h);
+  shm::SlotFault f = shm::validate_slot_header(h, header_->slot_bytes, seq, ring.consumer.session());
+  if (f != shm::SlotFault::kNone) return corrupt(w, seq, shm::slot_fault_name(f));
+  if (h.stream_index != next_index_) return corrupt(w, seq, "slot holds batch " + num(h.stream_index));
+  if (opt_.verify_checksums && shm::slot_checksum(slot, h) != h.checksum)
+    return corrupt(w, seq, shm::slot_fault_name(shm::SlotFault::kBadChecksum));
+
+  out.ring_ = w;
+  out.seq_ = seq;
+  out.index_ = next_index_;
+  out.epoch_ = h.epoch;
+  out.step_ = h.step;
+  out.rows_ = h.rows;
+  out.seq_len_ = h.seq_len;
+  out.real_tokens_ = h.real_tokens;
+  out.checksum_ = h.checksum;
+  out.tensor_count_ = h.tensor_count;
+  for (uint32_t i = 0; i < h.tensor_count; ++i) {
+    const shm::TensorDesc& t = h.tensors[i];
+    TensorView& v = out.tensors_[i];
+    // The name lives in the slot (validated NUL-terminated); views stay valid
+    // while the batch holds the slot.
+    const char* name = slot + offsetof(shm::SlotHeader, tensors) + i * sizeof(shm::TensorDesc);
+    v.name = std::string_view(name, strnlen(t.name, shm::kTensorNameBytes));
+    v.dtype = static_cast<Dtype>(t.dtype);
+    v.ndim = static_cast<int>(t.ndim);
+    v.shape[0] = t.shape[0];
+    v.shape[1] = t.shape[1];
+    v.data = slot + t.offset;
+    v.nbytes = t.nbytes;
+  }
+  // The batch keeps the mapping alive, even past the Client.
+  out.attachment_ = shared_from_this();
+
+  ++next_index_;
+  uint64_t t_exit = shm::monotonic_ns();
+  uint64_t waited = t_exit - t_enter;
+  consumer_header_->next_index.store(next_index_, std::memory_order_relaxed);
+  consumer_header_->consumed.fetch_add(1, std::memory_order_relaxed);
+  consumer_header_->wait_ns.fetch_add(waited, std::memory_order_relaxed);
+  int bucket = 0;
+  for (uint64_t limit = 1000; bucket < 9 && waited >= limit; limit *= 10) ++bucket;
+  consumer_header_->wait_hist[bucket].fetch_add(1, std::memory_order_relaxed);
+  last_return_ns_ = t_exit;
+  return {};
+}
+
+void Attachment::release(uint32_t w, uint64_t seq) noexcept {
+  std::lock_guard lock(release_mu_);
+  Ring& ring = rings_[w];
+  if (seq < ring.tail || seq - ring.tail >= slots_) return;
+  ring.released[seq % slots_] = 1;
+  uint64_t tail = ring.tail;
+  while (ring.released[tail % slots_] && tail - ring.tail < slots_) {
+    ring.released[tail % slots_] = 0;
+    ++tail;
+  }
+  if (tail != ring.tail) {
+    ring.tail = tail;
+    ring.consumer.release_to(tail);
+  }
+}
+
+}  // namespace tokfeed::detail

@@ -1,0 +1,61 @@
+// Internal: one attached client's view of the daemon's segments.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tokfeed/client.hpp"
+#include "tokfeed/shm/layout.hpp"
+#include "tokfeed/shm/ring.hpp"
+#include "tokfeed/shm/segment.hpp"
+
+namespace tokfeed::detail {
+
+class Attachment : public std::enable_shared_from_this<Attachment> {
+ public:
+  Attachment() = default;
+  ~Attachment();
+
+  Status open(const ClientOptions& opt);
+  Status next(Batch& out);
+  // Marks (ring, seq) released; advances the ring's tail over every
+  // contiguous released seq. Any thread.
+  void release(uint32_t ring, uint64_t seq) noexcept;
+
+  uint64_t next_index() const { return next_index_; }
+  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  uint64_t epochs() const { return epochs_; }
+  uint32_t rank() const { return rank_; }
+  uint32_t workers() const { return workers_; }
+  const shm::Mapping& data() const { return data_; }
+
+ private:
+  struct Ring {
+    shm::RingConsumer consumer;
+    uint64_t tail = 0;                // every seq below is released
+    std::vector<uint8_t> released;    // by seq % slots, for seqs in [tail, tail + slots)
+  };
+
+  Status validate_segments(uint32_t ring_base);
+  Status position_at(uint64_t index);
+  Status check_liveness(bool force);
+  Status corrupt(uint32_t w, uint64_t seq, std::string_view what) const;
+
+  ClientOptions opt_;
+  int sock_ = -1;
+  shm::Mapping data_;
+  shm::Mapping consumer_;
+  const shm::SegmentHeader* header_ = nullptr;
+  shm::ConsumerHeader* consumer_header_ = nullptr;
+  std::vector<Ring> rings_;
+  std::mutex release_mu_;  // process-local: guards Ring::tail and released
+  uint32_t rank_ = 0, workers_ = 0, slots_ = 0;
+  uint64_t batches_per_epoch_ = 0, epochs_ = 0, total_ = 0;
+  uint64_t next_index_ = 0;
+  uint64_t last_poll_ns_ = 0;
+  uint64_t last_return_ns_ = 0;
+};
+
+}  // namespace tokfeed::detail

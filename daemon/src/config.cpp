@@ -1,0 +1,261 @@
+#include "config.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <set>
+#include <toml++/toml.h>
+
+namespace tokfeed {
+
+std::string_view padding_name(Padding p) noexcept { return p == Padding::kLongest ? "longest" : "max_length"; }
+
+std::string_view truncation_name(text::Truncation t) noexcept {
+  switch (t) {
+    case text::Truncation::kRight: return "right";
+    case text::Truncation::kLeft: return "left";
+    case text::Truncation::kDrop: return "drop";
+  }
+  return "?";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Reads one table, remembering which keys were used so that leftovers can be
+// reported as unknown.
+class Section {
+ public:
+  Section(const std::string& file, const toml::table* table, std::string name)
+      : file_(file), table_(table), name_(std::move(name)) {}
+
+  [[noreturn]] void fail(std::string_view key, std::string_view what) const {
+    throw ConfigError(fmt::format("{}: [{}] {}: {}", file_, name_, key, what));
+  }
+
+  const toml::node* get(std::string_view key) {
+    used_.insert(std::string(key));
+    return table_ ? table_->get(key) : nullptr;
+  }
+
+  std::string str(std::string_view key, std::string def) {
+    const toml::node* n = get(key);
+    if (!n) return def;
+    if (!n->is_string()) fail(key, "expected a string");
+    return std::string(n->as_string()->get());
+  }
+
+  std::optional<std::string> opt_str(std::string_view key) {
+    const toml::node* n = get(key);
+    if (!n) return std::nullopt;
+    if (!n->is_string()) fail(key, "expected a string");
+    return std::string(n->as_string()->get());
+  }
+
+  int64_t integer(std::string_view key, int64_t def, int64_t lo, int64_t hi) {
+    const toml::node* n = get(key);
+    if (!n) return def;
+    if (!n->is_integer()) fail(key, fmt::format("expected an integer in [{}, {}]", lo, hi));
+    int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi) fail(key, fmt::format("{} is out of range: expected an integer in [{}, {}]", v, lo, hi));
+    return v;
+  }
+
+  bool boolean(std::string_view key, bool def) {
+    const toml::node* n = get(key);
+    if (!n) return def;
+    if (!n->is_boolean()) fail(key, "expected true or false");
+    return n->as_boolean()->get();
+  }
+
+  std::string choice(std::string_view key, std::string def, std::initializer_list<std::string_view> allowed) {
+    std::string v = str(key, std::move(def));
+    for (auto a : allowed)
+      if (a == v) return v;
+    std::string list;
+    for (auto a : allowed) list += (list.empty() ? "" : " | ") + std::string(a);
+    fail(key, fmt::format("'{}' is not one of: {}", v, list));
+  }
+
+  // Any key this section did not read is a typo or an unsupported option.
+  void check_unknown() const {
+    if (!table_) return;
+    for (const auto& [k, v] : *table_) {
+      std::string key(k.str());
+      if (!used_.count(key))
+        throw ConfigError(fmt::format("{}: [{}] unknown key '{}'", file_, name_, key));
+    }
+  }
+
+  const toml::table* table() const { return table_; }
+
+ private:
+  const std::string& file_;
+  const toml::table* table_;
+  std::string name_;
+  std::set<std::string> used_;
+};
+
+std::string resolve(const std::string& file, const std::string& p) {
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return fs::absolute(fs::path(file).parent_path() / p).lexically_normal().string();
+}
+
+void require_file(const std::string& file, std::string_view section, std::string_view key, const std::string& p) {
+  struct stat st;
+  if (p.empty()) throw ConfigError(fmt::format("{}: [{}] {}: a path is required", file, section, key));
+  if (stat(p.c_str(), &st) != 0)
+    throw ConfigError(fmt::format("{}: [{}] {}: file not found: {}", file, section, key, p));
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(fmt::format("{}: [{}] {}: not a regular file: {}", file, section, key, p));
+}
+
+const toml::table* subtable(const std::string& file, const toml::table& root, std::string_view name) {
+  const toml::node* n = root.get(name);
+  if (!n) return nullptr;
+  if (!n->is_table()) throw ConfigError(fmt::format("{}: [{}] must be a table", file, name));
+  return n->as_table();
+}
+
+}  // namespace
+
+JobConfig load_config(const std::string& path) {
+  JobConfig c;
+  c.file = path;
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw ConfigError(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column,
+                                  e.description()));
+  }
+  static const std::set<std::string> kSections = {"dataset", "tokenizer", "batch", "schedule",
+                                                  "workers", "ranks",     "server"};
+  for (const auto& [k, v] : root) {
+    if (!kSections.count(std::string(k.str())))
+      throw ConfigError(fmt::format("{}: unknown section [{}]; expected one of dataset, tokenizer, batch, "
+                                    "schedule, workers, ranks, server",
+                                    path, k.str()));
+  }
+
+  {
+    Section s(path, subtable(path, root, "dataset"), "dataset");
+    c.dataset.path = resolve(path, s.str("path", ""));
+    text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
+                       c.dataset.format);
+    c.dataset.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
+    if (const toml::node* ph = s.get("placeholders")) {
+      if (!ph->is_table()) s.fail("placeholders", "expected a table of NAME = \"value\"");
+      for (const auto& [k, v] : *ph->as_table()) {
+        if (!v.is_string()) s.fail(fmt::format("placeholders.{}", k.str()), "expected a string");
+        c.dataset.placeholders.emplace_back(std::string(k.str()), std::string(v.as_string()->get()));
+      }
+    }
+    s.check_unknown();
+    require_file(path, "dataset", "path", c.dataset.path);
+  }
+  {
+    Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
+    c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
+    c.tokenizer.path = resolve(path, s.str("path", ""));
+    text::parse_template(s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5"}), c.tokenizer.tmpl);
+    c.tokenizer.default_system = s.opt_str("default_system");
+    s.check_unknown();
+    require_file(path, "tokenizer", "path", c.tokenizer.path);
+  }
+  {
+    Section s(path, subtable(path, root, "batch"), "batch");
+    c.batch.size = static_cast<uint32_t>(s.integer("size", 4, 1, 65536));
+    c.batch.max_length = static_cast<uint32_t>(s.integer("max_length", 2048, 1, 1 << 20));
+    c.batch.padding = s.choice("padding", "longest", {"longest", "max_length"}) == "longest" ? Padding::kLongest
+                                                                                              : Padding::kMaxLength;
+    std::string t = s.choice("truncation", "right", {"right", "left", "drop"});
+    c.batch.truncation = t == "right" ? text::Truncation::kRight
+                         : t == "left" ? text::Truncation::kLeft
+                                       : text::Truncation::kDrop;
+    c.batch.last_assistant_only = s.choice("loss", "all_assistant", {"all_assistant", "last_assistant"}) ==
+                                  "last_assistant";
+    c.batch.dtype = s.choice("dtype", "int64", {"int64", "int32"}) == "int64" ? shm::Dtype::kInt64 : shm::Dtype::kInt32;
+    s.check_unknown();
+    if (uint64_t{c.batch.size} * c.batch.max_length > (uint64_t{1} << 28))
+      s.fail("size", "size x max_length exceeds 2^28 tokens per batch");
+  }
+  {
+    Section s(path, subtable(path, root, "schedule"), "schedule");
+    c.schedule.epochs = static_cast<uint32_t>(s.integer("epochs", 1, 1, 1'000'000));
+    c.schedule.shuffle = s.boolean("shuffle", true);
+    c.schedule.seed = static_cast<uint64_t>(s.integer("seed", 42, INT64_MIN, INT64_MAX));
+    c.schedule.drop_last = s.boolean("drop_last", false);
+    s.check_unknown();
+  }
+  {
+    Section s(path, subtable(path, root, "workers"), "workers");
+    c.workers.count = static_cast<uint32_t>(s.integer("count", 2, 1, 256));
+    c.workers.slots = static_cast<uint32_t>(s.integer("slots", 4, 1, 1024));
+    c.workers.max_crashes = static_cast<uint32_t>(s.integer("max_crashes", 3, 1, 100));
+    s.check_unknown();
+  }
+  {
+    Section s(path, subtable(path, root, "ranks"), "ranks");
+    c.ranks.world_size = static_cast<uint32_t>(s.integer("world_size", 1, 1, 65536));
+    if (const toml::node* n = s.get("serve")) {
+      if (!n->is_array()) s.fail("serve", "expected an array of rank numbers");
+      for (const auto& el : *n->as_array()) {
+        if (!el.is_integer()) s.fail("serve", "expected an array of rank numbers");
+        int64_t r = el.as_integer()->get();
+        if (r < 0 || r >= c.ranks.world_size)
+          s.fail("serve", fmt::format("rank {} is outside [0, world_size={})", r, c.ranks.world_size));
+        for (uint32_t x : c.ranks.serve)
+          if (x == r) s.fail("serve", fmt::format("rank {} is listed twice", r));
+        c.ranks.serve.push_back(static_cast<uint32_t>(r));
+      }
+      if (c.ranks.serve.empty()) s.fail("serve", "must list at least one rank");
+    } else {
+      for (uint32_t r = 0; r < c.ranks.world_size; ++r) c.ranks.serve.push_back(r);
+    }
+    s.check_unknown();
+  }
+  {
+    Section s(path, subtable(path, root, "server"), "server");
+    c.server.socket = resolve(path, s.str("socket", c.server.socket));
+    c.server.shm_prefix = s.str("shm_prefix", c.server.shm_prefix);
+    c.server.shm_dir = s.str("shm_dir", c.server.shm_dir);
+    c.server.heartbeat_ms = static_cast<uint32_t>(s.integer("heartbeat_ms", 100, 10, 10000));
+    s.check_unknown();
+    if (c.server.shm_prefix.empty() || c.server.shm_prefix.find('/') != std::string::npos)
+      s.fail("shm_prefix", "expected a non-empty name without '/'");
+    if (c.server.socket.size() >= 100) s.fail("socket", "path too long for a unix socket (max 99 bytes)");
+  }
+  return c;
+}
+
+std::string describe(const JobConfig& c) {
+  std::string out;
+  auto q = [](const std::string& s) { return "\"" + s + "\""; };
+  out += fmt::format("[dataset]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(c.dataset.path),
+                     text::format_name(c.dataset.format), c.dataset.skip_bad ? "skip" : "fail");
+  for (const auto& [k, v] : c.dataset.placeholders) out += fmt::format("placeholders.{} = {}\n", k, q(v));
+  out += fmt::format("[tokenizer]\ntype = \"{}\"\npath = {}\ntemplate = \"{}\"\n", c.tokenizer.type,
+                     q(c.tokenizer.path), text::template_name(c.tokenizer.tmpl));
+  if (c.tokenizer.default_system) out += fmt::format("default_system = {}\n", q(*c.tokenizer.default_system));
+  out += fmt::format(
+      "[batch]\nsize = {}\nmax_length = {}\npadding = \"{}\"\ntruncation = \"{}\"\nloss = \"{}\"\ndtype = \"{}\"\n",
+      c.batch.size, c.batch.max_length, padding_name(c.batch.padding), truncation_name(c.batch.truncation),
+      c.batch.last_assistant_only ? "last_assistant" : "all_assistant",
+      c.batch.dtype == shm::Dtype::kInt64 ? "int64" : "int32");
+  out += fmt::format("[schedule]\nepochs = {}\nshuffle = {}\nseed = {}\ndrop_last = {}\n", c.schedule.epochs,
+                     c.schedule.shuffle, static_cast<int64_t>(c.schedule.seed), c.schedule.drop_last);
+  out += fmt::format("[workers]\ncount = {}\nslots = {}\nmax_crashes = {}\n", c.workers.count, c.workers.slots,
+                     c.workers.max_crashes);
+  std::string serve;
+  for (uint32_t r : c.ranks.serve) serve += (serve.empty() ? "" : ", ") + std::to_string(r);
+  out += fmt::format("[ranks]\nworld_size = {}\nserve = [{}]\n", c.ranks.world_size, serve);
+  out += fmt::format("[server]\nsocket = {}\nshm_prefix = {}\nshm_dir = {}\nheartbeat_ms = {}\n", q(c.server.socket),
+                     q(c.server.shm_prefix), q(c.server.shm_dir), c.server.heartbeat_ms);
+  return out;
+}
+
+}  // namespace tokfeed

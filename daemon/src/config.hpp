@@ -1,0 +1,95 @@
+// The job configuration (TOML). Every key is checked: an unknown key, a wrong
+// type or a bad value is a ConfigError that names the file, the key and what
+// is expected.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "text/chat_template.hpp"
+#include "text/records.hpp"
+#include "text/sample.hpp"
+#include "tokfeed/shm/layout.hpp"
+
+namespace tokfeed {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Padding : uint8_t { kLongest, kMaxLength };
+
+struct DatasetConfig {
+  std::string path;  // resolved against the config file's directory
+  text::Format format = text::Format::kAuto;
+  bool skip_bad = true;  // on_bad_record = "skip"
+  std::vector<std::pair<std::string, std::string>> placeholders;
+};
+
+struct TokenizerConfig {
+  std::string type = "sentencepiece";
+  std::string path;
+  text::Template tmpl = text::Template::kChatml;
+  std::optional<std::string> default_system;
+};
+
+struct BatchConfig {
+  uint32_t size = 4;
+  uint32_t max_length = 2048;
+  Padding padding = Padding::kLongest;
+  text::Truncation truncation = text::Truncation::kRight;
+  bool last_assistant_only = false;
+  shm::Dtype dtype = shm::Dtype::kInt64;
+};
+
+struct ScheduleConfig {
+  uint32_t epochs = 1;
+  bool shuffle = true;
+  uint64_t seed = 42;
+  bool drop_last = false;
+};
+
+struct WorkersConfig {
+  uint32_t count = 2;
+  uint32_t slots = 4;
+  uint32_t max_crashes = 3;  // crashes on one record before it is isolated
+};
+
+struct RanksConfig {
+  uint32_t world_size = 1;
+  std::vector<uint32_t> serve;  // default: all ranks
+};
+
+struct ServerConfig {
+  std::string socket = "/run/tokfeed/default.sock";
+  std::string shm_prefix = "tokfeed-default";
+  std::string shm_dir = "/dev/shm";
+  uint32_t heartbeat_ms = 100;
+};
+
+struct JobConfig {
+  std::string file;  // the config file itself
+  DatasetConfig dataset;
+  TokenizerConfig tokenizer;
+  BatchConfig batch;
+  ScheduleConfig schedule;
+  WorkersConfig workers;
+  RanksConfig ranks;
+  ServerConfig server;
+};
+
+// Parses and validates `path`. Throws ConfigError.
+JobConfig load_config(const std::string& path);
+
+// The resolved settings as TOML, for --check-config and status.
+std::string describe(const JobConfig& c);
+
+std::string_view padding_name(Padding p) noexcept;
+std::string_view truncation_name(text::Truncation t) noexcept;
+
+}  // namespace tokfeed

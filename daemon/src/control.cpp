@@ -1,0 +1,167 @@
+#include "control.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tokfeed/proto/frame.hpp"
+
+namespace tokfeed {
+
+namespace asio = boost::asio;
+using stream = asio::local::stream_protocol;
+
+std::string error_reply(const std::string& message) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(3);
+  pk.pack("v");
+  pk.pack(proto::kVersion);
+  pk.pack("ok");
+  pk.pack(false);
+  pk.pack("error");
+  pk.pack(message);
+  return std::string(buf.data(), buf.size());
+}
+
+std::string ok_reply() {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(2);
+  pk.pack("v");
+  pk.pack(proto::kVersion);
+  pk.pack("ok");
+  pk.pack(true);
+  return std::string(buf.data(), buf.size());
+}
+
+namespace {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(stream::socket sock, Peer peer, ControlHandler& handler, std::shared_ptr<std::size_t> live)
+      : sock_(std::move(sock)), peer_(peer), handler_(handler), live_(std::move(live)) {
+    ++*live_;
+  }
+  ~Connection() {
+    --*live_;
+    handler_.closed(peer_);
+  }
+
+  void start() { read(); }
+
+ private:
+  void read() {
+    auto self = shared_from_this();
+    sock_.async_read_some(asio::buffer(buf_), [self](boost::system::error_code ec, std::size_t n) {
+      if (ec) return;  // closed or failed: dropping the last reference detaches
+      self->reader_.feed(self->buf_.data(), n);
+      self->drain();
+    });
+  }
+
+  void drain() {
+    std::string payload, error;
+    for (;;) {
+      switch (reader_.next(payload, error)) {
+        case proto::FrameReader::Next::kNeedMore:
+          read();
+          return;
+        case proto::FrameReader::Next::kError:
+          spdlog::warn("control: client pid {} uid {}: {}; disconnecting", peer_.pid, peer_.uid, error);
+          send({error_reply(error), {}, true});
+          return;
+        case proto::FrameReader::Next::kFrame:
+          break;
+      }
+      msgpack::object_handle req;
+      if (std::string e = proto::decode_payload(payload, req); !e.empty()) {
+        send({error_reply("bad request: " + e), {}, true});
+        return;
+      }
+      Reply reply;
+      try {
+        reply = handler_.handle(peer_, req.get());
+      } catch (const std::exception& ex) {
+        reply = {error_reply(std::string("internal error: ") + ex.what()), {}, false};
+      }
+      bool close = reply.close_after;
+      send(std::move(reply));
+      if (close) return;
+    }
+  }
+
+  // Replies are small; a client that does not read them gets disconnected
+  // rather than holding the daemon.
+  void send(Reply reply) {
+    std::string frame = proto::encode_frame(reply.payload);
+    std::string error;
+    int fd = sock_.native_handle();
+    bool ok = proto::send_with_fds(fd, frame, reply.fds, error);
+    for (int f : reply.fds) ::close(f);
+    if (!ok) {
+      spdlog::warn("control: cannot reply to pid {}: {}", peer_.pid, error);
+      sock_.close();
+      return;
+    }
+    if (reply.close_after) {
+      boost::system::error_code ec;
+      sock_.shutdown(stream::socket::shutdown_both, ec);
+    }
+  }
+
+  stream::socket sock_;
+  Peer peer_;
+  ControlHandler& handler_;
+  std::shared_ptr<std::size_t> live_;
+  proto::FrameReader reader_;
+  std::array<char, 16384> buf_;
+};
+
+}  // namespace
+
+ControlServer::ControlServer(asio::io_context& io, const std::string& path, ControlHandler& handler)
+    : io_(io), path_(path), handler_(handler), acceptor_(io) {
+  stream::endpoint ep(path);
+  acceptor_.open(ep.protocol());
+  acceptor_.bind(ep);
+  ::chmod(path.c_str(), 0660);
+  acceptor_.listen(128);
+  accept();
+}
+
+ControlServer::~ControlServer() { close(); }
+
+void ControlServer::close() {
+  if (acceptor_.is_open()) {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    ::unlink(path_.c_str());
+  }
+}
+
+void ControlServer::accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, stream::socket sock) {
+    if (ec) {
+      if (ec != asio::error::operation_aborted) {
+        spdlog::warn("control: accept failed: {}", ec.message());
+        accept();
+      }
+      return;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    // Only the daemon's own user (and root) may talk to it.
+    if (cred.uid != getuid() && cred.uid != 0) {
+      spdlog::warn("control: refused connection from uid {} pid {} (not the daemon's user)", cred.uid, cred.pid);
+    } else {
+      Peer peer{next_id_++, cred.pid, cred.uid, cred.gid};
+      std::make_shared<Connection>(std::move(sock), peer, handler_, live_)->start();
+    }
+    accept();
+  });
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,64 @@
+// The control plane: a unix stream socket speaking proto/ frames, served by
+// Boost.Asio on the supervisor's single thread. Exceptions may be thrown in
+// here, but never leave a handler: a bad client gets an error reply or is
+// disconnected, and the daemon carries on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <utility>  // Boost 1.74 Asio uses std::exchange without it
+#include <boost/asio.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <msgpack.hpp>
+#include <string>
+#include <vector>
+
+namespace tokfeed {
+
+struct Peer {
+  uint64_t id;  // connection number
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+};
+
+// A reply: a packed msgpack map, plus descriptors to pass with it.
+struct Reply {
+  std::string payload;
+  std::vector<int> fds;  // sent with SCM_RIGHTS, then closed
+  bool close_after = false;
+};
+
+class ControlHandler {
+ public:
+  virtual ~ControlHandler() = default;
+  // Handles one decoded request (a map with "op").
+  virtual Reply handle(const Peer& peer, const msgpack::object& request) = 0;
+  // The connection closed (a detach, for an attached client).
+  virtual void closed(const Peer& peer) = 0;
+};
+
+class ControlServer {
+ public:
+  ControlServer(boost::asio::io_context& io, const std::string& path, ControlHandler& handler);
+  ~ControlServer();
+  void close();
+  std::size_t connections() const { return *live_; }
+
+ private:
+  void accept();
+  boost::asio::io_context& io_;
+  std::string path_;
+  ControlHandler& handler_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  uint64_t next_id_ = 1;
+  std::shared_ptr<std::size_t> live_ = std::make_shared<std::size_t>(0);
+};
+
+// Helpers for building replies.
+std::string error_reply(const std::string& message);
+std::string ok_reply();
+
+}  // namespace tokfeed

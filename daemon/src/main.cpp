@@ -1,0 +1,83 @@
+// tokfeedd: the tokfeed daemon. Runs in the foreground, as systemd wants.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "batch_builder.hpp"
+#include "config.hpp"
+#include "dataset.hpp"
+#include "schedule.hpp"
+#include "supervisor.hpp"
+#include "text/tokenizer.hpp"
+#include "tokfeed/shm/segment.hpp"
+
+namespace {
+
+int check_config(const std::string& path) {
+  using namespace tokfeed;
+  JobConfig cfg = load_config(path);
+  std::printf("# resolved settings of %s\n%s", path.c_str(), describe(cfg).c_str());
+  auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
+  std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
+              tok->pad_id());
+  Dataset data(cfg.dataset, record_rules(cfg));
+  std::printf("# dataset: %s: %llu records, %llu valid, %zu bad\n", data.path().c_str(),
+              static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.size()),
+              data.bad().size());
+  for (std::size_t i = 0; i < data.bad().size() && i < 20; ++i)
+    std::printf("#   %s:%u: %s\n", data.path().c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
+  if (data.bad().size() > 20) std::printf("#   ... %zu more\n", data.bad().size() - 20);
+  for (uint32_t r : cfg.ranks.serve) {
+    Schedule s(data.size(), cfg.schedule, cfg.ranks.world_size, r, cfg.batch.size);
+    std::printf("# rank %u: %llu samples, %llu batches per epoch, %llu epochs\n", r,
+                static_cast<unsigned long long>(s.samples_per_rank()),
+                static_cast<unsigned long long>(s.batches_per_epoch()),
+                static_cast<unsigned long long>(s.epochs()));
+  }
+  ShmPlan plan = plan_shm(cfg);
+  uint64_t need = plan.data_bytes + plan.consumer_bytes * cfg.ranks.serve.size();
+  uint64_t free = shm::free_bytes(cfg.server.shm_dir);
+  std::printf("# shared memory: %llu bytes needed (slot %llu bytes), %llu bytes free in %s\n",
+              static_cast<unsigned long long>(need), static_cast<unsigned long long>(plan.slot_bytes),
+              static_cast<unsigned long long>(free), cfg.server.shm_dir.c_str());
+  if (need > free) {
+    std::fprintf(stderr, "error: %s needs %llu bytes of shared memory but only %llu are free\n",
+                 cfg.server.shm_dir.c_str(), static_cast<unsigned long long>(need),
+                 static_cast<unsigned long long>(free));
+    return 1;
+  }
+  std::printf("# ok\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tokfeedd: tokenizes and batches SFT data into shared-memory rings for trainers"};
+  std::string config, check, level = "info";
+  app.add_option("--config", config, "job config (TOML) to serve");
+  app.add_option("--check-config", check, "validate a job config, print what it resolves to, and exit");
+  app.add_option("--log-level", level, "trace | debug | info | warn | error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto logger = spdlog::stderr_color_mt("tokfeedd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%P] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+
+  try {
+    if (!check.empty()) return check_config(check);
+    if (config.empty()) {
+      std::fprintf(stderr, "error: --config or --check-config is required\n%s", app.help().c_str());
+      return 2;
+    }
+    tokfeed::Supervisor sup(tokfeed::load_config(config));
+    return sup.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,387 @@
+#include "supervisor.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "batch_builder.hpp"
+#include "tokfeed/proto/frame.hpp"
+#include "tokfeed/shm/futex.hpp"
+#include "worker.hpp"
+
+namespace tokfeed {
+
+namespace asio = boost::asio;
+
+uint64_t ShmPlan::total() const { return data_bytes; }
+
+ShmPlan plan_shm(const JobConfig& cfg) {
+  ShmPlan p;
+  p.slot_bytes = BatchBuilder::slot_bytes(cfg);
+  shm::SegmentGeometry g{static_cast<uint32_t>(cfg.ranks.serve.size() * cfg.workers.count), cfg.workers.slots,
+                         p.slot_bytes};
+  p.data_bytes = g.data_bytes();
+  p.consumer_bytes = shm::SegmentGeometry::consumer_bytes(cfg.workers.count);
+  return p;
+}
+
+namespace {
+
+// An instance lock that cannot outlive its holder: a socket bound in the
+// abstract namespace, released by the kernel when the process dies. No file
+// is left behind after kill -9.
+int abstract_lock(const std::string& name, std::string& error) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::size_t n = std::min(name.size(), sizeof(addr.sun_path) - 2);
+  std::memcpy(addr.sun_path + 1, name.data(), n);
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    error = std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+}  // namespace
+
+Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
+  start_ns_ = shm::monotonic_ns();
+  acquire_instance_locks();
+  tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
+  data_ = std::make_unique<Dataset>(cfg_.dataset, record_rules(cfg_));
+  for (const BadRecord& b : data_->bad())
+    spdlog::warn("{}:{}: bad record skipped: {}", data_->path(), b.line, b.reason);
+  spdlog::info("dataset {}: {} records, {} valid, {} bad", data_->path(), data_->records_total(), data_->size(),
+               data_->bad().size());
+#ifdef TOKFEED_FAULT_HOOKS
+  if (const char* s = getenv("TOKFEED_FAULT_CRASH_LINE")) crash_on_line_ = std::atoll(s);
+#endif
+  create_segments();
+}
+
+Supervisor::~Supervisor() {
+  for (int fd : lock_fds_) ::close(fd);
+}
+
+void Supervisor::acquire_instance_locks() {
+  std::string error;
+  for (const auto& [what, key] : {std::pair<std::string, std::string>{"socket", cfg_.server.socket},
+                                  {"shm_prefix", cfg_.server.shm_prefix}}) {
+    int fd = abstract_lock("tokfeed/" + what + "/" + key, error);
+    if (fd < 0) {
+      throw std::runtime_error(fmt::format(
+          "another tokfeedd is running with [server] {} = \"{}\" ({}); stop it first or choose another {}", what,
+          key, error, what));
+    }
+    lock_fds_.push_back(fd);
+  }
+  // We hold the locks, so a socket file left here is stale (its daemon died).
+  if (::unlink(cfg_.server.socket.c_str()) == 0)
+    spdlog::info("removed stale socket {} left by a daemon that died", cfg_.server.socket);
+}
+
+void Supervisor::create_segments() {
+  plan_ = plan_shm(cfg_);
+  const uint32_t W = cfg_.workers.count;
+  const uint32_t rings = static_cast<uint32_t>(cfg_.ranks.serve.size() * W);
+  if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.data_bytes, "data", data_seg_))
+    throw std::runtime_error(e.message);
+
+  auto* h = data_seg_.at<shm::SegmentHeader>(0);
+  h->magic = shm::kDataMagic;
+  h->version_major = shm::kVersionMajor;
+  h->version_minor = shm::kVersionMinor;
+  h->header_bytes = sizeof(shm::SegmentHeader);
+  h->segment_bytes = plan_.data_bytes;
+  h->ring_count = rings;
+  h->slots_per_ring = cfg_.workers.slots;
+  h->slot_bytes = plan_.slot_bytes;
+  shm::SegmentGeometry g{rings, cfg_.workers.slots, plan_.slot_bytes};
+  h->rings_offset = g.rings_offset();
+  h->ring_stride = sizeof(shm::RingHeader);
+  h->slots_offset = g.slots_offset();
+  h->daemon_pid = static_cast<uint32_t>(getpid());
+  h->instance_id = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  h->heartbeat_ns.store(shm::monotonic_ns(), std::memory_order_relaxed);
+
+  for (uint32_t ri = 0; ri < cfg_.ranks.serve.size(); ++ri) {
+    RankSlot rs;
+    rs.rank = cfg_.ranks.serve[ri];
+    rs.schedule = std::make_unique<Schedule>(data_->size(), cfg_.schedule, cfg_.ranks.world_size, rs.rank,
+                                             cfg_.batch.size);
+    uint64_t total = rs.schedule->total_batches();
+    for (uint32_t w = 0; w < W; ++w) {
+      shm::RingHeader& r = ring(ri * W + w);
+      r.rank = rs.rank;
+      r.worker = w;
+      r.end_seq = total > w ? (total - w + W - 1) / W : 0;
+    }
+    if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.consumer_bytes,
+                                     fmt::format("rank {} consumer", rs.rank), rs.consumer))
+      throw std::runtime_error(e.message);
+    auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
+    c->magic = shm::kConsumerMagic;
+    c->version_major = shm::kVersionMajor;
+    c->version_minor = shm::kVersionMinor;
+    c->header_bytes = sizeof(shm::ConsumerHeader);
+    c->segment_bytes = plan_.consumer_bytes;
+    c->rank = rs.rank;
+    c->ring_count = W;
+    c->lines_offset = sizeof(shm::ConsumerHeader);
+    c->line_stride = sizeof(shm::ConsumerLine);
+    // SYNC POINT: pairs with the client's state.load(acquire) in validation.
+    c->state.store(shm::kStateReady, std::memory_order_release);
+    ranks_.push_back(std::move(rs));
+    for (uint32_t w = 0; w < W; ++w) workers_.push_back({ri, w});
+  }
+  // SYNC POINT: pairs with the client's state.load(acquire): every field
+  // above is visible before the segment reads as ready.
+  h->state.store(shm::kStateReady, std::memory_order_release);
+  spdlog::info("shared memory: {} bytes of rings in {} ({} rings x {} slots x {} bytes), anonymous",
+               plan_.data_bytes, cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
+}
+
+shm::RingHeader& Supervisor::ring(std::size_t index) const {
+  auto* h = data_seg_.at<shm::SegmentHeader>(0);
+  return *data_seg_.at<shm::RingHeader>(h->rings_offset + index * sizeof(shm::RingHeader));
+}
+
+void Supervisor::spawn(WorkerSlot& w) {
+  const uint32_t W = cfg_.workers.count;
+  std::size_t index = w.rank_index * W + w.worker;
+  RankSlot& rs = ranks_[w.rank_index];
+  WorkerContext ctx;
+  ctx.cfg = &cfg_;
+  ctx.data = data_.get();
+  ctx.tok = tok_.get();
+  ctx.poisoned = &poisoned_;
+  ctx.segment = data_seg_.at<shm::SegmentHeader>(0);
+  ctx.ring = &ring(index);
+  auto* ch = rs.consumer.at<shm::ConsumerHeader>(0);
+  ctx.consumer = rs.consumer.at<shm::ConsumerLine>(ch->lines_offset + w.worker * sizeof(shm::ConsumerLine));
+  ctx.slots = data_seg_.at<char>(ctx.segment->slots_offset + index * cfg_.workers.slots * plan_.slot_bytes);
+  ctx.rank = rs.rank;
+  ctx.worker = w.worker;
+  ctx.supervisor_pid = getpid();
+  ctx.crash_on_line = crash_on_line_;
+
+  io_.notify_fork(asio::io_context::fork_prepare);
+  pid_t pid = fork();
+  if (pid == 0) {
+    worker_main(ctx);  // never returns
+  }
+  io_.notify_fork(asio::io_context::fork_parent);
+  if (pid < 0) {
+    spdlog::error("rank {} worker {}: fork failed: {}", rs.rank, w.worker, std::strerror(errno));
+    return;
+  }
+  w.pid = pid;
+  w.started_ns = shm::monotonic_ns();
+}
+
+void Supervisor::on_sigchld() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (WorkerSlot& w : workers_)
+      if (w.pid == pid) on_worker_exit(w, status);
+  }
+  if (stopping_) {
+    bool any = false;
+    for (const WorkerSlot& w : workers_) any |= w.pid > 0;
+    if (!any) finish_shutdown();
+  }
+}
+
+void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
+  uint64_t died_ns = shm::monotonic_ns();
+  const uint32_t W = cfg_.workers.count;
+  RankSlot& rs = ranks_[w.rank_index];
+  shm::RingHeader& r = ring(w.rank_index * W + w.worker);
+  w.pid = -1;
+  w.last_exit = describe_exit(status);
+  if (stopping_) return;
+  // The worker published which record it was encoding; a record that keeps
+  // killing workers is isolated so the stream can go on (deterministically:
+  // the same record crashes every time).
+  uint64_t rec = r.building_record.load(std::memory_order_relaxed);
+  std::string where;
+  if (rec > 0 && rec - 1 < data_->size()) {
+    uint64_t v = rec - 1;
+    where = fmt::format(" while encoding {}:{}", data_->path(), data_->line(v));
+    if (++crashes_[v] >= cfg_.workers.max_crashes && poisoned_.insert(v).second) {
+      std::string report = fmt::format("{}:{}: record crashed a worker {} times; skipping it", data_->path(),
+                                       data_->line(v), crashes_[v]);
+      spdlog::error("{}", report);
+      poison_reports_.push_back(report);
+    }
+  }
+  spdlog::warn("rank {} worker {} (pid {}) {}{}; restarting it", rs.rank, w.worker,
+               r.producer_pid.load(std::memory_order_relaxed), w.last_exit, where);
+  ++w.restarts;
+  spawn(w);
+  w.last_restart_ms = (shm::monotonic_ns() - died_ns) / 1'000'000;
+}
+
+void Supervisor::heartbeat() {
+  auto* h = data_seg_.at<shm::SegmentHeader>(0);
+  uint64_t now = shm::monotonic_ns();
+  // The only word the supervisor writes once the workers run.
+  h->heartbeat_ns.store(now, std::memory_order_relaxed);
+  if (now - last_rates_.t_ns >= 1'000'000'000ULL) {
+    prev_rates_ = last_rates_;
+    last_rates_ = {now, 0, 0, 0};
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      last_rates_.samples += ring(i).samples.load(std::memory_order_relaxed);
+      last_rates_.tokens += ring(i).tokens.load(std::memory_order_relaxed);
+      last_rates_.real_tokens += ring(i).real_tokens.load(std::memory_order_relaxed);
+    }
+    sd_notify(0, ("STATUS=" + summary_line()).c_str());
+  }
+  if (stopping_) return;
+  beat_.expires_after(std::chrono::milliseconds(cfg_.server.heartbeat_ms));
+  beat_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) heartbeat();
+  });
+}
+
+int Supervisor::run() {
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.async_wait([this](boost::system::error_code ec, int sig) {
+    if (!ec) begin_shutdown(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  });
+  ::signal(SIGPIPE, SIG_IGN);
+  sigchld_.add(SIGCHLD);
+  std::function<void(boost::system::error_code, int)> on_child = [this, &on_child](boost::system::error_code ec, int) {
+    if (ec) return;
+    on_sigchld();
+    if (!stopping_ || !workers_.empty()) sigchld_.async_wait(on_child);
+  };
+  sigchld_.async_wait(on_child);
+
+  for (WorkerSlot& w : workers_) spawn(w);
+  server_ = std::make_unique<ControlServer>(io_, cfg_.server.socket, *this);
+  spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(),
+               fmt::join(cfg_.ranks.serve, ","), cfg_.workers.count, cfg_.server.socket);
+  heartbeat();
+  sd_notify(0, ("READY=1\nSTATUS=" + summary_line()).c_str());
+  io_.run();
+  return 0;
+}
+
+void Supervisor::begin_shutdown(const char* why) {
+  if (stopping_) return;
+  stopping_ = true;
+  spdlog::info("shutting down ({})", why);
+  sd_notify(0, "STOPPING=1");
+  if (server_) server_->close();
+  beat_.cancel();
+  signals_.cancel();
+  bool any = false;
+  for (WorkerSlot& w : workers_) {
+    if (w.pid > 0) {
+      ::kill(w.pid, SIGKILL);  // workers hold no state worth flushing
+      any = true;
+    }
+  }
+  if (!any) finish_shutdown();
+}
+
+void Supervisor::finish_shutdown() {
+  sigchld_.cancel();
+  // Rings and consumer segments are anonymous: unmapping them here (and the
+  // clients unmapping theirs) frees them; nothing is left in shm_dir.
+  server_.reset();
+  io_.stop();
+}
+
+void Supervisor::closed(const Peer& peer) {
+  for (RankSlot& rs : ranks_) {
+    if (rs.client && rs.client->id == peer.id) {
+      auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
+      spdlog::info("rank {}: client pid {} detached at batch {}", rs.rank, peer.pid,
+                   c->next_index.load(std::memory_order_relaxed));
+      rs.client.reset();
+    }
+  }
+}
+
+Reply Supervisor::handle(const Peer& peer, const msgpack::object& req) {
+  std::string_view op = proto::get_str(req, "op").value_or("");
+  if (op == "status") return {status_payload(), {}, false};
+  if (op == "attach") return attach(peer, req);
+  if (op == "ping") return {ok_reply(), {}, false};
+  if (op == "shutdown") {
+    spdlog::info("shutdown requested by pid {} uid {}", peer.pid, peer.uid);
+    asio::post(io_, [this] { begin_shutdown("tokfeedctl shutdown"); });
+    return {ok_reply(), {}, true};
+  }
+  return {error_reply(fmt::format("unknown op '{}': expected status, attach, ping or shutdown", op)), {}, false};
+}
+
+Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
+  auto rank = proto::get_int(req, "rank");
+  if (!rank) return {error_reply("attach: field 'rank' (an integer) is required"), {}, true};
+  RankSlot* rs = nullptr;
+  uint32_t ri = 0;
+  for (uint32_t i = 0; i < ranks_.size(); ++i)
+    if (ranks_[i].rank == *rank) rs = &ranks_[i], ri = i;
+  if (!rs) {
+    return {error_reply(fmt::format("attach: rank {} is not served by this daemon (serves [{}] of world_size {})",
+                                    *rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
+            {}, true};
+  }
+  if (rs->client) {
+    return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", *rank,
+                                    rs->client->pid)),
+            {}, true};
+  }
+  int data_ro = shm::reopen_read_only(data_seg_.fd());
+  int consumer_rw = ::fcntl(rs->consumer.fd(), F_DUPFD_CLOEXEC, 0);
+  if (data_ro < 0 || consumer_rw < 0) {
+    if (data_ro >= 0) ::close(data_ro);
+    if (consumer_rw >= 0) ::close(consumer_rw);
+    return {error_reply(std::string("attach: cannot share the segments: ") + std::strerror(errno)), {}, true};
+  }
+  rs->client = peer;
+  spdlog::info("rank {}: client pid {} uid {} attached", rs->rank, peer.pid, peer.uid);
+
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(12);
+  pk.pack("v"), pk.pack(proto::kVersion);
+  pk.pack("ok"), pk.pack(true);
+  pk.pack("rank"), pk.pack(rs->rank);
+  pk.pack("ring_base"), pk.pack(ri * cfg_.workers.count);
+  pk.pack("workers"), pk.pack(cfg_.workers.count);
+  pk.pack("batches_per_epoch"), pk.pack(rs->schedule->batches_per_epoch());
+  pk.pack("epochs"), pk.pack(rs->schedule->epochs());
+  pk.pack("samples_per_rank"), pk.pack(rs->schedule->samples_per_rank());
+  pk.pack("batch_size"), pk.pack(cfg_.batch.size);
+  pk.pack("max_length"), pk.pack(cfg_.batch.max_length);
+  pk.pack("heartbeat_ms"), pk.pack(cfg_.server.heartbeat_ms);
+  pk.pack("instance_id"), pk.pack(data_seg_.at<shm::SegmentHeader>(0)->instance_id);
+  return {std::string(buf.data(), buf.size()), {data_ro, consumer_rw}, false};
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,113 @@
+// The supervisor: owns the config, the dataset index, the tokenizer and the
+// segments; forks one worker per (rank, worker) ring and restarts any that
+// dies; serves the control socket.
+//
+// Like PostgreSQL's postmaster, it never writes into the rings: after the
+// segments are initialised it only bumps the heartbeat word and reads the
+// workers' counters (as untrusted numbers), so a worker that corrupts its
+// ring cannot take the supervisor down with it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <utility>  // Boost 1.74 Asio uses std::exchange without it
+#include <boost/asio.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "config.hpp"
+#include "control.hpp"
+#include "dataset.hpp"
+#include "schedule.hpp"
+#include "text/tokenizer.hpp"
+#include "tokfeed/shm/layout.hpp"
+#include "tokfeed/shm/segment.hpp"
+
+namespace tokfeed {
+
+// Shared memory a job needs, for --check-config and start-up errors.
+struct ShmPlan {
+  uint64_t slot_bytes;
+  uint64_t data_bytes;
+  uint64_t consumer_bytes;  // per rank
+  uint64_t total() const;
+};
+ShmPlan plan_shm(const JobConfig& cfg);
+
+class Supervisor final : public ControlHandler {
+ public:
+  // Loads everything and creates the segments; throws std::runtime_error
+  // with a message for the operator on any failure.
+  explicit Supervisor(JobConfig cfg);
+  ~Supervisor() override;
+
+  // Forks the workers, binds the socket, notifies systemd, and serves until
+  // shutdown. Returns the process exit code.
+  int run();
+
+  Reply handle(const Peer& peer, const msgpack::object& request) override;
+  void closed(const Peer& peer) override;
+
+ private:
+  struct WorkerSlot {
+    uint32_t rank_index;
+    uint32_t worker;
+    pid_t pid = -1;
+    uint64_t restarts = 0;
+    uint64_t started_ns = 0;
+    uint64_t last_restart_ms = 0;  // time from death to respawn
+    std::string last_exit;
+  };
+  struct RankSlot {
+    uint32_t rank;
+    shm::Mapping consumer;
+    std::unique_ptr<Schedule> schedule;
+    std::optional<Peer> client;
+  };
+  struct Rates {
+    uint64_t t_ns = 0, samples = 0, tokens = 0, real_tokens = 0;
+  };
+
+  void acquire_instance_locks();
+  void create_segments();
+  void spawn(WorkerSlot& w);
+  void on_sigchld();
+  void on_worker_exit(WorkerSlot& w, int status);
+  void heartbeat();
+  void begin_shutdown(const char* why);
+  void finish_shutdown();
+
+  Reply attach(const Peer& peer, const msgpack::object& req);
+  std::string status_payload();
+  std::string summary_line();
+
+  shm::RingHeader& ring(std::size_t index) const;
+
+  JobConfig cfg_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<Dataset> data_;
+  ShmPlan plan_{};
+  shm::Mapping data_seg_;
+  std::vector<RankSlot> ranks_;
+  std::vector<WorkerSlot> workers_;
+  std::unordered_set<uint64_t> poisoned_;
+  std::map<uint64_t, uint32_t> crashes_;  // valid record → crashes while building it
+  std::vector<std::string> poison_reports_;
+  std::vector<int> lock_fds_;
+  int64_t crash_on_line_ = -1;
+  uint64_t start_ns_ = 0;
+  Rates last_rates_{}, prev_rates_{};
+  bool stopping_ = false;
+
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_{io_};
+  boost::asio::signal_set sigchld_{io_};
+  boost::asio::steady_timer beat_{io_};
+  std::unique_ptr<ControlServer> server_;
+};
+
+}  // namespace tokfeed

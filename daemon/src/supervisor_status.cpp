@@ -1,0 +1,139 @@
+// What `tokfeedctl status` shows: assembled from the supervisor's own state
+// and the counters the workers and clients keep in shared memory (read as
+// plain numbers, never trusted as offsets).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "supervisor.hpp"
+#include "tokfeed/proto/frame.hpp"
+#include "tokfeed/shm/futex.hpp"
+
+namespace tokfeed {
+
+namespace {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+template <class T>
+void kv(Packer& pk, const char* key, const T& value) {
+  pk.pack(key);
+  pk.pack(value);
+}
+
+uint64_t load(const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+std::string Supervisor::summary_line() {
+  uint64_t dt = last_rates_.t_ns - prev_rates_.t_ns;
+  double sps = dt && prev_rates_.t_ns ? (last_rates_.samples - prev_rates_.samples) * 1e9 / dt : 0;
+  double tps = dt && prev_rates_.t_ns ? (last_rates_.real_tokens - prev_rates_.real_tokens) * 1e9 / dt : 0;
+  std::size_t attached = 0;
+  for (const RankSlot& rs : ranks_) attached += rs.client.has_value();
+  return fmt::format("{} records, {} workers, {}/{} ranks attached, {:.0f} samples/s, {:.0f} tokens/s",
+                     data_->size(), workers_.size(), attached, ranks_.size(), sps, tps);
+}
+
+std::string Supervisor::status_payload() {
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  const uint32_t W = cfg_.workers.count;
+  pk.pack_map(7);
+  kv(pk, "v", proto::kVersion);
+  kv(pk, "ok", true);
+
+  pk.pack("daemon");
+  pk.pack_map(5);
+  kv(pk, "pid", static_cast<int64_t>(getpid()));
+  kv(pk, "uptime_s", (shm::monotonic_ns() - start_ns_) / 1e9);
+  kv(pk, "config_file", cfg_.file);
+  kv(pk, "socket", cfg_.server.socket);
+  kv(pk, "config", describe(cfg_));
+
+  pk.pack("dataset");
+  pk.pack_map(7);
+  kv(pk, "path", data_->path());
+  kv(pk, "bytes", data_->file_bytes());
+  kv(pk, "records", data_->records_total());
+  kv(pk, "valid", data_->size());
+  kv(pk, "bad", data_->bad().size());
+  pk.pack("bad_records");
+  std::size_t shown = std::min<std::size_t>(data_->bad().size(), 20);
+  pk.pack_array(static_cast<uint32_t>(shown));
+  for (std::size_t i = 0; i < shown; ++i)
+    pk.pack(fmt::format("{}:{}: {}", data_->path(), data_->bad()[i].line, data_->bad()[i].reason));
+  pk.pack("poisoned");
+  pk.pack(poison_reports_);
+
+  pk.pack("workers");
+  pk.pack_array(static_cast<uint32_t>(workers_.size()));
+  uint64_t batches = 0, samples = 0, tokens = 0, real = 0, truncated = 0, dropped = 0, masked = 0;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const WorkerSlot& w = workers_[i];
+    const shm::RingHeader& r = ring(i);
+    bool done = r.head.load(std::memory_order_relaxed) >= r.end_seq;
+    bool building = r.building_index.load(std::memory_order_relaxed) != 0;
+    pk.pack_map(9);
+    kv(pk, "rank", ranks_[w.rank_index].rank);
+    kv(pk, "worker", w.worker);
+    kv(pk, "pid", static_cast<int64_t>(w.pid));
+    kv(pk, "state", w.pid <= 0 ? "restarting" : done ? "done" : building ? "building" : "waiting");
+    kv(pk, "batches", load(r.batches));
+    kv(pk, "restarts", w.restarts);
+    kv(pk, "last_restart_ms", w.last_restart_ms);
+    kv(pk, "last_exit", w.last_exit);
+    kv(pk, "generation", r.generation.load(std::memory_order_relaxed));
+    batches += load(r.batches), samples += load(r.samples), tokens += load(r.tokens);
+    real += load(r.real_tokens), truncated += load(r.truncated), dropped += load(r.dropped);
+    masked += load(r.all_masked);
+  }
+
+  pk.pack("ranks");
+  pk.pack_array(static_cast<uint32_t>(ranks_.size()));
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri) {
+    const RankSlot& rs = ranks_[ri];
+    const auto* ch = rs.consumer.at<shm::ConsumerHeader>(0);
+    uint64_t fill = 0;
+    for (uint32_t w = 0; w < W; ++w) {
+      const shm::RingHeader& r = ring(ri * W + w);
+      const auto* line = rs.consumer.at<shm::ConsumerLine>(ch->lines_offset + w * sizeof(shm::ConsumerLine));
+      uint64_t head = r.head.load(std::memory_order_relaxed), tail = line->tail.load(std::memory_order_relaxed);
+      bool same = r.session.load(std::memory_order_relaxed) == line->session.load(std::memory_order_relaxed);
+      if (same && head >= tail) fill += std::min<uint64_t>(head - tail, cfg_.workers.slots);
+    }
+    uint64_t next = load(ch->next_index);
+    uint64_t bpe = rs.schedule->batches_per_epoch();
+    uint64_t wait = load(ch->wait_ns), busy = load(ch->busy_ns);
+    pk.pack_map(11);
+    kv(pk, "rank", rs.rank);
+    kv(pk, "attached", rs.client.has_value());
+    kv(pk, "client_pid", rs.client ? static_cast<int64_t>(rs.client->pid) : int64_t{0});
+    kv(pk, "ring_fill", fill);
+    kv(pk, "ring_capacity", uint64_t{W} * cfg_.workers.slots);
+    kv(pk, "epoch", bpe ? next / bpe : 0);
+    kv(pk, "step", bpe ? next % bpe : 0);
+    kv(pk, "batches_per_epoch", bpe);
+    kv(pk, "epochs", rs.schedule->epochs());
+    kv(pk, "consumed", load(ch->consumed));
+    kv(pk, "stall_fraction", wait + busy ? double(wait) / double(wait + busy) : 0.0);
+  }
+
+  uint64_t dt = last_rates_.t_ns - prev_rates_.t_ns;
+  bool have = dt && prev_rates_.t_ns;
+  pk.pack("throughput");
+  pk.pack_map(11);
+  kv(pk, "samples_per_s", have ? (last_rates_.samples - prev_rates_.samples) * 1e9 / dt : 0.0);
+  kv(pk, "tokens_per_s", have ? (last_rates_.tokens - prev_rates_.tokens) * 1e9 / dt : 0.0);
+  kv(pk, "real_tokens_per_s", have ? (last_rates_.real_tokens - prev_rates_.real_tokens) * 1e9 / dt : 0.0);
+  kv(pk, "pad_fraction", tokens ? 1.0 - double(real) / double(tokens) : 0.0);
+  kv(pk, "batches", batches);
+  kv(pk, "samples", samples);
+  kv(pk, "tokens", tokens);
+  kv(pk, "real_tokens", real);
+  kv(pk, "truncated", truncated);
+  kv(pk, "dropped", dropped);
+  kv(pk, "all_masked", masked);
+  return std::string(buf.data(), buf.size());
+}
+
+}  // namespace tokfeed

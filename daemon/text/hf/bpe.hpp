@@ -1,0 +1,125 @@
+// The BPE model of tokenizer.json, with the speed-ups HF lacks: merges in a
+// flat hash table keyed by the id pair, a per-process word cache, and no
+// allocation per word once the scratch buffers have grown.
+//
+// Thread safety: tokenize() mutates the cache and scratch buffers; one
+// BpeModel must not be used by two threads at once (see tokenizer.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tokfeed::text::hf {
+
+// A token of a word: its id and how many bytes of the word it covers.
+struct WordPiece {
+  int32_t id;
+  uint32_t len;
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept;
+};
+using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+struct BpeConfig {
+  Vocab vocab;                                  // token string (as in the json) -> id
+  std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+  bool byte_level = false;                      // units are bytes shown in the GPT-2 alphabet
+  bool byte_fallback = false;
+  bool ignore_merges = false;
+  bool fuse_unk = false;
+  std::string unk_token;                        // empty: none
+};
+
+class BpeModel {
+ public:
+  // Throws TokenizerError (prefixed with `where`) on inconsistent data.
+  BpeModel(BpeConfig config, const std::string& where);
+
+  // Appends the pieces of `word` (non-empty) to `out`.
+  void tokenize(std::string_view word, std::vector<WordPiece>& out) const;
+
+  // Token string of an id as written in the json, or nullptr.
+  const std::string* id_to_token(int32_t id) const {
+    return id >= 0 && size_t(id) < id_to_token_.size() && id_valid_[size_t(id)] ? &id_to_token_[size_t(id)] : nullptr;
+  }
+  int32_t token_to_id(std::string_view token) const;  // -1 if absent
+  size_t max_id_plus_one() const { return id_to_token_.size(); }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t new_id;
+  };
+  class MergeTable {
+   public:
+    void build(const std::vector<std::pair<uint64_t, Merge>>& entries);
+    const Merge* find(int32_t a, int32_t b) const {
+      uint64_t key = uint64_t(uint32_t(a)) << 32 | uint32_t(b);
+      for (uint64_t i = slot(key);; i = (i + 1) & mask_) {
+        if (keys_[i] == key) return &values_[i];
+        if (keys_[i] == kEmpty) return nullptr;
+      }
+    }
+
+   private:
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+    uint64_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_ & mask_; }
+    std::vector<uint64_t> keys_;
+    std::vector<Merge> values_;
+    uint64_t mask_ = 0;
+    int shift_ = 0;
+  };
+  // Word -> pieces, cleared whenever it fills up (cheap and good enough: a
+  // corpus's frequent words are back in it within a few kilobytes of text).
+  class WordCache {
+   public:
+    static constexpr size_t kMaxWordLen = 256;
+    bool find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const;
+    void insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n);
+
+   private:
+    struct Entry {
+      uint64_t hash;
+      uint32_t key_off, key_len, val_off, val_len;
+    };
+    static constexpr size_t kSlots = 1 << 17;
+    static constexpr size_t kMaxEntries = kSlots / 2;
+    std::vector<Entry> slots_;
+    std::string keys_;
+    std::vector<WordPiece> values_;
+    size_t count_ = 0;
+  };
+
+  void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
+
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> id_valid_;
+  Vocab raw_vocab_;  // unit bytes -> id (for byte-level: the bytes the token stands for)
+  MergeTable merges_;
+  int32_t byte_unit_id_[256];      // byte-level: id of each single byte
+  int32_t byte_fallback_id_[256];  // id of "<0xXX>", or -1
+  bool byte_level_, byte_fallback_, ignore_merges_, fuse_unk_;
+  int32_t unk_id_ = -1;
+
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;
+    uint32_t len;
+  };
+  struct Candidate {
+    int32_t rank, pos, new_id;
+  };
+  mutable std::vector<Symbol> symbols_;
+  mutable std::vector<Candidate> heap_;
+  mutable WordCache cache_;
+};
+
+uint64_t hash_bytes(std::string_view s);
+
+}  // namespace tokfeed::text::hf

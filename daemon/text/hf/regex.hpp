@@ -1,0 +1,47 @@
+// A PCRE2 (UTF, UCP, JIT) regex that behaves like the Oniguruma regexes HF
+// tokenizers compiles, for the patterns tokenizer.json files use.
+//
+// Differences handled: Oniguruma's \s is [\t-\r\x85\p{Z}] while PCRE2's also
+// matches U+180E, so \s and \S outside classes and \s inside classes are
+// rewritten; ^ and $ are line anchors as in Ruby syntax. Matches are iterated
+// as the Rust onig crate does: an empty match right after the previous match
+// is skipped. Invalid UTF-8 is allowed in subjects and matches nothing.
+//
+// Thread safety: match() uses per-object match data; not for concurrent use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+struct pcre2_real_code_8;
+struct pcre2_real_match_data_8;
+
+namespace tokfeed::text::hf {
+
+class Regex {
+ public:
+  // Throws TokenizerError with `where` in the message if the pattern is bad.
+  Regex(const std::string& pattern, const std::string& where);
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // Appends the [begin, end) of every match in `subject`.
+  void find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const;
+
+ private:
+  pcre2_real_code_8* code_ = nullptr;
+  pcre2_real_match_data_8* match_data_ = nullptr;
+  bool jit_ = false;
+};
+
+// Rewrites an Oniguruma pattern into the PCRE2 equivalent (see above).
+std::string onig_to_pcre2(std::string_view pattern);
+
+// Escapes a literal string for use as a regex.
+std::string regex_escape(std::string_view literal);
+
+}  // namespace tokfeed::text::hf

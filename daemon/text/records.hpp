@@ -1,0 +1,42 @@
+// Dataset records → conversations (docs/data_model.md section 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tokfeed::text {
+
+enum class Role : uint8_t { kSystem, kUser, kAssistant };
+std::string_view role_name(Role r) noexcept;
+
+struct Message {
+  Role role;
+  std::string content;
+};
+using Conversation = std::vector<Message>;
+
+enum class Format : uint8_t { kAuto, kMessages, kShareGpt, kAlpaca, kQueryResponse };
+std::string_view format_name(Format f) noexcept;
+// Returns false for an unknown name.
+bool parse_format(std::string_view name, Format& out) noexcept;
+
+struct RecordRules {
+  Format format = Format::kAuto;
+  bool require_alternation = false;  // mistral and llama2 templates
+  std::vector<std::pair<std::string, std::string>> placeholders;  // {{NAME}} → value
+};
+
+// Parses one record's JSON text into a conversation and checks it against
+// the rules. Returns the bad-record reason, or an empty string when the
+// record is valid. Never throws.
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out);
+
+// Replaces each {{NAME}} with its value in one left-to-right pass; unknown
+// names stay as they are and replacements are not rescanned.
+std::string apply_placeholders(std::string_view text,
+                               const std::vector<std::pair<std::string, std::string>>& placeholders);
+
+}  // namespace tokfeed::text

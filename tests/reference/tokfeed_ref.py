@@ -1,0 +1,859 @@
+#!/usr/bin/python3
+"""Independent Python reference of tokfeed's batch stream.
+
+Written from docs/data_model.md only (the contract); the C++ daemon is written
+separately from the same page and the tests compare the two byte for byte.
+Run with Debian's /usr/bin/python3 (3.11: tomllib, python3-sentencepiece).
+
+    tokfeed_ref.py --config job.toml [--rank R] [--count N]
+                   [--epochs-override E] [--limit-records N] [--report]
+    tokfeed_ref.py --config job.toml --bad-records
+
+Exit codes: 0 ok, 2 bad record with on_bad_record = "fail", 3 tokenizer
+type not available (hf without the `tokenizers` package), 1 other errors.
+
+Readings chosen where docs/data_model.md is ambiguous (to be settled in the
+spec; each is marked "AMBIGUITY" where it is implemented):
+
+ A1 Record checks are applied per category in the order the spec lists them
+    (JSON/object -> format/fields -> unknown role -> empty turn -> no
+    assistant -> system first -> alternation); within a category the first
+    offending message wins. Field errors are found while parsing, in field
+    order.
+ A2 Reason texts the spec does not spell out: "no format matches",
+    "field 'X': missing", "field 'X': expected a string",
+    "field 'X': expected an array", "field 'X': expected an object",
+    "field 'history[i]': expected a [query, response] pair",
+    "malformed JSON: not an object", "malformed JSON: <python message>".
+ A3 A present, non-null optional field that is not a string (alpaca
+    `input`/`system`, query_response `system`) is a bad record
+    ("field 'input': expected a string"); `history` must be an array of
+    2-element arrays of strings.
+ A4 Format detection (auto) tests key presence, whatever the value
+    ({"messages": null} is a messages record with a bad field).
+ A5 An empty-string system ("system": "" or a system message with "") is a
+    system message (only null counts as absent), so the default system is
+    NOT used and mistral renders "\\n\\n{user}". Empty system content is not
+    a bad record (only user/assistant turns are checked).
+ A6 "Empty" means the empty string, checked on the conversation before
+    placeholders and before llama2's strip(); whitespace-only content is
+    not a bad record (under llama2 it renders as empty).
+ A7 Placeholders are substituted in one simultaneous pass (a value that
+    contains {{OTHER}} is not substituted again), only in record content,
+    not in tokenizer.default_system.
+ A8 mistral/llama2: a conversation ending in an unpaired user turn (u,a,u)
+    alternates, so it is valid; the trailing user renders as
+    "[INST] {user} [/INST]" (mistral) / "<s>[INST] {user} [/INST]" (llama2),
+    like the HF chat templates, untrained.
+ A9 llama2: the trained spans are {assistant} and </s> separately; the
+    space between them (a lone "▁" token) is not trained.
+ A10 Token byte ranges from SentencePiece are the ones SentencePiece
+    reports (python gives code-point offsets; converted to UTF-8 bytes).
+    Byte-fallback pieces of one character: all but the last get the empty
+    range at the character's start, the last gets the whole character.
+    The dummy-prefix "▁" piece gets the empty range at its text piece's
+    start.
+ A11 "step" in the dump is k, the batch index within its epoch (not the
+    stream index e*B + k).
+ A12 A batch whose samples are all dropped (truncation = "drop") is still
+    emitted, with rows = 0 (all tensors are []), and keeps its step.
+ A13 Dropped / all-masked counts in --report are per sample occurrence in
+    the emitted stream of this rank (all epochs, up to --count), including
+    DistributedSampler padding duplicates.
+ A14 JSONL lines are split on b"\\n" only; a line is blank when it holds only
+    JSON whitespace (space, tab, CR). A line that is not UTF-8, or whose
+    JSON has NaN/Infinity, is malformed. Duplicate keys: last one wins
+    (Python json). A string with a lone surrogate escape is malformed.
+ A15 JSON array file: a syntax error inside the array makes one bad record
+    at the line where the error is, and parsing stops there (earlier
+    records stay valid). Anything after the closing ']' is ignored.
+ A16 The `file` in "file:line: reason" is dataset.path as written in the
+    config.
+ A17 padding = "max_length" with rows = 0 gives [] (shape [0, M]).
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import tomllib
+
+IGNORE = -100
+MASK64 = 0xFFFFFFFFFFFFFFFF
+GOLDEN = 0x9E3779B97F4A7C15
+
+DEFAULT_SYSTEM = {
+    "mistral": None,
+    "llama2": None,
+    "chatml": "You are a helpful assistant.",
+    "qwen2_5": "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+}
+
+
+class BadRecord(Exception):
+    """A record rejected by spec section 1 "Bad records"; str() is the reason."""
+
+
+class ToolError(Exception):
+    def __init__(self, msg, code=1):
+        super().__init__(msg)
+        self.code = code
+
+
+# ---------------------------------------------------------------- config
+
+def load_config(path):
+    """Read the job TOML; fill in defaults; resolve paths against its directory."""
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    base = os.path.dirname(os.path.abspath(path))
+
+    def sect(name):
+        return raw.get(name, {}) or {}
+
+    ds, tk, bt, sc, rk = (sect(n) for n in ("dataset", "tokenizer", "batch", "schedule", "ranks"))
+    cfg = {
+        "dataset_path_as_written": ds.get("path", "data.jsonl"),
+        "dataset_path": os.path.join(base, ds.get("path", "data.jsonl")),
+        "format": ds.get("format", "auto"),
+        "on_bad_record": ds.get("on_bad_record", "skip"),
+        "placeholders": dict(ds.get("placeholders", {}) or {}),
+        "tok_type": tk.get("type", "sentencepiece"),
+        "tok_path": os.path.join(base, tk.get("path", "tokenizer.model")),
+        "template": tk.get("template", "mistral"),
+        "default_system": tk.get("default_system"),
+        "size": int(bt.get("size", 4)),
+        "max_length": int(bt.get("max_length", 2048)),
+        "padding": bt.get("padding", "longest"),
+        "truncation": bt.get("truncation", "right"),
+        "loss": bt.get("loss", "all_assistant"),
+        "epochs": int(sc.get("epochs", 1)),
+        "shuffle": bool(sc.get("shuffle", True)),
+        "seed": int(sc.get("seed", 42)),
+        "drop_last": bool(sc.get("drop_last", False)),
+        "world_size": int(rk.get("world_size", 1)),
+    }
+    checks = {
+        "format": ("auto", "messages", "sharegpt", "alpaca", "query_response"),
+        "on_bad_record": ("skip", "fail"),
+        "tok_type": ("sentencepiece", "hf"),
+        "template": tuple(DEFAULT_SYSTEM),
+        "padding": ("longest", "max_length"),
+        "truncation": ("right", "left", "drop"),
+        "loss": ("all_assistant", "last_assistant"),
+    }
+    for key, allowed in checks.items():
+        if cfg[key] not in allowed:
+            raise ToolError(f"config: {key} = {cfg[key]!r}, expected one of {allowed}")
+    return cfg
+
+
+# ---------------------------------------------------------------- section 1: reading records
+
+JSON_WS = b" \t\r\n"
+
+
+def _reject_constant(name):
+    raise ValueError(f"invalid JSON constant {name}")
+
+
+def _loads(text):
+    """json.loads without Python's NaN/Infinity extension (AMBIGUITY A14)."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _check_strings(v):
+    """Reject strings holding lone surrogates (not representable in UTF-8; A14)."""
+    if isinstance(v, str):
+        v.encode("utf-8")
+    elif isinstance(v, list):
+        for x in v:
+            _check_strings(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            _check_strings(k)
+            _check_strings(x)
+
+
+def _to_record(obj):
+    if not isinstance(obj, dict):
+        raise BadRecord("malformed JSON: not an object")
+    try:
+        _check_strings(obj)
+    except UnicodeEncodeError:
+        raise BadRecord("malformed JSON: invalid surrogate in string") from None
+    return obj
+
+
+def read_records(path, limit=None):
+    """Spec 1 "Records": yield (line, record-or-BadRecord) in file order.
+
+    JSONL, or one JSON array when the first non-whitespace byte is '['.
+    The line is the 1-based line on which the record starts.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    first = data.lstrip(JSON_WS)[:1]
+    if first == b"[":
+        yield from _read_array(data, limit)
+    else:
+        yield from _read_jsonl(data, limit)
+
+
+def _read_jsonl(data, limit):
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if limit is not None:
+        lines = lines[:limit]
+    for n, raw in enumerate(lines, 1):
+        if raw.strip(JSON_WS) == b"":
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield n, BadRecord(f"malformed JSON: invalid UTF-8 ({e.reason})")
+            continue
+        try:
+            obj = _loads(text)
+        except ValueError as e:
+            yield n, BadRecord(f"malformed JSON: {e}")
+            continue
+        try:
+            yield n, _to_record(obj)
+        except BadRecord as e:
+            yield n, e
+
+
+def _read_array(data, limit):
+    """Walk a JSON array with raw_decode to know where each element starts (A15)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        yield line, BadRecord(f"malformed JSON: invalid UTF-8 ({e.reason})")
+        return
+    dec = json.JSONDecoder(parse_constant=_reject_constant)
+    ws = " \t\r\n"
+    pos = text.index("[") + 1
+    line_of = lambda p: text.count("\n", 0, p) + 1  # noqa: E731
+    count = 0
+
+    def skip(p):
+        while p < len(text) and text[p] in ws:
+            p += 1
+        return p
+
+    pos = skip(pos)
+    if pos < len(text) and text[pos] == "]":
+        return
+    while True:
+        if limit is not None and count >= limit:
+            return
+        pos = skip(pos)
+        start = pos
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except ValueError as e:
+            yield line_of(start), BadRecord(f"malformed JSON: {e}")
+            return
+        count += 1
+        try:
+            yield line_of(start), _to_record(obj)
+        except BadRecord as e:
+            yield line_of(start), e
+        pos = skip(pos)
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+            continue
+        if pos < len(text) and text[pos] == "]":
+            return
+        yield line_of(pos), BadRecord("malformed JSON: expected ',' or ']' in array")
+        return
+
+
+# ---------------------------------------------------------------- section 1: records -> conversations
+
+ROLES = ("system", "user", "assistant")
+SHAREGPT_ROLE = {"human": "user", "user": "user", "gpt": "assistant",
+                 "assistant": "assistant", "system": "system"}
+
+
+def _req_str(obj, key, name):
+    """A required string field (spec 1: missing or not a string -> bad)."""
+    if key not in obj:
+        raise BadRecord(f"field '{name}': missing")
+    v = obj[key]
+    if not isinstance(v, str):
+        raise BadRecord(f"field '{name}': expected a string")
+    return v
+
+
+def _opt_str(obj, key, name):
+    """An optional string field: absent or null -> None (A3 for wrong types)."""
+    v = obj.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise BadRecord(f"field '{name}': expected a string")
+    return v
+
+
+def _req_list(obj, key, name):
+    if key not in obj:
+        raise BadRecord(f"field '{name}': missing")
+    v = obj[key]
+    if not isinstance(v, list):
+        raise BadRecord(f"field '{name}': expected an array")
+    return v
+
+
+def detect_format(rec):
+    """Spec 1 table, `auto`: rows tried top to bottom (key presence, A4)."""
+    if "messages" in rec:
+        return "messages"
+    if "conversations" in rec:
+        return "sharegpt"
+    if "instruction" in rec and "output" in rec:
+        return "alpaca"
+    if "query" in rec and "response" in rec:
+        return "query_response"
+    raise BadRecord("no format matches")
+
+
+def _parse_turns(rec, key, role_key, content_key, role_map):
+    """messages / sharegpt: list of objects -> [(raw_role, mapped_role, content)]."""
+    out = []
+    for i, m in enumerate(_req_list(rec, key, key)):
+        if not isinstance(m, dict):
+            raise BadRecord(f"field '{key}[{i}]': expected an object")
+        role = _req_str(m, role_key, f"{key}[{i}].{role_key}")
+        content = _req_str(m, content_key, f"{key}[{i}].{content_key}")
+        out.append((role, role_map(role), content))
+    return out
+
+
+def parse_messages(rec):
+    return _parse_turns(rec, "messages", "role", "content",
+                        lambda r: r if r in ROLES else None)
+
+
+def parse_sharegpt(rec):
+    return _parse_turns(rec, "conversations", "from", "value", SHAREGPT_ROLE.get)
+
+
+def parse_alpaca(rec):
+    instruction = _req_str(rec, "instruction", "instruction")
+    inp = _opt_str(rec, "input", "input")
+    output = _req_str(rec, "output", "output")
+    system = _opt_str(rec, "system", "system")
+    user = instruction + ("\n" + inp if inp else "")
+    turns = [("system", "system", system)] if system is not None else []
+    return turns + [("user", "user", user), ("assistant", "assistant", output)]
+
+
+def parse_query_response(rec):
+    query = _req_str(rec, "query", "query")
+    response = _req_str(rec, "response", "response")
+    system = _opt_str(rec, "system", "system")
+    history = rec.get("history")
+    turns = [("system", "system", system)] if system is not None else []
+    if history is not None:
+        if not isinstance(history, list):
+            raise BadRecord("field 'history': expected an array")
+        for i, pair in enumerate(history):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise BadRecord(f"field 'history[{i}]': expected a [query, response] pair")
+            for j, role in ((0, "user"), (1, "assistant")):
+                if not isinstance(pair[j], str):
+                    raise BadRecord(f"field 'history[{i}][{j}]': expected a string")
+                turns.append((role, role, pair[j]))
+    return turns + [("user", "user", query), ("assistant", "assistant", response)]
+
+
+PARSERS = {"messages": parse_messages, "sharegpt": parse_sharegpt,
+           "alpaca": parse_alpaca, "query_response": parse_query_response}
+
+
+def validate(turns, template):
+    """Spec 1 "Bad records", conversation-level checks, in the listed order (A1)."""
+    for raw, role, _ in turns:
+        if role is None:
+            raise BadRecord(f"unknown role '{raw}'")
+    for _, role, content in turns:
+        if role in ("user", "assistant") and content == "":
+            raise BadRecord(f"empty {role} turn")
+    if not any(role == "assistant" for _, role, _ in turns):
+        raise BadRecord("no assistant turn")
+    for i, (_, role, _) in enumerate(turns):
+        if role == "system" and i != 0:
+            raise BadRecord("system message must come first")
+    if template in ("mistral", "llama2"):
+        rest = [role for _, role, _ in turns if role != "system"]
+        for i, role in enumerate(rest):
+            if role != ("user" if i % 2 == 0 else "assistant"):
+                raise BadRecord("roles must alternate user/assistant")
+
+
+def apply_placeholders(conv, placeholders):
+    """Spec 1 "Placeholders": {{NAME}} -> value in every content (one pass, A7)."""
+    if not placeholders:
+        return conv
+    pat = re.compile("|".join(re.escape("{{" + k + "}}") for k in placeholders))
+    sub = lambda m: str(placeholders[m.group(0)[2:-2]])  # noqa: E731
+    return [(role, pat.sub(sub, content)) for role, content in conv]
+
+
+def to_conversation(rec, cfg):
+    """Record -> validated conversation [(role, content)] or raise BadRecord."""
+    fmt = cfg["format"]
+    if fmt == "auto":
+        fmt = detect_format(rec)
+    turns = PARSERS[fmt](rec)
+    validate(turns, cfg["template"])
+    conv = [(role, content) for _, role, content in turns]
+    return apply_placeholders(conv, cfg["placeholders"])
+
+
+def load_dataset(cfg, limit=None):
+    """Valid records (conversations, file order) and bad ones ("file:line: reason")."""
+    valid, bad = [], []
+    shown = cfg["dataset_path_as_written"]
+    for line, rec in read_records(cfg["dataset_path"], limit):
+        if isinstance(rec, BadRecord):
+            bad.append((line, f"{shown}:{line}: {rec}"))
+            continue
+        try:
+            valid.append(to_conversation(rec, cfg))
+        except BadRecord as e:
+            bad.append((line, f"{shown}:{line}: {e}"))
+    return valid, bad
+
+
+# ---------------------------------------------------------------- section 2: templates
+
+class Renderer:
+    """Accumulates the rendered string and trained spans in UTF-8 byte offsets."""
+
+    def __init__(self):
+        self.parts = []
+        self.pos = 0          # bytes so far
+        self.spans = []       # (begin, end) bytes, per assistant turn: list
+
+    def emit(self, s):
+        start = self.pos
+        self.parts.append(s)
+        self.pos += len(s.encode("utf-8"))
+        return start, self.pos
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def _system_and_rest(conv, template, default_system):
+    """Split off the system message; fall back to default_system / template default."""
+    if conv and conv[0][0] == "system":
+        return conv[0][1], conv[1:]
+    if default_system is not None:
+        return default_system, conv
+    return DEFAULT_SYSTEM[template], conv
+
+
+def render_mistral(conv, system, r):
+    """Spec 2 `mistral`: <s>[INST] {user} [/INST]{assistant}</s> ..."""
+    r.emit("<s>")
+    first = True
+    for role, content in conv:
+        if role == "user":
+            if first and system is not None:
+                content = system + "\n\n" + content
+            first = False
+            r.emit("[INST] " + content + " [/INST]")
+        else:
+            b, _ = r.emit(content)
+            _, e = r.emit("</s>")
+            r.spans.append([(b, e)])
+
+
+def render_llama2(conv, system, r):
+    """Spec 2 `llama2`: <s>[INST] <<SYS>>..{user} [/INST] {assistant} </s>; strip()."""
+    first = True
+    for role, content in conv:
+        content = content.strip()
+        if role == "user":
+            r.emit("<s>[INST] ")
+            if first and system is not None:
+                r.emit("<<SYS>>\n" + system.strip() + "\n<</SYS>>\n\n")
+            first = False
+            r.emit(content + " [/INST]")
+        else:
+            r.emit(" ")
+            a = r.emit(content)
+            r.emit(" ")
+            s = r.emit("</s>")
+            r.spans.append([a, s])  # A9: two spans, the space between untrained
+
+
+def render_chatml(conv, system, r):
+    """Spec 2 `chatml` / `qwen2_5`: <|im_start|>{role}\\n{content}<|im_end|>\\n."""
+    msgs = ([("system", system)] if system is not None else []) + conv
+    for role, content in msgs:
+        r.emit("<|im_start|>" + role + "\n")
+        b, _ = r.emit(content)
+        _, e = r.emit("<|im_end|>")
+        if role == "assistant":
+            r.spans.append([(b, e)])
+        r.emit("\n")
+
+
+RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
+             "chatml": render_chatml, "qwen2_5": render_chatml}
+
+
+def render(conv, cfg):
+    """Spec 2: conversation -> (string, trained byte spans)."""
+    template = cfg["template"]
+    system, rest = _system_and_rest(conv, template, cfg["default_system"])
+    r = Renderer()
+    RENDERERS[template](rest, system, r)
+    per_turn = r.spans
+    if cfg["loss"] == "last_assistant":
+        per_turn = per_turn[-1:]
+    return r.text(), [s for turn in per_turn for s in turn]
+
+
+# ---------------------------------------------------------------- section 3: tokenization
+
+_CP_START = re.compile(rb"[^\x80-\xbf]")
+
+
+def _byte_offsets(text):
+    """offs[i] = UTF-8 byte offset of code point i of text (len(text)+1 entries).
+
+    Pure-ASCII text returns None: offsets are then the identity.
+    """
+    if text.isascii():
+        return None
+    raw = text.encode("utf-8")
+    # code points start at the bytes that are not UTF-8 continuation bytes
+    offs = [m.start() for m in _CP_START.finditer(raw)]
+    offs.append(len(raw))
+    return offs
+
+
+def _sp_piece_types(model_path):
+    """Piece types from the .model protobuf (minimal wire-format reader).
+
+    ModelProto.pieces = field 1 (repeated message); SentencePiece.piece = 1,
+    .type = 3 (NORMAL=1 UNKNOWN=2 CONTROL=3 USER_DEFINED=4 UNUSED=5 BYTE=6).
+    """
+    data = open(model_path, "rb").read()
+
+    def varint(buf, p):
+        v = shift = 0
+        while True:
+            x = buf[p]
+            p += 1
+            v |= (x & 0x7F) << shift
+            shift += 7
+            if not x & 0x80:
+                return v, p
+
+    def fields(buf):
+        p = 0
+        while p < len(buf):
+            key, p = varint(buf, p)
+            fno, wt = key >> 3, key & 7
+            if wt == 0:
+                v, p = varint(buf, p)
+            elif wt == 1:
+                v, p = buf[p:p + 8], p + 8
+            elif wt == 2:
+                n, p = varint(buf, p)
+                v, p = buf[p:p + n], p + n
+            elif wt == 5:
+                v, p = buf[p:p + 4], p + 4
+            else:
+                raise ToolError(f"{model_path}: unsupported protobuf wire type {wt}")
+            yield fno, v
+
+    out = []
+    for fno, v in fields(data):
+        if fno == 1:
+            piece, ptype = "", 1
+            for f2, v2 in fields(v):
+                if f2 == 1:
+                    piece = v2.decode("utf-8")
+                elif f2 == 3:
+                    ptype = v2
+            out.append((piece, ptype))
+    return out
+
+
+class SentencePieceTokenizer:
+    """Spec 3 for SentencePiece: split out control/user-defined/unk, encode the rest."""
+
+    def __init__(self, path):
+        import sentencepiece as spm
+        self.sp = spm.SentencePieceProcessor(model_file=path)
+        types = _sp_piece_types(path)
+        if len(types) != self.sp.get_piece_size():
+            raise ToolError(f"{path}: protobuf piece count mismatch")
+        self.special = {}
+        for i, (piece, ptype) in enumerate(types):
+            if ptype in (2, 3, 4) and piece and piece not in self.special:
+                self.special[piece] = i
+        assert self.sp.id_to_piece(self.sp.unk_id()) in self.special
+        alts = sorted(self.special, key=lambda s: (-len(s.encode("utf-8")), s))
+        self.split_re = re.compile("|".join(map(re.escape, alts))) if alts else None
+        self.pad_id = self.sp.pad_id() if self.sp.pad_id() >= 0 else 0
+
+    def _encode_piece(self, text, start, end, offs, out):
+        """Encode text[start:end] on its own; append (id, b, e) in bytes of text.
+
+        Python's sentencepiece reports code-point offsets into the piece
+        (checked: "你好" gives 0-1, 1-2); offs maps code points of the whole
+        text to UTF-8 byte offsets (None: ASCII, identity). See A10.
+        """
+        if start == end:
+            return
+        pieces = self.sp.encode(text[start:end], out_type="immutable_proto").pieces
+        if offs is None:
+            out.extend((p.id, start + p.begin, start + p.end) for p in pieces)
+        else:
+            out.extend((p.id, offs[start + p.begin], offs[start + p.end]) for p in pieces)
+
+    def encode(self, text):
+        """-> [(id, begin_byte, end_byte)] for the whole rendered string."""
+        out = []
+        offs = _byte_offsets(text)
+        at = (lambda i: i) if offs is None else offs.__getitem__
+        last = 0
+        if self.split_re is not None:
+            # Python's re alternation takes the first alternative matching at the
+            # leftmost position; alternatives are sorted longest first.
+            for m in self.split_re.finditer(text):
+                self._encode_piece(text, last, m.start(), offs, out)
+                out.append((self.special[m.group(0)], at(m.start()), at(m.end())))
+                last = m.end()
+        self._encode_piece(text, last, len(text), offs, out)
+        return out
+
+
+class HFTokenizer:
+    """Spec 3 for HF tokenizer.json via the `tokenizers` package (if importable)."""
+
+    def __init__(self, path):
+        try:
+            import tokenizers
+        except ImportError:
+            raise ToolError("tokenizer type 'hf' needs the Python package "
+                            "'tokenizers', which is not importable", code=3) from None
+        self.tok = tokenizers.Tokenizer.from_file(path)
+        self.tok.no_padding()
+        self.tok.no_truncation()
+        self.pad_id = 0
+        cfg_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
+        pad = None
+        if os.path.exists(cfg_path):
+            with open(cfg_path, encoding="utf-8") as f:
+                pad = json.load(f).get("pad_token")
+            if isinstance(pad, dict):
+                pad = pad.get("content")
+        if pad is not None and self.tok.token_to_id(pad) is not None:
+            self.pad_id = self.tok.token_to_id(pad)
+
+    def encode(self, text):
+        enc = self.tok.encode(text, add_special_tokens=False)
+        offs = _byte_offsets(text)
+        return [(i, offs[b], offs[e]) for i, (b, e) in zip(enc.ids, enc.offsets)]
+
+
+def make_tokenizer(cfg):
+    if cfg["tok_type"] == "hf":
+        return HFTokenizer(cfg["tok_path"])
+    return SentencePieceTokenizer(cfg["tok_path"])
+
+
+def label_tokens(tokens, spans):
+    """Spec 3 labels: id where [b,e) overlaps a trained span, else -100.
+
+    Overlap: max(b, s.b) < min(e, s.e); an empty range b == e is trained
+    when s.b <= b < s.e.
+    """
+    labels = []
+    for tid, b, e in tokens:
+        if b == e:
+            hit = any(sb <= b < se for sb, se in spans)
+        else:
+            hit = any(b < se and sb < e for sb, se in spans)  # == max(b,sb) < min(e,se) for b<e, sb<se
+        labels.append(tid if hit else IGNORE)
+    return labels
+
+
+def tokenize_sample(conv, cfg, tok):
+    """Conversation -> (ids, labels) before truncation."""
+    text, spans = render(conv, cfg)
+    tokens = tok.encode(text)
+    return [t[0] for t in tokens], label_tokens(tokens, spans)
+
+
+def truncate(ids, labels, cfg):
+    """Spec 3 truncation: -> (ids, labels) or None when dropped."""
+    m = cfg["max_length"]
+    if len(ids) <= m:
+        return ids, labels
+    if cfg["truncation"] == "right":
+        return ids[:m], labels[:m]
+    if cfg["truncation"] == "left":
+        return ids[len(ids) - m:], labels[len(labels) - m:]
+    return None
+
+
+# ---------------------------------------------------------------- section 4: order
+
+class SplitMix64:
+    """Spec 4 splitmix64, all arithmetic modulo 2^64."""
+
+    def __init__(self, state):
+        self.state = state & MASK64
+
+    def next(self):
+        self.state = (self.state + GOLDEN) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+
+def permutation(n, epoch, cfg):
+    """Spec 4: Fisher-Yates from N-1 down to 1 with j = next() % (i+1)."""
+    perm = list(range(n))
+    if cfg["shuffle"]:
+        rng = SplitMix64((cfg["seed"] & MASK64) ^ ((epoch * GOLDEN) & MASK64))
+        for i in range(n - 1, 0, -1):
+            j = rng.next() % (i + 1)
+            perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def shard(perm, rank, cfg):
+    """Spec 4: torch DistributedSampler sharding; rank's sample indices."""
+    n, world = len(perm), cfg["world_size"]
+    if cfg["drop_last"]:
+        total = (n // world) * world
+        idx = perm[:total]
+    else:
+        total = -(-n // world) * world
+        pad = total - n
+        idx = perm + (perm * -(-pad // n))[:pad] if pad else list(perm)
+    return idx[rank:total:world]
+
+
+def epoch_batches(n_r, cfg):
+    """Spec 4: list of (start, end) sample ranges for one epoch of one rank."""
+    size = cfg["size"]
+    nb = n_r // size if cfg["drop_last"] else -(-n_r // size)
+    return [(k * size, min((k + 1) * size, n_r)) for k in range(nb)]
+
+
+# ---------------------------------------------------------------- section 5: batches
+
+def build_batch(rows, cfg, pad_id):
+    """Spec 5: pad rows to L; -> dict of the four tensors as lists."""
+    if cfg["padding"] == "max_length":
+        L = cfg["max_length"] if rows else 0
+    else:
+        L = max((len(ids) for ids, _ in rows), default=0)
+    out = {"input_ids": [], "attention_mask": [], "labels": [], "position_ids": []}
+    for ids, labels in rows:
+        n, p = len(ids), L - len(ids)
+        out["input_ids"].append(ids + [pad_id] * p)
+        out["attention_mask"].append([1] * n + [0] * p)
+        out["labels"].append(labels + [IGNORE] * p)
+        out["position_ids"].append(list(range(n)) + [0] * p)
+    return out
+
+
+def plan(n, rank, epochs, cfg, count=None):
+    """Spec 4: [(epoch, step, [valid record index, ...])] in stream order."""
+    out = []
+    for epoch in range(epochs):
+        mine = shard(permutation(n, epoch, cfg), rank, cfg) if n else []
+        for step, (b, e) in enumerate(epoch_batches(len(mine), cfg)):
+            if count is not None and len(out) >= count:
+                return out
+            out.append((epoch, step, mine[b:e]))
+    return out
+
+
+def stream(cfg, convs, tok, rank, epochs, stats, count=None):
+    """Yield (epoch, step, batch) for rank across all epochs (spec 4-5)."""
+    cache = {}
+    for epoch, step, members in plan(len(convs), rank, epochs, cfg, count):
+        rows = []
+        for i in members:
+            if i not in cache:
+                cache[i] = tokenize_sample(convs[i], cfg, tok)
+            t = truncate(*cache[i], cfg)
+            if t is None:
+                stats["dropped"] += 1
+                continue
+            if all(x == IGNORE for x in t[1]):
+                stats["all_masked"] += 1
+            rows.append(t)
+        yield epoch, step, build_batch(rows, cfg, tok.pad_id)
+
+
+def dump_line(epoch, step, batch):
+    obj = {"epoch": epoch, "step": step}
+    obj.update(batch)
+    return json.dumps(obj, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--rank", type=int, default=0)
+    ap.add_argument("--count", type=int, default=None, help="print at most N batches")
+    ap.add_argument("--epochs-override", type=int, default=None)
+    ap.add_argument("--limit-records", type=int, default=None,
+                    help="use only the first N lines (JSONL) / elements (array)")
+    ap.add_argument("--report", action="store_true", help="JSON summary to stderr")
+    ap.add_argument("--bad-records", action="store_true",
+                    help="print 'file:line: reason' per bad record and exit")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        if not 0 <= args.rank < cfg["world_size"]:
+            raise ToolError(f"--rank {args.rank} outside world_size {cfg['world_size']}")
+        convs, bad = load_dataset(cfg, args.limit_records)
+        if args.bad_records:
+            for _, msg in bad:
+                print(msg)
+            return 0
+        if bad and cfg["on_bad_record"] == "fail":
+            print(bad[0][1], file=sys.stderr)
+            return 2
+        tok = make_tokenizer(cfg)
+        epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
+        stats = {"dropped": 0, "all_masked": 0}
+        out = sys.stdout
+        for epoch, step, batch in stream(cfg, convs, tok, args.rank, epochs, stats, args.count):
+            out.write(dump_line(epoch, step, batch) + "\n")
+        out.flush()
+        if args.report:
+            print(json.dumps({"valid_records": len(convs), "bad_records": [m for _, m in bad],
+                              "dropped": stats["dropped"], "all_masked": stats["all_masked"]},
+                             ensure_ascii=False), file=sys.stderr)
+        return 0
+    except ToolError as e:
+        print(f"tokfeed_ref: {e}", file=sys.stderr)
+        return e.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+// status and shutdown.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "ctl.hpp"
+#include "tokfeed/proto/frame.hpp"
+
+namespace tokfeed::ctl {
+
+namespace {
+
+using proto::find;
+using proto::get_int;
+using proto::get_str;
+
+double get_num(const msgpack::object& m, std::string_view key) {
+  const msgpack::object* o = find(m, key);
+  if (!o) return 0;
+  switch (o->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return o->via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
+    case msgpack::type::BOOLEAN: return o->via.boolean;
+    default: return 0;
+  }
+}
+
+std::string str(const msgpack::object& m, std::string_view key) { return std::string(get_str(m, key).value_or("")); }
+
+void print_table(const msgpack::object& s) {
+  const msgpack::object empty;
+  const msgpack::object& d = find(s, "daemon") ? *find(s, "daemon") : empty;
+  fmt::print("daemon     pid {}  up {:.0f} s  config {}\n", get_int(d, "pid").value_or(0), get_num(d, "uptime_s"),
+             str(d, "config_file"));
+  const msgpack::object& ds = find(s, "dataset") ? *find(s, "dataset") : empty;
+  fmt::print("dataset    {}  {} records, {} valid, {} bad\n", str(ds, "path"), get_int(ds, "records").value_or(0),
+             get_int(ds, "valid").value_or(0), get_int(ds, "bad").value_or(0));
+  for (const char* list : {"bad_records", "poisoned"}) {
+    const msgpack::object* b = find(ds, list);
+    if (b && b->type == msgpack::type::ARRAY)
+      for (uint32_t i = 0; i < b->via.array.size; ++i)
+        if (b->via.array.ptr[i].type == msgpack::type::STR)
+          fmt::print("           {}\n", b->via.array.ptr[i].as<std::string>());
+  }
+  fmt::print("\n{:>5} {:>6} {:>8} {:>10} {:>9} {:>8}  {}\n", "rank", "worker", "pid", "state", "batches", "restarts",
+             "last exit");
+  if (const msgpack::object* ws = find(s, "workers"); ws && ws->type == msgpack::type::ARRAY) {
+    for (uint32_t i = 0; i < ws->via.array.size; ++i) {
+      const msgpack::object& w = ws->via.array.ptr[i];
+      fmt::print("{:>5} {:>6} {:>8} {:>10} {:>9} {:>8}  {}\n", get_int(w, "rank").value_or(0),
+                 get_int(w, "worker").value_or(0), get_int(w, "pid").value_or(0), str(w, "state"),
+                 get_int(w, "batches").value_or(0), get_int(w, "restarts").value_or(0), str(w, "last_exit"));
+    }
+  }
+  fmt::print("\n{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>7}\n", "rank", "attached", "ring", "epoch", "step", "consumed",
+             "stall");
+  if (const msgpack::object* rs = find(s, "ranks"); rs && rs->type == msgpack::type::ARRAY) {
+    for (uint32_t i = 0; i < rs->via.array.size; ++i) {
+      const msgpack::object& r = rs->via.array.ptr[i];
+      std::string att = get_num(r, "attached") ? fmt::format("pid {}", get_int(r, "client_pid").value_or(0)) : "no";
+      fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>6.1f}%\n", get_int(r, "rank").value_or(0), att,
+                 fmt::format("{}/{}", get_int(r, "ring_fill").value_or(0), get_int(r, "ring_capacity").value_or(0)),
+                 fmt::format("{}/{}", get_int(r, "epoch").value_or(0), get_int(r, "epochs").value_or(0)),
+                 fmt::format("{}/{}", get_int(r, "step").value_or(0), get_int(r, "batches_per_epoch").value_or(0)),
+                 get_int(r, "consumed").value_or(0), 100 * get_num(r, "stall_fraction"));
+    }
+  }
+  const msgpack::object& t = find(s, "throughput") ? *find(s, "throughput") : empty;
+  fmt::print("\nthroughput {:.0f} samples/s  {:.0f} tokens/s  {:.0f} real tokens/s  pad {:.1f}%\n",
+             get_num(t, "samples_per_s"), get_num(t, "tokens_per_s"), get_num(t, "real_tokens_per_s"),
+             100 * get_num(t, "pad_fraction"));
+  fmt::print("totals     {} batches  {} samples  {} tokens  {} truncated  {} dropped  {} all-masked\n",
+             get_int(t, "batches").value_or(0), get_int(t, "samples").value_or(0), get_int(t, "tokens").value_or(0),
+             get_int(t, "truncated").value_or(0), get_int(t, "dropped").value_or(0),
+             get_int(t, "all_masked").value_or(0));
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  msgpack::zone z;
+  msgpack::object o(s, z);
+  out += proto::to_json(o);
+}
+
+int status(const std::string& socket, bool json) {
+  msgpack::object_handle reply;
+  std::string error;
+  if (!proto::call(socket, proto::make_request("status"), reply, error)) {
+    std::fprintf(stderr, "tokfeedctl: status: %s\n", error.c_str());
+    return 1;
+  }
+  if (json) std::printf("%s\n", proto::to_json(reply.get()).c_str());
+  else print_table(reply.get());
+  return 0;
+}
+
+int shutdown(const std::string& socket) {
+  msgpack::object_handle reply;
+  std::string error;
+  if (!proto::call(socket, proto::make_request("shutdown"), reply, error)) {
+    std::fprintf(stderr, "tokfeedctl: shutdown: %s\n", error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tokfeed::ctl

@@ -1,0 +1,77 @@
+// tokenize: the tokenizer, checked from outside. One JSON string per line in,
+// one JSON array of ids per line out (no special tokens added); --decode
+// reverses it.
+#include <simdjson.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ctl.hpp"
+#include "text/tokenizer.hpp"
+
+namespace tokfeed::ctl {
+
+int tokenize(const std::string& path, const std::string& type, bool decode) {
+  std::unique_ptr<text::Tokenizer> tok;
+  try {
+    tok = text::load_tokenizer(type, path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tokfeedctl: %s\n", e.what());
+    return 1;
+  }
+  simdjson::dom::parser parser;
+  std::string line, out;
+  std::vector<text::Token> tokens;
+  std::vector<int32_t> ids;
+  uint64_t lineno = 0;
+  while (std::getline(std::cin, line)) {
+    ++lineno;
+    out.clear();
+    simdjson::dom::element el;
+    if (parser.parse(line).get(el)) {
+      std::fprintf(stderr, "tokfeedctl: stdin line %llu: not valid JSON\n", static_cast<unsigned long long>(lineno));
+      return 1;
+    }
+    if (decode) {
+      simdjson::dom::array arr;
+      if (el.get_array().get(arr)) {
+        std::fprintf(stderr, "tokfeedctl: stdin line %llu: expected a JSON array of ids\n",
+                     static_cast<unsigned long long>(lineno));
+        return 1;
+      }
+      ids.clear();
+      for (auto v : arr) {
+        int64_t id;
+        if (v.get_int64().get(id)) {
+          std::fprintf(stderr, "tokfeedctl: stdin line %llu: ids must be integers\n",
+                       static_cast<unsigned long long>(lineno));
+          return 1;
+        }
+        ids.push_back(static_cast<int32_t>(id));
+      }
+      append_json_string(out, tok->decode(ids));
+    } else {
+      std::string_view text;
+      if (el.get_string().get(text)) {
+        std::fprintf(stderr, "tokfeedctl: stdin line %llu: expected a JSON string\n",
+                     static_cast<unsigned long long>(lineno));
+        return 1;
+      }
+      tokens.clear();
+      tok->encode(text, tokens);
+      out += '[';
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        if (i) out += ',';
+        out += std::to_string(tokens[i].id);
+      }
+      out += ']';
+    }
+    out += '\n';
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace tokfeed::ctl

@@ -1,0 +1,49 @@
+// tokfeedctl: the operator's and developer's tool. Talks to tokfeedd over its
+// unix socket (proto/), and tokenizes locally for debugging data.
+#include <CLI/CLI.hpp>
+
+#include "ctl.hpp"
+
+int main(int argc, char** argv) {
+  using namespace tokfeed;
+  CLI::App app{"tokfeedctl: inspect and drive a tokfeed daemon"};
+  app.require_subcommand(1);
+  std::string socket = "/run/tokfeed/default.sock";
+  app.add_option("--socket,-s", socket, "the daemon's control socket")->capture_default_str();
+
+  bool json = false;
+  auto* st = app.add_subcommand("status", "show the daemon, dataset, workers, ranks and throughput");
+  st->add_flag("--json", json, "print the status as one JSON object");
+
+  auto* down = app.add_subcommand("shutdown", "stop the daemon cleanly");
+
+  ctl::StreamArgs sa;
+  uint64_t count = 0;
+  auto add_stream = [&](CLI::App* c) {
+    c->add_option("--rank,-r", sa.rank, "rank to attach as")->capture_default_str();
+    c->add_option("--count,-n", count, "stop after this many batches");
+    c->add_option("--epoch", sa.epoch, "start at this epoch")->capture_default_str();
+    c->add_option("--step", sa.step, "start at this step of the epoch")->capture_default_str();
+  };
+  auto* dump = app.add_subcommand("dump", "attach as a rank and print each batch as one JSON line");
+  add_stream(dump);
+  auto* drain = app.add_subcommand("drain", "attach as a rank, consume and check batches, print a summary");
+  add_stream(drain);
+
+  std::string tok_path, tok_type = "hf";
+  bool decode = false;
+  auto* tk = app.add_subcommand("tokenize", "read one JSON string per line, print its ids as a JSON array");
+  tk->add_option("--tokenizer", tok_path, "tokenizer.json or .model")->required();
+  tk->add_option("--type", tok_type, "hf | sentencepiece")->capture_default_str();
+  tk->add_flag("--decode", decode, "read JSON arrays of ids and print the decoded strings");
+
+  CLI11_PARSE(app, argc, argv);
+  sa.socket = socket;
+  if (count) sa.count = count;
+  if (st->parsed()) return ctl::status(socket, json);
+  if (down->parsed()) return ctl::shutdown(socket);
+  if (dump->parsed()) return ctl::dump(sa);
+  if (drain->parsed()) return ctl::drain(sa);
+  if (tk->parsed()) return ctl::tokenize(tok_path, tok_type, decode);
+  return 2;
+}
