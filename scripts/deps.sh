@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tokfeed builds and tests with, if any is missing.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config xz-utils clang
+  libboost-dev libmsgpack-cxx-dev libsentencepiece-dev libsimdjson-dev libtomlplusplus-dev
+  libpcre2-dev libutf8proc-dev libxxhash-dev libcli11-dev libspdlog-dev libfmt-dev libsystemd-dev
+  libzstd-dev zlib1g-dev doctest-dev libbenchmark-dev pybind11-dev
+  python3 python3-dev python3-numpy python3-torch python3-sentencepiece python3-jinja2 systemd
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
