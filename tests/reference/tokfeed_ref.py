@@ -70,6 +70,12 @@ spec; each is marked "AMBIGUITY" where it is implemented):
  A16 The `file` in "file:line: reason" is dataset.path as written in the
     config.
  A17 padding = "max_length" with rows = 0 gives [] (shape [0, M]).
+ A18 tokenizer.type = "hf": the special strings are whatever the HF
+    `tokenizers` library splits out (its added tokens); the pad id is
+    tokenizer_config.json's pad_token when present, else 0. (Untested here:
+    `tokenizers` is not installed for /usr/bin/python3, so this exits 3.)
+ A19 --limit-records N keeps the first N physical lines of a JSONL file
+    (blank lines count) or the first N elements of a JSON array.
 """
 
 import argparse
@@ -682,6 +688,7 @@ def label_tokens(tokens, spans):
     Overlap: max(b, s.b) < min(e, s.e); an empty range b == e is trained
     when s.b <= b < s.e.
     """
+    spans = [(sb, se) for sb, se in spans if sb < se]  # an empty span trains nothing
     labels = []
     for tid, b, e in tokens:
         if b == e:

@@ -1,0 +1,180 @@
+#include "harness.hpp"
+
+#include "tokfeed/proto/frame.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace tokfeed::testing {
+
+std::string bin(const std::string& name) {
+  if (name == "tokfeedd") return std::string(TOKFEED_BIN_DIR) + "/daemon/tokfeedd";
+  return std::string(TOKFEED_BIN_DIR) + "/tools/" + name;
+}
+
+std::string data_path(const std::string& rel) { return std::string(TOKFEED_TEST_DATA) + "/" + rel; }
+
+std::string shared_path(const std::string& rel) {
+  std::string p = std::string(TOKFEED_SHARED_DIR) + "/" + rel;
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 ? p : "";
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/tokfeed-test.XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+
+static std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Output run(const std::string& cmd) {
+  char tmpl[] = "/tmp/tokfeed-err.XXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  std::string full = "( " + cmd + " ) 2>" + tmpl;
+  FILE* p = popen(full.c_str(), "r");
+  std::string out;
+  char buf[1 << 16];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  Output o{WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), std::move(out), slurp(tmpl)};
+  unlink(tmpl);
+  return o;
+}
+
+std::string socket_of(const TempDir& dir, const std::string& name) { return dir.file(name + ".sock"); }
+
+std::string write_job(const TempDir& dir, const std::string& body, const std::string& name) {
+  std::string path = dir.file(name + ".toml");
+  std::ofstream out(path);
+  out << body << "\n[server]\nsocket = \"" << socket_of(dir, name) << "\"\nshm_prefix = \"test-"
+      << dir.path().substr(dir.path().rfind('.') + 1) << "-" << name << "\"\n";
+  return path;
+}
+
+Daemon::Daemon(const std::string& config, const std::string& socket, const std::string& env)
+    : socket_(socket), log_path_(config + ".log") {
+  pid_ = fork();
+  if (pid_ == 0) {
+    std::string cmd = (env.empty() ? "" : "exec env " + env + " ") + (env.empty() ? "exec " : "") + bin("tokfeedd") +
+                      " --config '" + config + "' 2>'" + log_path_ + "'";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  // Ready means the socket accepts: a stale socket file from a killed
+  // daemon may exist before this one binds it.
+  for (int i = 0; i < 400; ++i) {
+    std::string error;
+    int fd = proto::connect_unix(socket_, error);
+    if (fd >= 0) {
+      ::close(fd);
+      return;
+    }
+    if (!running()) throw std::runtime_error("tokfeedd exited at start: " + log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  throw std::runtime_error("tokfeedd did not bind its socket: " + log());
+}
+
+Daemon::~Daemon() {
+  if (running()) stop(SIGKILL);
+}
+
+bool Daemon::running() {
+  if (status_ >= 0) return false;
+  int st;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return true;
+}
+
+int Daemon::wait() {
+  if (status_ >= 0) return status_;
+  int st;
+  waitpid(pid_, &st, 0);
+  status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return status_;
+}
+
+int Daemon::stop(int sig) {
+  if (running()) kill(pid_, sig);
+  return wait();
+}
+
+std::string Daemon::log() const { return slurp(log_path_); }
+
+std::vector<pid_t> Daemon::worker_pids() const {
+  Output o = run(bin("tokfeedctl") + " -s '" + socket_ + "' status --json");
+  std::vector<pid_t> pids;
+  std::size_t pos = o.out.find("\"workers\":[");
+  std::size_t end = o.out.find("]", pos);
+  while (pos != std::string::npos && (pos = o.out.find("\"pid\":", pos + 1)) != std::string::npos && pos < end)
+    pids.push_back(static_cast<pid_t>(std::atol(o.out.c_str() + pos + 6)));
+  return pids;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string l;
+  while (std::getline(in, l))
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+std::vector<std::string> dump(const std::string& socket, uint32_t rank, const std::string& extra) {
+  Output o = run(bin("tokfeedctl") + " -s '" + socket + "' dump --rank " + std::to_string(rank) + " " + extra);
+  if (o.status != 0) throw std::runtime_error("tokfeedctl dump failed: " + o.err);
+  return lines(o.out);
+}
+
+std::vector<std::string> reference(const std::string& config, uint32_t rank) {
+  Output o = run("/usr/bin/python3 " + std::string(TOKFEED_SOURCE_DIR) + "/tests/reference/tokfeed_ref.py --config '" +
+                 config + "' --rank " + std::to_string(rank));
+  if (o.status != 0) throw std::runtime_error("reference failed: " + o.err);
+  return lines(o.out);
+}
+
+int shm_entries() {
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+int open_fds(pid_t pid) {
+  int n = 0;
+  if (DIR* d = opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+}  // namespace tokfeed::testing

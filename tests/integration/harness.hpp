@@ -1,0 +1,75 @@
+// Test harness: real tokfeedd processes, real sockets, real shared memory.
+// Each test gets its own directory, socket and shm prefix, so tests run in
+// parallel and leave nothing behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tokfeed::testing {
+
+std::string bin(const std::string& name);      // path of a built binary
+std::string data_path(const std::string& rel);  // path under tests/data
+std::string shared_path(const std::string& rel);  // path under ../shared ("" when absent)
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct Output {
+  int status;  // exit code, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+// Runs a shell command, capturing stdout and stderr.
+Output run(const std::string& cmd);
+
+// A job config: `body` holds the [dataset]/[tokenizer]/[batch]/... tables;
+// [server] is added with this test's socket and prefix.
+std::string write_job(const TempDir& dir, const std::string& body, const std::string& name = "job");
+std::string socket_of(const TempDir& dir, const std::string& name = "job");
+
+class Daemon {
+ public:
+  // Starts tokfeedd --config and waits for its socket. `env` is prepended
+  // to the environment (e.g. "TOKFEED_FAULT_CRASH_LINE=7").
+  explicit Daemon(const std::string& config, const std::string& socket, const std::string& env = "");
+  ~Daemon();
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  bool running();
+  // Waits for the daemon to exit; returns its exit status (or 128 + signal).
+  int wait();
+  // Sends `sig` and waits for the exit.
+  int stop(int sig);
+  std::string log() const;
+  std::vector<pid_t> worker_pids() const;  // from `tokfeedctl status --json`
+
+ private:
+  std::string socket_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// `tokfeedctl dump` lines for a rank.
+std::vector<std::string> dump(const std::string& socket, uint32_t rank = 0, const std::string& extra = "");
+// The independent reference's lines for the same config.
+std::vector<std::string> reference(const std::string& config, uint32_t rank = 0);
+
+std::vector<std::string> lines(const std::string& s);
+int shm_entries();  // entries in /dev/shm
+int open_fds(pid_t pid);
+
+}  // namespace tokfeed::testing

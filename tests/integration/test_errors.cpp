@@ -1,0 +1,117 @@
+// Bad input gets a clear error that names the file, line, key or field, and
+// what to do; bad records are counted under "skip" and fatal under "fail".
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include "harness.hpp"
+
+using namespace tokfeed::testing;
+
+namespace {
+
+std::string tok() {
+  return "[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
+         "\"\ntemplate = \"mistral\"\n";
+}
+
+Output check(const TempDir& dir, const std::string& body) {
+  return run(bin("tokfeedd") + " --check-config '" + write_job(dir, body) + "'");
+}
+
+std::string write(const TempDir& dir, const std::string& name, const std::string& content) {
+  std::ofstream(dir.file(name)) << content;
+  return dir.file(name);
+}
+
+const char* kGood = R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]})";
+
+}  // namespace
+
+TEST_CASE("config errors name the key and what is expected") {
+  TempDir dir;
+  std::string data = write(dir, "d.jsonl", std::string(kGood) + "\n");
+  std::string ds = "[dataset]\npath = \"" + data + "\"\n";
+  struct Case {
+    std::string body, expect;
+  } cases[] = {
+      {ds + tok() + "[batch]\nsize = 0\n", "[batch] size: 0 is out of range"},
+      {ds + tok() + "[batch]\nsize = \"four\"\n", "[batch] size: expected an integer"},
+      {ds + tok() + "[batch]\npadding = \"left\"\n", "[batch] padding: 'left' is not one of: longest | max_length"},
+      {ds + tok() + "[batch]\nsise = 4\n", "[batch] unknown key 'sise'"},
+      {ds + tok() + "[bach]\nsize = 4\n", "unknown section [bach]"},
+      {"[dataset]\npath = \"" + dir.file("missing.jsonl") + "\"\n" + tok(), "[dataset] path: file not found"},
+      {ds + "[tokenizer]\ntype = \"sentencepiece\"\npath = \"nope.model\"\n", "[tokenizer] path: file not found"},
+      {ds + tok() + "[ranks]\nworld_size = 2\nserve = [2]\n", "rank 2 is outside"},
+      {ds + tok() + "[batch\n", "invalid TOML"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.body);
+    Output o = check(dir, c.body);
+    CHECK(o.status != 0);
+    CHECK_MESSAGE(o.err.find(c.expect) != std::string::npos, o.err);
+    CHECK(o.err.find("job.toml") != std::string::npos);
+  }
+}
+
+TEST_CASE("bad records: counted and reported by line under skip, fatal under fail") {
+  TempDir dir;
+  std::string g = kGood;
+  std::string data = write(dir, "d.jsonl",
+                           g + "\n" +                                                               // 1
+                               "{\"messages\": [oops\n" +                                           // 2 malformed
+                               R"({"messages":[{"role":"tool","content":"x"},{"role":"assistant","content":"y"}]})" "\n" +  // 3
+                               R"({"messages":[]})" "\n" +                                          // 4 empty
+                               R"({"messages":[{"role":"user","content":""},{"role":"assistant","content":"y"}]})" "\n" +  // 5
+                               R"({"messages":[{"role":"user","content":"x"}]})" "\n" +            // 6 no assistant
+                               R"({"text":"plain"})" "\n" +                                         // 7 no format
+                               "\n" + g + "\n");                                                    // 9
+  std::string body = "[dataset]\npath = \"" + data + "\"\n" + tok();
+  Output o = check(dir, body);
+  CHECK(o.status == 0);
+  CHECK(o.out.find("9 records, 2 valid, 6 bad") == std::string::npos);  // blank line 8 is not a record
+  CHECK(o.out.find("8 records, 2 valid, 6 bad") != std::string::npos);
+  for (const char* expect : {":2: malformed JSON", ":3: unknown role 'tool'", ":4: no assistant turn",
+                             ":5: empty user turn", ":6: no assistant turn", ":7: unrecognized record"}) {
+    CHECK_MESSAGE(o.out.find(expect) != std::string::npos, expect);
+  }
+
+  Output fail = check(dir, "[dataset]\npath = \"" + data + "\"\non_bad_record = \"fail\"\n" + tok());
+  CHECK(fail.status != 0);
+  CHECK(fail.err.find("d.jsonl:2: bad record: malformed JSON") != std::string::npos);
+  CHECK(fail.err.find("on_bad_record = \"skip\"") != std::string::npos);
+}
+
+TEST_CASE("a broken JSON array names the file, line and byte") {
+  TempDir dir;
+  std::string data = write(dir, "a.json", std::string("[\n  ") + kGood + ",\n]\n");
+  Output o = check(dir, "[dataset]\npath = \"" + data + "\"\n" + tok());
+  CHECK(o.status != 0);
+  CHECK(o.err.find("a.json:3: byte") != std::string::npos);
+  CHECK(o.err.find("trailing comma") != std::string::npos);
+}
+
+TEST_CASE("over-long samples are truncated or dropped and counted") {
+  TempDir dir;
+  std::string long_text(4000, 'a');
+  for (std::size_t i = 1; i < long_text.size(); i += 2) long_text[i] = ' ';
+  std::string rec = R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":")" + long_text + "\"}]}";
+  std::string data = write(dir, "d.jsonl", std::string(kGood) + "\n" + rec + "\n");
+  for (const char* trunc : {"right", "drop"}) {
+    std::string body = "[dataset]\npath = \"" + data + "\"\n" + tok() +
+                       "[batch]\nsize = 2\nmax_length = 64\ntruncation = \"" + trunc + "\"\n[schedule]\nshuffle = false\n";
+    std::string cfg = write_job(dir, body, trunc);
+    Daemon d(cfg, socket_of(dir, trunc));
+    auto batches = dump(d.socket());
+    REQUIRE(batches.size() == 1);
+    Output st = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json");
+    if (std::string(trunc) == "right") {
+      CHECK(st.out.find("\"truncated\":1") != std::string::npos);
+      CHECK(batches[0].find("\"input_ids\":[[") != std::string::npos);
+    } else {
+      CHECK(st.out.find("\"dropped\":1") != std::string::npos);
+    }
+    CHECK(batches == reference(cfg));
+  }
+}
