@@ -77,10 +77,16 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   }
   jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
   match_data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
+  // Long runs (a megabyte of spaces) need more than the default 32 KiB JIT stack.
+  match_context_ = pcre2_match_context_create(nullptr);
+  jit_stack_ = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+  pcre2_jit_stack_assign(match_context_, nullptr, jit_stack_);
 }
 
 Regex::~Regex() {
   pcre2_match_data_free(match_data_);
+  pcre2_match_context_free(match_context_);
+  pcre2_jit_stack_free(jit_stack_);
   pcre2_code_free(code_);
 }
 
@@ -91,9 +97,11 @@ void Regex::find_all(std::string_view subject, std::vector<std::pair<uint32_t, u
   bool have_last = false;
   size_t last_end = 0;
   while (start <= n) {
-    int rc = jit_ ? pcre2_jit_match(code_, s, n, start, 0, match_data_, nullptr)
-                  : pcre2_match(code_, s, n, start, 0, match_data_, nullptr);
-    if (rc < 0) break;  // no match (or a matching limit: treat the rest as unmatched)
+    int rc = jit_ ? pcre2_jit_match(code_, s, n, start, 0, match_data_, match_context_)
+                  : pcre2_match(code_, s, n, start, 0, match_data_, match_context_);
+    // Past a JIT limit, the interpreter (heap-backed) gets a second try.
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH && jit_) rc = pcre2_match(code_, s, n, start, PCRE2_NO_JIT, match_data_, match_context_);
+    if (rc < 0) break;  // no match (or still a resource limit: the rest stays unmatched)
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_data_);
     size_t b = ov[0], e = ov[1];
     if (b == e) {

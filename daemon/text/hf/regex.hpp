@@ -18,6 +18,8 @@
 
 struct pcre2_real_code_8;
 struct pcre2_real_match_data_8;
+struct pcre2_real_match_context_8;
+struct pcre2_real_jit_stack_8;
 
 namespace tokfeed::text::hf {
 
@@ -35,6 +37,8 @@ class Regex {
  private:
   pcre2_real_code_8* code_ = nullptr;
   pcre2_real_match_data_8* match_data_ = nullptr;
+  pcre2_real_match_context_8* match_context_ = nullptr;
+  pcre2_real_jit_stack_8* jit_stack_ = nullptr;
   bool jit_ = false;
 };
 

@@ -1,0 +1,106 @@
+// Records, templates and labels (docs/data_model.md sections 1-3).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "text/chat_template.hpp"
+#include "text/pystrip.hpp"
+#include "text/records.hpp"
+#include "text/sample.hpp"
+#include "text/tokenizer.hpp"
+
+using namespace tokfeed::text;
+
+TEST_CASE("formats are detected per record and mapped to roles") {
+  RecordRules rules;
+  Conversation c;
+  CHECK(parse_record(R"({"conversations":[{"from":"system","value":"s"},{"from":"human","value":"q"},{"from":"gpt","value":"a"}]})",
+                     rules, c) == "");
+  REQUIRE(c.size() == 3);
+  CHECK(c[1].role == Role::kUser);
+  CHECK(c[2].role == Role::kAssistant);
+  CHECK(parse_record(R"({"instruction":"do","input":"this","output":"done"})", rules, c) == "");
+  CHECK(c[0].content == "do\nthis");
+  CHECK(parse_record(R"({"query":"q2","response":"r2","history":[["q1","r1"]],"system":"s"})", rules, c) == "");
+  REQUIRE(c.size() == 5);
+  CHECK(c[1].content == "q1");
+  CHECK(c[4].content == "r2");
+}
+
+TEST_CASE("bad records say why") {
+  RecordRules rules;
+  Conversation c;
+  CHECK(parse_record("{oops", rules, c).rfind("malformed JSON", 0) == 0);
+  CHECK(parse_record(R"({"messages":[{"role":"tool","content":"x"}]})", rules, c) == "unknown role 'tool' in 'messages[0]'");
+  CHECK(parse_record(R"({"messages":[{"role":"user","content":1}]})", rules, c) == "field 'messages[0].content': expected a string");
+  CHECK(parse_record(R"({"messages":[{"role":"user","content":"x"}]})", rules, c) == "no assistant turn");
+  rules.require_alternation = true;
+  CHECK(parse_record(R"({"messages":[{"role":"assistant","content":"x"}]})", rules, c) == "roles must alternate user/assistant");
+}
+
+TEST_CASE("placeholders are replaced in one pass") {
+  std::vector<std::pair<std::string, std::string>> ph{{"NAME", "bot {{AUTHOR}}"}, {"AUTHOR", "team"}};
+  CHECK(apply_placeholders("I am {{NAME}} by {{AUTHOR}}, {{OTHER}}", ph) == "I am bot {{AUTHOR}} by team, {{OTHER}}");
+}
+
+TEST_CASE("py_strip strips what Python's str.strip() strips") {
+  CHECK(py_strip("  \t\nhi there\r\n") == "hi there");
+  CHECK(py_strip("\u3000\u00a0x\u2009") == "x");
+  CHECK(py_strip("\xe4\xbd\xa0") == "\xe4\xbd\xa0");  // 你 is not space
+  CHECK(py_strip("") == "");
+}
+
+TEST_CASE("chat templates render the model's text and mark the trained spans") {
+  Conversation c{{Role::kSystem, "S"}, {Role::kUser, "U"}, {Role::kAssistant, "A"}, {Role::kUser, "U2"},
+                 {Role::kAssistant, "A2"}};
+  Rendered r;
+  RenderOptions o;
+  o.tmpl = Template::kMistral;
+  render(c, o, r);
+  CHECK(r.text == "<s>[INST] S\n\nU [/INST]A</s>[INST] U2 [/INST]A2</s>");
+  REQUIRE(r.trained.size() == 2);
+  CHECK(r.text.substr(r.trained[0].begin, r.trained[0].end - r.trained[0].begin) == "A</s>");
+  o.tmpl = Template::kLlama2;
+  render(c, o, r);
+  CHECK(r.text == "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] U2 [/INST] A2 </s>");
+  o.tmpl = Template::kChatml;
+  o.last_assistant_only = true;
+  render(c, o, r);
+  CHECK(r.text ==
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+        "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\nA2<|im_end|>\n");
+  REQUIRE(r.trained.size() == 1);
+  CHECK(r.text.substr(r.trained[0].begin, r.trained[0].end - r.trained[0].begin) == "A2<|im_end|>");
+  o.tmpl = Template::kQwen2_5;
+  o.last_assistant_only = false;
+  render(Conversation{{Role::kUser, "U"}, {Role::kAssistant, "A"}}, o, r);
+  CHECK(r.text.rfind("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.", 0) == 0);
+}
+
+TEST_CASE("labels: a token holding any assistant byte is trained; truncation keeps labels aligned") {
+  auto tok = load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model");
+  Conversation c{{Role::kUser, "Hi"}, {Role::kAssistant, "Hello"}};
+  Rendered r;
+  RenderOptions o;
+  o.tmpl = Template::kLlama2;
+  render(c, o, r);
+  EncodedSample s;
+  std::vector<Token> scratch;
+  encode_sample(*tok, r, 1000, Truncation::kRight, s, scratch);
+  REQUIRE(s.ids.size() >= 4);
+  CHECK(s.ids.front() == 1);  // <s> split out as its id
+  CHECK(s.ids.back() == 2);   // </s>
+  CHECK(s.labels.back() == 2);
+  CHECK(s.labels.front() == kIgnoreIndex);
+  // "▁Hello" after "[/INST] " holds assistant bytes, so it is trained.
+  auto hello = std::find(s.ids.begin(), s.ids.end(), 22557);
+  REQUIRE(hello != s.ids.end());
+  CHECK(s.labels[hello - s.ids.begin()] == 22557);
+  EncodedSample left;
+  encode_sample(*tok, r, 3, Truncation::kLeft, left, scratch);
+  CHECK(left.truncated);
+  CHECK(std::vector<int32_t>(s.labels.end() - 3, s.labels.end()) == left.labels);
+  EncodedSample dropped;
+  encode_sample(*tok, r, 3, Truncation::kDrop, dropped, scratch);
+  CHECK(dropped.dropped);
+}
