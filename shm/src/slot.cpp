@@ -61,10 +61,16 @@ uint64_t slot_checksum(const char* slot, const SlotHeader& h) noexcept {
 }
 
 void* SlotWriter::add(std::string_view name, Dtype dtype, uint32_t ndim, int64_t d0, int64_t d1) noexcept {
-  if (header_.tensor_count >= kMaxTensors || name.size() >= kTensorNameBytes) return nullptr;
-  uint64_t elems = ndim == 0 ? 1 : ndim == 1 ? uint64_t(d0) : uint64_t(d0) * uint64_t(d1);
-  uint64_t bytes = elems * dtype_bytes(dtype);
-  if (cursor_ + bytes > slot_bytes_) return nullptr;
+  if (header_.tensor_count >= kMaxTensors || name.size() >= kTensorNameBytes || ndim > 2) return nullptr;
+  // A negative or huge shape must not wrap into a size that passes the bounds
+  // check below (the memset after it would then write past the slot).
+  if ((ndim >= 1 && d0 < 0) || (ndim >= 2 && d1 < 0)) return nullptr;
+  uint64_t elems = ndim == 0 ? 1 : uint64_t(d0);
+  uint64_t bytes = 0, end = 0;
+  if ((ndim == 2 && __builtin_mul_overflow(elems, uint64_t(d1), &elems)) ||
+      __builtin_mul_overflow(elems, uint64_t{dtype_bytes(dtype)}, &bytes) ||
+      __builtin_add_overflow(cursor_, bytes, &end) || end > slot_bytes_)
+    return nullptr;
   TensorDesc& t = header_.tensors[header_.tensor_count++];
   std::memset(&t, 0, sizeof t);
   std::memcpy(t.name, name.data(), name.size());

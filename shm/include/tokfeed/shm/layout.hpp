@@ -190,6 +190,55 @@ static_assert(sizeof(ConsumerHeader) == 3 * kCacheLine);
 static_assert(offsetof(ConsumerHeader, next_index) == kCacheLine);
 static_assert(sizeof(ConsumerLine) == kCacheLine);
 
+// Every offset docs/ring_format.md draws, field by field. Changing one is a
+// major-version change of the layout.
+static_assert(offsetof(SegmentHeader, magic) == 0 && offsetof(SegmentHeader, version_major) == 8 &&
+              offsetof(SegmentHeader, version_minor) == 10 && offsetof(SegmentHeader, header_bytes) == 12 &&
+              offsetof(SegmentHeader, segment_bytes) == 16 && offsetof(SegmentHeader, ring_count) == 24 &&
+              offsetof(SegmentHeader, slots_per_ring) == 28 && offsetof(SegmentHeader, slot_bytes) == 32 &&
+              offsetof(SegmentHeader, rings_offset) == 40 && offsetof(SegmentHeader, ring_stride) == 48 &&
+              offsetof(SegmentHeader, slots_offset) == 56 && offsetof(SegmentHeader, daemon_pid) == 68 &&
+              offsetof(SegmentHeader, instance_id) == 72 && offsetof(SegmentHeader, reserved1) == 80 &&
+              offsetof(SegmentHeader, reserved2) == 136);
+static_assert(alignof(RingHeader) == kCacheLine && offsetof(RingHeader, head) == 0 &&
+              offsetof(RingHeader, session) == 8 && offsetof(RingHeader, head_futex) == 16 &&
+              offsetof(RingHeader, producer_waiting) == 20 && offsetof(RingHeader, generation) == 24 &&
+              offsetof(RingHeader, producer_pid) == 28 && offsetof(RingHeader, reserved0) == 32 &&
+              offsetof(RingHeader, worker) == 68 && offsetof(RingHeader, end_seq) == 72 &&
+              offsetof(RingHeader, reserved1) == 80 && offsetof(RingHeader, samples) == 136 &&
+              offsetof(RingHeader, tokens) == 144 && offsetof(RingHeader, real_tokens) == 152 &&
+              offsetof(RingHeader, truncated) == 160 && offsetof(RingHeader, dropped) == 168 &&
+              offsetof(RingHeader, all_masked) == 176 && offsetof(RingHeader, build_ns) == 184 &&
+              offsetof(RingHeader, building_index) == 192 && offsetof(RingHeader, building_record) == 200 &&
+              offsetof(RingHeader, reserved2) == 208);
+static_assert(offsetof(TensorDesc, name) == 0 && offsetof(TensorDesc, dtype) == 32 &&
+              offsetof(TensorDesc, ndim) == 36 && offsetof(TensorDesc, shape) == 40 &&
+              offsetof(TensorDesc, offset) == 56 && offsetof(TensorDesc, nbytes) == 64 &&
+              sizeof(Dtype) == 4);
+static_assert(alignof(SlotHeader) == kCacheLine && offsetof(SlotHeader, magic) == 0 &&
+              offsetof(SlotHeader, header_bytes) == 4 && offsetof(SlotHeader, seq) == 8 &&
+              offsetof(SlotHeader, session) == 16 && offsetof(SlotHeader, stream_index) == 24 &&
+              offsetof(SlotHeader, epoch) == 32 && offsetof(SlotHeader, step) == 36 &&
+              offsetof(SlotHeader, rows) == 40 && offsetof(SlotHeader, seq_len) == 44 &&
+              offsetof(SlotHeader, tensor_count) == 48 && offsetof(SlotHeader, flags) == 52 &&
+              offsetof(SlotHeader, payload_bytes) == 56 && offsetof(SlotHeader, checksum) == 64 &&
+              offsetof(SlotHeader, real_tokens) == 72 && offsetof(SlotHeader, reserved) == 80 &&
+              88 + kMaxTensors * sizeof(TensorDesc) == 664);  // 40 bytes of tail padding to 704
+static_assert(offsetof(ConsumerHeader, magic) == 0 && offsetof(ConsumerHeader, version_major) == 8 &&
+              offsetof(ConsumerHeader, version_minor) == 10 && offsetof(ConsumerHeader, header_bytes) == 12 &&
+              offsetof(ConsumerHeader, segment_bytes) == 16 && offsetof(ConsumerHeader, rank) == 24 &&
+              offsetof(ConsumerHeader, ring_count) == 28 && offsetof(ConsumerHeader, lines_offset) == 32 &&
+              offsetof(ConsumerHeader, line_stride) == 40 && offsetof(ConsumerHeader, state) == 48 &&
+              offsetof(ConsumerHeader, reserved0) == 52 && offsetof(ConsumerHeader, consumed) == 72 &&
+              offsetof(ConsumerHeader, wait_ns) == 80 && offsetof(ConsumerHeader, busy_ns) == 88 &&
+              offsetof(ConsumerHeader, client_pid) == 96 && offsetof(ConsumerHeader, attached) == 100 &&
+              offsetof(ConsumerHeader, wait_hist) == 104 && offsetof(ConsumerHeader, reserved1) == 184);
+static_assert(alignof(ConsumerLine) == kCacheLine && offsetof(ConsumerLine, tail) == 0 &&
+              offsetof(ConsumerLine, session) == 8 && offsetof(ConsumerLine, tail_futex) == 16 &&
+              offsetof(ConsumerLine, consumer_waiting) == 20 && offsetof(ConsumerLine, reserved) == 24);
+// The futex words are naturally aligned 32-bit words, as FUTEX_WAIT requires.
+static_assert(offsetof(RingHeader, head_futex) % 4 == 0 && offsetof(ConsumerLine, tail_futex) % 4 == 0);
+
 // The sizes a job's segments need.
 struct SegmentGeometry {
   uint32_t ring_count;
