@@ -75,3 +75,11 @@ TEST_CASE("the shared 10k mixed set, when present") {
   }
   check_equal(job(big, "mistral", "[batch]\nsize = 8\n[workers]\ncount = 2\n"));
 }
+
+TEST_CASE("edge records: empty and padded systems, unicode spaces, emoji byte fallback, literal specials") {
+  for (const char* tmpl : {"mistral", "llama2", "chatml"}) {
+    INFO(tmpl);
+    check_equal(job(data_path("sft/edge.jsonl"), tmpl, "[batch]\nsize = 2\n[schedule]\nshuffle = false\n",
+                    "[dataset.placeholders]\nNAME = \"tokfeed-bot\"\nEMPTY = \"\"\n"));
+  }
+}

@@ -31,11 +31,13 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     2-element arrays of strings.
  A4 Format detection (auto) tests key presence, whatever the value
     ({"messages": null} is a messages record with a bad field).
- A5 An empty-string system ("system": "" or a system message with "") is a
+ A5 (settled: the spec now says a NON-empty system message for mistral and
+    llama2; the code follows it.) An empty-string system ("system": "" or a system message with "") is a
     system message (only null counts as absent), so the default system is
-    NOT used and mistral renders "\\n\\n{user}". Empty system content is not
+    NOT used, and mistral/llama2 render no system text. Empty system content is not
     a bad record (only user/assistant turns are checked).
- A6 "Empty" means the empty string, checked on the conversation before
+ A6 (settled: the spec applies placeholders before the checks.) "Empty"
+    means the empty string, checked on the conversation after
     placeholders and before llama2's strip(); whitespace-only content is
     not a bad record (under llama2 it renders as empty).
  A7 Placeholders are substituted in one simultaneous pass (a value that
@@ -417,9 +419,10 @@ def to_conversation(rec, cfg):
     if fmt == "auto":
         fmt = detect_format(rec)
     turns = PARSERS[fmt](rec)
-    validate(turns, cfg["template"])
-    conv = [(role, content) for _, role, content in turns]
-    return apply_placeholders(conv, cfg["placeholders"])
+    # Placeholders are applied before the checks (spec section 1).
+    conv = apply_placeholders([(role, content) for _, role, content in turns], cfg["placeholders"])
+    validate([(where, role, content) for (where, _, _), (role, content) in zip(turns, conv)], cfg["template"])
+    return conv
 
 
 def load_dataset(cfg, limit=None):
@@ -472,7 +475,7 @@ def render_mistral(conv, system, r):
     first = True
     for role, content in conv:
         if role == "user":
-            if first and system is not None:
+            if first and system:  # a non-empty system message (spec section 2)
                 content = system + "\n\n" + content
             first = False
             r.emit("[INST] " + content + " [/INST]")
@@ -489,7 +492,7 @@ def render_llama2(conv, system, r):
         content = content.strip()
         if role == "user":
             r.emit("<s>[INST] ")
-            if first and system is not None:
+            if first and system:  # a non-empty system message, tested before stripping
                 r.emit("<<SYS>>\n" + system.strip() + "\n<</SYS>>\n\n")
             first = False
             r.emit(content + " [/INST]")
