@@ -60,7 +60,10 @@ void RingProducer::wait_for_consumer(std::chrono::nanoseconds timeout) noexcept 
 void RingConsumer::reposition(uint64_t session, uint64_t tail) noexcept {
   session_ = session;
   cached_head_ = tail;
-  consumer_->tail.store(tail, mo::memory_order_relaxed);
+  // Release, not relaxed: a producer still in the old session may see this
+  // tail in has_space() (acquire) and reuse slots, so our earlier reads of
+  // them must happen before. SYNC POINT: pairs with RingProducer::has_space.
+  consumer_->tail.store(tail, mo::memory_order_release);
   // SYNC POINT: pairs with RingProducer::sync_session's session.load(acquire).
   consumer_->session.store(session, mo::memory_order_release);
   consumer_->tail_futex.fetch_add(1, mo::memory_order_seq_cst);
