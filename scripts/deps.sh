@@ -5,8 +5,8 @@ packages=(
   build-essential cmake pkg-config xz-utils clang
   libboost-dev libmsgpack-cxx-dev libsentencepiece-dev libsimdjson-dev libtomlplusplus-dev
   libpcre2-dev libutf8proc-dev libxxhash-dev libcli11-dev libspdlog-dev libfmt-dev libsystemd-dev
-  libzstd-dev zlib1g-dev doctest-dev libbenchmark-dev pybind11-dev
-  python3 python3-dev python3-numpy python3-torch python3-sentencepiece python3-jinja2 systemd
+  libzstd-dev zlib1g-dev libdlpack-dev doctest-dev libbenchmark-dev pybind11-dev
+  python3 python3-dev python3-pip python3-numpy python3-torch python3-sentencepiece python3-jinja2 systemd
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -18,4 +18,11 @@ if ((${#missing[@]})); then
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The HF reference (tests/reference/) checks the tokenizer.json backend
+# against HF `tokenizers`, from PyPI. Without it those tests skip.
+if ! /usr/bin/python3 -c "import tokenizers" 2>/dev/null; then
+  /usr/bin/python3 -m pip install -q --break-system-packages "tokenizers>=0.19" \
+    || echo "warning: cannot install HF tokenizers for /usr/bin/python3; the hf reference tests will skip"
 fi

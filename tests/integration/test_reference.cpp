@@ -83,3 +83,19 @@ TEST_CASE("edge records: empty and padded systems, unicode spaces, emoji byte fa
                     "[dataset.placeholders]\nNAME = \"tokfeed-bot\"\nEMPTY = \"\"\n"));
   }
 }
+
+TEST_CASE("Qwen3 tokenizer.json with the qwen2_5 template equals HF tokenizers") {
+  if (run("/usr/bin/python3 -c 'import tokenizers'").status != 0) {
+    MESSAGE("HF tokenizers is not installed for /usr/bin/python3 (scripts/deps.sh installs it); skipped");
+    return;
+  }
+  std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
+  auto hf_job = [&](const std::string& dataset, const std::string& rest) {
+    return "[dataset]\npath = \"" + dataset + "\"\n[tokenizer]\ntype = \"hf\"\npath = \"" + qwen +
+           "\"\ntemplate = \"qwen2_5\"\n" + rest;
+  };
+  check_equal(hf_job(data_path("sft/mixed-300.jsonl"), "[batch]\nsize = 4\nloss = \"last_assistant\"\n"));
+  check_equal(hf_job(data_path("sft/edge.jsonl"), "[batch]\nsize = 3\n[schedule]\nshuffle = false\n"));
+  std::string big = shared_path("data/sft/mixed-10k.jsonl");
+  if (!big.empty()) check_equal(hf_job(big, "[batch]\nsize = 8\n"));
+}

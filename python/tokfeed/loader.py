@@ -1,0 +1,172 @@
+"""tokfeed.Loader: the trainer-facing iterator over a daemon's batch stream."""
+import gc
+
+import torch
+from torch.utils.dlpack import from_dlpack
+
+from . import _tokfeed
+
+
+def _parse_device(device):
+    dev = torch.device(device)
+    if dev.type not in ("cpu", "cuda"):
+        raise _tokfeed.InvalidArgument(f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+    if dev.type == "cpu":
+        return dev, None
+    # Ask the CUDA runtime libtokfeed links, not torch, so the error names the
+    # real cause ("no CUDA device: cudaErrorNoDevice: ...").
+    count = _tokfeed.cuda_device_count()
+    index = dev.index if dev.index is not None else 0
+    if index >= count:
+        raise _tokfeed.InvalidArgument(f"no CUDA device: {device!r} requested, {count} present")
+    return torch.device("cuda", index), index
+
+
+class Loader:
+    """Iterates a tokfeedd daemon's batch stream for one rank.
+
+    Yields dicts of torch tensors named as HF models take them (input_ids,
+    attention_mask, labels, position_ids; cu_seqlens and max_seqlen for packed
+    jobs). Iterating runs from the current position through the last
+    configured epoch; ``epoch_batches()`` (or ``tokfeed.torch.EpochLoader``)
+    stops at the end of the current epoch instead.
+
+    device="cpu": tensors are zero-copy views of the daemon's read-only shared
+    memory. Never modify them in place (``t += 1``, ``t[...] = x``, in-place
+    ops in collators): the pages are mapped read-only and a write is a
+    segfault. Clone first if you need to write. A tensor keeps its ring slot
+    until it is freed; a rank can hold at most ``workers * slots`` batches.
+
+    device="cuda[:N]": batches are copied by libtokfeed on its own stream into
+    pooled device buffers, ``prefetch`` batches ahead, and the current torch
+    stream waits for the copies. Use the tensors on that stream.
+    """
+
+    def __init__(self, socket, rank=0, device="cpu", prefetch=2, liveness_timeout=1.5, verify_checksums=False):
+        self.socket = str(socket)
+        self.rank = int(rank)
+        self.prefetch = int(prefetch)
+        self.liveness_timeout = float(liveness_timeout)
+        self.verify_checksums = bool(verify_checksums)
+        self.device, self._cuda_index = _parse_device(device)
+        self._client = None
+        self._stream = None
+        self._next = (0, 0)
+        self._connect(0, 0)
+
+    # ---- position ----
+
+    def state_dict(self):
+        """The position of the NEXT batch this loader yields: {"epoch", "step"}."""
+        return {"epoch": self._next[0], "step": self._next[1]}
+
+    def load_state_dict(self, state):
+        """Repositions at ``state`` (from state_dict(); {} means the start).
+
+        The daemon repositions in O(1). Batches from the old position that are
+        still alive (CPU tensors) must be freed first, since their slots are
+        reused: otherwise this raises InvalidArgument.
+        """
+        epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
+        if (epoch, step) != self._next:
+            self._connect(epoch, step)
+
+    def set_epoch(self, epoch):
+        """Positions at (epoch, 0), the DistributedSampler.set_epoch convention.
+
+        A no-op when the loader already stands there (e.g. after finishing the
+        previous epoch), so calling it at the top of every epoch keeps the
+        daemon's already-built batches. Calling it mid-epoch skips the rest.
+        """
+        self.load_state_dict({"epoch": int(epoch), "step": 0})
+
+    def __len__(self):
+        """Batches per epoch for this rank (not the whole stream)."""
+        return self._batches_per_epoch
+
+    @property
+    def epochs(self):
+        return self._epochs
+
+    @property
+    def mapping_base(self):
+        return self._client.mapping_base
+
+    @property
+    def mapping_size(self):
+        return self._client.mapping_size
+
+    # ---- iteration ----
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._stream is not None:
+            b = self._stream.next(torch.cuda.current_stream(self.device).cuda_stream)
+        else:
+            b = self._client.next()
+        if b is None:
+            self._next = (self._epochs, 0)
+            raise StopIteration
+        out = {name: from_dlpack(cap) for name, cap in b.tensors().items()}
+        self._next = divmod(b.index + 1, self._batches_per_epoch)
+        return out
+
+    def epoch_batches(self):
+        """Yields the rest of the current epoch, then stops."""
+        epoch = self._next[0]
+        while self._next[0] == epoch:
+            try:
+                yield next(self)
+            except StopIteration:
+                return
+
+    # ---- connection ----
+
+    def _connect(self, epoch, step):
+        self._disconnect()
+        self._client = _tokfeed.Client(self.socket, self.rank, epoch, step, self.liveness_timeout,
+                                       self.verify_checksums)
+        self._batches_per_epoch = self._client.batches_per_epoch
+        self._epochs = self._client.epochs
+        if self._cuda_index is not None:
+            self._stream = _tokfeed.DeviceStream(self._client, self._cuda_index, self.prefetch)
+        self._next = (epoch, step)
+
+    def _disconnect(self):
+        if self._client is None:
+            return
+        if self._stream is not None:
+            self._stream.close()  # releases the host batches it held; device tensors stay valid
+            self._stream = None
+        if self._client.live_batches:
+            gc.collect()  # tensors caught in reference cycles
+        live = self._client.live_batches
+        if live:
+            raise _tokfeed.InvalidArgument(
+                f"{live} batch(es) from position {self._next} are still alive; free their tensors "
+                "(or .clone() them) before load_state_dict/set_epoch: their slots are reused")
+        self._client.close()
+        self._client = None
+
+    def close(self):
+        """Detaches from the daemon (after the last live batch is freed)."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
