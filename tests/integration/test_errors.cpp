@@ -115,3 +115,27 @@ TEST_CASE("over-long samples are truncated or dropped and counted") {
     CHECK(batches == reference(cfg));
   }
 }
+
+TEST_CASE("too little shared memory is a clear start-up error with the bytes needed and free") {
+  TempDir dir;
+  std::string mnt = dir.file("shm");
+  run("mkdir -p '" + mnt + "'");
+  if (run("mount -t tmpfs -o size=256k tokfeed-test '" + mnt + "'").status != 0) {
+    MESSAGE("cannot mount a small tmpfs here (not root?); skipped");
+    return;
+  }
+  std::string data = write(dir, "d.jsonl", std::string(kGood) + "\n");
+  std::string body = "[dataset]\npath = \"" + data + "\"\n" + tok() + "[batch]\nsize = 8\nmax_length = 4096\n";
+  std::string cfg = write_job(dir, body);
+  // write_job appends [server]; point the segments at the small tmpfs.
+  run("sed -i 's|^\\[server\\]$|[server]\\nshm_dir = \"" + mnt + "\"|' '" + cfg + "'");
+  Output o = run(bin("tokfeedd") + " --config '" + cfg + "'");
+  Output c = run(bin("tokfeedd") + " --check-config '" + cfg + "'");
+  run("umount '" + mnt + "'");
+  CHECK(o.status != 0);
+  CHECK_MESSAGE(o.err.find("not enough shared memory for the data segment: need") != std::string::npos, o.err);
+  CHECK(o.err.find("free") != std::string::npos);
+  CHECK(o.err.find("--shm-size") != std::string::npos);
+  CHECK(c.status != 0);
+  CHECK(c.err.find("needs") != std::string::npos);
+}

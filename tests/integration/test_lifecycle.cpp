@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -130,4 +131,26 @@ TEST_CASE("resume at a position gives exactly the rest of the stream") {
     CHECK(rest.front() == all[k]);
     CHECK(rest.back() == all.back());
   }
+}
+
+TEST_CASE("kill -9 at random moments, start-up included, leaves nothing in /dev/shm") {
+  int before = shm_entries();
+  TempDir dir;
+  std::string cfg = write_job(dir, job());
+  std::srand(12345);
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl(bin("tokfeedd").c_str(), "tokfeedd", "--config", cfg.c_str(), nullptr);
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::rand() % 120));
+    ::kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // orphaned workers die with their parent
+  CHECK(shm_entries() == before);
+  Daemon d(cfg, socket_of(dir));  // and the next start still serves
+  CHECK(dump(d.socket(), 0, "--count 1").size() == 1);
 }
