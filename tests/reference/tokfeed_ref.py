@@ -676,6 +676,8 @@ class HFTokenizer:
     def encode(self, text):
         enc = self.tok.encode(text, add_special_tokens=False)
         offs = _byte_offsets(text)
+        if offs is None:
+            return list(zip(enc.ids, (b for b, _ in enc.offsets), (e for _, e in enc.offsets)))
         return [(i, offs[b], offs[e]) for i, (b, e) in zip(enc.ids, enc.offsets)]
 
 
