@@ -77,3 +77,38 @@ TEST_CASE("kill -9 of a worker mid-epoch, and of several in turn, leaves the str
   CHECK(st.out.find("\"restarts\":0") == std::string::npos);
   CHECK(d.stop(SIGTERM) == 0);
 }
+
+TEST_CASE("a record that crashes its worker every time is isolated after 3 tries, reported, and skipped") {
+  auto body = "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
+              "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
+              "\"\ntemplate = \"mistral\"\n[batch]\nsize = 2\n[schedule]\nshuffle = false\n[workers]\ncount = 2\n";
+  TempDir dir;
+  std::string cfg = write_job(dir, body);
+  std::vector<std::string> clean;
+  {
+    Daemon d(cfg, socket_of(dir));
+    clean = dump(d.socket());
+  }
+  std::vector<std::string> poisoned[2];
+  for (auto& out : poisoned) {
+    // The test-only fault hook: a worker aborts whenever it encodes line 5.
+    Daemon d(cfg, socket_of(dir), "TOKFEED_FAULT_CRASH_LINE=5");
+    out = dump(d.socket());
+    Output st = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json");
+    CHECK(st.out.find("mixed-300.jsonl:5: record crashed a worker 3 times; skipping it") != std::string::npos);
+    CHECK(d.log().find("killed by signal 6") != std::string::npos);
+  }
+  REQUIRE(clean.size() == 150);
+  CHECK(poisoned[0] == poisoned[1]);  // deterministic
+  REQUIRE(poisoned[0].size() == clean.size());
+  for (std::size_t k = 0; k < clean.size(); ++k) {
+    INFO("batch " << k);
+    if (k == 2) {  // records 4 and 5 (lines 5 and 6): only line 6 remains
+      CHECK(poisoned[0][k] != clean[k]);
+      CHECK(poisoned[0][k].find("\"input_ids\":[[") != std::string::npos);
+      CHECK(poisoned[0][k].find("],[") == std::string::npos);  // one row
+    } else {
+      CHECK(poisoned[0][k] == clean[k]);
+    }
+  }
+}

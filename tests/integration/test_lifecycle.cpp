@@ -154,3 +154,32 @@ TEST_CASE("kill -9 at random moments, start-up included, leaves nothing in /dev/
   Daemon d(cfg, socket_of(dir));  // and the next start still serves
   CHECK(dump(d.socket(), 0, "--count 1").size() == 1);
 }
+
+TEST_CASE("a stopped daemon: no error while stopped briefly, typed 'daemon lost' once stopped past the timeout") {
+  TempDir dir;
+  Daemon d(write_job(dir, job() + "[schedule]\nepochs = 100\n"), socket_of(dir));
+  tokfeed::ClientOptions opt;
+  opt.socket = d.socket();
+  opt.liveness_timeout = std::chrono::milliseconds(1500);
+  std::unique_ptr<tokfeed::Client> c;
+  REQUIRE(tokfeed::Client::connect(opt, c).ok());
+  tokfeed::Batch b;
+  REQUIRE(c->next(b).ok());
+  // Brief stop: the client keeps working (what is built can be read, and it
+  // waits for the rest).
+  ::kill(d.pid(), SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(d.pid(), SIGCONT);
+  for (int i = 0; i < 20; ++i) REQUIRE_MESSAGE(c->next(b).ok(), "batch " << i);
+  // Long stop: the heartbeat goes stale and the client says so, within 2 s.
+  ::kill(d.pid(), SIGSTOP);
+  auto t0 = std::chrono::steady_clock::now();
+  tokfeed::Status st;
+  while ((st = c->next(b)).ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a training step
+  double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(d.pid(), SIGCONT);
+  CHECK(st.code() == tokfeed::Code::kDaemonLost);
+  CHECK(st.message().find("no heartbeat") != std::string::npos);
+  CHECK(after >= 1.4);
+  CHECK(after < 2.0);
+}
