@@ -17,6 +17,8 @@ struct StreamArgs {
 
 int status(const std::string& socket, bool json);
 int shutdown(const std::string& socket);
+int metrics(const std::string& socket);
+int watch(const std::string& socket);
 int dump(const StreamArgs& a);
 int drain(const StreamArgs& a);
 int tokenize(const std::string& path, const std::string& type, bool decode);

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   st->add_flag("--json", json, "print the status as one JSON object");
 
   auto* down = app.add_subcommand("shutdown", "stop the daemon cleanly");
+  auto* metrics = app.add_subcommand("metrics", "print the daemon's metrics in Prometheus text format");
+  auto* watch = app.add_subcommand("watch", "show the status table, refreshed once a second");
 
   ctl::StreamArgs sa;
   uint64_t count = 0;
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   if (count) sa.count = count;
   if (st->parsed()) return ctl::status(socket, json);
   if (down->parsed()) return ctl::shutdown(socket);
+  if (metrics->parsed()) return ctl::metrics(socket);
+  if (watch->parsed()) return ctl::watch(socket);
   if (dump->parsed()) return ctl::dump(sa);
   if (drain->parsed()) return ctl::drain(sa);
   if (tk->parsed()) return ctl::tokenize(tok_path, tok_type, decode);

@@ -104,7 +104,7 @@ std::string Supervisor::status_payload() {
     uint64_t next = load(ch->next_index);
     uint64_t bpe = rs.schedule->batches_per_epoch();
     uint64_t wait = load(ch->wait_ns), busy = load(ch->busy_ns);
-    pk.pack_map(11);
+    pk.pack_map(13);
     kv(pk, "rank", rs.rank);
     kv(pk, "attached", rs.client.has_value());
     kv(pk, "client_pid", rs.client ? static_cast<int64_t>(rs.client->pid) : int64_t{0});
@@ -116,6 +116,10 @@ std::string Supervisor::status_payload() {
     kv(pk, "epochs", rs.schedule->epochs());
     kv(pk, "consumed", load(ch->consumed));
     kv(pk, "stall_fraction", wait + busy ? double(wait) / double(wait + busy) : 0.0);
+    kv(pk, "wait_s", wait / 1e9);
+    pk.pack("wait_hist");  // next() waits: <1us <10us ... <100s, more
+    pk.pack_array(10);
+    for (const auto& bucket : ch->wait_hist) pk.pack(bucket.load(std::memory_order_relaxed));
   }
 
   uint64_t dt = last_rates_.t_ns - prev_rates_.t_ns;
