@@ -39,6 +39,12 @@ int main(int argc, char** argv) {
   tk->add_option("--type", tok_type, "hf | sentencepiece")->capture_default_str();
   tk->add_flag("--decode", decode, "read JSON arrays of ids and print the decoded strings");
 
+  std::string job;
+  uint64_t limit = 0;
+  auto* rd = app.add_subcommand("render", "print each valid record as the job's template renders it, as JSON strings");
+  rd->add_option("--config,-c", job, "the job's TOML config")->required();
+  rd->add_option("--limit,-n", limit, "only the first N valid records");
+
   CLI11_PARSE(app, argc, argv);
   sa.socket = socket;
   if (count) sa.count = count;
@@ -49,5 +55,6 @@ int main(int argc, char** argv) {
   if (dump->parsed()) return ctl::dump(sa);
   if (drain->parsed()) return ctl::drain(sa);
   if (tk->parsed()) return ctl::tokenize(tok_path, tok_type, decode);
+  if (rd->parsed()) return ctl::render(job, limit ? std::optional<uint64_t>(limit) : std::nullopt);
   return 2;
 }

@@ -161,7 +161,9 @@ JobConfig load_config(const std::string& path) {
     Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
     c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
     c.tokenizer.path = resolve(path, s.str("path", ""));
-    text::parse_template(s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5"}), c.tokenizer.tmpl);
+    text::parse_template(
+        s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5", "qwen3", "llama3"}),
+        c.tokenizer.tmpl);
     c.tokenizer.default_system = s.opt_str("default_system");
     s.check_unknown();
     require_file(path, "tokenizer", "path", c.tokenizer.path);

@@ -12,7 +12,7 @@
 
 namespace tokfeed::text {
 
-enum class Template : uint8_t { kMistral, kLlama2, kChatml, kQwen2_5 };
+enum class Template : uint8_t { kMistral, kLlama2, kChatml, kQwen2_5, kQwen3, kLlama3 };
 std::string_view template_name(Template t) noexcept;
 bool parse_template(std::string_view name, Template& out) noexcept;
 // mistral and llama2 reject conversations that do not alternate user/assistant.

@@ -84,18 +84,53 @@ TEST_CASE("edge records: empty and padded systems, unicode spaces, emoji byte fa
   }
 }
 
+namespace {
+
+bool have_hf_tokenizers() {
+  if (run("/usr/bin/python3 -c 'import tokenizers'").status == 0) return true;
+  MESSAGE("HF tokenizers is not installed for /usr/bin/python3 (scripts/deps.sh installs it); skipped");
+  return false;
+}
+
+std::string hf_job(const std::string& tokenizer, const std::string& tmpl, const std::string& dataset,
+                   const std::string& rest) {
+  return "[dataset]\npath = \"" + dataset + "\"\n[tokenizer]\ntype = \"hf\"\npath = \"" + tokenizer +
+         "\"\ntemplate = \"" + tmpl + "\"\n" + rest;
+}
+
+const char* kFileOrder = "[batch]\nsize = 3\n[schedule]\nshuffle = false\n";
+
+}  // namespace
+
 TEST_CASE("Qwen3 tokenizer.json with the qwen2_5 template equals HF tokenizers") {
-  if (run("/usr/bin/python3 -c 'import tokenizers'").status != 0) {
-    MESSAGE("HF tokenizers is not installed for /usr/bin/python3 (scripts/deps.sh installs it); skipped");
+  if (!have_hf_tokenizers()) return;
+  std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
+  check_equal(hf_job(qwen, "qwen2_5", data_path("sft/mixed-300.jsonl"),
+                     "[batch]\nsize = 4\nloss = \"last_assistant\"\n"));
+  check_equal(hf_job(qwen, "qwen2_5", data_path("sft/edge.jsonl"), kFileOrder));
+  std::string big = shared_path("data/sft/mixed-10k.jsonl");
+  if (!big.empty()) check_equal(hf_job(qwen, "qwen2_5", big, "[batch]\nsize = 8\n"));
+}
+
+TEST_CASE("qwen3 template with the Qwen3 tokenizer: think blocks, history, last assistant") {
+  if (!have_hf_tokenizers()) return;
+  std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
+  check_equal(hf_job(qwen, "qwen3", data_path("sft/mixed-300.jsonl"), "[batch]\nsize = 4\n"));
+  check_equal(hf_job(qwen, "qwen3", data_path("sft/think.jsonl"), kFileOrder));
+  check_equal(hf_job(qwen, "qwen3", data_path("sft/think.jsonl"),
+                     "[batch]\nsize = 2\nloss = \"last_assistant\"\n"));
+  check_equal(hf_job(qwen, "qwen3", data_path("sft/edge.jsonl"), kFileOrder));
+}
+
+TEST_CASE("llama3 template with the Llama-3 tokenizer, when ../shared has it") {
+  std::string llama = shared_path("tokenizers/llama3/tokenizer.json");
+  if (llama.empty()) {
+    MESSAGE("../shared/tokenizers/llama3 is absent; skipped");
     return;
   }
-  std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
-  auto hf_job = [&](const std::string& dataset, const std::string& rest) {
-    return "[dataset]\npath = \"" + dataset + "\"\n[tokenizer]\ntype = \"hf\"\npath = \"" + qwen +
-           "\"\ntemplate = \"qwen2_5\"\n" + rest;
-  };
-  check_equal(hf_job(data_path("sft/mixed-300.jsonl"), "[batch]\nsize = 4\nloss = \"last_assistant\"\n"));
-  check_equal(hf_job(data_path("sft/edge.jsonl"), "[batch]\nsize = 3\n[schedule]\nshuffle = false\n"));
-  std::string big = shared_path("data/sft/mixed-10k.jsonl");
-  if (!big.empty()) check_equal(hf_job(big, "[batch]\nsize = 8\n"));
+  if (!have_hf_tokenizers()) return;
+  check_equal(hf_job(llama, "llama3", data_path("sft/mixed-300.jsonl"), "[batch]\nsize = 4\n"));
+  check_equal(hf_job(llama, "llama3", data_path("sft/edge.jsonl"), kFileOrder));
+  check_equal(hf_job(llama, "llama3", data_path("sft/think.jsonl"),
+                     "[batch]\nsize = 2\nloss = \"last_assistant\"\n[schedule]\nseed = 5\n"));
 }

@@ -96,6 +96,8 @@ DEFAULT_SYSTEM = {
     "llama2": None,
     "chatml": "You are a helpful assistant.",
     "qwen2_5": "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+    "qwen3": None,
+    "llama3": None,
 }
 
 
@@ -516,8 +518,58 @@ def render_chatml(conv, system, r):
         r.emit("\n")
 
 
+def _qwen3_last_query(msgs):
+    """Spec 2 `qwen3` q: last user message that is not a <tool_response>...</tool_response>."""
+    for i in range(len(msgs) - 1, -1, -1):
+        role, content = msgs[i]
+        if role == "user" and not (content.startswith("<tool_response>")
+                                   and content.endswith("</tool_response>")):
+            return i
+    return len(msgs) - 1
+
+
+def _qwen3_split(content):
+    """Spec 2 `qwen3`: content -> (reasoning, answer)."""
+    if "</think>" not in content:
+        return "", content
+    answer = content.split("</think>")[-1].lstrip("\n")
+    reasoning = content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
+    return reasoning, answer
+
+
+def render_qwen3(conv, system, r):
+    """Spec 2 `qwen3`: ChatML; think block after the last query; no default system."""
+    msgs = ([("system", system)] if system is not None else []) + conv
+    q = _qwen3_last_query(msgs)
+    for i, (role, content) in enumerate(msgs):
+        r.emit("<|im_start|>" + role + "\n")
+        if role != "assistant":
+            r.emit(content + "<|im_end|>\n")
+            continue
+        reasoning, answer = _qwen3_split(content)
+        if i > q and (i == len(msgs) - 1 or reasoning):
+            body = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" + answer.lstrip("\n")
+        else:
+            body = answer
+        r.spans.append([r.emit(body + "<|im_end|>")])
+        r.emit("\n")
+
+
+def render_llama3(conv, system, r):
+    """Spec 2 `llama3`: <|begin_of_text|>, headers, strip(), trailing assistant header."""
+    msgs = ([("system", system)] if system is not None else []) + conv
+    r.emit("<|begin_of_text|>")
+    for role, content in msgs:
+        r.emit("<|start_header_id|>" + role + "<|end_header_id|>\n\n")
+        span = r.emit(content.strip() + "<|eot_id|>")
+        if role == "assistant":
+            r.spans.append([span])
+    r.emit("<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+
 RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
-             "chatml": render_chatml, "qwen2_5": render_chatml}
+             "chatml": render_chatml, "qwen2_5": render_chatml,
+             "qwen3": render_qwen3, "llama3": render_llama3}
 
 
 def render(conv, cfg):

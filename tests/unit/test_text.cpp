@@ -77,6 +77,57 @@ TEST_CASE("chat templates render the model's text and mark the trained spans") {
   CHECK(r.text.rfind("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.", 0) == 0);
 }
 
+namespace {
+std::string span_text(const Rendered& r, std::size_t i) {
+  return r.text.substr(r.trained[i].begin, r.trained[i].end - r.trained[i].begin);
+}
+}  // namespace
+
+TEST_CASE("qwen3: no default system, history loses its reasoning, the final answer gets a think block") {
+  Conversation c{{Role::kUser, "U"}, {Role::kAssistant, "<think>\nr1\n</think>\n\nA"}, {Role::kUser, "U2"},
+                 {Role::kAssistant, "\nA2"}};
+  Rendered r;
+  RenderOptions o;
+  o.tmpl = Template::kQwen3;
+  render(c, o, r);
+  CHECK(r.text ==
+        "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+        "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
+  REQUIRE(r.trained.size() == 2);
+  CHECK(span_text(r, 0) == "A<|im_end|>");
+  CHECK(span_text(r, 1) == "<think>\n\n</think>\n\nA2<|im_end|>");
+  // The final turn keeps its own reasoning; an earlier turn after the last
+  // query keeps its reasoning too; a tool response is not a query.
+  c = {{Role::kSystem, "S"}, {Role::kUser, "U"}, {Role::kAssistant, "<think>a</think>x"},
+       {Role::kUser, "<tool_response>1</tool_response>"}, {Role::kAssistant, "\n<think>\n\nb\n</think>y"}};
+  o.last_assistant_only = true;
+  render(c, o, r);
+  CHECK(r.text ==
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\na\n</think>\n\nx<|im_end|>\n"
+        "<|im_start|>user\n<tool_response>1</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n<think>\nb\n</think>\n\ny<|im_end|>\n");
+  REQUIRE(r.trained.size() == 1);
+  CHECK(span_text(r, 0) == "<think>\nb\n</think>\n\ny<|im_end|>");
+}
+
+TEST_CASE("llama3: begin_of_text, trimmed contents, a closing assistant header") {
+  Conversation c{{Role::kSystem, " S "}, {Role::kUser, "\tU\n"}, {Role::kAssistant, "  A  "}};
+  Rendered r;
+  RenderOptions o;
+  o.tmpl = Template::kLlama3;
+  render(c, o, r);
+  CHECK(r.text ==
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nA<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  REQUIRE(r.trained.size() == 1);
+  CHECK(span_text(r, 0) == "A<|eot_id|>");
+  render(Conversation{{Role::kUser, "U"}, {Role::kAssistant, "A"}}, o, r);
+  CHECK(r.text.rfind("<|begin_of_text|><|start_header_id|>user<|end_header_id|>", 0) == 0);
+}
+
 TEST_CASE("labels: a token holding any assistant byte is trained; truncation keeps labels aligned") {
   auto tok = load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model");
   Conversation c{{Role::kUser, "Hi"}, {Role::kAssistant, "Hello"}};
