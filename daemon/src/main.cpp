@@ -38,7 +38,7 @@ int check_config(const std::string& path) {
                 static_cast<unsigned long long>(s.epochs()));
   }
   ShmPlan plan = plan_shm(cfg);
-  uint64_t need = plan.data_bytes + plan.consumer_bytes * cfg.ranks.serve.size();
+  uint64_t need = plan.total();
   uint64_t free = shm::free_bytes(cfg.server.shm_dir);
   std::printf("# shared memory: %llu bytes needed (slot %llu bytes), %llu bytes free in %s\n",
               static_cast<unsigned long long>(need), static_cast<unsigned long long>(plan.slot_bytes),

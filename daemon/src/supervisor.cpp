@@ -22,8 +22,6 @@ namespace tokfeed {
 
 namespace asio = boost::asio;
 
-uint64_t ShmPlan::total() const { return data_bytes; }
-
 ShmPlan plan_shm(const JobConfig& cfg) {
   ShmPlan p;
   p.slot_bytes = BatchBuilder::slot_bytes(cfg);
@@ -31,6 +29,7 @@ ShmPlan plan_shm(const JobConfig& cfg) {
                          p.slot_bytes};
   p.data_bytes = g.data_bytes();
   p.consumer_bytes = shm::SegmentGeometry::consumer_bytes(cfg.workers.count);
+  p.ranks = cfg.ranks.serve.size();
   return p;
 }
 

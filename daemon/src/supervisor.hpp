@@ -33,8 +33,9 @@ namespace tokfeed {
 struct ShmPlan {
   uint64_t slot_bytes;
   uint64_t data_bytes;
-  uint64_t consumer_bytes;  // per rank
-  uint64_t total() const;
+  uint64_t consumer_bytes;  // per served rank
+  uint64_t ranks;
+  uint64_t total() const { return data_bytes + consumer_bytes * ranks; }
 };
 ShmPlan plan_shm(const JobConfig& cfg);
 
