@@ -1,0 +1,45 @@
+// render: what the chat template makes of each valid record of a job's
+// dataset, one JSON string per line (tests/reference/render_check.py compares
+// it with the model's own Jinja chat_template).
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "batch_builder.hpp"
+#include "config.hpp"
+#include "ctl.hpp"
+#include "dataset.hpp"
+#include "text/chat_template.hpp"
+
+namespace tokfeed::ctl {
+
+int render(const std::string& config, std::optional<uint64_t> limit) {
+  try {
+    JobConfig cfg = load_config(config);
+    text::RecordRules rules = record_rules(cfg);
+    Dataset data(cfg.dataset, rules);
+    text::RenderOptions opts;
+    opts.tmpl = cfg.tokenizer.tmpl;
+    opts.default_system = cfg.tokenizer.default_system;
+    opts.last_assistant_only = cfg.batch.last_assistant_only;
+    text::Conversation conv;
+    text::Rendered rendered;
+    std::string out;
+    uint64_t n = limit ? std::min(*limit, data.size()) : data.size();
+    for (uint64_t i = 0; i < n; ++i) {
+      text::parse_record(data.record(i), rules, conv);
+      text::render(conv, opts, rendered);
+      out.clear();
+      append_json_string(out, rendered.text);
+      out += '\n';
+      std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tokfeedctl: render: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tokfeed::ctl
