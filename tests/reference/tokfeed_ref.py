@@ -131,7 +131,7 @@ def load_config(path):
         "placeholders": dict(ds.get("placeholders", {}) or {}),
         "tok_type": tk.get("type", "sentencepiece"),
         "tok_path": os.path.join(base, tk.get("path", "tokenizer.model")),
-        "template": tk.get("template", "chatml")  # the daemon's default,
+        "template": tk.get("template", "chatml"),  # the daemon's default
         "default_system": tk.get("default_system"),
         "size": int(bt.get("size", 4)),
         "max_length": int(bt.get("max_length", 2048)),
