@@ -149,7 +149,7 @@ void Supervisor::create_segments() {
     // SYNC POINT: pairs with the client's state.load(acquire) in validation.
     c->state.store(shm::kStateReady, std::memory_order_release);
     ranks_.push_back(std::move(rs));
-    for (uint32_t w = 0; w < W; ++w) workers_.push_back({ri, w});
+    for (uint32_t w = 0; w < W; ++w) workers_.push_back(WorkerSlot{ri, w, -1, 0, 0, 0, {}});
   }
   // SYNC POINT: pairs with the client's state.load(acquire): every field
   // above is visible before the segment reads as ready.
