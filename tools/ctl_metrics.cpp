@@ -12,17 +12,7 @@ namespace tokfeed::ctl {
 
 namespace {
 
-double num(const msgpack::object* o) {
-  if (!o) return 0;
-  switch (o->type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return o->via.f64;
-    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
-    case msgpack::type::BOOLEAN: return o->via.boolean;
-    default: return 0;
-  }
-}
+double num(const msgpack::object* o) { return msgpack_number(o); }
 
 double field(const msgpack::object& m, std::string_view a, std::string_view b = {}) {
   const msgpack::object* o = proto::find(m, a);

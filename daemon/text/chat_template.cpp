@@ -118,15 +118,20 @@ void system_turn(std::string_view system, bool has_system, Writer& w) {
   w.text("<|im_end|>\n");
 }
 
+// "<|im_start|>{role}\n", which opens every ChatML turn.
+void open_chatml_turn(Role role, Writer& w) {
+  w.text("<|im_start|>");
+  w.text(role_name(role));
+  w.text("\n");
+}
+
 void render_chatml(const Conversation& c, std::string_view system, bool has_system, std::size_t last,
                    Writer& w) {
   system_turn(system, has_system, w);
   for (std::size_t i = 0; i < c.size(); ++i) {
     const Message& m = c[i];
     if (m.role == Role::kSystem) continue;
-    w.text("<|im_start|>");
-    w.text(role_name(m.role));
-    w.text("\n");
+    open_chatml_turn(m.role, w);
     if (m.role == Role::kAssistant) {
       bool train = last == SIZE_MAX || i == last;
       w.maybe_trained(m.content, train);
@@ -203,9 +208,7 @@ void render_qwen3(const Conversation& c, std::string_view system, bool has_syste
   for (std::size_t i = 0; i < c.size(); ++i) {
     const Message& m = c[i];
     if (m.role == Role::kSystem) continue;
-    w.text("<|im_start|>");
-    w.text(role_name(m.role));
-    w.text("\n");
+    open_chatml_turn(m.role, w);
     if (m.role == Role::kAssistant) {
       qwen3_assistant(m.content, i > query, i + 1 == c.size(), last == SIZE_MAX || i == last, w);
     } else {
