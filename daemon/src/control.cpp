@@ -122,7 +122,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 }  // namespace
 
 ControlServer::ControlServer(asio::io_context& io, const std::string& path, ControlHandler& handler)
-    : io_(io), path_(path), handler_(handler), acceptor_(io) {
+    : path_(path), handler_(handler), acceptor_(io) {
   stream::endpoint ep(path);
   acceptor_.open(ep.protocol());
   acceptor_.bind(ep);

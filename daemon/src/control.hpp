@@ -49,7 +49,6 @@ class ControlServer {
 
  private:
   void accept();
-  boost::asio::io_context& io_;
   std::string path_;
   ControlHandler& handler_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
