@@ -7,6 +7,7 @@ Run with Debian's /usr/bin/python3 (3.11: tomllib, python3-sentencepiece).
 
     tokfeed_ref.py --config job.toml [--rank R] [--count N]
                    [--epochs-override E] [--limit-records N] [--report]
+                   [--start-epoch E --start-base B | --elastic-from E,K,R,B]
     tokfeed_ref.py --config job.toml --bad-records
 
 Exit codes: 0 ok, 2 bad record with on_bad_record = "fail", 3 tokenizer
@@ -78,9 +79,43 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     `tokenizers` is not installed for /usr/bin/python3, so this exits 3.)
  A19 --limit-records N keeps the first N physical lines of a JSONL file
     (blank lines count) or the first N elements of a JSON array.
+ A20 "step" in the dump counts the batches of a segment (4.2): a stream
+    started at (e0, s0) prints step 0 for rows[s0:]'s first step. With
+    --elastic-from at the config's own world size the stream is
+    repositioned in the old segment (same base), so the first step printed
+    is the position's step; at another world size it is a new segment
+    (base b + step*R*S) from step 0. A position whose step is the segment's
+    B goes to (epoch + 1, 0) at either world size; step > B or a base past
+    the epoch's rows is an error.
+ A21 Packed modes: "dropped" in --report counts an epoch's samples taken
+    out by truncation = "drop" once, for the whole epoch (also for e0 with
+    s0 > 0), on every rank that prints a batch of that epoch: they belong
+    to no row, so to no rank.
+ A22 "all_masked" is judged on a sample's labels after truncation (spec 3),
+    before packing sets its first label to -100; counted per sample in the
+    printed batches of this rank.
+ A23 batch.tokens defaults to batch.max_length in every mode (also with
+    padding_free, where a value below max_length is an error); it is only
+    read with padding_free. batch.pack_window must be >= 1 (default 1000).
+ A24 S = 1 with padding_free everywhere S appears: the dealing (4.2) and
+    the elastic start b + step*R*S (4.3); batch.size is then unused.
+ A25 Packed modes with 0 rows (a rank left without rows by the tail split):
+    every 2-D tensor is [], cu_seqlens [0], max_seqlen [0]. A packed
+    (not padding_free) row is always max_length long, the tail included.
+ A26 The tail split (4.2) works on a copy: the rows of the epoch (and so an
+    elastic start computed from them) are the unsplit rows.
+ A27 [ranks] node_rank (>= 0, default 0) and local_ranks (>= 1, default
+    world_size) are type-checked only: which ranks a daemon serves does not
+    change any rank's stream, and --rank may be any rank < world_size.
+ A28 [cache] enabled (bool) / dir (string) are type-checked and ignored,
+    also enabled = false with packed modes (spec 6: batches are identical).
+    Unknown keys and sections are ignored here (the reference reads only
+    what it needs; the daemon is the one that rejects them).
 """
 
 import argparse
+import bisect
+import itertools
 import json
 import os
 import re
@@ -100,6 +135,9 @@ DEFAULT_SYSTEM = {
     "llama3": None,
 }
 
+PADDINGS = ("longest", "max_length", "packed", "padding_free")
+PACKED = ("packed", "padding_free")
+
 
 class BadRecord(Exception):
     """A record rejected by spec section 1 "Bad records"; str() is the reason."""
@@ -113,6 +151,23 @@ class ToolError(Exception):
 
 # ---------------------------------------------------------------- config
 
+def _int(table, section, key, default, lo):
+    """An integer config value >= lo (TOML booleans are not integers)."""
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ToolError(f"config: [{section}] {key} = {v!r}, expected an integer")
+    if v < lo:
+        raise ToolError(f"config: [{section}] {key} = {v}, expected an integer >= {lo}")
+    return v
+
+
+def _typed(table, section, key, default, kind, what):
+    v = table.get(key, default)
+    if not isinstance(v, kind):
+        raise ToolError(f"config: [{section}] {key} = {v!r}, expected {what}")
+    return v
+
+
 def load_config(path):
     """Read the job TOML; fill in defaults; resolve paths against its directory."""
     with open(path, "rb") as f:
@@ -122,7 +177,7 @@ def load_config(path):
     def sect(name):
         return raw.get(name, {}) or {}
 
-    ds, tk, bt, sc, rk = (sect(n) for n in ("dataset", "tokenizer", "batch", "schedule", "ranks"))
+    ds, tk, bt, sc, rk, ch = (sect(n) for n in ("dataset", "tokenizer", "batch", "schedule", "ranks", "cache"))
     cfg = {
         "dataset_path_as_written": ds.get("path", "data.jsonl"),
         "dataset_path": os.path.join(base, ds.get("path", "data.jsonl")),
@@ -149,13 +204,25 @@ def load_config(path):
         "on_bad_record": ("skip", "fail"),
         "tok_type": ("sentencepiece", "hf"),
         "template": tuple(DEFAULT_SYSTEM),
-        "padding": ("longest", "max_length"),
+        "padding": PADDINGS,
         "truncation": ("right", "left", "drop"),
         "loss": ("all_assistant", "last_assistant"),
     }
     for key, allowed in checks.items():
         if cfg[key] not in allowed:
             raise ToolError(f"config: {key} = {cfg[key]!r}, expected one of {allowed}")
+    # Spec 4.1: packing window and padding_free capacity (A23).
+    cfg["pack_window"] = _int(bt, "batch", "pack_window", 1000, 1)
+    cfg["tokens"] = _int(bt, "batch", "tokens", cfg["max_length"], 1)
+    if cfg["padding"] == "padding_free" and cfg["tokens"] < cfg["max_length"]:
+        raise ToolError(f"config: [batch] tokens = {cfg['tokens']}, expected >= max_length "
+                        f"({cfg['max_length']}) with padding = \"padding_free\"")
+    # Which global ranks a node serves does not change any rank's stream (A27).
+    _int(rk, "ranks", "node_rank", 0, 0)
+    _int(rk, "ranks", "local_ranks", cfg["world_size"], 1)
+    # Spec 6: batches are byte-identical with and without the token cache (A28).
+    _typed(ch, "cache", "enabled", True, bool, "true or false")
+    _typed(ch, "cache", "dir", "", str, "a string")
     return cfg
 
 
@@ -822,10 +889,146 @@ def epoch_batches(n_r, cfg):
     return [(k * size, min((k + 1) * size, n_r)) for k in range(nb)]
 
 
+# ---------------------------------------------------------------- section 4.1: rows
+
+def pack_window(window, lengths, capacity):
+    """Spec 4.1 best-fit decreasing over one window of samples -> rows.
+
+    Samples are visited by length descending, ties by position in the window
+    (a stable sort). Each goes into the open row with the least free space
+    that still fits it, ties to the row opened first; when none fits, a new
+    row is opened after the others. `free` is kept sorted by (free space,
+    opening index), so the first entry >= (l, -1) is exactly that row.
+    Rows come back in opening order, samples in the order they were put in.
+    """
+    order = sorted(range(len(window)), key=lambda i: -lengths[window[i]])
+    rows, free = [], []
+    for i in order:
+        sample = window[i]
+        need = lengths[sample]
+        at = bisect.bisect_left(free, (need, -1))
+        if at < len(free):
+            space, r = free.pop(at)
+        else:
+            space, r = capacity, len(rows)
+            rows.append([])
+        rows[r].append(sample)
+        bisect.insort(free, (space - need, r))
+    return rows
+
+
+def pack_rows(samples, lengths, capacity, window):
+    """Spec 4.1: consecutive windows of `window` samples, each packed on its own."""
+    rows = []
+    for start in range(0, len(samples), window):
+        rows.extend(pack_window(samples[start:start + window], lengths, capacity))
+    return rows
+
+
+def epoch_rows(perm, cfg, lengths=None):
+    """Spec 4.1: the rows of an epoch, each a list of valid record indices.
+
+    Padded modes: one sample per row, `perm` itself. Packed modes: `lengths`
+    maps a record to its token count after truncation, None when dropped by
+    truncation = "drop"; dropped samples are taken out first (returned,
+    counted by the caller).  -> (rows, dropped samples)
+    """
+    if cfg["padding"] not in PACKED:
+        return [[s] for s in perm], []
+    kept = [s for s in perm if lengths[s] is not None]
+    dropped = [s for s in perm if lengths[s] is None]
+    capacity = cfg["max_length"] if cfg["padding"] == "packed" else cfg["tokens"]
+    return pack_rows(kept, lengths, capacity, cfg["pack_window"]), dropped
+
+
+# ---------------------------------------------------------------- section 4.2: ranks and steps
+
+def rows_per_step(cfg):
+    """Spec 4.2: S is batch.size, 1 with padding_free (also in 4.3, A24)."""
+    return 1 if cfg["padding"] == "padding_free" else cfg["size"]
+
+
+def step_count(n, world, cfg):
+    """Spec 4.2: B, the number of steps of every rank for a segment of n rows."""
+    S = rows_per_step(cfg)
+    if cfg["padding"] in PACKED:
+        return n // (world * S) if cfg["drop_last"] else -(-n // (world * S))
+    n_r = n // world if cfg["drop_last"] else -(-n // world)
+    return n_r // S if cfg["drop_last"] else -(-n_r // S)
+
+
+def split_tail(tail, world):
+    """Spec 4.2 last step: while fewer rows than ranks and a row holds two or
+    more samples, move the last sample of the row with the most samples
+    (ties: the first) to a row of its own at the end. Works on a copy (A26)."""
+    tail = [list(row) for row in tail]
+    while len(tail) < world:
+        most = max(range(len(tail)), key=lambda i: (len(tail[i]), -i), default=None)
+        if most is None or len(tail[most]) < 2:
+            break
+        tail.append([tail[most].pop()])
+    return tail
+
+
+def deal_packed(Q, rank, world, cfg):
+    """Spec 4.2, packed modes: rank's steps, each a list of rows of Q.
+
+    Step k deals the block Q[k*R*S:(k+1)*R*S], row p to rank p mod R; the
+    last step (without drop_last) deals the tail after split_tail. A rank
+    left without rows gets a batch of 0 rows.
+    """
+    S = rows_per_step(cfg)
+    B = step_count(len(Q), world, cfg)
+    steps = []
+    for k in range(B):
+        block = Q[k * world * S:(k + 1) * world * S]
+        if k == B - 1 and not cfg["drop_last"]:
+            block = split_tail(Q[k * world * S:], world)
+        steps.append(block[rank::world])
+    return steps
+
+
+def deal_padded(Q, rank, world, cfg):
+    """Spec 4.2, longest / max_length: section 4's DistributedSampler rule over Q."""
+    mine = shard(Q, rank, dict(cfg, world_size=world))
+    return [mine[b:e] for b, e in epoch_batches(len(mine), cfg)]
+
+
+def deal(Q, rank, world, cfg):
+    """Spec 4.2: the steps of one rank over the segment Q (lists of rows)."""
+    if cfg["padding"] in PACKED:
+        return deal_packed(Q, rank, world, cfg)
+    return deal_padded(Q, rank, world, cfg)
+
+
+# ---------------------------------------------------------------- section 4.3: elastic resume
+
+def elastic_start(position, rows_of, cfg):
+    """Spec 4.3: (epoch, step, world size R, base b) -> (e0, s0, first step).
+
+    rows_of(e) gives epoch e's rows. A step of B (the segment's step count at
+    R) is the start of the next epoch. At the same world size the stream is
+    repositioned inside the old segment (its steps keep their numbers, A20);
+    at another one it restarts at b + step*R*S with steps from 0 (AMBIGUITY A20).
+    """
+    epoch, step, world, base = position
+    n_rows = len(rows_of(epoch))
+    if not 0 <= base <= n_rows:
+        raise ToolError(f"--elastic-from: base {base} outside epoch {epoch}'s {n_rows} rows")
+    B = step_count(n_rows - base, world, cfg)
+    if not 0 <= step <= B:
+        raise ToolError(f"--elastic-from: step {step} outside [0, {B}] (B at world size {world}, base {base})")
+    if step == B:
+        return epoch + 1, 0, 0
+    if world == cfg["world_size"]:
+        return epoch, base, step
+    return epoch, base + step * world * rows_per_step(cfg), 0
+
+
 # ---------------------------------------------------------------- section 5: batches
 
 def build_batch(rows, cfg, pad_id):
-    """Spec 5: pad rows to L; -> dict of the four tensors as lists."""
+    """Spec 5 padded modes: pad rows to L; -> dict of the four tensors as lists."""
     if cfg["padding"] == "max_length":
         L = cfg["max_length"] if rows else 0
     else:
@@ -840,34 +1043,133 @@ def build_batch(rows, cfg, pad_id):
     return out
 
 
-def plan(n, rank, epochs, cfg, count=None):
-    """Spec 4: [(epoch, step, [valid record index, ...])] in stream order."""
-    out = []
-    for epoch in range(epochs):
-        mine = shard(permutation(n, epoch, cfg), rank, cfg) if n else []
-        for step, (b, e) in enumerate(epoch_batches(len(mine), cfg)):
-            if count is not None and len(out) >= count:
-                return out
-            out.append((epoch, step, mine[b:e]))
+def build_packed_batch(rows, cfg, pad_id):
+    """Spec 5 packed modes: rows = [[(ids, labels) per sample]] -> tensors.
+
+    A row is its samples' tokens one after the other, L = max_length
+    (packed) or the row's token count (padding_free); the label of each
+    sample's first token is -100; position_ids restart at 0 per sample;
+    cu_seqlens / max_seqlen are flat lists. padding_free has no
+    attention_mask. 0 rows: [] tensors, cu_seqlens [0], max_seqlen [0] (A25).
+    """
+    free = cfg["padding"] == "padding_free"
+    out = {"input_ids": [], "attention_mask": [], "labels": [], "position_ids": []}
+    seqlens = []
+    for row in rows:
+        ids, labels, pos = [], [], []
+        for s_ids, s_labels in row:
+            ids += s_ids
+            labels += ([IGNORE] + s_labels[1:]) if s_labels else []
+            pos += range(len(s_ids))
+            seqlens.append(len(s_ids))
+        n = len(ids)
+        p = 0 if free else cfg["max_length"] - n
+        out["input_ids"].append(ids + [pad_id] * p)
+        out["attention_mask"].append([1] * n + [0] * p)
+        out["labels"].append(labels + [IGNORE] * p)
+        out["position_ids"].append(pos + [0] * p)
+    if free:
+        del out["attention_mask"]
+    cu = [0]
+    for n in seqlens:
+        cu.append(cu[-1] + n)
+    out["cu_seqlens"] = cu
+    out["max_seqlen"] = [max(seqlens, default=0)]
     return out
 
 
-def stream(cfg, convs, tok, rank, epochs, stats, count=None):
-    """Yield (epoch, step, batch) for rank across all epochs (spec 4-5)."""
-    cache = {}
-    for epoch, step, members in plan(len(convs), rank, epochs, cfg, count):
-        rows = []
-        for i in members:
-            if i not in cache:
-                cache[i] = tokenize_sample(convs[i], cfg, tok)
-            t = truncate(*cache[i], cfg)
+def plan(n, rank, epochs, cfg, start=(0, 0, 0), rows_of=None):
+    """Spec 4-4.2: yield (epoch, step, [row, ...]) in stream order, lazily.
+
+    start = (e0, s0, first step): epoch e0's segment is rows[s0:], its steps
+    from `first step` on (4.3 repositioning); later epochs start at 0.
+    Steps are numbered within their segment (A20).
+    rows_of(e) gives epoch e's rows (default: padded rows of perm).
+    """
+    e0, s0, k0 = start
+    if rows_of is None:
+        rows_of = lambda e: epoch_rows(permutation(n, e, cfg), cfg)[0]  # noqa: E731
+    for epoch in range(e0, epochs):
+        rows = rows_of(epoch)
+        base = s0 if epoch == e0 else 0
+        if base > len(rows):
+            raise ToolError(f"start base {base} is beyond epoch {epoch}'s {len(rows)} rows")
+        steps = deal(rows[base:], rank, cfg["world_size"], cfg)
+        first = k0 if epoch == e0 else 0
+        for step in range(first, len(steps)):
+            yield epoch, step, steps[step]
+
+
+class Samples:
+    """Tokenized, truncated samples, each record tokenized once (spec 3)."""
+
+    def __init__(self, convs, cfg, tok):
+        self.convs, self.cfg, self.tok = convs, cfg, tok
+        self.cache = {}
+
+    def get(self, i):
+        """-> (ids, labels) after truncation, or None when dropped."""
+        if i not in self.cache:
+            self.cache[i] = truncate(*tokenize_sample(self.convs[i], self.cfg, self.tok), self.cfg)
+        return self.cache[i]
+
+    def lengths(self):
+        """Token count of every valid record after truncation (None: dropped)."""
+        return [None if t is None else len(t[0]) for t in map(self.get, range(len(self.convs)))]
+
+
+def make_rows_of(samples, cfg, stats):
+    """Epoch -> rows (spec 4.1), memoized; packed modes count each epoch's
+    dropped samples once (A21)."""
+    memo = {}
+    n = len(samples.convs)
+
+    def rows_of(epoch):
+        if epoch not in memo:
+            lengths = samples.lengths() if cfg["padding"] in PACKED else None
+            rows, dropped = epoch_rows(permutation(n, epoch, cfg), cfg, lengths)
+            memo[epoch] = (rows, dropped)
+        return memo[epoch][0]
+
+    def count_dropped(epoch):
+        stats["dropped"] += len(memo[epoch][1])
+
+    return rows_of, count_dropped
+
+
+def stream(cfg, convs, tok, rank, epochs, stats, count=None, start=(0, 0, 0), elastic=None):
+    """Yield (epoch, step, batch) for rank across all epochs (spec 4-5).
+
+    elastic = (epoch, step, world size, base) computes `start` by 4.3.
+    """
+    samples = Samples(convs, cfg, tok)
+    rows_of, count_dropped = make_rows_of(samples, cfg, stats)
+    if elastic is not None:
+        start = elastic_start(elastic, rows_of, cfg)
+    packed = cfg["padding"] in PACKED
+    counted = set()
+    it = plan(len(convs), rank, epochs, cfg, start, rows_of)
+    for epoch, step, rows in itertools.islice(it, count):
+        if packed and epoch not in counted:
+            counted.add(epoch)
+            count_dropped(epoch)
+        if packed:
+            batch_rows = [[samples.get(i) for i in row] for row in rows]
+            for t in (t for row in batch_rows for t in row):
+                if all(x == IGNORE for x in t[1]):
+                    stats["all_masked"] += 1  # A22: judged before the boundary -100
+            yield epoch, step, build_packed_batch(batch_rows, cfg, tok.pad_id)
+            continue
+        batch_rows = []
+        for (i,) in rows:
+            t = samples.get(i)
             if t is None:
                 stats["dropped"] += 1
                 continue
             if all(x == IGNORE for x in t[1]):
                 stats["all_masked"] += 1
-            rows.append(t)
-        yield epoch, step, build_batch(rows, cfg, tok.pad_id)
+            batch_rows.append(t)
+        yield epoch, step, build_batch(batch_rows, cfg, tok.pad_id)
 
 
 def dump_line(epoch, step, batch):
@@ -877,6 +1179,17 @@ def dump_line(epoch, step, batch):
 
 
 # ---------------------------------------------------------------- main
+
+def _position(text):
+    """--elastic-from "epoch,step,world_size,base" -> a tuple of four ints."""
+    try:
+        epoch, step, world, base = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected EPOCH,STEP,WORLD_SIZE,BASE") from None
+    if min(epoch, step, base) < 0 or world < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers >= 0 and a world size >= 1")
+    return epoch, step, world, base
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -889,6 +1202,10 @@ def main(argv=None):
     ap.add_argument("--report", action="store_true", help="JSON summary to stderr")
     ap.add_argument("--bad-records", action="store_true",
                     help="print 'file:line: reason' per bad record and exit")
+    ap.add_argument("--start-epoch", type=int, default=0, help="stream start e0 (spec 4.2)")
+    ap.add_argument("--start-base", type=int, default=0, help="stream start s0: epoch e0's first row")
+    ap.add_argument("--elastic-from", type=_position, default=None, metavar="EPOCH,STEP,WORLD_SIZE,BASE",
+                    help="resume from a position of a stream at WORLD_SIZE ranks (spec 4.3)")
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config)
@@ -906,7 +1223,13 @@ def main(argv=None):
         epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
         stats = {"dropped": 0, "all_masked": 0}
         out = sys.stdout
-        for epoch, step, batch in stream(cfg, convs, tok, args.rank, epochs, stats, args.count):
+        if args.elastic_from is not None and (args.start_epoch or args.start_base):
+            raise ToolError("--elastic-from computes the start: give no --start-epoch / --start-base")
+        if args.start_epoch < 0 or args.start_base < 0:
+            raise ToolError("--start-epoch and --start-base must be >= 0")
+        start = (args.start_epoch, args.start_base, 0)
+        for epoch, step, batch in stream(cfg, convs, tok, args.rank, epochs, stats, args.count,
+                                         start, args.elastic_from):
             out.write(dump_line(epoch, step, batch) + "\n")
         out.flush()
         if args.report:
