@@ -34,36 +34,67 @@ Attachment::~Attachment() {
 Status Attachment::open(const ClientOptions& opt) {
   opt_ = opt;
   std::string error;
-  sock_ = proto::connect_unix(opt.socket, error);
-  if (sock_ < 0) return {Code::kIoError, error};
-  std::string req = proto::make_request("attach", {{"rank", opt.rank}});
   std::string payload;
   std::vector<int> fds;
-  if (!proto::send_all(sock_, req, error) || !proto::recv_frame(sock_, payload, &fds, 10000, error)) {
-    close_all(fds);
-    return {Code::kIoError, "attach to " + opt.socket + ": " + error};
-  }
   msgpack::object_handle reply;
-  if (std::string e = proto::decode_payload(payload, reply); !e.empty()) {
+  const uint64_t deadline = shm::monotonic_ns() + uint64_t(opt.ready_timeout.count()) * 1'000'000;
+  for (;;) {
+    sock_ = proto::connect_unix(opt.socket, error);
+    if (sock_ < 0) return {Code::kIoError, error};
+    std::string req = proto::make_request(
+        "attach", {{"rank", opt.rank},
+                   {"epoch", static_cast<int64_t>(opt.start.epoch)},
+                   {"step", static_cast<int64_t>(opt.start.step)},
+                   {"world_size", static_cast<int64_t>(opt.start.world_size)},
+                   {"base", static_cast<int64_t>(opt.start.base)}});
+    if (!proto::send_all(sock_, req, error) || !proto::recv_frame(sock_, payload, &fds, 10000, error)) {
+      close_all(fds);
+      return {Code::kIoError, "attach to " + opt.socket + ": " + error};
+    }
+    if (std::string e = proto::decode_payload(payload, reply); !e.empty()) {
+      close_all(fds);
+      return {Code::kIoError, "attach: bad reply: " + e};
+    }
+    // A daemon still building its token cache says so: wait and ask again.
+    if (proto::get_bool(reply.get(), "retry") != true || shm::monotonic_ns() > deadline) break;
     close_all(fds);
-    return {Code::kIoError, "attach: bad reply: " + e};
+    ::close(sock_);
+    sock_ = -1;
+    int64_t ms = std::clamp<int64_t>(proto::get_int(reply.get(), "retry_ms").value_or(200), 10, 5000);
+    ::usleep(static_cast<useconds_t>(ms * 1000));
   }
   const msgpack::object& r = reply.get();
   if (proto::get_bool(r, "ok") != true) {
     close_all(fds);
-    return {Code::kRefused, std::string(proto::get_str(r, "error").value_or("attach refused"))};
+    Code code = proto::get_str(r, "code") == "invalid_argument" ? Code::kInvalidArgument : Code::kRefused;
+    return {code, std::string(proto::get_str(r, "error").value_or("attach refused"))};
   }
   auto get = [&](const char* key) { return proto::get_int(r, key).value_or(-1); };
-  int64_t ring_base = get("ring_base"), workers = get("workers"), bpe = get("batches_per_epoch"),
-          epochs = get("epochs"), rank = get("rank");
-  if (fds.size() != 2 || ring_base < 0 || workers <= 0 || bpe < 0 || epochs < 0 || rank != opt.rank) {
+  int64_t ring_base = get("ring_base"), workers = get("workers"), epochs = get("epochs"), rank = get("rank"),
+          first_epoch = get("first_epoch"), start_base = get("start_base"), world = get("world_size"),
+          start_index = get("start_index");
+  bool fresh = proto::get_bool(r, "replanned").value_or(false);
+  epoch_batches_.clear();
+  if (const msgpack::object* eb = proto::find(r, "epoch_batches"); eb && eb->type == msgpack::type::ARRAY) {
+    for (uint32_t k = 0; k < eb->via.array.size; ++k) {
+      const msgpack::object& o = eb->via.array.ptr[k];
+      if (o.type != msgpack::type::POSITIVE_INTEGER) break;
+      epoch_batches_.push_back(o.via.u64);
+    }
+  }
+  if (fds.size() != 2 || ring_base < 0 || workers <= 0 || epochs < 0 || rank != opt.rank || first_epoch < 0 ||
+      start_base < 0 || world <= 0 || start_index < 0 || first_epoch > epochs ||
+      epoch_batches_.size() != static_cast<uint64_t>(epochs - first_epoch)) {
     close_all(fds);
     return {Code::kCorrupt, "attach: the daemon's reply lacks segments or fields"};
   }
   workers_ = static_cast<uint32_t>(workers);
-  batches_per_epoch_ = static_cast<uint64_t>(bpe);
   epochs_ = static_cast<uint64_t>(epochs);
-  total_ = batches_per_epoch_ * epochs_;
+  first_epoch_ = static_cast<uint64_t>(first_epoch);
+  start_base_ = static_cast<uint64_t>(start_base);
+  world_size_ = static_cast<uint64_t>(world);
+  total_ = 0;
+  for (uint64_t b : epoch_batches_) total_ += b;
   rank_ = opt.rank;
 
   if (auto e = shm::map_segment(fds[0], /*writable=*/false, sizeof(shm::SegmentHeader), data_)) {
@@ -76,16 +107,34 @@ Status Attachment::open(const ClientOptions& opt) {
   consumer_.close_fd();
   if (Status st = validate_segments(static_cast<uint32_t>(ring_base)); !st.ok()) return st;
 
-  uint64_t start = opt.start.epoch * batches_per_epoch_ + opt.start.step;
-  if (opt.start.step >= std::max<uint64_t>(batches_per_epoch_, 1) && opt.start.step != 0)
-    return {Code::kInvalidArgument, "start step " + num(opt.start.step) + " is past the epoch's " +
-                                        num(batches_per_epoch_) + " batches"};
-  if (start > total_)
-    return {Code::kInvalidArgument, "start position (epoch " + num(opt.start.epoch) + ", step " +
-                                        num(opt.start.step) + ") is past the end of the stream"};
+  // The daemon placed the position in its plan (and checked it).
+  uint64_t start = static_cast<uint64_t>(start_index);
+  if (start > total_) return {Code::kCorrupt, "attach: the daemon's start index is past its stream"};
   consumer_header_->client_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
   consumer_header_->attached.store(1, std::memory_order_relaxed);
-  return position_at(start);
+  return position_at(start, fresh);
+}
+
+uint64_t Attachment::batches_in(uint64_t epoch) const {
+  if (epoch < first_epoch_ || epoch - first_epoch_ >= epoch_batches_.size()) return 0;
+  return epoch_batches_[epoch - first_epoch_];
+}
+
+Position Attachment::position_of(uint64_t index) const {
+  Position p;
+  p.world_size = world_size_;
+  p.epoch = first_epoch_;
+  for (uint64_t b : epoch_batches_) {
+    if (index < b) {
+      p.step = index;
+      p.base = p.epoch == first_epoch_ ? start_base_ : 0;
+      return p;
+    }
+    index -= b;
+    ++p.epoch;
+  }
+  p.epoch = epochs_;  // past the end
+  return p;
 }
 
 Status Attachment::validate_segments(uint32_t ring_base) {
@@ -134,7 +183,7 @@ Status Attachment::validate_segments(uint32_t ring_base) {
   return {};
 }
 
-Status Attachment::position_at(uint64_t index) {
+Status Attachment::position_at(uint64_t index, bool fresh) {
   // Ring w holds stream batches w, w + W, w + 2W, ...: its first seq at or
   // after `index` is ceil((index - w) / W).
   std::vector<uint64_t> first(workers_);
@@ -149,7 +198,9 @@ Status Attachment::position_at(uint64_t index) {
             line->tail.load(std::memory_order_relaxed) == first[w];
   }
   // Continuing exactly where the rings stand keeps what is already built
-  // (a warm start); anything else starts a new session at `index`.
+  // (a warm start); anything else, or a stream the daemon has just planned
+  // again, starts a new session at `index`.
+  same &= !fresh;
   for (uint32_t w = 0; w < workers_; ++w) {
     if (same) rings_[w].consumer.adopt(rings_[w].consumer.line()->session.load(std::memory_order_relaxed), first[w]);
     else rings_[w].consumer.reposition(newest + 1, first[w]);

@@ -25,7 +25,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   void release(uint32_t ring, uint64_t seq) noexcept;
 
   uint64_t next_index() const { return next_index_; }
-  uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  uint64_t batches_in(uint64_t epoch) const;
+  Position position_of(uint64_t index) const;
   uint64_t epochs() const { return epochs_; }
   uint32_t rank() const { return rank_; }
   uint32_t workers() const { return workers_; }
@@ -39,7 +40,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   };
 
   Status validate_segments(uint32_t ring_base);
-  Status position_at(uint64_t index);
+  Status position_at(uint64_t index, bool fresh);
   Status check_liveness(bool force);
   Status corrupt(uint32_t w, uint64_t seq, std::string_view what) const;
 
@@ -52,7 +53,9 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   std::vector<Ring> rings_;
   std::mutex release_mu_;  // process-local: guards Ring::tail and released
   uint32_t rank_ = 0, workers_ = 0, slots_ = 0;
-  uint64_t batches_per_epoch_ = 0, epochs_ = 0, total_ = 0;
+  uint64_t epochs_ = 0, total_ = 0;
+  uint64_t first_epoch_ = 0, start_base_ = 0, world_size_ = 0;
+  std::vector<uint64_t> epoch_batches_;  // from first_epoch_ on
   uint64_t next_index_ = 0;
   uint64_t last_poll_ns_ = 0;
   uint64_t last_return_ns_ = 0;

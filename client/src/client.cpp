@@ -67,13 +67,10 @@ Client::~Client() = default;
 
 Status Client::next(Batch& out) noexcept { return a_->next(out); }
 
-Position Client::position() const noexcept {
-  uint64_t b = a_->batches_per_epoch();
-  uint64_t i = a_->next_index();
-  return b ? Position{i / b, i % b} : Position{};
-}
+Position Client::position() const noexcept { return a_->position_of(a_->next_index()); }
+Position Client::position_of(uint64_t index) const noexcept { return a_->position_of(index); }
 
-uint64_t Client::batches_per_epoch() const noexcept { return a_->batches_per_epoch(); }
+uint64_t Client::batches_per_epoch() const noexcept { return a_->batches_in(position().epoch); }
 uint64_t Client::epochs() const noexcept { return a_->epochs(); }
 uint32_t Client::rank() const noexcept { return a_->rank(); }
 uint32_t Client::workers() const noexcept { return a_->workers(); }

@@ -8,16 +8,18 @@
 
 #include "config.hpp"
 #include "dataset.hpp"
+#include "sample_encoder.hpp"
 #include "schedule.hpp"
 #include "text/sample.hpp"
 #include "text/tokenizer.hpp"
+#include "token_cache.hpp"
 
 namespace tokfeed {
 
 struct BuildStats {
   uint32_t rows = 0;
   uint32_t seq_len = 0;
-  uint64_t samples = 0;  // rows built
+  uint64_t samples = 0;  // samples in the batch
   uint64_t tokens = 0;   // rows x L
   uint64_t real_tokens = 0;
   uint64_t truncated = 0;
@@ -27,8 +29,9 @@ struct BuildStats {
 
 class BatchBuilder {
  public:
-  BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, Schedule& schedule,
-               const std::unordered_set<uint64_t>& poisoned);
+  // Samples come from `store` when there is one, else are encoded here.
+  BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, const TokenStore* store,
+               Schedule& schedule, const std::unordered_set<uint64_t>& poisoned);
 
   // Bytes one slot needs for this job's largest batch.
   static uint64_t slot_bytes(const JobConfig& cfg);
@@ -39,23 +42,21 @@ class BatchBuilder {
                    const std::function<void(uint64_t)>& on_record);
 
  private:
+  // The sample of valid record `rec`, or nullptr when it is left out.
+  const text::EncodedSample* sample(uint64_t rec, std::size_t k, BuildStats& st,
+                                    const std::function<void(uint64_t)>& on_record);
+
   const JobConfig& cfg_;
-  const Dataset& data_;
   const text::Tokenizer& tok_;
+  const TokenStore* store_;
   Schedule& schedule_;
   const std::unordered_set<uint64_t>& poisoned_;
-  text::RecordRules rules_;
-  text::RenderOptions render_;
+  SampleEncoder encoder_;
   // Reused across batches, so the steady state allocates nothing.
-  std::vector<uint64_t> records_;
+  BatchRows rows_;
   std::vector<text::EncodedSample> samples_;
   std::vector<const text::EncodedSample*> kept_;
-  text::Conversation conv_;
-  text::Rendered rendered_;
-  std::vector<text::Token> tokens_;
+  std::vector<uint32_t> kept_row_start_;
 };
-
-// The record rules a job's config implies.
-text::RecordRules record_rules(const JobConfig& cfg);
 
 }  // namespace tokfeed

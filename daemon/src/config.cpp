@@ -9,7 +9,15 @@
 
 namespace tokfeed {
 
-std::string_view padding_name(Padding p) noexcept { return p == Padding::kLongest ? "longest" : "max_length"; }
+std::string_view padding_name(Padding p) noexcept {
+  switch (p) {
+    case Padding::kLongest: return "longest";
+    case Padding::kMaxLength: return "max_length";
+    case Padding::kPacked: return "packed";
+    case Padding::kPaddingFree: return "padding_free";
+  }
+  return "?";
+}
 
 std::string_view truncation_name(text::Truncation t) noexcept {
   switch (t) {
@@ -112,6 +120,14 @@ void require_file(const std::string& file, std::string_view section, std::string
     throw ConfigError(fmt::format("{}: [{}] {}: not a regular file: {}", file, section, key, p));
 }
 
+// systemd's CacheDirectory=, then the XDG base directory, then ~/.cache.
+std::string default_cache_dir() {
+  if (const char* d = getenv("CACHE_DIRECTORY"); d && *d) return std::string(d);
+  if (const char* d = getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/tokfeed";
+  if (const char* d = getenv("HOME"); d && *d) return std::string(d) + "/.cache/tokfeed";
+  return "";
+}
+
 const toml::table* subtable(const std::string& file, const toml::table& root, std::string_view name) {
   const toml::node* n = root.get(name);
   if (!n) return nullptr;
@@ -133,11 +149,11 @@ JobConfig load_config(const std::string& path) {
                                   e.description()));
   }
   static const std::set<std::string> kSections = {"dataset", "tokenizer", "batch", "schedule",
-                                                  "workers", "ranks",     "server"};
+                                                  "workers", "ranks",     "server", "cache"};
   for (const auto& [k, v] : root) {
     if (!kSections.count(std::string(k.str())))
       throw ConfigError(fmt::format("{}: unknown section [{}]; expected one of dataset, tokenizer, batch, "
-                                    "schedule, workers, ranks, server",
+                                    "schedule, workers, ranks, server, cache",
                                     path, k.str()));
   }
 
@@ -172,8 +188,16 @@ JobConfig load_config(const std::string& path) {
     Section s(path, subtable(path, root, "batch"), "batch");
     c.batch.size = static_cast<uint32_t>(s.integer("size", 4, 1, 65536));
     c.batch.max_length = static_cast<uint32_t>(s.integer("max_length", 2048, 1, 1 << 20));
-    c.batch.padding = s.choice("padding", "longest", {"longest", "max_length"}) == "longest" ? Padding::kLongest
-                                                                                              : Padding::kMaxLength;
+    std::string pad = s.choice("padding", "longest", {"longest", "max_length", "packed", "padding_free"});
+    c.batch.padding = pad == "longest"      ? Padding::kLongest
+                      : pad == "max_length" ? Padding::kMaxLength
+                      : pad == "packed"     ? Padding::kPacked
+                                            : Padding::kPaddingFree;
+    c.batch.pack_window = static_cast<uint32_t>(s.integer("pack_window", 1000, 1, 1 << 24));
+    c.batch.tokens = static_cast<uint32_t>(s.integer("tokens", c.batch.max_length, 1, 1 << 28));
+    if (c.batch.padding == Padding::kPaddingFree && c.batch.tokens < c.batch.max_length)
+      s.fail("tokens", fmt::format("{} is below max_length {}: a padding_free row must fit the longest sample",
+                                   c.batch.tokens, c.batch.max_length));
     std::string t = s.choice("truncation", "right", {"right", "left", "drop"});
     c.batch.truncation = t == "right" ? text::Truncation::kRight
                          : t == "left" ? text::Truncation::kLeft
@@ -203,7 +227,23 @@ JobConfig load_config(const std::string& path) {
   {
     Section s(path, subtable(path, root, "ranks"), "ranks");
     c.ranks.world_size = static_cast<uint32_t>(s.integer("world_size", 1, 1, 65536));
-    if (const toml::node* n = s.get("serve")) {
+    c.ranks.node_rank = static_cast<uint32_t>(s.integer("node_rank", 0, 0, 65535));
+    c.ranks.local_ranks = static_cast<uint32_t>(s.integer("local_ranks", 0, 0, 65536));
+    const toml::node* serve = s.get("serve");
+    if (c.ranks.local_ranks) {
+      // torchrun's numbering: global rank = node_rank * local_ranks + local_rank.
+      if (serve) s.fail("serve", "set either serve or local_ranks, not both");
+      if (c.ranks.world_size % c.ranks.local_ranks)
+        s.fail("local_ranks", fmt::format("world_size {} is not a multiple of local_ranks {}", c.ranks.world_size,
+                                          c.ranks.local_ranks));
+      if (c.ranks.node_rank >= c.ranks.world_size / c.ranks.local_ranks)
+        s.fail("node_rank", fmt::format("{} is outside [0, {}) nodes of {} ranks", c.ranks.node_rank,
+                                        c.ranks.world_size / c.ranks.local_ranks, c.ranks.local_ranks));
+      for (uint32_t l = 0; l < c.ranks.local_ranks; ++l)
+        c.ranks.serve.push_back(c.ranks.node_rank * c.ranks.local_ranks + l);
+    } else if (c.ranks.node_rank) {
+      s.fail("node_rank", "needs local_ranks (the ranks per node)");
+    } else if (const toml::node* n = serve) {
       if (!n->is_array()) s.fail("serve", "expected an array of rank numbers");
       for (const auto& el : *n->as_array()) {
         if (!el.is_integer()) s.fail("serve", "expected an array of rank numbers");
@@ -231,6 +271,17 @@ JobConfig load_config(const std::string& path) {
       s.fail("shm_prefix", "expected a non-empty name without '/'");
     if (c.server.socket.size() >= 100) s.fail("socket", "path too long for a unix socket (max 99 bytes)");
   }
+  {
+    Section s(path, subtable(path, root, "cache"), "cache");
+    c.cache.enabled = s.boolean("enabled", true);
+    c.cache.dir = resolve(path, s.str("dir", default_cache_dir()));
+    s.check_unknown();
+    if (!c.cache.enabled && is_packed(c.batch.padding))
+      s.fail("enabled", fmt::format("padding = \"{}\" packs by token counts, which need the token cache; set "
+                                    "enabled = true", padding_name(c.batch.padding)));
+    if (c.cache.enabled && c.cache.dir.empty())
+      s.fail("dir", "no default cache directory (no $CACHE_DIRECTORY, $XDG_CACHE_HOME or $HOME): set one");
+  }
   return c;
 }
 
@@ -248,6 +299,8 @@ std::string describe(const JobConfig& c) {
       c.batch.size, c.batch.max_length, padding_name(c.batch.padding), truncation_name(c.batch.truncation),
       c.batch.last_assistant_only ? "last_assistant" : "all_assistant",
       c.batch.dtype == shm::Dtype::kInt64 ? "int64" : "int32");
+  if (is_packed(c.batch.padding))
+    out += fmt::format("pack_window = {}\ntokens = {}\n", c.batch.pack_window, c.batch.tokens);
   out += fmt::format("[schedule]\nepochs = {}\nshuffle = {}\nseed = {}\ndrop_last = {}\n", c.schedule.epochs,
                      c.schedule.shuffle, static_cast<int64_t>(c.schedule.seed), c.schedule.drop_last);
   out += fmt::format("[workers]\ncount = {}\nslots = {}\nmax_crashes = {}\n", c.workers.count, c.workers.slots,
@@ -255,8 +308,11 @@ std::string describe(const JobConfig& c) {
   std::string serve;
   for (uint32_t r : c.ranks.serve) serve += (serve.empty() ? "" : ", ") + std::to_string(r);
   out += fmt::format("[ranks]\nworld_size = {}\nserve = [{}]\n", c.ranks.world_size, serve);
+  if (c.ranks.local_ranks)
+    out += fmt::format("node_rank = {}\nlocal_ranks = {}\n", c.ranks.node_rank, c.ranks.local_ranks);
   out += fmt::format("[server]\nsocket = {}\nshm_prefix = {}\nshm_dir = {}\nheartbeat_ms = {}\n", q(c.server.socket),
                      q(c.server.shm_prefix), q(c.server.shm_dir), c.server.heartbeat_ms);
+  out += fmt::format("[cache]\nenabled = {}\ndir = {}\n", c.cache.enabled, q(c.cache.dir));
   return out;
 }
 

@@ -22,7 +22,10 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Padding : uint8_t { kLongest, kMaxLength };
+enum class Padding : uint8_t { kLongest, kMaxLength, kPacked, kPaddingFree };
+
+// True for the modes whose rows hold several samples (docs/data_model.md 4.1).
+inline bool is_packed(Padding p) { return p == Padding::kPacked || p == Padding::kPaddingFree; }
 
 struct DatasetConfig {
   std::string path;  // resolved against the config file's directory
@@ -45,6 +48,13 @@ struct BatchConfig {
   text::Truncation truncation = text::Truncation::kRight;
   bool last_assistant_only = false;
   shm::Dtype dtype = shm::Dtype::kInt64;
+  uint32_t pack_window = 1000;  // samples packed together, best-fit decreasing
+  uint32_t tokens = 0;          // padding_free: token budget of a batch's one row
+
+  // Row capacity in tokens of a packed row.
+  uint32_t capacity() const { return padding == Padding::kPaddingFree ? tokens : max_length; }
+  // Rows per batch (padding_free has one).
+  uint32_t rows() const { return padding == Padding::kPaddingFree ? 1 : size; }
 };
 
 struct ScheduleConfig {
@@ -62,7 +72,15 @@ struct WorkersConfig {
 
 struct RanksConfig {
   uint32_t world_size = 1;
-  std::vector<uint32_t> serve;  // default: all ranks
+  uint32_t node_rank = 0;
+  uint32_t local_ranks = 0;     // ranks per node; 0 = unset
+  std::vector<uint32_t> serve;  // global ranks served here; default: all, or node_rank's local ranks
+};
+
+// The token cache (docs/data_model.md section 6).
+struct CacheConfig {
+  bool enabled = true;
+  std::string dir;  // default: $CACHE_DIRECTORY, $XDG_CACHE_HOME/tokfeed, ~/.cache/tokfeed
 };
 
 struct ServerConfig {
@@ -81,6 +99,7 @@ struct JobConfig {
   WorkersConfig workers;
   RanksConfig ranks;
   ServerConfig server;
+  CacheConfig cache;
 };
 
 // Parses and validates `path`. Throws ConfigError.

@@ -12,6 +12,7 @@
 #include "schedule.hpp"
 #include "supervisor.hpp"
 #include "text/tokenizer.hpp"
+#include "token_cache.hpp"
 #include "tokfeed/shm/segment.hpp"
 
 namespace {
@@ -30,12 +31,23 @@ int check_config(const std::string& path) {
   for (std::size_t i = 0; i < data.bad().size() && i < 20; ++i)
     std::printf("#   %s:%u: %s\n", data.path().c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
   if (data.bad().size() > 20) std::printf("#   ... %zu more\n", data.bad().size() - 20);
-  for (uint32_t r : cfg.ranks.serve) {
-    Schedule s(data.size(), cfg.schedule, cfg.ranks.world_size, r, cfg.batch.size);
-    std::printf("# rank %u: %llu samples, %llu batches per epoch, %llu epochs\n", r,
-                static_cast<unsigned long long>(s.samples_per_rank()),
-                static_cast<unsigned long long>(s.batches_per_epoch()),
-                static_cast<unsigned long long>(s.epochs()));
+  std::unique_ptr<TokenStore> store;
+  if (cfg.cache.enabled) {
+    std::string why;
+    CacheKey key = cache_key(cfg, data);
+    store = TokenStore::open(cfg.cache.dir, key, data.size(), why);
+    std::printf("# token cache: %s (%s)\n", store_path(cfg.cache.dir, key, "idx").c_str(),
+                store ? "built" : ("to build: " + why).c_str());
+  }
+  if (is_packed(cfg.batch.padding) && !store) {
+    std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
+  } else {
+    for (uint32_t r : cfg.ranks.serve) {
+      Schedule s(cfg, data.size(), r, {}, store.get());
+      std::printf("# rank %u: %llu batches in epoch 0, %llu in all %llu epochs\n", r,
+                  static_cast<unsigned long long>(s.epoch_batches().empty() ? 0 : s.epoch_batches()[0]),
+                  static_cast<unsigned long long>(s.total_batches()), static_cast<unsigned long long>(s.epochs()));
+    }
   }
   ShmPlan plan = plan_shm(cfg);
   uint64_t need = plan.total();

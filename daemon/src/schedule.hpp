@@ -1,43 +1,97 @@
 // The order of samples and batches (docs/data_model.md section 4): a pure
-// function of (valid record count, seed, epoch, world size, rank).
+// function of the job, the rank and the stream's start.
+//
+//   epoch order (4)  ->  rows (4.1: one sample each, or packed)
+//                    ->  this rank's batches (4.2: from the start (e0, s0))
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "config.hpp"
 
 namespace tokfeed {
 
+class TokenStore;
+
 uint64_t splitmix64(uint64_t& state) noexcept;
+
+// Where a rank's stream begins: epoch e0, from row s0 of it (4.3).
+struct StreamStart {
+  uint64_t epoch = 0;
+  uint64_t base = 0;
+  bool operator==(const StreamStart&) const = default;
+};
+
+// The rows of one epoch, world-independent (4.1). Packed: `samples` in row
+// order, row j is samples[row_start[j] .. row_start[j+1]). Padded: one sample
+// per row, and row_start is empty.
+struct EpochRows {
+  std::vector<uint32_t> samples;
+  std::vector<uint32_t> row_start;
+  uint64_t rows() const { return row_start.empty() ? samples.size() : row_start.size() - 1; }
+};
+
+// Best-fit decreasing over windows of `window` samples (4.1). `order` is the
+// epoch order with excluded samples already taken out; `length(s)` is a
+// sample's token count.
+void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(uint32_t)>& length, uint32_t capacity,
+               uint32_t window, EpochRows& out);
+
+// One batch: rows of samples (valid-record indices), flat.
+struct BatchRows {
+  std::vector<uint64_t> samples;
+  std::vector<uint32_t> row_start;  // rows + 1 offsets into samples
+  uint32_t rows() const { return static_cast<uint32_t>(row_start.size() - 1); }
+};
 
 class Schedule {
  public:
-  Schedule(uint64_t valid_records, const ScheduleConfig& sched, uint32_t world_size, uint32_t rank,
-           uint32_t batch_size);
+  // `store` gives token counts; required for packed modes.
+  Schedule(const JobConfig& cfg, uint64_t valid_records, uint32_t rank, StreamStart start,
+           const TokenStore* store);
 
-  uint64_t samples_per_rank() const { return per_rank_; }
-  uint64_t batches_per_epoch() const { return batches_; }
+  StreamStart start() const { return start_; }
+  // Batches of each epoch from start().epoch on.
+  const std::vector<uint64_t>& epoch_batches() const { return epoch_batches_; }
+  uint64_t total_batches() const { return total_; }
   uint64_t epochs() const { return epochs_; }
-  uint64_t total_batches() const { return batches_ * epochs_; }
+  // Rows of epoch e (4.1), and the base of its segment.
+  uint64_t epoch_rows(uint64_t epoch);
+  uint64_t base(uint64_t epoch) const { return epoch == start_.epoch ? start_.base : 0; }
+  // Rows every step deals over all ranks (R x S).
+  uint64_t rows_per_step() const { return world_ * rows_per_batch_; }
 
-  // The valid-record indices of stream batch `i` (epoch i / B, step i % B).
-  void batch_records(uint64_t i, std::vector<uint64_t>& out);
+  // Epoch and step of stream batch i (i < total_batches()).
+  void locate(uint64_t i, uint64_t& epoch, uint64_t& step) const;
+  // The stream index of (epoch, step), or total_batches() past the end.
+  uint64_t index_of(uint64_t epoch, uint64_t step) const;
+
+  // The rows of stream batch i.
+  void batch_rows(uint64_t i, BatchRows& out);
 
  private:
   const std::vector<uint32_t>& permutation(uint64_t epoch);
+  const EpochRows& rows(uint64_t epoch);
+  uint64_t segment_batches(uint64_t n) const;
 
+  const JobConfig& cfg_;
   uint64_t n_;
   uint64_t world_;
   uint64_t rank_;
-  uint64_t batch_size_;
-  uint64_t per_rank_;
-  uint64_t batches_;
+  uint64_t rows_per_batch_;
+  bool packed_;
+  StreamStart start_;
+  const TokenStore* store_;
   uint64_t epochs_;
-  bool shuffle_;
-  uint64_t seed_;
-  uint64_t cached_epoch_ = UINT64_MAX;
+  std::vector<uint64_t> epoch_batches_;
+  std::vector<uint64_t> first_index_;  // stream index of each epoch's step 0
+  uint64_t total_ = 0;
+  uint64_t perm_epoch_ = UINT64_MAX;
   std::vector<uint32_t> perm_;
+  uint64_t rows_epoch_ = UINT64_MAX;
+  EpochRows rows_;
 };
 
 }  // namespace tokfeed

@@ -13,6 +13,11 @@
 #include <cstring>
 #include <random>
 
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <filesystem>
+
 #include "batch_builder.hpp"
 #include "tokfeed/proto/frame.hpp"
 #include "tokfeed/shm/futex.hpp"
@@ -34,6 +39,19 @@ ShmPlan plan_shm(const JobConfig& cfg) {
 }
 
 namespace {
+
+// A refusal the client reports as kInvalidArgument: the position asked for
+// is not in the stream.
+std::string bad_position(const std::string& message) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(4);
+  pk.pack("v"), pk.pack(proto::kVersion);
+  pk.pack("ok"), pk.pack(false);
+  pk.pack("code"), pk.pack("invalid_argument");
+  pk.pack("error"), pk.pack(message);
+  return std::string(buf.data(), buf.size());
+}
 
 // An instance lock that cannot outlive its holder: a socket bound in the
 // abstract namespace, released by the kernel when the process dies. No file
@@ -124,14 +142,11 @@ void Supervisor::create_segments() {
   for (uint32_t ri = 0; ri < cfg_.ranks.serve.size(); ++ri) {
     RankSlot rs;
     rs.rank = cfg_.ranks.serve[ri];
-    rs.schedule = std::make_unique<Schedule>(data_->size(), cfg_.schedule, cfg_.ranks.world_size, rs.rank,
-                                             cfg_.batch.size);
-    uint64_t total = rs.schedule->total_batches();
     for (uint32_t w = 0; w < W; ++w) {
       shm::RingHeader& r = ring(ri * W + w);
       r.rank = rs.rank;
       r.worker = w;
-      r.end_seq = total > w ? (total - w + W - 1) / W : 0;
+      r.end_seq = 0;  // set by plan_rank once the token counts are known
     }
     if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.consumer_bytes,
                                      fmt::format("rank {} consumer", rs.rank), rs.consumer))
@@ -158,6 +173,139 @@ void Supervisor::create_segments() {
                plan_.data_bytes, cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
 }
 
+pid_t Supervisor::fork_child(const std::function<void()>& child) {
+  io_.notify_fork(asio::io_context::fork_prepare);
+  pid_t pid = fork();
+  if (pid == 0) {
+    child();  // never returns
+    _exit(0);
+  }
+  io_.notify_fork(asio::io_context::fork_parent);
+  return pid;
+}
+
+// ------------------------------------------------------------ token cache
+
+void Supervisor::prepare_cache() {
+  if (!cfg_.cache.enabled) {
+    start_serving();
+    return;
+  }
+  uint64_t t0 = shm::monotonic_ns();
+  cache_key_ = cache_key(cfg_, *data_);
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.cache.dir, ec);
+  if (ec)
+    throw std::runtime_error(fmt::format("[cache] dir {}: cannot create it: {}; set [cache] dir to a writable "
+                                         "directory", cfg_.cache.dir, ec.message()));
+  std::string why;
+  store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
+  if (store_) {
+    cache_hit_ = true;
+    cache_seconds_ = (shm::monotonic_ns() - t0) / 1e9;
+    spdlog::info("token cache: {} ({} tokens), reused in {:.3f} s", store_->path(), store_->tokens(), cache_seconds_);
+    start_serving();
+    return;
+  }
+  spdlog::info("token cache: {} ({}): building it", store_path(cfg_.cache.dir, cache_key_, "idx"), why);
+  std::string lock = store_path(cfg_.cache.dir, cache_key_, "lock");
+  cache_lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (cache_lock_fd_ < 0)
+    throw std::runtime_error(fmt::format("{}: cannot create the cache lock: {}; set [cache] dir to a writable "
+                                         "directory", lock, std::strerror(errno)));
+  try_cache_lock();
+}
+
+// Daemons that share a key build it once: the one holding the lock builds,
+// the others wait for it and then map what it built.
+void Supervisor::try_cache_lock() {
+  if (::flock(cache_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (phase_ != Phase::kCacheWait || cache_log_ns_ == 0) {
+      spdlog::info("token cache: another tokfeedd is building {}; waiting for it",
+                   store_path(cfg_.cache.dir, cache_key_, "idx"));
+      cache_log_ns_ = shm::monotonic_ns();
+    }
+    cache_timer_.expires_after(std::chrono::milliseconds(200));
+    cache_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec && !stopping_) try_cache_lock();
+    });
+    return;
+  }
+  std::string why;
+  if ((store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why))) {
+    cache_hit_ = true;
+    spdlog::info("token cache: {} was built by another tokfeedd; using it", store_->path());
+    cache_ready();
+    return;
+  }
+  phase_ = Phase::kCacheBuild;
+  uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
+  cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, cache_key_, parts, crash_on_line_);
+  cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
+}
+
+void Supervisor::cache_ready() {
+  if (cache_build_) {
+    cache_build_->publish();
+    CacheProgress pr = cache_build_->progress();
+    cache_seconds_ = pr.seconds;
+    cache_build_.reset();
+    std::string why;
+    store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
+    if (!store_) throw std::runtime_error("token cache: the store just built does not open: " + why);
+    spdlog::info("token cache: built {} ({} records, {} tokens) in {:.2f} s, {:.0f} records/s", store_->path(),
+                 store_->size(), store_->tokens(), pr.seconds, pr.rate());
+  }
+  ::close(cache_lock_fd_);  // releases the lock
+  cache_lock_fd_ = -1;
+  start_serving();
+}
+
+std::string Supervisor::cache_line() const {
+  if (!cfg_.cache.enabled) return "token cache off";
+  if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
+  if (cache_build_) {
+    CacheProgress p = cache_build_->progress();
+    return fmt::format("building token cache: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s", p.done,
+                       p.total, p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
+  }
+  return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);
+}
+
+// ------------------------------------------------------------ serving
+
+void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
+  const uint32_t W = cfg_.workers.count;
+  RankSlot& rs = ranks_[ri];
+  rs.schedule = std::make_unique<Schedule>(cfg_, data_->size(), rs.rank, start, store_.get());
+  uint64_t total = rs.schedule->total_batches();
+  for (uint32_t w = 0; w < W; ++w) ring(ri * W + w).end_seq = total > w ? (total - w + W - 1) / W : 0;
+}
+
+// A new start for one rank: its workers are stopped, the stream is planned
+// again from `start`, and fresh workers build it. The client that asked
+// repositions, so nothing built for the old plan is delivered.
+void Supervisor::replan_rank(uint32_t ri, StreamStart start) {
+  for (WorkerSlot& w : workers_) {
+    if (w.rank_index != ri || w.pid <= 0) continue;
+    ::kill(w.pid, SIGKILL);
+    ::waitpid(w.pid, nullptr, 0);
+    w.pid = -1;
+  }
+  plan_rank(ri, start);
+  for (WorkerSlot& w : workers_)
+    if (w.rank_index == ri) spawn(w);
+}
+
+void Supervisor::start_serving() {
+  phase_ = Phase::kServing;
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri) plan_rank(ri, {});
+  for (WorkerSlot& w : workers_) spawn(w);
+  spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
+               cfg_.workers.count, cfg_.server.socket);
+  sd_notify(0, ("STATUS=" + summary_line()).c_str());
+}
+
 shm::RingHeader& Supervisor::ring(std::size_t index) const {
   auto* h = data_seg_.at<shm::SegmentHeader>(0);
   return *data_seg_.at<shm::RingHeader>(h->rings_offset + index * sizeof(shm::RingHeader));
@@ -182,12 +330,9 @@ void Supervisor::spawn(WorkerSlot& w) {
   ctx.supervisor_pid = getpid();
   ctx.crash_on_line = crash_on_line_;
 
-  io_.notify_fork(asio::io_context::fork_prepare);
-  pid_t pid = fork();
-  if (pid == 0) {
-    worker_main(ctx);  // never returns
-  }
-  io_.notify_fork(asio::io_context::fork_parent);
+  ctx.store = store_.get();
+  ctx.start = rs.schedule->start();
+  pid_t pid = fork_child([&ctx] { worker_main(ctx); });
   if (pid < 0) {
     spdlog::error("rank {} worker {}: fork failed: {}", rs.rank, w.worker, std::strerror(errno));
     return;
@@ -201,13 +346,25 @@ void Supervisor::on_sigchld() {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
+    if (cache_build_ && !stopping_) {
+      std::vector<std::string> isolated;
+      auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
+      if (cache_build_->on_exit(pid, status, fork_fn, isolated)) {
+        for (std::string& r : isolated) {
+          spdlog::error("{}", r);
+          poison_reports_.push_back(std::move(r));
+        }
+        if (cache_build_->done()) cache_ready();
+        continue;
+      }
+    }
     for (WorkerSlot& w : workers_)
       if (w.pid == pid) on_worker_exit(w, status);
   }
   if (stopping_) {
     bool any = false;
     for (const WorkerSlot& w : workers_) any |= w.pid > 0;
-    if (!any) finish_shutdown();
+    if (!any && !cache_build_) finish_shutdown();
   }
 }
 
@@ -255,6 +412,7 @@ void Supervisor::heartbeat() {
       last_rates_.real_tokens += ring(i).real_tokens.load(std::memory_order_relaxed);
     }
     sd_notify(0, ("STATUS=" + summary_line()).c_str());
+    if (cache_build_) spdlog::info("{}", cache_line());
   }
   if (stopping_) return;
   beat_.expires_after(std::chrono::milliseconds(cfg_.server.heartbeat_ms));
@@ -278,12 +436,11 @@ int Supervisor::run() {
   };
   sigchld_.async_wait(on_child);
 
-  for (WorkerSlot& w : workers_) spawn(w);
   server_ = std::make_unique<ControlServer>(io_, cfg_.server.socket, *this);
-  spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(),
-               fmt::join(cfg_.ranks.serve, ","), cfg_.workers.count, cfg_.server.socket);
   heartbeat();
-  sd_notify(0, ("READY=1\nSTATUS=" + summary_line()).c_str());
+  // Ready once the socket answers: status shows the token cache's progress.
+  sd_notify(0, "READY=1");
+  prepare_cache();
   io_.run();
   return 0;
 }
@@ -295,7 +452,9 @@ void Supervisor::begin_shutdown(const char* why) {
   sd_notify(0, "STOPPING=1");
   if (server_) server_->close();
   beat_.cancel();
+  cache_timer_.cancel();
   signals_.cancel();
+  if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
   bool any = false;
   for (WorkerSlot& w : workers_) {
     if (w.pid > 0) {
@@ -355,6 +514,52 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
                                     rs->client->pid)),
             {}, true};
   }
+  if (phase_ != Phase::kServing) {
+    // The client retries until the token cache is ready.
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    pk.pack_map(5);
+    pk.pack("v"), pk.pack(proto::kVersion);
+    pk.pack("ok"), pk.pack(false);
+    pk.pack("retry"), pk.pack(true);
+    pk.pack("retry_ms"), pk.pack(200);
+    pk.pack("error"), pk.pack("attach: not ready: " + cache_line());
+    return {std::string(buf.data(), buf.size()), {}, false};
+  }
+
+  // Where the client wants to be (docs/data_model.md 4.3).
+  auto field = [&](const char* key) {
+    return static_cast<uint64_t>(std::max<int64_t>(0, proto::get_int(req, key).value_or(0)));
+  };
+  uint64_t epoch = field("epoch"), step = field("step"), world = field("world_size"), base = field("base");
+  if (world == 0) world = cfg_.ranks.world_size;
+  if (epoch > cfg_.schedule.epochs || (epoch == cfg_.schedule.epochs && (step || base)))
+    return {bad_position(fmt::format("attach: epoch {} is past the job's {} epochs", epoch, cfg_.schedule.epochs)),
+            {}, true};
+  bool replanned = false;
+  const Schedule* sch = rs->schedule.get();
+  bool same_segment = world == cfg_.ranks.world_size && epoch >= sch->start().epoch && base == sch->base(epoch);
+  if (!same_segment && epoch < cfg_.schedule.epochs) {
+    StreamStart start{epoch, base};
+    if (world != cfg_.ranks.world_size) {
+      // Elastic: the rows dealt before this position, over the old world
+      // size, are a prefix of the epoch; the new world continues after it.
+      start.base = base + step * world * cfg_.batch.rows();
+      step = 0;
+    }
+    replan_rank(ri, start);
+    replanned = true;
+    sch = rs->schedule.get();
+    spdlog::info("rank {}: stream planned again from epoch {} row {} (client position: epoch {} step {}, world "
+                 "size {}, base {})",
+                 rs->rank, start.epoch, start.base, epoch, step, world, base);
+  }
+  if (epoch < cfg_.schedule.epochs && step > sch->epoch_batches()[epoch - sch->start().epoch])
+    return {bad_position(fmt::format("attach: step {} is past epoch {}'s {} batches", step, epoch,
+                                    sch->epoch_batches()[epoch - sch->start().epoch])),
+            {}, true};
+  uint64_t start_index = sch->index_of(epoch, step);
+
   int data_ro = shm::reopen_read_only(data_seg_.fd());
   int consumer_rw = ::fcntl(rs->consumer.fd(), F_DUPFD_CLOEXEC, 0);
   if (data_ro < 0 || consumer_rw < 0) {
@@ -363,22 +568,28 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
     return {error_reply(std::string("attach: cannot share the segments: ") + std::strerror(errno)), {}, true};
   }
   rs->client = peer;
-  spdlog::info("rank {}: client pid {} uid {} attached", rs->rank, peer.pid, peer.uid);
+  spdlog::info("rank {}: client pid {} uid {} attached at epoch {} step {}", rs->rank, peer.pid, peer.uid, epoch,
+               step);
 
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(12);
+  pk.pack_map(17);
   pk.pack("v"), pk.pack(proto::kVersion);
   pk.pack("ok"), pk.pack(true);
   pk.pack("rank"), pk.pack(rs->rank);
   pk.pack("ring_base"), pk.pack(ri * cfg_.workers.count);
   pk.pack("workers"), pk.pack(cfg_.workers.count);
-  pk.pack("batches_per_epoch"), pk.pack(rs->schedule->batches_per_epoch());
-  pk.pack("epochs"), pk.pack(rs->schedule->epochs());
-  pk.pack("samples_per_rank"), pk.pack(rs->schedule->samples_per_rank());
+  pk.pack("first_epoch"), pk.pack(sch->start().epoch);
+  pk.pack("start_base"), pk.pack(sch->start().base);
+  pk.pack("epoch_batches"), pk.pack(sch->epoch_batches());
+  pk.pack("epochs"), pk.pack(sch->epochs());
+  pk.pack("world_size"), pk.pack(cfg_.ranks.world_size);
+  pk.pack("start_index"), pk.pack(start_index);
+  pk.pack("replanned"), pk.pack(replanned);
   pk.pack("batch_size"), pk.pack(cfg_.batch.size);
   pk.pack("max_length"), pk.pack(cfg_.batch.max_length);
   pk.pack("heartbeat_ms"), pk.pack(cfg_.server.heartbeat_ms);
+  pk.pack("padding"), pk.pack(std::string(padding_name(cfg_.batch.padding)));
   pk.pack("instance_id"), pk.pack(data_seg_.at<shm::SegmentHeader>(0)->instance_id);
   return {std::string(buf.data(), buf.size()), {data_ro, consumer_rw}, false};
 }

@@ -19,11 +19,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cache_build.hpp"
 #include "config.hpp"
 #include "control.hpp"
 #include "dataset.hpp"
 #include "schedule.hpp"
 #include "text/tokenizer.hpp"
+#include "token_cache.hpp"
 #include "tokfeed/shm/layout.hpp"
 #include "tokfeed/shm/segment.hpp"
 
@@ -66,15 +68,24 @@ class Supervisor final : public ControlHandler {
   struct RankSlot {
     uint32_t rank;
     shm::Mapping consumer;
-    std::unique_ptr<Schedule> schedule;
+    std::unique_ptr<Schedule> schedule;  // set once the token cache is ready
     std::optional<Peer> client;
   };
+  // Where start-up stands: the token cache comes before the workers.
+  enum class Phase { kCacheWait, kCacheBuild, kServing };
   struct Rates {
     uint64_t t_ns = 0, samples = 0, tokens = 0, real_tokens = 0;
   };
 
   void acquire_instance_locks();
   void create_segments();
+  void prepare_cache();
+  void try_cache_lock();
+  void cache_ready();
+  void start_serving();
+  void plan_rank(uint32_t ri, StreamStart start);
+  void replan_rank(uint32_t ri, StreamStart start);
+  pid_t fork_child(const std::function<void()>& child);
   void spawn(WorkerSlot& w);
   void on_sigchld();
   void on_worker_exit(WorkerSlot& w, int status);
@@ -85,12 +96,21 @@ class Supervisor final : public ControlHandler {
   Reply attach(const Peer& peer, const msgpack::object& req);
   std::string status_payload();
   std::string summary_line();
+  std::string cache_line() const;
 
   shm::RingHeader& ring(std::size_t index) const;
 
   JobConfig cfg_;
   std::unique_ptr<text::Tokenizer> tok_;
   std::unique_ptr<Dataset> data_;
+  Phase phase_ = Phase::kCacheWait;
+  CacheKey cache_key_{};
+  std::unique_ptr<TokenStore> store_;
+  std::unique_ptr<CacheBuild> cache_build_;
+  int cache_lock_fd_ = -1;
+  bool cache_hit_ = false;
+  double cache_seconds_ = 0;
+  uint64_t cache_log_ns_ = 0;
   ShmPlan plan_{};
   shm::Mapping data_seg_;
   std::vector<RankSlot> ranks_;
@@ -108,6 +128,7 @@ class Supervisor final : public ControlHandler {
   boost::asio::signal_set signals_{io_};
   boost::asio::signal_set sigchld_{io_};
   boost::asio::steady_timer beat_{io_};
+  boost::asio::steady_timer cache_timer_{io_};
   std::unique_ptr<ControlServer> server_;
 };
 

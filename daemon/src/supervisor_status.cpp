@@ -30,6 +30,7 @@ std::string Supervisor::summary_line() {
   double tps = dt && prev_rates_.t_ns ? (last_rates_.real_tokens - prev_rates_.real_tokens) * 1e9 / dt : 0;
   std::size_t attached = 0;
   for (const RankSlot& rs : ranks_) attached += rs.client.has_value();
+  if (phase_ != Phase::kServing) return fmt::format("{} records; {}", data_->size(), cache_line());
   return fmt::format("{} records, {} workers, {}/{} ranks attached, {:.0f} samples/s, {:.0f} tokens/s",
                      data_->size(), workers_.size(), attached, ranks_.size(), sps, tps);
 }
@@ -38,9 +39,28 @@ std::string Supervisor::status_payload() {
   msgpack::sbuffer buf;
   Packer pk(buf);
   const uint32_t W = cfg_.workers.count;
-  pk.pack_map(7);
+  pk.pack_map(8);
   kv(pk, "v", proto::kVersion);
   kv(pk, "ok", true);
+
+  pk.pack("cache");
+  pk.pack_map(9);
+  const char* state = !cfg_.cache.enabled          ? "off"
+                      : phase_ == Phase::kCacheWait ? "waiting"
+                      : cache_build_                ? "building"
+                      : cache_hit_                  ? "reused"
+                                                    : "built";
+  CacheProgress cp = cache_build_ ? cache_build_->progress() : CacheProgress{};
+  if (store_) cp.done = cp.total = store_->size();
+  kv(pk, "state", state);
+  kv(pk, "path", cfg_.cache.enabled ? store_path(cfg_.cache.dir, cache_key_, "idx") : std::string());
+  kv(pk, "records_done", cp.done);
+  kv(pk, "records_total", cache_build_ ? cp.total : data_->size());
+  kv(pk, "rate", cp.rate());
+  kv(pk, "eta_s", cp.eta());
+  kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);
+  kv(pk, "tokens", store_ ? store_->tokens() : uint64_t{0});
+  kv(pk, "summary", cache_line());
 
   pk.pack("daemon");
   pk.pack_map(5);
@@ -102,18 +122,28 @@ std::string Supervisor::status_payload() {
       if (same && head >= tail) fill += std::min<uint64_t>(head - tail, cfg_.workers.slots);
     }
     uint64_t next = load(ch->next_index);
-    uint64_t bpe = rs.schedule->batches_per_epoch();
+    uint64_t epoch = 0, step = 0, bpe = 0, epochs = cfg_.schedule.epochs;
+    StreamStart start;
+    if (const Schedule* s = rs.schedule.get()) {
+      start = s->start();
+      if (next < s->total_batches()) s->locate(next, epoch, step);
+      else epoch = epochs;
+      if (epoch >= start.epoch && epoch - start.epoch < s->epoch_batches().size())
+        bpe = s->epoch_batches()[epoch - start.epoch];
+    }
     uint64_t wait = load(ch->wait_ns), busy = load(ch->busy_ns);
-    pk.pack_map(13);
+    pk.pack_map(15);
     kv(pk, "rank", rs.rank);
     kv(pk, "attached", rs.client.has_value());
     kv(pk, "client_pid", rs.client ? static_cast<int64_t>(rs.client->pid) : int64_t{0});
     kv(pk, "ring_fill", fill);
     kv(pk, "ring_capacity", uint64_t{W} * cfg_.workers.slots);
-    kv(pk, "epoch", bpe ? next / bpe : 0);
-    kv(pk, "step", bpe ? next % bpe : 0);
-    kv(pk, "batches_per_epoch", bpe);
-    kv(pk, "epochs", rs.schedule->epochs());
+    kv(pk, "epoch", epoch);
+    kv(pk, "step", step);
+    kv(pk, "batches_per_epoch", bpe);  // of the current epoch: packing varies it
+    kv(pk, "epochs", epochs);
+    kv(pk, "start_epoch", start.epoch);
+    kv(pk, "start_base", start.base);
     kv(pk, "consumed", load(ch->consumed));
     kv(pk, "stall_fraction", wait + busy ? double(wait) / double(wait + busy) : 0.0);
     kv(pk, "wait_s", wait / 1e9);

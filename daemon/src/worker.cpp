@@ -38,8 +38,8 @@ void become_worker(const WorkerContext& ctx) {
 void worker_main(const WorkerContext& ctx) {
   become_worker(ctx);
   const JobConfig& cfg = *ctx.cfg;
-  Schedule schedule(ctx.data->size(), cfg.schedule, cfg.ranks.world_size, ctx.rank, cfg.batch.size);
-  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, schedule, *ctx.poisoned);
+  Schedule schedule(cfg, ctx.data->size(), ctx.rank, ctx.start, ctx.store);
+  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, schedule, *ctx.poisoned);
   const uint32_t workers = cfg.workers.count;
   shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);
   ring.start(static_cast<uint32_t>(getpid()));

@@ -10,7 +10,9 @@
 
 #include "config.hpp"
 #include "dataset.hpp"
+#include "schedule.hpp"
 #include "text/tokenizer.hpp"
+#include "token_cache.hpp"
 #include "tokfeed/shm/layout.hpp"
 
 namespace tokfeed {
@@ -19,6 +21,8 @@ struct WorkerContext {
   const JobConfig* cfg;
   const Dataset* data;
   const text::Tokenizer* tok;
+  const TokenStore* store;  // nullptr without the token cache
+  StreamStart start;
   const std::unordered_set<uint64_t>* poisoned;  // valid-record indices to skip
   shm::SegmentHeader* segment;
   shm::RingHeader* ring;

@@ -51,14 +51,19 @@ class Loader:
         self.device, self._cuda_index = _parse_device(device)
         self._client = None
         self._stream = None
-        self._next = (0, 0)
+        self._next = (0, 0, 0, 0)
         self._connect(0, 0)
 
     # ---- position ----
 
     def state_dict(self):
-        """The position of the NEXT batch this loader yields: {"epoch", "step"}."""
-        return {"epoch": self._next[0], "step": self._next[1]}
+        """The position of the NEXT batch this loader yields:
+        {"epoch", "step", "world_size", "base"} (docs/data_model.md 4.3).
+
+        Loading it at another world size (an elastic restart) continues the
+        same epoch: every row not yet delivered is delivered once."""
+        return {"epoch": self._next[0], "step": self._next[1], "world_size": self._next[2],
+                "base": self._next[3]}
 
     def load_state_dict(self, state):
         """Repositions at ``state`` (from state_dict(); {} means the start).
@@ -67,9 +72,12 @@ class Loader:
         still alive (CPU tensors) must be freed first, since their slots are
         reused: otherwise this raises InvalidArgument.
         """
-        epoch, step = int(state.get("epoch", 0)), int(state.get("step", 0))
-        if (epoch, step) != self._next:
-            self._connect(epoch, step)
+        pos = (int(state.get("epoch", 0)), int(state.get("step", 0)),
+               int(state.get("world_size", 0)), int(state.get("base", 0)))
+        if pos[2] == 0:
+            pos = (pos[0], pos[1], self._next[2], pos[3])
+        if pos != self._next:
+            self._connect(*pos)
 
     def set_epoch(self, epoch):
         """Positions at (epoch, 0), the DistributedSampler.set_epoch convention.
@@ -78,11 +86,12 @@ class Loader:
         previous epoch), so calling it at the top of every epoch keeps the
         daemon's already-built batches. Calling it mid-epoch skips the rest.
         """
-        self.load_state_dict({"epoch": int(epoch), "step": 0})
+        if int(epoch) != self._next[0] or self._next[1] != 0:
+            self.load_state_dict({"epoch": int(epoch), "step": 0, "base": 0})
 
     def __len__(self):
-        """Batches per epoch for this rank (not the whole stream)."""
-        return self._batches_per_epoch
+        """Batches in the current epoch for this rank (packing varies it by epoch)."""
+        return self._client.batches_per_epoch
 
     @property
     def epochs(self):
@@ -107,10 +116,10 @@ class Loader:
         else:
             b = self._client.next()
         if b is None:
-            self._next = (self._epochs, 0)
+            self._next = (self._epochs, 0, self._next[2], 0)
             raise StopIteration
         out = {name: from_dlpack(cap) for name, cap in b.tensors().items()}
-        self._next = divmod(b.index + 1, self._batches_per_epoch)
+        self._next = self._client.position_of(b.index + 1)
         return out
 
     def epoch_batches(self):
@@ -124,15 +133,14 @@ class Loader:
 
     # ---- connection ----
 
-    def _connect(self, epoch, step):
+    def _connect(self, epoch, step, world_size=0, base=0):
         self._disconnect()
         self._client = _tokfeed.Client(self.socket, self.rank, epoch, step, self.liveness_timeout,
-                                       self.verify_checksums)
-        self._batches_per_epoch = self._client.batches_per_epoch
+                                       self.verify_checksums, world_size=world_size, base=base)
         self._epochs = self._client.epochs
         if self._cuda_index is not None:
             self._stream = _tokfeed.DeviceStream(self._client, self._cuda_index, self.prefetch)
-        self._next = (epoch, step)
+        self._next = self._client.position
 
     def _disconnect(self):
         if self._client is None:

@@ -68,6 +68,8 @@ std::string write_job(const TempDir& dir, const std::string& body, const std::st
   std::ofstream out(path);
   out << body << "\n[server]\nsocket = \"" << socket_of(dir, name) << "\"\nshm_prefix = \"test-"
       << dir.path().substr(dir.path().rfind('.') + 1) << "-" << name << "\"\n";
+  // Each test's token cache lives in its directory, not in the user's.
+  if (body.find("[cache]") == std::string::npos) out << "\n[cache]\ndir = \"" << dir.file("cache") << "\"\n";
   return path;
 }
 

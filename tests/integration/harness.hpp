@@ -36,7 +36,8 @@ struct Output {
 Output run(const std::string& cmd);
 
 // A job config: `body` holds the [dataset]/[tokenizer]/[batch]/... tables;
-// [server] is added with this test's socket and prefix.
+// [server] is added with this test's socket and prefix, and [cache] with a
+// directory of its own unless `body` has one.
 std::string write_job(const TempDir& dir, const std::string& body, const std::string& name = "job");
 std::string socket_of(const TempDir& dir, const std::string& name = "job");
 

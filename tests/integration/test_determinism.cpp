@@ -89,10 +89,17 @@ TEST_CASE("a record that crashes its worker every time is isolated after 3 tries
     Daemon d(cfg, socket_of(dir));
     clean = dump(d.socket());
   }
-  std::vector<std::string> poisoned[2];
-  for (auto& out : poisoned) {
+  // Once while building the token cache (each run with a cache of its own),
+  // once with the workers encoding (no cache): the same isolation.
+  std::vector<std::string> poisoned[3];
+  for (int run_no = 0; run_no < 3; ++run_no) {
+    auto& out = poisoned[run_no];
+    std::string cache = run_no < 2 ? "[cache]\ndir = \"" + dir.file("cache" + std::to_string(run_no)) + "\"\n"
+                                   : "[cache]\nenabled = false\n";
+    std::string name = "poisoned" + std::to_string(run_no);
+    std::string pcfg = write_job(dir, body + cache, name);
     // The test-only fault hook: a worker aborts whenever it encodes line 5.
-    Daemon d(cfg, socket_of(dir), "TOKFEED_FAULT_CRASH_LINE=5");
+    Daemon d(pcfg, socket_of(dir, name), "TOKFEED_FAULT_CRASH_LINE=5");
     out = dump(d.socket());
     Output st = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json");
     CHECK(st.out.find("mixed-300.jsonl:5: record crashed a worker 3 times; skipping it") != std::string::npos);
@@ -100,6 +107,7 @@ TEST_CASE("a record that crashes its worker every time is isolated after 3 tries
   }
   REQUIRE(clean.size() == 150);
   CHECK(poisoned[0] == poisoned[1]);  // deterministic
+  CHECK(poisoned[0] == poisoned[2]);
   REQUIRE(poisoned[0].size() == clean.size());
   for (std::size_t k = 0; k < clean.size(); ++k) {
     INFO("batch " << k);

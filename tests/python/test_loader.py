@@ -37,10 +37,10 @@ class LoaderContent(unittest.TestCase):
                     self.assertEqual(t.dtype, torch.int64)
                     self.assertEqual(t.device.type, "cpu")
                 self.assertEqual(as_lists(batch), self.expected(i), f"batch {i}")
-                self.assertEqual(loader.state_dict(), {"epoch": (i + 1) // self.bpe, "step": (i + 1) % self.bpe})
+                self.assertEqual(loader.state_dict(), {"epoch": (i + 1) // self.bpe, "step": (i + 1) % self.bpe, "world_size": 1, "base": 0})
                 n += 1
             self.assertEqual(n, 2 * self.bpe)
-            self.assertEqual(loader.state_dict(), {"epoch": 2, "step": 0})
+            self.assertEqual(loader.state_dict(), {"epoch": 2, "step": 0, "world_size": 1, "base": 0})
             with self.assertRaises(StopIteration):
                 next(loader)
 
@@ -62,7 +62,7 @@ class LoaderContent(unittest.TestCase):
                 for _ in range(k):
                     next(loader)
                 state = loader.state_dict()
-            self.assertEqual(state, {"epoch": k // self.bpe, "step": k % self.bpe})
+            self.assertEqual(state, {"epoch": k // self.bpe, "step": k % self.bpe, "world_size": 1, "base": 0})
             gc.collect()
             with tokfeed.Loader(self.d.socket) as loader:
                 loader.load_state_dict(state)
@@ -74,7 +74,7 @@ class LoaderContent(unittest.TestCase):
     def test_set_epoch_and_empty_state(self):
         with tokfeed.Loader(self.d.socket) as loader:
             loader.set_epoch(1)
-            self.assertEqual(loader.state_dict(), {"epoch": 1, "step": 0})
+            self.assertEqual(loader.state_dict(), {"epoch": 1, "step": 0, "world_size": 1, "base": 0})
             self.assertEqual(as_lists(next(loader)), self.expected(self.bpe))
             loader.load_state_dict({})
             self.assertEqual(as_lists(next(loader)), self.expected(0))
@@ -159,7 +159,7 @@ class LoaderErrors(unittest.TestCase):
             with self.assertRaisesRegex(tokfeed.RefusedError, "rank 3 is not served"):
                 tokfeed.Loader(d.socket, rank=3)
             with self.assertRaisesRegex(tokfeed.InvalidArgument, "past"):
-                tokfeed.Loader(d.socket).load_state_dict({"epoch": 5, "step": 0})
+                tokfeed.Loader(d.socket).load_state_dict({"epoch": 5, "step": 0, "world_size": 1, "base": 0})
 
     def test_bad_device(self):
         with self.assertRaises(tokfeed.InvalidArgument):

@@ -1,13 +1,72 @@
-// Order and sharding (docs/data_model.md section 4).
+// Order, packing and sharding (docs/data_model.md section 4).
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <random>
 
 #include "schedule.hpp"
+#include "token_cache.hpp"
 
+using tokfeed::BatchRows;
+using tokfeed::JobConfig;
+using tokfeed::Padding;
 using tokfeed::Schedule;
-using tokfeed::ScheduleConfig;
+using tokfeed::StreamStart;
+using tokfeed::TokenStore;
+
+namespace {
+
+JobConfig job(uint32_t world, uint32_t size, bool shuffle = false, bool drop_last = false, uint32_t epochs = 1) {
+  JobConfig c;
+  c.ranks.world_size = world;
+  c.batch.size = size;
+  c.schedule.shuffle = shuffle;
+  c.schedule.drop_last = drop_last;
+  c.schedule.epochs = epochs;
+  return c;
+}
+
+std::vector<uint64_t> samples(Schedule& s, uint64_t i) {
+  BatchRows b;
+  s.batch_rows(i, b);
+  return b.samples;
+}
+
+// A real token store with the given lengths (tokens all 0), in a temp dir.
+struct Store {
+  std::string dir;
+  std::unique_ptr<TokenStore> store;
+  explicit Store(const std::vector<uint32_t>& lengths, const std::vector<uint8_t>& flags = {}) {
+    char tmpl[] = "/tmp/tokfeed-store-XXXXXX";
+    dir = mkdtemp(tmpl);
+    std::vector<uint8_t> f = flags.empty() ? std::vector<uint8_t>(lengths.size(), 0) : flags;
+    uint64_t tokens = 0;
+    for (uint32_t l : lengths) tokens += l;
+    std::string bin = dir + "/bin.tmp";
+    int fd = ::open(bin.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(ftruncate(fd, static_cast<off_t>(tokens * 4)) == 0);
+    ::close(fd);
+    tokfeed::CacheKey key{1, 2};
+    TokenStore::publish(dir, key, lengths.data(), f.data(), lengths.size(), bin);
+    std::string why;
+    store = TokenStore::open(dir, key, lengths.size(), why);
+    REQUIRE_MESSAGE(store, why);
+  }
+  ~Store() { std::filesystem::remove_all(dir); }
+};
+
+std::vector<uint32_t> random_lengths(std::size_t n, uint32_t max, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint32_t> out(n);
+  for (auto& l : out) l = 1 + rng() % max;
+  return out;
+}
+
+}  // namespace
 
 TEST_CASE("splitmix64 matches its published reference values") {
   uint64_t s = 1234567;
@@ -16,27 +75,20 @@ TEST_CASE("splitmix64 matches its published reference values") {
 }
 
 TEST_CASE("without shuffle, one rank reads records in file order") {
-  ScheduleConfig c;
-  c.shuffle = false;
-  Schedule s(10, c, 1, 0, 4);
-  CHECK(s.batches_per_epoch() == 3);
-  std::vector<uint64_t> b;
-  s.batch_records(0, b);
-  CHECK(b == std::vector<uint64_t>{0, 1, 2, 3});
-  s.batch_records(2, b);
-  CHECK(b == std::vector<uint64_t>{8, 9});  // the short last batch is kept
+  JobConfig c = job(1, 4);
+  Schedule s(c, 10, 0, {}, nullptr);
+  CHECK(s.epoch_batches() == std::vector<uint64_t>{3});
+  CHECK(samples(s, 0) == std::vector<uint64_t>{0, 1, 2, 3});
+  CHECK(samples(s, 2) == std::vector<uint64_t>{8, 9});  // the short last batch is kept
 }
 
 TEST_CASE("DistributedSampler semantics: padding by wrap-around, or drop_last") {
-  ScheduleConfig c;
-  c.shuffle = false;
   // 10 samples over 4 ranks: 12 positions, the last two repeat samples 0 and 1.
+  JobConfig c = job(4, 8);
   std::map<uint64_t, int> seen;
   for (uint32_t r = 0; r < 4; ++r) {
-    Schedule s(10, c, 4, r, 8);
-    CHECK(s.samples_per_rank() == 3);
-    std::vector<uint64_t> b;
-    s.batch_records(0, b);
+    Schedule s(c, 10, r, {}, nullptr);
+    std::vector<uint64_t> b = samples(s, 0);
     CHECK(b.size() == 3);
     for (auto x : b) ++seen[x];
     CHECK(b[0] == r);
@@ -44,22 +96,124 @@ TEST_CASE("DistributedSampler semantics: padding by wrap-around, or drop_last") 
   CHECK(seen[0] == 2);
   CHECK(seen[1] == 2);
   CHECK(seen[9] == 1);
-  c.drop_last = true;
-  Schedule d(10, c, 4, 3, 2);
-  CHECK(d.samples_per_rank() == 2);
-  CHECK(d.batches_per_epoch() == 1);
+  JobConfig d = job(4, 2, false, true);
+  Schedule s(d, 10, 3, {}, nullptr);
+  CHECK(s.epoch_batches() == std::vector<uint64_t>{1});
+  CHECK(samples(s, 0) == std::vector<uint64_t>{3, 7});
 }
 
 TEST_CASE("a shuffled epoch is a permutation, different per epoch and fixed per seed") {
-  ScheduleConfig c;
-  c.epochs = 2;
-  Schedule s(100, c, 1, 0, 100), t(100, c, 1, 0, 100);
-  std::vector<uint64_t> e0, e1, again;
-  s.batch_records(0, e0);
-  s.batch_records(1, e1);
-  t.batch_records(0, again);
+  JobConfig c = job(1, 100, true, false, 2);
+  Schedule s(c, 100, 0, {}, nullptr), t(c, 100, 0, {}, nullptr);
+  std::vector<uint64_t> e0 = samples(s, 0), e1 = samples(s, 1), again = samples(t, 0);
   CHECK(e0 == again);
   CHECK(e0 != e1);
   std::sort(e1.begin(), e1.end());
   for (uint64_t i = 0; i < 100; ++i) CHECK(e1[i] == i);
+}
+
+TEST_CASE("best-fit decreasing packs a window as the spec works it out") {
+  // Capacity 10. By length: s4 (7), s0 (6), s1 (4), s2 (3), s3 (3), s5 (2).
+  // s4 opens row 0 (free 3); s0 opens row 1 (free 4); s1 fits row 1 exactly;
+  // s2 fills row 0; s3 opens row 2 (free 7); s5 goes to row 2.
+  std::vector<uint32_t> len = {6, 4, 3, 3, 7, 2};
+  tokfeed::EpochRows rows;
+  tokfeed::pack_rows({0, 1, 2, 3, 4, 5}, [&](uint32_t s) { return len[s]; }, 10, 1000, rows);
+  CHECK(rows.samples == std::vector<uint32_t>{4, 2, 0, 1, 3, 5});
+  CHECK(rows.row_start == std::vector<uint32_t>{0, 2, 4, 6});
+  // Windows pack on their own: with a window of 3, {s0, s1, s2} then {s3, s4, s5}.
+  tokfeed::pack_rows({0, 1, 2, 3, 4, 5}, [&](uint32_t s) { return len[s]; }, 10, 3, rows);
+  CHECK(rows.samples == std::vector<uint32_t>{0, 1, 2, 4, 3, 5});
+  CHECK(rows.row_start == std::vector<uint32_t>{0, 2, 3, 5, 6});
+}
+
+TEST_CASE("packed: every sample exactly once per epoch, equal steps on every rank") {
+  for (auto [n, world, size] : {std::tuple{500, 3, 2}, {37, 4, 1}, {5, 8, 2}, {1000, 2, 4}}) {
+    CAPTURE(n);
+    CAPTURE(world);
+    std::vector<uint32_t> len = random_lengths(n, 700, n);
+    std::vector<uint8_t> flags(n, 0);
+    flags[1] = tokfeed::cache_flags::kDropped;  // left out of every row
+    Store st(len, flags);
+    JobConfig c = job(world, size, true, false, 2);
+    c.batch.padding = Padding::kPacked;
+    c.batch.max_length = 1024;
+    c.batch.pack_window = 64;
+    for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+      std::map<uint64_t, int> seen;
+      uint64_t steps = 0;
+      for (uint32_t r = 0; r < world; ++r) {
+        Schedule s(c, n, r, {}, st.store.get());
+        if (r == 0) steps = s.epoch_batches()[epoch];
+        CHECK(s.epoch_batches()[epoch] == steps);
+        uint64_t first = s.index_of(epoch, 0);
+        for (uint64_t k = 0; k < steps; ++k) {
+          BatchRows b;
+          s.batch_rows(first + k, b);
+          CHECK(b.rows() <= size);
+          for (uint32_t row = 0; row < b.rows(); ++row) {
+            uint32_t used = 0;
+            for (uint32_t x = b.row_start[row]; x < b.row_start[row + 1]; ++x) used += len[b.samples[x]];
+            CHECK(used <= 1024);
+          }
+          for (uint64_t x : b.samples) ++seen[x];
+        }
+      }
+      CHECK(seen.size() == static_cast<std::size_t>(n - 1));
+      CHECK(seen.count(1) == 0);
+      for (auto [x, count] : seen) CHECK(count == 1);
+    }
+  }
+}
+
+TEST_CASE("elastic resume: 4 ranks to 2 delivers every remaining row once") {
+  const uint32_t n = 400;
+  std::vector<uint32_t> len = random_lengths(n, 600, 7);
+  Store st(len);
+  for (Padding mode : {Padding::kPacked, Padding::kPaddingFree}) {
+    JobConfig c4 = job(4, 2, true, false, 1);
+    c4.batch.padding = mode;
+    c4.batch.max_length = 1024;
+    c4.batch.tokens = 2048;
+    c4.batch.pack_window = 100;
+    JobConfig c2 = c4;
+    c2.ranks.world_size = 2;
+    Schedule probe(c4, n, 0, {}, st.store.get());
+    const uint64_t B = probe.epoch_batches()[0];
+    for (uint64_t step : {uint64_t{0}, uint64_t{1}, B / 2, B - 1, B}) {
+      CAPTURE(step);
+      std::map<uint64_t, int> seen;
+      for (uint32_t r = 0; r < 4; ++r) {
+        Schedule s(c4, n, r, {}, st.store.get());
+        for (uint64_t k = 0; k < step; ++k)
+          for (uint64_t x : samples(s, k)) ++seen[x];
+      }
+      StreamStart start{0, step * 4 * c4.batch.rows()};
+      for (uint32_t r = 0; r < 2; ++r) {
+        Schedule s(c2, n, r, start, st.store.get());
+        for (uint64_t k = 0; k < s.epoch_batches()[0]; ++k)
+          for (uint64_t x : samples(s, k)) ++seen[x];
+      }
+      CHECK(seen.size() == n);
+      for (auto [x, count] : seen) CHECK(count == 1);
+    }
+  }
+}
+
+TEST_CASE("a stream started mid-epoch locates its batches and the epochs after it") {
+  JobConfig c = job(2, 3, true, false, 3);
+  Schedule full(c, 30, 1, {}, nullptr);
+  CHECK(full.epoch_batches() == std::vector<uint64_t>{5, 5, 5});
+  // Same world size, same base: the same batches at the same positions.
+  Schedule later(c, 30, 1, {1, 0}, nullptr);
+  CHECK(later.epoch_batches() == std::vector<uint64_t>{5, 5});
+  CHECK(samples(later, later.index_of(2, 3)) == samples(full, full.index_of(2, 3)));
+  uint64_t e, k;
+  later.locate(7, e, k);
+  CHECK(e == 2);
+  CHECK(k == 2);
+  CHECK(later.index_of(3, 0) == later.total_batches());
+  // A segment from row 24 of epoch 1: 6 rows over 2 ranks.
+  Schedule seg(c, 30, 0, {1, 24}, nullptr);
+  CHECK(seg.epoch_batches() == std::vector<uint64_t>{1, 5});
 }

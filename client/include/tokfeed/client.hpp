@@ -60,10 +60,15 @@ struct TensorView {
   std::size_t nbytes;
 };
 
-// The position of the next batch a client will receive.
+// The position of the next batch a client will receive (docs/data_model.md
+// 4.3). `world_size` and `base` say which plan the step counts in; a position
+// saved at one world size resumes at another (elastic), continuing the epoch
+// with every row not yet delivered. 0 for world_size means the daemon's own.
 struct Position {
   uint64_t epoch = 0;
   uint64_t step = 0;
+  uint64_t world_size = 0;
+  uint64_t base = 0;  // first row of the epoch's segment
 };
 
 struct ClientOptions {
@@ -71,6 +76,7 @@ struct ClientOptions {
   uint32_t rank = 0;
   Position start;                                             // where to begin (exact resume)
   std::chrono::milliseconds liveness_timeout{1500};           // heartbeat age that means "daemon lost"
+  std::chrono::milliseconds ready_timeout{3600 * 1000};       // wait this long for a daemon still building its cache
   std::chrono::microseconds spin{50};                         // spin before sleeping on the futex
   bool verify_checksums = false;                              // hash every payload (tools and tests)
 };
@@ -127,7 +133,8 @@ class Client {
   Status next(Batch& out) noexcept;
 
   Position position() const noexcept;  // of the next batch next() returns
-  uint64_t batches_per_epoch() const noexcept;
+  Position position_of(uint64_t index) const noexcept;  // of stream batch `index`
+  uint64_t batches_per_epoch() const noexcept;  // in the current epoch (packing varies it)
   uint64_t epochs() const noexcept;
   uint32_t rank() const noexcept;
   uint32_t workers() const noexcept;
