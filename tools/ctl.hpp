@@ -16,6 +16,8 @@ struct StreamArgs {
   std::optional<uint64_t> count;
   uint64_t epoch = 0;
   uint64_t step = 0;
+  uint64_t world_size = 0;
+  uint64_t base = 0;
 };
 
 int status(const std::string& socket, bool json);

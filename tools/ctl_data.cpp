@@ -16,9 +16,20 @@ Status attach(const StreamArgs& a, std::unique_ptr<Client>& c, bool verify) {
   ClientOptions opt;
   opt.socket = a.socket;
   opt.rank = a.rank;
-  opt.start = {a.epoch, a.step};
+  opt.start = {a.epoch, a.step, a.world_size, a.base};
   opt.verify_checksums = verify;
   return Client::connect(opt, c);
+}
+
+template <class T>
+void append_flat(std::string& out, const TensorView& t) {
+  const T* p = static_cast<const T*>(t.data);
+  out += '[';
+  for (int64_t k = 0; k < t.shape[0]; ++k) {
+    if (k) out += ',';
+    fmt::format_to(std::back_inserter(out), "{}", p[k]);
+  }
+  out += ']';
 }
 
 template <class T>
@@ -61,12 +72,15 @@ int dump(const StreamArgs& a) {
       line += ",\"";
       line += t.name;
       line += "\":";
-      if (t.ndim != 2) {
+      if (t.ndim == 1) {
+        if (t.dtype == Dtype::kInt64) append_flat<int64_t>(line, t);
+        else append_flat<int32_t>(line, t);
+      } else if (t.ndim == 2) {
+        if (t.dtype == Dtype::kInt64) append_rows<int64_t>(line, t);
+        else append_rows<int32_t>(line, t);
+      } else {
         line += "null";
-        continue;
       }
-      if (t.dtype == Dtype::kInt64) append_rows<int64_t>(line, t);
-      else append_rows<int32_t>(line, t);
     }
     line += "}\n";
     std::fwrite(line.data(), 1, line.size(), stdout);

@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
     c->add_option("--count,-n", count, "stop after this many batches");
     c->add_option("--epoch", sa.epoch, "start at this epoch")->capture_default_str();
     c->add_option("--step", sa.step, "start at this step of the epoch")->capture_default_str();
+    c->add_option("--world-size", sa.world_size, "the world size the position was saved at (0: the daemon's)")
+        ->capture_default_str();
+    c->add_option("--base", sa.base, "the first row of the position's epoch segment")->capture_default_str();
   };
   auto* dump = app.add_subcommand("dump", "attach as a rank and print each batch as one JSON line");
   add_stream(dump);

@@ -238,6 +238,17 @@ void Supervisor::try_cache_lock() {
     cache_ready();
     return;
   }
+  // Under the lock no one else builds this key: temporary files of it are
+  // left by a daemon that died while building.
+  std::error_code ec;
+  const std::string prefix = cache_key_.hex() + ".";
+  for (const auto& e : std::filesystem::directory_iterator(cfg_.cache.dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.find(".tmp.") != std::string::npos) {
+      spdlog::info("token cache: removing {} left by an interrupted build", e.path().string());
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
   phase_ = Phase::kCacheBuild;
   uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
   cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, cache_key_, parts, crash_on_line_);

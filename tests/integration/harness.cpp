@@ -152,9 +152,9 @@ std::vector<std::string> dump(const std::string& socket, uint32_t rank, const st
   return lines(o.out);
 }
 
-std::vector<std::string> reference(const std::string& config, uint32_t rank) {
+std::vector<std::string> reference(const std::string& config, uint32_t rank, const std::string& extra) {
   Output o = run("/usr/bin/python3 " + std::string(TOKFEED_SOURCE_DIR) + "/tests/reference/tokfeed_ref.py --config '" +
-                 config + "' --rank " + std::to_string(rank));
+                 config + "' --rank " + std::to_string(rank) + " " + extra);
   if (o.status != 0) throw std::runtime_error("reference failed: " + o.err);
   return lines(o.out);
 }

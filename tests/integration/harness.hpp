@@ -67,7 +67,7 @@ class Daemon {
 // `tokfeedctl dump` lines for a rank.
 std::vector<std::string> dump(const std::string& socket, uint32_t rank = 0, const std::string& extra = "");
 // The independent reference's lines for the same config.
-std::vector<std::string> reference(const std::string& config, uint32_t rank = 0);
+std::vector<std::string> reference(const std::string& config, uint32_t rank = 0, const std::string& extra = "");
 
 std::vector<std::string> lines(const std::string& s);
 int shm_entries();  // entries in /dev/shm
