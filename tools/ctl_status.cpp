@@ -33,6 +33,8 @@ void print_table(const msgpack::object& s) {
         if (b->via.array.ptr[i].type == msgpack::type::STR)
           fmt::print("           {}\n", b->via.array.ptr[i].as<std::string>());
   }
+  if (const msgpack::object* c = find(s, "cache"))
+    fmt::print("cache      {}  {}\n", str(*c, "summary"), str(*c, "path"));
   fmt::print("\n{:>5} {:>6} {:>8} {:>10} {:>9} {:>8}  {}\n", "rank", "worker", "pid", "state", "batches", "restarts",
              "last exit");
   if (const msgpack::object* ws = find(s, "workers"); ws && ws->type == msgpack::type::ARRAY) {
