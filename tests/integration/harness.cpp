@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 namespace tokfeed::testing {
@@ -160,10 +161,14 @@ std::vector<std::string> reference(const std::string& config, uint32_t rank, con
 }
 
 int shm_entries() {
+  // Only names tokfeed could leave: other tests running in parallel (torch's
+  // DataLoader peer, the ring tests) create and remove their own entries.
   int n = 0;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
+    while (dirent* e = readdir(d)) {
+      std::string_view name = e->d_name;
+      if (name.find("tokfeed") != std::string_view::npos || name.starts_with("test-")) ++n;
+    }
     closedir(d);
   }
   return n;

@@ -70,7 +70,7 @@ std::vector<std::string> dump(const std::string& socket, uint32_t rank = 0, cons
 std::vector<std::string> reference(const std::string& config, uint32_t rank = 0, const std::string& extra = "");
 
 std::vector<std::string> lines(const std::string& s);
-int shm_entries();  // entries in /dev/shm
+int shm_entries();  // entries in /dev/shm that tokfeed could have named
 int open_fds(pid_t pid);
 
 }  // namespace tokfeed::testing
