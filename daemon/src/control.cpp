@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "tokfeed/proto/frame.hpp"
 
 namespace tokfeed {
@@ -36,16 +38,31 @@ std::string ok_reply() {
   return std::string(buf.data(), buf.size());
 }
 
-bool Access::allows(uid_t uid, gid_t gid) const {
+bool Access::allows(uid_t uid, const std::vector<gid_t>& groups) const {
   if (uid == 0 || uid == getuid()) return true;
   for (uint32_t u : uids)
     if (u == uid) return true;
   for (uint32_t g : gids)
-    if (g == gid) return true;
+    for (gid_t have : groups)
+      if (g == have) return true;
   return false;
 }
 
 namespace {
+
+// The peer's primary and supplementary groups, as they were at connect().
+std::vector<gid_t> peer_groups(int fd, gid_t primary) {
+  std::vector<gid_t> groups(64);
+  socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  int rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len);
+  if (rc != 0 && errno == ERANGE) {  // len now holds the size needed
+    groups.resize(len / sizeof(gid_t));
+    rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len);
+  }
+  groups.resize(rc == 0 ? len / sizeof(gid_t) : 0);
+  groups.push_back(primary);
+  return groups;
+}
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -188,7 +205,7 @@ void ControlServer::accept() {
     getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len);
     // Only the daemon's own user, root, and [server] allow_uids / allow_gids
     // may talk to it.
-    if (!access_.allows(cred.uid, cred.gid)) {
+    if (!access_.allows(cred.uid, peer_groups(sock.native_handle(), cred.gid))) {
       spdlog::warn("control: refused connection from uid {} gid {} pid {} (not in [server] allow_uids / allow_gids)",
                    cred.uid, cred.gid, cred.pid);
       std::string frame = proto::encode_frame(error_reply(

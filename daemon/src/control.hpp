@@ -32,12 +32,13 @@ struct Reply {
   bool persistent = false;  // the connection now holds an attachment: no idle timeout
 };
 
-// Who may connect, checked with SO_PEERCRED after accept: root, the daemon's
-// own uid, the uids listed, and peers whose primary gid is listed.
+// Who may connect, checked with SO_PEERCRED / SO_PEERGROUPS after accept:
+// root, the daemon's own uid, the uids listed, and peers with a listed gid
+// as their primary or a supplementary group.
 struct Access {
   std::vector<uint32_t> uids;
   std::vector<uint32_t> gids;
-  bool allows(uid_t uid, gid_t gid) const;
+  bool allows(uid_t uid, const std::vector<gid_t>& groups) const;
 };
 
 // Bounds that keep idle or hostile clients from starving the control plane.

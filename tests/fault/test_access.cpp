@@ -51,13 +51,13 @@ class Users {
   std::vector<User> made_;
 };
 
-// Runs `fn` in a child process as `u` (no supplementary groups); its return
-// value is the exit status.
+// Runs `fn` in a child process as `u`, with `groups` as its supplementary
+// groups; its return value is the exit status.
 template <class F>
-int as_user(const User& u, F fn) {
+int as_user(const User& u, F fn, std::vector<gid_t> groups = {}) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (setgroups(0, nullptr) != 0 || setgid(u.gid) != 0 || setuid(u.uid) != 0) _exit(100);
+    if (setgroups(groups.size(), groups.data()) != 0 || setgid(u.gid) != 0 || setuid(u.uid) != 0) _exit(100);
     _exit(fn());
   }
   int st;
@@ -170,21 +170,33 @@ TEST_CASE("user B can neither attach to nor open the segments of user A's daemon
     }
   }
 
-  // Let B in, by uid and then by group: B attaches, reads a batch, and maps
-  // the data read-only and only its own rank's consumer segment writable.
-  for (std::string allow : {"allow_uids = [" + std::to_string(b.uid) + "]\n",
-                            "allow_gids = [" + std::to_string(b.gid) + "]\n"}) {
-    INFO(allow);
-    std::string name = allow.substr(0, 10);
-    std::string cfg = config(name, allow);
+  // Let B in: by uid, by B's primary group, and (as deployed: the socket
+  // left 0660 in A's group) by a supplementary group. B attaches, reads a
+  // batch, and maps the data read-only and only its own rank's consumer
+  // segment writable.
+  struct Case {
+    std::string allow;
+    std::vector<gid_t> groups;
+    bool open_socket;
+  } cases[] = {{"allow_uids = [" + std::to_string(b.uid) + "]\n", {}, true},
+               {"allow_gids = [" + std::to_string(b.gid) + "]\n", {}, true},
+               {"allow_gids = [" + std::to_string(a.gid) + "]\n", {a.gid}, false}};
+  int n = 0;
+  for (const Case& k : cases) {
+    INFO(k.allow);
+    std::string name = "allow" + std::to_string(n++);
+    std::string cfg = config(name, k.allow);
     Daemon d(cfg, socket_of(dir, name), as_a);
-    REQUIRE(chmod(d.socket().c_str(), 0666) == 0);  // stands in for B being in the socket's group
+    if (k.open_socket) REQUIRE(chmod(d.socket().c_str(), 0666) == 0);  // as if B could reach it
     int rc = as_user(b, [&] {
       tokfeed::ClientOptions opt;
       opt.socket = d.socket();
       opt.rank = 1;
       std::unique_ptr<tokfeed::Client> c;
-      if (!tokfeed::Client::connect(opt, c).ok()) return 10;
+      if (auto s = tokfeed::Client::connect(opt, c); !s.ok()) {
+        std::fprintf(stderr, "user B's attach: %s\n", s.message().c_str());
+        return 10;
+      }
       tokfeed::Batch batch;
       if (!c->next(batch).ok()) return 11;
       std::vector<std::string> perms = shm_mapping_perms();
@@ -198,7 +210,7 @@ TEST_CASE("user B can neither attach to nor open the segments of user A's daemon
       void* base = const_cast<void*>(c->mapping_base());
       if (mprotect(base, 4096, PROT_READ | PROT_WRITE) == 0) return 13;
       return 0;
-    });
+    }, k.groups);
     CHECK(rc == 0);
   }
 }
