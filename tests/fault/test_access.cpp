@@ -214,3 +214,33 @@ TEST_CASE("user B can neither attach to nor open the segments of user A's daemon
     CHECK(rc == 0);
   }
 }
+
+TEST_CASE("[server] allow_uids / allow_gids: strict validation, and --check-config shows them") {
+  TempDir dir;
+  std::string head = "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
+                     "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
+                     data_path("tokenizers/sp32k/tokenizer.model") + "\"\n[server]\nsocket = \"" +
+                     dir.file("s.sock") + "\"\n";
+  struct Case {
+    std::string body, expect;
+  } cases[] = {
+      {"allow_uids = 1000\n", "[server] allow_uids: expected an array of numeric ids"},
+      {"allow_uids = [\"alice\"]\n", "[server] allow_uids: expected an array of numeric ids"},
+      {"allow_gids = [-1]\n", "[server] allow_gids: -1 is out of range"},
+      {"allow_gids = [4294967295]\n", "[server] allow_gids: 4294967295 is out of range"},
+      {"allow_uids = [1000, 1000]\n", "[server] allow_uids: id 1000 is listed twice"},
+      {"allow_user = [1000]\n", "[server] unknown key 'allow_user'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.body);
+    std::ofstream(dir.file("job.toml")) << head << c.body;
+    Output o = run(bin("tokfeedd") + " --check-config '" + dir.file("job.toml") + "'");
+    CHECK(o.status != 0);
+    CHECK_MESSAGE(o.err.find(c.expect) != std::string::npos, o.err);
+    CHECK(o.err.find("job.toml") != std::string::npos);
+  }
+  std::ofstream(dir.file("job.toml")) << head << "allow_uids = [1000, 1001]\nallow_gids = [990]\n";
+  Output ok = run(bin("tokfeedd") + " --check-config '" + dir.file("job.toml") + "'");
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("allow_uids = [1000, 1001]\nallow_gids = [990]") != std::string::npos);
+}
