@@ -37,7 +37,10 @@ Supervisor& supervisor() {
                           "/tokenizers/sp32k/tokenizer.model\"\n"
                        << "[workers]\ncount = 2\n[ranks]\nworld_size = 2\n"
                        << "[server]\nsocket = \"" << dir << "/fuzz.sock\"\nshm_prefix = \"fuzz-" << tag << "\"\n";
-    return std::make_unique<Supervisor>(load_config(cfg));
+    auto made = std::make_unique<Supervisor>(load_config(cfg));
+    ::unlink(cfg.c_str());  // loaded; the socket is never bound
+    ::rmdir(dir.c_str());
+    return made;
   }();
   return *sup;
 }
