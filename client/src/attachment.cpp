@@ -47,9 +47,13 @@ Status Attachment::open(const ClientOptions& opt) {
                    {"step", static_cast<int64_t>(opt.start.step)},
                    {"world_size", static_cast<int64_t>(opt.start.world_size)},
                    {"base", static_cast<int64_t>(opt.start.base)}});
-    if (!proto::send_all(sock_, req, error) || !proto::recv_frame(sock_, payload, &fds, 10000, error)) {
+    // A daemon that refuses this peer replies with its reason and closes at
+    // once, possibly before the request is sent: read the reason even then.
+    std::string send_error;
+    bool sent = proto::send_all(sock_, req, send_error);
+    if (!proto::recv_frame(sock_, payload, &fds, sent ? 10000 : 1000, error)) {
       close_all(fds);
-      return {Code::kIoError, "attach to " + opt.socket + ": " + error};
+      return {Code::kIoError, "attach to " + opt.socket + ": " + (sent ? error : send_error)};
     }
     if (std::string e = proto::decode_payload(payload, reply); !e.empty()) {
       close_all(fds);

@@ -266,6 +266,22 @@ JobConfig load_config(const std::string& path) {
     c.server.shm_prefix = s.str("shm_prefix", c.server.shm_prefix);
     c.server.shm_dir = s.str("shm_dir", c.server.shm_dir);
     c.server.heartbeat_ms = static_cast<uint32_t>(s.integer("heartbeat_ms", 100, 10, 10000));
+    // allow_uids / allow_gids: arrays of numeric ids, each listed once.
+    for (auto [key, out] : {std::pair<const char*, std::vector<uint32_t>*>{"allow_uids", &c.server.allow_uids},
+                            {"allow_gids", &c.server.allow_gids}}) {
+      const toml::node* n = s.get(key);
+      if (!n) continue;
+      const char* what = "expected an array of numeric ids in [0, 4294967294], e.g. [1001, 1002]";
+      if (!n->is_array()) s.fail(key, what);
+      for (const auto& el : *n->as_array()) {
+        if (!el.is_integer()) s.fail(key, what);
+        int64_t id = el.as_integer()->get();
+        if (id < 0 || id > 4294967294LL) s.fail(key, fmt::format("{} is out of range: {}", id, what));
+        for (uint32_t x : *out)
+          if (x == id) s.fail(key, fmt::format("id {} is listed twice", id));
+        out->push_back(static_cast<uint32_t>(id));
+      }
+    }
     s.check_unknown();
     if (c.server.shm_prefix.empty() || c.server.shm_prefix.find('/') != std::string::npos)
       s.fail("shm_prefix", "expected a non-empty name without '/'");
@@ -312,6 +328,8 @@ std::string describe(const JobConfig& c) {
     out += fmt::format("node_rank = {}\nlocal_ranks = {}\n", c.ranks.node_rank, c.ranks.local_ranks);
   out += fmt::format("[server]\nsocket = {}\nshm_prefix = {}\nshm_dir = {}\nheartbeat_ms = {}\n", q(c.server.socket),
                      q(c.server.shm_prefix), q(c.server.shm_dir), c.server.heartbeat_ms);
+  out += fmt::format("allow_uids = [{}]\nallow_gids = [{}]\n", fmt::join(c.server.allow_uids, ", "),
+                     fmt::join(c.server.allow_gids, ", "));
   out += fmt::format("[cache]\nenabled = {}\ndir = {}\n", c.cache.enabled, q(c.cache.dir));
   return out;
 }

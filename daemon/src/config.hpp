@@ -88,6 +88,11 @@ struct ServerConfig {
   std::string shm_prefix = "tokfeed-default";
   std::string shm_dir = "/dev/shm";
   uint32_t heartbeat_ms = 100;
+  // Peers (by SO_PEERCRED) allowed on the control socket besides the
+  // daemon's own uid and root: these uids, and any peer with a gid in
+  // allow_gids as its primary or a supplementary group.
+  std::vector<uint32_t> allow_uids;
+  std::vector<uint32_t> allow_gids;
 };
 
 struct JobConfig {

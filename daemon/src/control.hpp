@@ -29,7 +29,21 @@ struct Reply {
   std::string payload;
   std::vector<int> fds;  // sent with SCM_RIGHTS, then closed
   bool close_after = false;
+  bool persistent = false;  // the connection now holds an attachment: no idle timeout
 };
+
+// Who may connect, checked with SO_PEERCRED / SO_PEERGROUPS after accept:
+// root, the daemon's own uid, the uids listed, and peers with a listed gid
+// as their primary or a supplementary group.
+struct Access {
+  std::vector<uint32_t> uids;
+  std::vector<uint32_t> gids;
+  bool allows(uid_t uid, const std::vector<gid_t>& groups) const;
+};
+
+// Bounds that keep idle or hostile clients from starving the control plane.
+inline constexpr std::size_t kMaxConnections = 256;  // beyond this, new connections are refused
+inline constexpr int kIdleTimeoutMs = 5000;         // a connection with no request for this long is closed
 
 class ControlHandler {
  public:
@@ -42,7 +56,7 @@ class ControlHandler {
 
 class ControlServer {
  public:
-  ControlServer(boost::asio::io_context& io, const std::string& path, ControlHandler& handler);
+  ControlServer(boost::asio::io_context& io, const std::string& path, ControlHandler& handler, Access access);
   ~ControlServer();
   void close();
   std::size_t connections() const { return *live_; }
@@ -51,6 +65,7 @@ class ControlServer {
   void accept();
   std::string path_;
   ControlHandler& handler_;
+  Access access_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   uint64_t next_id_ = 1;
   std::shared_ptr<std::size_t> live_ = std::make_shared<std::size_t>(0);

@@ -390,12 +390,17 @@ void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
   // The worker published which record it was encoding; a record that keeps
   // killing workers is isolated so the stream can go on (deterministically:
   // the same record crashes every time).
+  // Only a death the record can cause counts against it: a kill from outside
+  // (SIGKILL, SIGTERM, SIGINT: an operator, a test, the OOM killer) hits
+  // whatever was being built, and must not get a good record skipped.
   uint64_t rec = r.building_record.load(std::memory_order_relaxed);
+  bool external = WIFSIGNALED(status) &&
+                  (WTERMSIG(status) == SIGKILL || WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
   std::string where;
   if (rec > 0 && rec - 1 < data_->size()) {
     uint64_t v = rec - 1;
     where = fmt::format(" while encoding {}:{}", data_->path(), data_->line(v));
-    if (++crashes_[v] >= cfg_.workers.max_crashes && poisoned_.insert(v).second) {
+    if (!external && ++crashes_[v] >= cfg_.workers.max_crashes && poisoned_.insert(v).second) {
       std::string report = fmt::format("{}:{}: record crashed a worker {} times; skipping it", data_->path(),
                                        data_->line(v), crashes_[v]);
       spdlog::error("{}", report);
@@ -447,7 +452,8 @@ int Supervisor::run() {
   };
   sigchld_.async_wait(on_child);
 
-  server_ = std::make_unique<ControlServer>(io_, cfg_.server.socket, *this);
+  server_ = std::make_unique<ControlServer>(io_, cfg_.server.socket, *this,
+                                            Access{cfg_.server.allow_uids, cfg_.server.allow_gids});
   heartbeat();
   // Ready once the socket answers: status shows the token cache's progress.
   sd_notify(0, "READY=1");
@@ -602,7 +608,7 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
   pk.pack("heartbeat_ms"), pk.pack(cfg_.server.heartbeat_ms);
   pk.pack("padding"), pk.pack(std::string(padding_name(cfg_.batch.padding)));
   pk.pack("instance_id"), pk.pack(data_seg_.at<shm::SegmentHeader>(0)->instance_id);
-  return {std::string(buf.data(), buf.size()), {data_ro, consumer_rw}, false};
+  return {std::string(buf.data(), buf.size()), {data_ro, consumer_rw}, false, /*persistent=*/true};
 }
 
 }  // namespace tokfeed

@@ -128,7 +128,7 @@ TEST_CASE("best-fit decreasing packs a window as the spec works it out") {
 }
 
 TEST_CASE("packed: every sample exactly once per epoch, equal steps on every rank") {
-  for (auto [n, world, size] : {std::tuple{500, 3, 2}, {37, 4, 1}, {5, 8, 2}, {1000, 2, 4}}) {
+  for (auto [n, world, size] : {std::tuple{500u, 3u, 2u}, {37u, 4u, 1u}, {5u, 8u, 2u}, {1000u, 2u, 4u}}) {
     CAPTURE(n);
     CAPTURE(world);
     std::vector<uint32_t> len = random_lengths(n, 700, n);
