@@ -109,9 +109,11 @@ def train(loader, steps, lr):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses, times = [], []
     it = iter(loader)
+    start, tokens = time.perf_counter(), 0
     for step in range(steps):
         t0 = time.perf_counter()
         batch = next(it)
+        real = int(batch["attention_mask"].sum())
         loss = model(batch["input_ids"], batch["labels"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -119,8 +121,13 @@ def train(loader, steps, lr):
         del batch  # frees the slot before the next batch is asked for
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+        tokens += real
         if step % 5 == 0 or step == steps - 1:
-            print(f"step {step:3d} loss {losses[-1]:.4f}", flush=True)
+            # rate and ETA over the steps so far
+            el = time.perf_counter() - start
+            eta = el / (step + 1) * (steps - step - 1)
+            print(f"step {step:3d}/{steps} loss {losses[-1]:.4f}  {(step + 1) / el:.1f} steps/s  "
+                  f"{tokens / el:,.0f} tokens/s  ETA {eta:.0f} s", flush=True)
     return losses, times
 
 

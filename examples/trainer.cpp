@@ -5,6 +5,7 @@
 //   example_trainer --socket /tmp/tokfeed-demo.sock --rank 0 --step-ms 20
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -30,7 +31,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "example_trainer: cannot attach: %s\n", st.message().c_str());
     return 1;
   }
-  const uint64_t total = client->batches_per_epoch() * client->epochs();
+  const uint64_t per_epoch = client->batches_per_epoch();
+  const uint64_t total = per_epoch * client->epochs();
+  // One line, rewritten in place: where in the run we are, the rates so far,
+  // and when the epoch and the run will end at those rates.
+  auto progress = [&](uint64_t batches, uint64_t samples, uint64_t real, clock::duration elapsed) {
+    double s = std::chrono::duration<double>(elapsed).count();
+    double per_batch = batches ? s / double(batches) : 0;
+    uint64_t done = opt.start.epoch * per_epoch + opt.start.step + batches;  // batches since the run began
+    uint64_t epoch = per_epoch ? std::min(done, total ? total - 1 : 0) / per_epoch : 0;
+    uint64_t left_epoch = per_epoch ? (epoch + 1) * per_epoch - std::min(done, (epoch + 1) * per_epoch) : 0;
+    std::fprintf(stderr,
+                 "\r  epoch %llu/%llu  batch %llu/%llu  %.1f samples/s  %.0f tokens/s  ETA epoch %.0f s, run %.0f s   ",
+                 static_cast<unsigned long long>(epoch + 1), static_cast<unsigned long long>(client->epochs()),
+                 static_cast<unsigned long long>(done - epoch * per_epoch), static_cast<unsigned long long>(per_epoch),
+                 s > 0 ? samples / s : 0.0, s > 0 ? real / s : 0.0, per_batch * double(left_epoch),
+                 per_batch * double(total - std::min(done, total)));
+  };
   auto t0 = clock::now();
   double waited = 0;
   uint64_t batches = 0, samples = 0, tokens = 0, real = 0;
@@ -47,12 +64,7 @@ int main(int argc, char** argv) {
     real += batch.real_tokens();
     batch.release();  // a real trainer releases after the host-to-device copy
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
-    if (batches % 25 == 0 || batches == total) {
-      double s = std::chrono::duration<double>(clock::now() - t0).count();
-      double eta = batches ? s / batches * (total - batches) : 0;
-      std::fprintf(stderr, "\r  batch %llu/%llu  %.1f s  ETA %.1f s   ", static_cast<unsigned long long>(batches),
-                   static_cast<unsigned long long>(total), s, eta);
-    }
+    if (batches % 25 == 0 || batches == total) progress(batches, samples, real, clock::now() - t0);
   }
   std::fprintf(stderr, "\n");
   if (st.code() != tokfeed::Code::kEndOfStream) {

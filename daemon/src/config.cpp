@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <fmt/format.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -31,6 +32,26 @@ std::string_view truncation_name(text::Truncation t) noexcept {
 namespace {
 
 namespace fs = std::filesystem;
+
+// "127.0.0.1:9464" or "[::1]:9464" -> host, port; "" or what is wrong. Only IP
+// literals: a name would need a resolver the daemon does not want at start-up.
+std::string parse_listen(const std::string& v, std::string& host, uint16_t& port) {
+  const std::string usage = "expected \"host:port\" with an IP address, e.g. \"127.0.0.1:9464\" or \"[::1]:9464\"";
+  std::size_t colon = v.rfind(':');
+  if (colon == std::string::npos) return fmt::format("'{}' has no port: {}", v, usage);
+  std::string h = v.substr(0, colon), p = v.substr(colon + 1);
+  bool v6 = h.size() >= 2 && h.front() == '[' && h.back() == ']';
+  if (v6) h = h.substr(1, h.size() - 2);
+  else if (h.find(':') != std::string::npos) return fmt::format("'{}': an IPv6 address goes in brackets: {}", v, usage);
+  unsigned char addr[sizeof(in6_addr)];
+  if (h.empty() || inet_pton(v6 ? AF_INET6 : AF_INET, h.c_str(), addr) != 1)
+    return fmt::format("'{}' is not an IP{} address: {}", h, v6 ? "v6" : "v4", usage);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos || std::stoul(p) > 65535)
+    return fmt::format("port '{}' is not a number in [0, 65535] (0 picks a free port): {}", p, usage);
+  host = h;
+  port = static_cast<uint16_t>(std::stoul(p));
+  return {};
+}
 
 // Reads one table, remembering which keys were used so that leftovers can be
 // reported as unknown.
@@ -282,6 +303,11 @@ JobConfig load_config(const std::string& path) {
         out->push_back(static_cast<uint32_t>(id));
       }
     }
+    if (auto listen = s.opt_str("metrics_listen")) {
+      std::string why = parse_listen(*listen, c.server.metrics_host, c.server.metrics_port);
+      if (!why.empty()) s.fail("metrics_listen", why);
+      c.server.metrics_listen = *listen;
+    }
     s.check_unknown();
     if (c.server.shm_prefix.empty() || c.server.shm_prefix.find('/') != std::string::npos)
       s.fail("shm_prefix", "expected a non-empty name without '/'");
@@ -330,6 +356,7 @@ std::string describe(const JobConfig& c) {
                      q(c.server.shm_prefix), q(c.server.shm_dir), c.server.heartbeat_ms);
   out += fmt::format("allow_uids = [{}]\nallow_gids = [{}]\n", fmt::join(c.server.allow_uids, ", "),
                      fmt::join(c.server.allow_gids, ", "));
+  if (!c.server.metrics_listen.empty()) out += fmt::format("metrics_listen = {}\n", q(c.server.metrics_listen));
   out += fmt::format("[cache]\nenabled = {}\ndir = {}\n", c.cache.enabled, q(c.cache.dir));
   return out;
 }

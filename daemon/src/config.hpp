@@ -93,6 +93,10 @@ struct ServerConfig {
   // allow_gids as its primary or a supplementary group.
   std::vector<uint32_t> allow_uids;
   std::vector<uint32_t> allow_gids;
+  // metrics_listen = "host:port": serve GET /metrics over HTTP. Empty: off.
+  std::string metrics_listen;
+  std::string metrics_host;  // an IP literal, without brackets
+  uint16_t metrics_port = 0;  // 0: any free port (shown in status)
 };
 
 struct JobConfig {

@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "batch_builder.hpp"
+#include "metrics_text.hpp"
 #include "tokfeed/proto/frame.hpp"
 #include "tokfeed/shm/futex.hpp"
 #include "worker.hpp"
@@ -452,6 +453,16 @@ int Supervisor::run() {
   };
   sigchld_.async_wait(on_child);
 
+  if (!cfg_.server.metrics_listen.empty()) {
+    // Bound before the workers fork (they close every inherited descriptor),
+    // so a taken port is a start-up error with nothing left running.
+    metrics_ = std::make_unique<MetricsHttpServer>(io_, cfg_.server.metrics_host, cfg_.server.metrics_port, [this] {
+      std::string payload = status_payload();
+      msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size());
+      return prometheus_text(h.get());
+    });
+    spdlog::info("metrics: serving http://{}/metrics", metrics_->endpoint());
+  }
   server_ = std::make_unique<ControlServer>(io_, cfg_.server.socket, *this,
                                             Access{cfg_.server.allow_uids, cfg_.server.allow_gids});
   heartbeat();
@@ -468,6 +479,7 @@ void Supervisor::begin_shutdown(const char* why) {
   spdlog::info("shutting down ({})", why);
   sd_notify(0, "STOPPING=1");
   if (server_) server_->close();
+  if (metrics_) metrics_->close();
   beat_.cancel();
   cache_timer_.cancel();
   signals_.cancel();
@@ -522,11 +534,14 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
   for (uint32_t i = 0; i < ranks_.size(); ++i)
     if (ranks_[i].rank == *rank) rs = &ranks_[i], ri = i;
   if (!rs) {
+    spdlog::warn("attach by pid {} uid {} refused: rank {} is not served here", peer.pid, peer.uid, *rank);
     return {error_reply(fmt::format("attach: rank {} is not served by this daemon (serves [{}] of world_size {})",
                                     *rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
             {}, true};
   }
   if (rs->client) {
+    spdlog::warn("rank {}: attach by pid {} uid {} refused: already attached by pid {}", *rank, peer.pid, peer.uid,
+                 rs->client->pid);
     return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", *rank,
                                     rs->client->pid)),
             {}, true};

@@ -23,6 +23,7 @@
 #include "config.hpp"
 #include "control.hpp"
 #include "dataset.hpp"
+#include "metrics_http.hpp"
 #include "schedule.hpp"
 #include "text/tokenizer.hpp"
 #include "token_cache.hpp"
@@ -130,6 +131,7 @@ class Supervisor final : public ControlHandler {
   boost::asio::steady_timer beat_{io_};
   boost::asio::steady_timer cache_timer_{io_};
   std::unique_ptr<ControlServer> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;  // [server] metrics_listen
 };
 
 }  // namespace tokfeed

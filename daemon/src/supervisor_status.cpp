@@ -29,10 +29,14 @@ std::string Supervisor::summary_line() {
   double sps = dt && prev_rates_.t_ns ? (last_rates_.samples - prev_rates_.samples) * 1e9 / dt : 0;
   double tps = dt && prev_rates_.t_ns ? (last_rates_.real_tokens - prev_rates_.real_tokens) * 1e9 / dt : 0;
   std::size_t attached = 0;
+  uint64_t restarts = 0;
   for (const RankSlot& rs : ranks_) attached += rs.client.has_value();
-  if (phase_ != Phase::kServing) return fmt::format("{} records; {}", data_->size(), cache_line());
-  return fmt::format("{} records, {} workers, {}/{} ranks attached, {:.0f} samples/s, {:.0f} tokens/s",
-                     data_->size(), workers_.size(), attached, ranks_.size(), sps, tps);
+  for (const WorkerSlot& w : workers_) restarts += w.restarts;
+  if (phase_ != Phase::kServing)
+    return fmt::format("{} records ({} bad); {}", data_->size(), data_->bad().size(), cache_line());
+  return fmt::format("{} records ({} bad), {} workers ({} restarts), {}/{} ranks attached, {:.0f} samples/s, "
+                     "{:.0f} tokens/s",
+                     data_->size(), data_->bad().size(), workers_.size(), restarts, attached, ranks_.size(), sps, tps);
 }
 
 std::string Supervisor::status_payload() {
@@ -63,12 +67,13 @@ std::string Supervisor::status_payload() {
   kv(pk, "summary", cache_line());
 
   pk.pack("daemon");
-  pk.pack_map(5);
+  pk.pack_map(6);
   kv(pk, "pid", static_cast<int64_t>(getpid()));
   kv(pk, "uptime_s", (shm::monotonic_ns() - start_ns_) / 1e9);
   kv(pk, "config_file", cfg_.file);
   kv(pk, "socket", cfg_.server.socket);
   kv(pk, "config", describe(cfg_));
+  kv(pk, "metrics_listen", metrics_ ? metrics_->endpoint() : std::string());
 
   pk.pack("dataset");
   pk.pack_map(7);

@@ -67,7 +67,8 @@ void worker_main(const WorkerContext& ctx) {
     stats.building_index.store(0, std::memory_order_relaxed);
     // A client that repositioned while we built wants other batches: drop this one.
     if (ring.sync_session()) continue;
-    ring.publish();
+    // Counted before it is published, so a client that has consumed a batch
+    // never sees a status that lacks it.
     stats.batches.fetch_add(1, std::memory_order_relaxed);
     stats.samples.fetch_add(st.samples, std::memory_order_relaxed);
     stats.tokens.fetch_add(st.tokens, std::memory_order_relaxed);
@@ -76,6 +77,7 @@ void worker_main(const WorkerContext& ctx) {
     stats.dropped.fetch_add(st.dropped, std::memory_order_relaxed);
     stats.all_masked.fetch_add(st.all_masked, std::memory_order_relaxed);
     stats.build_ns.fetch_add(shm::monotonic_ns() - t0, std::memory_order_relaxed);
+    ring.publish();
   }
 }
 

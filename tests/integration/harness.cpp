@@ -39,7 +39,7 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
 
-static std::string slurp(const std::string& path) {
+std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -51,7 +51,8 @@ void BpeModel::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& 
 
 bool BpeModel::WordCache::find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const {
   if (count_ == 0) return false;
-  for (size_t i = hash & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const Entry& e = slots_[i];
     if (e.key_len == UINT32_MAX) return false;
     if (e.hash == hash && e.key_len == word.size() &&
@@ -62,15 +63,32 @@ bool BpeModel::WordCache::find(std::string_view word, uint64_t hash, std::vector
   }
 }
 
-void BpeModel::WordCache::insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n) {
-  if (slots_.empty() || count_ >= kMaxEntries) {
-    slots_.assign(kSlots, Entry{0, 0, UINT32_MAX, 0, 0});
+void BpeModel::WordCache::grow() {
+  constexpr Entry kFree{0, 0, UINT32_MAX, 0, 0};
+  if (slots_.empty() || slots_.size() >= kMaxSlots) {
+    slots_.assign(slots_.empty() ? kMinSlots : kMaxSlots, kFree);
     keys_.clear();
     values_.clear();
     count_ = 0;
+    return;
   }
-  size_t i = hash & (kSlots - 1);
-  while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & (kSlots - 1);
+  // Double, keeping every entry: keys and values stay where they are.
+  std::vector<Entry> old(slots_.size() * 2, kFree);
+  old.swap(slots_);
+  const size_t mask = slots_.size() - 1;
+  for (const Entry& e : old) {
+    if (e.key_len == UINT32_MAX) continue;
+    size_t i = e.hash & mask;
+    while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
+    slots_[i] = e;
+  }
+}
+
+void BpeModel::WordCache::insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n) {
+  if (count_ >= slots_.size() / 2) grow();
+  const size_t mask = slots_.size() - 1;
+  size_t i = hash & mask;
+  while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
   slots_[i] = Entry{hash, uint32_t(keys_.size()), uint32_t(word.size()), uint32_t(values_.size()), uint32_t(n)};
   keys_.append(word);
   values_.insert(values_.end(), pieces, pieces + n);

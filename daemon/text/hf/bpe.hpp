@@ -88,8 +88,12 @@ class BpeModel {
       uint64_t hash;
       uint32_t key_off, key_len, val_off, val_len;
     };
-    static constexpr size_t kSlots = 1 << 17;
-    static constexpr size_t kMaxEntries = kSlots / 2;
+    // Open addressing at most half full. The table starts small and doubles
+    // up to kMaxSlots (about 12 MiB), so memory follows the words a dataset
+    // has; past that it is cleared and refilled.
+    static constexpr size_t kMinSlots = 1 << 14;
+    static constexpr size_t kMaxSlots = 1 << 19;
+    void grow();
     std::vector<Entry> slots_;
     std::string keys_;
     std::vector<WordPiece> values_;
