@@ -17,8 +17,9 @@ namespace tokfeed::ctl {
 int render(const std::string& config, std::optional<uint64_t> limit) {
   try {
     JobConfig cfg = load_config(config);
-    text::RecordRules rules = record_rules(cfg);
-    Dataset data(cfg.dataset, rules);
+    Dataset data(cfg);
+    std::vector<text::RecordRules> rules;
+    for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules.push_back(record_rules(cfg, d));
     text::RenderOptions opts;
     opts.tmpl = cfg.tokenizer.tmpl;
     opts.default_system = cfg.tokenizer.default_system;
@@ -28,7 +29,7 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
     std::string out;
     uint64_t n = limit ? std::min(*limit, data.size()) : data.size();
     for (uint64_t i = 0; i < n; ++i) {
-      text::parse_record(data.record(i), rules, conv);
+      text::parse_record(data.record(i), rules[data.dataset_of(i)], conv);
       text::render(conv, opts, rendered);
       out.clear();
       append_json_string(out, rendered.text);

@@ -24,8 +24,27 @@ void print_table(const msgpack::object& s) {
   fmt::print("daemon     pid {}  up {:.0f} s  config {}\n", get_int(d, "pid").value_or(0), get_num(d, "uptime_s"),
              str(d, "config_file"));
   const msgpack::object& ds = find(s, "dataset") ? *find(s, "dataset") : empty;
-  fmt::print("dataset    {}  {} records, {} valid, {} bad\n", str(ds, "path"), get_int(ds, "records").value_or(0),
-             get_int(ds, "valid").value_or(0), get_int(ds, "bad").value_or(0));
+  const msgpack::object& ix = find(ds, "index") ? *find(ds, "index") : empty;
+  if (str(ds, "state") == "indexing") {
+    double done = get_num(ix, "bytes_done"), total = get_num(ix, "bytes_total");
+    fmt::print("dataset    indexing: shard {}/{}  {:.1f}/{:.1f} MB ({:.1f}%)  {} records  ETA {:.0f} s\n",
+               get_int(ix, "shards_done").value_or(0), get_int(ix, "shards_total").value_or(0), done / 1e6,
+               total / 1e6, total > 0 ? 100 * done / total : 100.0, get_int(ix, "records").value_or(0),
+               get_num(ix, "eta_s"));
+  } else {
+    fmt::print("dataset    {}  {} records, {} valid, {} bad, {} samples per epoch (indexed in {:.2f} s)\n",
+               str(ds, "path"), get_int(ds, "records").value_or(0), get_int(ds, "valid").value_or(0),
+               get_int(ds, "bad").value_or(0), get_int(ds, "samples_per_epoch").value_or(0), get_num(ix, "seconds"));
+  }
+  if (const msgpack::object* list = find(ds, "datasets");
+      list && list->type == msgpack::type::ARRAY && list->via.array.size > 1) {
+    for (uint32_t i = 0; i < list->via.array.size; ++i) {
+      const msgpack::object& e = list->via.array.ptr[i];
+      fmt::print("  [{}]      {}  {} shard(s), {} valid, {} bad, {} samples per epoch\n", i, str(e, "name"),
+                 get_int(e, "shards").value_or(0), get_int(e, "valid").value_or(0), get_int(e, "bad").value_or(0),
+                 get_int(e, "samples_per_epoch").value_or(0));
+    }
+  }
   for (const char* list : {"bad_records", "poisoned"}) {
     const msgpack::object* b = find(ds, list);
     if (b && b->type == msgpack::type::ARRAY)

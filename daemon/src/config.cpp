@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <toml++/toml.h>
@@ -156,6 +157,81 @@ const toml::table* subtable(const std::string& file, const toml::table& root, st
   return n->as_table();
 }
 
+
+// A table of NAME = "value" strings, in file order.
+std::vector<std::pair<std::string, std::string>> string_table(Section& s, std::string_view key, std::string_view what) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const toml::node* n = s.get(key);
+  if (!n) return out;
+  if (!n->is_table()) s.fail(key, fmt::format("expected a table of {}", what));
+  for (const auto& [k, v] : *n->as_table()) {
+    if (!v.is_string()) s.fail(fmt::format("{}.{}", key, k.str()), "expected a string");
+    out.emplace_back(std::string(k.str()), std::string(v.as_string()->get()));
+  }
+  return out;
+}
+
+DatasetConfig read_dataset(const std::string& file, Section& s) {
+  DatasetConfig d;
+  d.name = s.str("path", "");
+  if (d.name.empty()) s.fail("path", "a path is required: a file, a glob or a directory of shards");
+  d.path = resolve(file, d.name);
+  if (d.path.find_first_of("*?[") == std::string::npos) {
+    struct stat st;
+    if (stat(d.path.c_str(), &st) != 0) s.fail("path", "file not found: " + d.path);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+      s.fail("path", "not a regular file or a directory: " + d.path);
+  }
+  text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
+                     d.format);
+  d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
+  d.placeholders = string_table(s, "placeholders", "NAME = \"value\"");
+  d.columns = string_table(s, "columns", "source = \"target\" field names");
+  for (const auto& [from, to] : d.columns)
+    if (from.empty() || to.empty()) s.fail("columns", "field names must not be empty");
+  if (s.get("samples")) d.samples = static_cast<uint64_t>(s.integer("samples", 1, 1, INT64_MAX));
+  if (const toml::node* w = s.get("weight")) {
+    if (d.samples) s.fail("weight", "give samples or weight, not both");
+    if (!w->is_number()) s.fail("weight", "expected a number > 0");
+    double v = w->is_integer() ? static_cast<double>(w->as_integer()->get()) : w->as_floating_point()->get();
+    if (!(v > 0) || !std::isfinite(v)) s.fail("weight", fmt::format("{} is out of range: expected a number > 0", v));
+    d.weight = v;
+  }
+  s.check_unknown();
+  return d;
+}
+
+// [dataset] (one) or [[datasets]] (a list); section 1.1 of docs/data_model.md.
+std::vector<DatasetConfig> read_datasets(const std::string& file, const toml::table& root) {
+  std::vector<DatasetConfig> out;
+  const toml::node* one = root.get("dataset");
+  const toml::node* many = root.get("datasets");
+  if (one && many)
+    throw ConfigError(fmt::format("{}: both [dataset] and [[datasets]]: use [[datasets]] entries only", file));
+  if (many) {
+    const toml::array* list = many->as_array();
+    if (!list || list->empty() || !list->is_array_of_tables())
+      throw ConfigError(fmt::format("{}: [[datasets]] must be a non-empty array of tables", file));
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      Section s(file, list->get(i)->as_table(), fmt::format("datasets.{}", i));
+      out.push_back(read_dataset(file, s));
+    }
+  } else {
+    Section s(file, subtable(file, root, "dataset"), "dataset");
+    out.push_back(read_dataset(file, s));
+  }
+  double weights = 0;
+  bool fixed = false;
+  for (const DatasetConfig& d : out) {
+    if (d.weight) weights += *d.weight;
+    else fixed = true;
+  }
+  if (fixed && weights >= 1.0)
+    throw ConfigError(fmt::format("{}: [[datasets]] weights add up to {} beside datasets without a weight: weights "
+                                  "are shares of the epoch and must add up to less than 1 there",
+                                  file, weights));
+  return out;
+}
 }  // namespace
 
 JobConfig load_config(const std::string& path) {
@@ -169,31 +245,16 @@ JobConfig load_config(const std::string& path) {
     throw ConfigError(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column,
                                   e.description()));
   }
-  static const std::set<std::string> kSections = {"dataset", "tokenizer", "batch", "schedule",
-                                                  "workers", "ranks",     "server", "cache"};
+  static const std::set<std::string> kSections = {"dataset", "datasets", "tokenizer", "batch", "schedule",
+                                                  "workers", "ranks",   "server",    "cache"};
   for (const auto& [k, v] : root) {
     if (!kSections.count(std::string(k.str())))
-      throw ConfigError(fmt::format("{}: unknown section [{}]; expected one of dataset, tokenizer, batch, "
-                                    "schedule, workers, ranks, server, cache",
+      throw ConfigError(fmt::format("{}: unknown section [{}]; expected one of dataset, datasets, tokenizer, "
+                                    "batch, schedule, workers, ranks, server, cache",
                                     path, k.str()));
   }
 
-  {
-    Section s(path, subtable(path, root, "dataset"), "dataset");
-    c.dataset.path = resolve(path, s.str("path", ""));
-    text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
-                       c.dataset.format);
-    c.dataset.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
-    if (const toml::node* ph = s.get("placeholders")) {
-      if (!ph->is_table()) s.fail("placeholders", "expected a table of NAME = \"value\"");
-      for (const auto& [k, v] : *ph->as_table()) {
-        if (!v.is_string()) s.fail(fmt::format("placeholders.{}", k.str()), "expected a string");
-        c.dataset.placeholders.emplace_back(std::string(k.str()), std::string(v.as_string()->get()));
-      }
-    }
-    s.check_unknown();
-    require_file(path, "dataset", "path", c.dataset.path);
-  }
+  c.datasets = read_datasets(path, root);
   {
     Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
     c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
@@ -330,9 +391,14 @@ JobConfig load_config(const std::string& path) {
 std::string describe(const JobConfig& c) {
   std::string out;
   auto q = [](const std::string& s) { return "\"" + s + "\""; };
-  out += fmt::format("[dataset]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(c.dataset.path),
-                     text::format_name(c.dataset.format), c.dataset.skip_bad ? "skip" : "fail");
-  for (const auto& [k, v] : c.dataset.placeholders) out += fmt::format("placeholders.{} = {}\n", k, q(v));
+  for (const DatasetConfig& d : c.datasets) {
+    out += fmt::format("[[datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
+                       text::format_name(d.format), d.skip_bad ? "skip" : "fail");
+    if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
+    if (d.weight) out += fmt::format("weight = {}\n", *d.weight);
+    for (const auto& [k, v] : d.placeholders) out += fmt::format("placeholders.{} = {}\n", q(k), q(v));
+    for (const auto& [k, v] : d.columns) out += fmt::format("columns.{} = {}\n", q(k), q(v));
+  }
   out += fmt::format("[tokenizer]\ntype = \"{}\"\npath = {}\ntemplate = \"{}\"\n", c.tokenizer.type,
                      q(c.tokenizer.path), text::template_name(c.tokenizer.tmpl));
   if (c.tokenizer.default_system) out += fmt::format("default_system = {}\n", q(*c.tokenizer.default_system));

@@ -27,11 +27,16 @@ enum class Padding : uint8_t { kLongest, kMaxLength, kPacked, kPaddingFree };
 // True for the modes whose rows hold several samples (docs/data_model.md 4.1).
 inline bool is_packed(Padding p) { return p == Padding::kPacked || p == Padding::kPaddingFree; }
 
+// One dataset of the job (docs/data_model.md section 1.1).
 struct DatasetConfig {
-  std::string path;  // resolved against the config file's directory
+  std::string name;  // `path` as the config wrote it, for status and messages
+  std::string path;  // a file, a glob or a directory, resolved against the config file's directory
   text::Format format = text::Format::kAuto;
   bool skip_bad = true;  // on_bad_record = "skip"
   std::vector<std::pair<std::string, std::string>> placeholders;
+  std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as
+  std::optional<uint64_t> samples;  // per epoch, ms-swift's `#N`
+  std::optional<double> weight;     // a share of the mixed epoch
 };
 
 struct TokenizerConfig {
@@ -101,7 +106,7 @@ struct ServerConfig {
 
 struct JobConfig {
   std::string file;  // the config file itself
-  DatasetConfig dataset;
+  std::vector<DatasetConfig> datasets;  // [dataset], or [[datasets]]: at least one
   TokenizerConfig tokenizer;
   BatchConfig batch;
   ScheduleConfig schedule;

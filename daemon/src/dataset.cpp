@@ -1,158 +1,193 @@
 #include "dataset.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "tokfeed/shm/futex.hpp"
 
 namespace tokfeed {
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+constexpr uint64_t kEdgeBytes = 64 * 1024;
+
+class Hash128 {
+ public:
+  Hash128() { XXH3_128bits_reset(state_); }
+  ~Hash128() { XXH3_freeState(state_); }
+  void field(std::string_view s) {
+    uint64_t n = s.size();
+    XXH3_128bits_update(state_, &n, sizeof n);
+    XXH3_128bits_update(state_, s.data(), s.size());
+  }
+  std::string hex() const {
+    XXH128_hash_t h = XXH3_128bits_digest(state_);
+    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+  }
+
+ private:
+  XXH3_state_t* state_ = XXH3_createState();
+};
+
+// The name of a shard's saved index: its identity (path, size, mtime, inode;
+// or the spool's content hash), a hash of its first and last 64 KiB, and
+// every rule that decides which records are valid.
+std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
+  Hash128 h;
+  h.field("tokfeed shard index v1");
+  h.field(b.identity());
+  uint64_t head = std::min(b.size(), kEdgeBytes);
+  h.field(std::string_view(b.data(), head));
+  h.field(std::string_view(b.data() + b.size() - std::min(b.size() - head, kEdgeBytes), std::min(b.size() - head, kEdgeBytes)));
+  h.field(text::format_name(rules.format));
+  h.field(rules.require_alternation ? "alternate" : "any order");
+  for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
+  h.field("columns");
+  for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
+  return h.hex() + ".tfx";
+}
 
 }  // namespace
 
-Dataset::Dataset(const DatasetConfig& cfg, const text::RecordRules& rules) : path_(cfg.path) {
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DatasetError(fmt::format("{}: cannot open the dataset: {}", path_, std::strerror(errno)));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw DatasetError(fmt::format("{}: cannot stat the dataset: {}", path_, std::strerror(err)));
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      throw DatasetError(fmt::format("{}: cannot map the dataset: {}", path_, std::strerror(err)));
+text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
+  const DatasetConfig& d = cfg.datasets[dataset];
+  text::RecordRules r;
+  r.format = d.format;
+  r.require_alternation = text::template_requires_alternation(cfg.tokenizer.tmpl);
+  r.placeholders = d.placeholders;
+  r.columns = d.columns;
+  return r;
+}
+
+Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
+  const uint64_t t0 = shm::monotonic_ns();
+  std::vector<std::vector<std::string>> paths;
+  uint64_t on_disk = 0, count = 0;
+  for (const DatasetConfig& d : cfg.datasets) {
+    paths.push_back(resolve_shards(d.name, d.path));
+    for (const std::string& p : paths.back()) {
+      struct stat st;
+      if (::stat(p.c_str(), &st) == 0) on_disk += static_cast<uint64_t>(st.st_size);
+      ++count;
     }
-    data_ = static_cast<const char*>(p);
-    madvise(p, size_, MADV_SEQUENTIAL);
   }
-  ::close(fd);
-
-  std::size_t first = 0;
-  while (first < size_ && is_ws(data_[first])) ++first;
-  if (first < size_ && data_[first] == '[') index_array(rules, !cfg.skip_bad);
-  else index_jsonl(rules, !cfg.skip_bad);
-  if (data_) madvise(const_cast<char*>(data_), size_, MADV_RANDOM);
-
-  if (valid_.empty()) {
-    std::string why = bad_.empty() ? "the file holds no records"
-                                   : fmt::format("all {} records are bad; the first: line {}: {}", bad_.size(),
-                                                 bad_[0].line, bad_[0].reason);
-    throw DatasetError(fmt::format("{}: no valid records: {}", path_, why));
+  if (progress) {
+    progress->bytes_total.store(on_disk, std::memory_order_relaxed);
+    progress->shards_total.store(count, std::memory_order_relaxed);
   }
-}
-
-Dataset::~Dataset() {
-  if (data_) munmap(const_cast<char*>(data_), size_);
-}
-
-void Dataset::add(uint64_t offset, uint64_t length, uint32_t line, const text::RecordRules& rules,
-                  bool fail_on_bad, text::Conversation& scratch) {
-  std::string reason;
-  if (length > UINT32_MAX) reason = "record longer than 4 GiB";
-  else reason = text::parse_record(std::string_view(data_ + offset, length), rules, scratch);
-  if (reason.empty()) {
-    valid_.push_back({offset, static_cast<uint32_t>(length), line});
-    return;
-  }
-  if (fail_on_bad)
-    throw DatasetError(fmt::format("{}:{}: bad record: {} (set [dataset] on_bad_record = \"skip\" to skip such "
-                                   "records)",
-                                   path_, line, reason));
-  bad_.push_back({line, std::move(reason)});
-}
-
-void Dataset::index_jsonl(const text::RecordRules& rules, bool fail_on_bad) {
-  text::Conversation scratch;
-  uint64_t pos = 0;
-  uint32_t line = 0;
-  while (pos < size_) {
-    ++line;
-    const void* nl = memchr(data_ + pos, '\n', size_ - pos);
-    uint64_t end = nl ? static_cast<uint64_t>(static_cast<const char*>(nl) - data_) : size_;
-    uint64_t b = pos, e = end;
-    while (b < e && is_ws(data_[b])) ++b;
-    while (e > b && is_ws(data_[e - 1])) --e;
-    if (e > b) add(b, e - b, line, rules, fail_on_bad, scratch);
-    pos = end + 1;
-  }
-}
-
-// Splits a top-level JSON array into its elements without parsing them: a
-// bracket matcher that skips strings. Each element is then parsed as a record.
-void Dataset::index_array(const text::RecordRules& rules, bool fail_on_bad) {
-  text::Conversation scratch;
-  uint32_t line = 1;
-  uint64_t i = 0;
-  auto fail = [&](const std::string& what) {
-    throw DatasetError(fmt::format("{}:{}: byte {}: broken JSON array: {}", path_, line, i, what));
-  };
-  auto skip_ws = [&] {
-    while (i < size_ && is_ws(data_[i])) {
-      if (data_[i] == '\n') ++line;
-      ++i;
+  std::vector<uint64_t> valid;
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
+    DatasetInfo info;
+    info.name = cfg.datasets[d].name;
+    info.shards = paths[d].size();
+    const std::size_t shards_before = shards_.size();
+    for (const std::string& p : paths[d]) load_shard(cfg, d, p, progress);
+    for (std::size_t s = shards_before; s < shards_.size(); ++s) {
+      info.bytes += shards_[s].bytes.size();
+      info.valid += shards_[s].index.valid();
+      info.bad += shards_[s].index.bad().size();
+      info.indexed += shards_[s].indexed;
     }
-  };
-  skip_ws();
-  ++i;  // '['
-  skip_ws();
-  if (i < size_ && data_[i] == ']') return;
-  for (;;) {
-    skip_ws();
-    if (i >= size_) fail("unexpected end of file; expected a record or ']'");
-    if (data_[i] == ']') fail("trailing comma before ']'");
-    uint64_t start = i;
-    uint32_t start_line = line;
-    int depth = 0;
-    bool in_string = false;
-    for (; i < size_; ++i) {
-      char c = data_[i];
-      if (c == '\n') ++line;
-      if (in_string) {
-        if (c == '\\') ++i;
-        else if (c == '"') in_string = false;
-        continue;
-      }
-      if (c == '"') in_string = true;
-      else if (c == '{' || c == '[') ++depth;
-      else if (c == '}' || c == ']') {
-        if (depth == 0) break;
-        --depth;
-        if (depth == 0) {
-          ++i;
-          break;
-        }
-      } else if (c == ',' && depth == 0) {
-        break;
+    info.records = info.valid + info.bad;
+    if (info.valid == 0) {
+      std::string why = info.bad == 0 ? "it holds no records"
+                                      : fmt::format("all {} records are bad; the first: {}:{}: {}", info.bad,
+                                                    bad_[bad_.size() - info.bad].file,
+                                                    bad_[bad_.size() - info.bad].line,
+                                                    bad_[bad_.size() - info.bad].reason);
+      throw DatasetError(fmt::format("{}: no valid records: {}", info.name, why));
+    }
+    valid.push_back(info.valid);
+    bytes_ += info.bytes;
+    info_.push_back(std::move(info));
+  }
+  std::vector<uint64_t> counts = mix_counts(cfg.datasets, valid, cfg.file);
+  std::vector<MixPart> parts;
+  uint64_t first = 0;
+  for (std::size_t d = 0; d < info_.size(); ++d) {
+    info_[d].samples = counts[d];
+    parts.push_back({first, valid[d], counts[d]});
+    first += valid[d];
+  }
+  if (first > UINT32_MAX) throw DatasetError(fmt::format("{} valid records: at most 2^32 are supported", first));
+  mixture_ = Mixture(std::move(parts));
+  if (mixture_.per_epoch() > UINT32_MAX)
+    throw DatasetError(fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`",
+                                   mixture_.per_epoch()));
+  seconds_ = (shm::monotonic_ns() - t0) / 1e9;
+}
+
+void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, IndexProgress* progress) {
+  const DatasetConfig& dc = cfg.datasets[d];
+  const text::RecordRules rules = record_rules(cfg, d);
+  const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
+  const bool compressed = compression_of(path) != Compression::kNone;
+  const uint64_t before = progress ? progress->bytes_done.load(std::memory_order_relaxed) : 0;
+
+  Shard s;
+  s.path = path;
+  s.dataset = d;
+  s.first = shard_first_.back();
+  s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", progress ? &progress->bytes_done : nullptr);
+
+  std::string saved = cache ? cfg.cache.dir + "/index/" + index_name(s.bytes, rules) : "";
+  std::optional<ShardIndex> hit;
+  if (cache) hit = ShardIndex::load(saved, s.bytes.size());
+  if (hit) {
+    s.index = std::move(*hit);
+  } else {
+    s.indexed = true;
+    unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads,
+                                progress && !compressed ? &progress->bytes_done : nullptr);
+    if (cache) {
+      std::error_code ec;
+      std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
+      std::string err = s.index.save(saved);
+      // A cache that cannot be written costs the next start an index, no more.
+      if (err.empty()) {
+        if (auto mapped = ShardIndex::load(saved, s.bytes.size())) s.index = std::move(*mapped);
       }
     }
-    if (in_string || depth != 0) fail("unterminated record");
-    uint64_t end = i;
-    while (end > start && is_ws(data_[end - 1])) --end;
-    add(start, end - start, start_line, rules, fail_on_bad, scratch);
-    skip_ws();
-    if (i >= size_) fail("unexpected end of file; expected ',' or ']'");
-    if (data_[i] == ']') {
-      ++i;
-      skip_ws();
-      if (i < size_) fail("unexpected data after the closing ']'");
-      return;
-    }
-    if (data_[i] != ',') fail(fmt::format("unexpected '{}'; expected ',' or ']'", data_[i]));
-    ++i;
   }
+  if (progress) {
+    struct stat st;
+    uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    progress->bytes_done.store(before + size, std::memory_order_relaxed);
+    progress->shards_done.fetch_add(1, std::memory_order_relaxed);
+    progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
+  }
+  if (!s.index.bad().empty() && !dc.skip_bad) {
+    const ShardBad& b = s.index.bad()[0];
+    throw DatasetError(fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
+                                   "such records)",
+                                   path, b.line, b.reason));
+  }
+  for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, b.reason});
+  shard_first_.push_back(s.first + s.index.valid());
+  shards_.push_back(std::move(s));
+}
+
+const Dataset::Shard& Dataset::shard_of(uint64_t i) const {
+  if (shards_.size() == 1) return shards_[0];
+  auto it = std::upper_bound(shard_first_.begin(), shard_first_.end(), i);
+  return shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
+}
+
+uint32_t Dataset::line(uint64_t i) const {
+  const Shard& s = shard_of(i);
+  return line_at(s.bytes.data(), s.index.offset(i - s.first));
+}
+
+std::string Dataset::where(uint64_t i) const {
+  const Shard& s = shard_of(i);
+  return fmt::format("{}:{}", s.path, line_at(s.bytes.data(), s.index.offset(i - s.first)));
 }
 
 }  // namespace tokfeed

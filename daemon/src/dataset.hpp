@@ -1,7 +1,13 @@
-// The dataset: memory-mapped once in the supervisor, indexed and validated
-// before the workers fork, so every worker shares the same pages and index.
+// The job's datasets (docs/data_model.md 1 and 1.1): every shard mapped once
+// in the supervisor, indexed and validated before the workers fork, so every
+// worker shares the same pages and the same index.
+//
+// Valid records are numbered over the datasets in config order, each one's
+// shards in sorted order, each shard in file order. The index keeps 8 bytes
+// per valid record (where it starts); a record's end is found when it is read.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -9,6 +15,9 @@
 #include <vector>
 
 #include "config.hpp"
+#include "mixture.hpp"
+#include "shard_index.hpp"
+#include "shard_source.hpp"
 #include "text/records.hpp"
 
 namespace tokfeed {
@@ -19,48 +28,86 @@ class DatasetError : public std::runtime_error {
 };
 
 struct BadRecord {
+  std::string file;  // the shard
   uint32_t line;
   std::string reason;
 };
 
+// One dataset of the job, as status shows it.
+struct DatasetInfo {
+  std::string name;  // its path as the config wrote it
+  uint64_t shards = 0;
+  uint64_t bytes = 0;    // shard bytes, decompressed
+  uint64_t records = 0;  // valid + bad
+  uint64_t valid = 0;
+  uint64_t bad = 0;
+  uint64_t samples = 0;  // per epoch (c_d)
+  uint64_t indexed = 0;  // shards indexed at this start (the others came from the index cache)
+};
+
+// Where indexing stands, for the log, status and systemd while it runs.
+struct IndexProgress {
+  std::atomic<uint64_t> bytes_done{0};   // of the shards' files as stored (compressed ones count compressed)
+  std::atomic<uint64_t> bytes_total{0};
+  std::atomic<uint64_t> shards_done{0};
+  std::atomic<uint64_t> shards_total{0};
+  std::atomic<uint64_t> records{0};
+};
+
+// The rules a dataset's records are checked against (its format, columns and
+// placeholders, and the template's alternation rule).
+text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset);
+
 class Dataset {
  public:
-  // Maps and indexes `cfg.path`; every record is parsed and checked against
-  // `rules`. Throws DatasetError for an unreadable file, a broken JSON array,
-  // no valid records, or a bad record under on_bad_record = "fail".
-  Dataset(const DatasetConfig& cfg, const text::RecordRules& rules);
-  ~Dataset();
+  // Resolves, maps and indexes every dataset of `cfg`, reusing and writing
+  // the index cache and spool in `[cache] dir` when the cache is enabled.
+  // Throws DatasetError for an unreadable or damaged file, a dataset without
+  // valid records, or a bad record under on_bad_record = "fail"; ConfigError
+  // for weights that leave no room.
+  explicit Dataset(const JobConfig& cfg, IndexProgress* progress = nullptr);
   Dataset(const Dataset&) = delete;
   Dataset& operator=(const Dataset&) = delete;
 
-  const std::string& path() const { return path_; }
-  uint64_t file_bytes() const { return size_; }
-  uint64_t records_total() const { return valid_.size() + bad_.size(); }
-
-  // Valid records, numbered 0..size()-1 in file order.
-  uint64_t size() const { return valid_.size(); }
+  // Valid records, 0..size()-1.
+  uint64_t size() const { return shard_first_.back(); }
   std::string_view record(uint64_t i) const {
-    return std::string_view(data_ + valid_[i].offset, valid_[i].length);
+    const Shard& s = shard_of(i);
+    return record_at(s.bytes.data(), s.bytes.size(), s.index.kind(), s.index.offset(i - s.first));
   }
-  uint32_t line(uint64_t i) const { return valid_[i].line; }
+  // "shard:line" of valid record i, and its line alone (both count the
+  // shard's newlines up to it: for messages, not for hot paths).
+  std::string where(uint64_t i) const;
+  uint32_t line(uint64_t i) const;
+  // The dataset record i belongs to.
+  std::size_t dataset_of(uint64_t i) const { return shard_of(i).dataset; }
+
+  uint64_t file_bytes() const { return bytes_; }
+  uint64_t records_total() const { return size() + bad_.size(); }
   const std::vector<BadRecord>& bad() const { return bad_; }
+  const std::vector<DatasetInfo>& datasets() const { return info_; }
+  const Mixture& mixture() const { return mixture_; }
+  double index_seconds() const { return seconds_; }
 
  private:
-  struct Ref {
-    uint64_t offset;
-    uint32_t length;
-    uint32_t line;
+  struct Shard {
+    std::string path;
+    std::size_t dataset;
+    uint64_t first;  // its first valid record
+    bool indexed = false;  // at this start, not read from the index cache
+    ShardBytes bytes;
+    ShardIndex index;
   };
-  void index_jsonl(const text::RecordRules& rules, bool fail_on_bad);
-  void index_array(const text::RecordRules& rules, bool fail_on_bad);
-  void add(uint64_t offset, uint64_t length, uint32_t line, const text::RecordRules& rules, bool fail_on_bad,
-           text::Conversation& scratch);
+  const Shard& shard_of(uint64_t i) const;
+  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, IndexProgress* progress);
 
-  std::string path_;
-  const char* data_ = nullptr;
-  uint64_t size_ = 0;
-  std::vector<Ref> valid_;
+  std::vector<Shard> shards_;
+  std::vector<uint64_t> shard_first_{0};  // shards + 1 entries
   std::vector<BadRecord> bad_;
+  std::vector<DatasetInfo> info_;
+  Mixture mixture_;
+  uint64_t bytes_ = 0;
+  double seconds_ = 0;
 };
 
 }  // namespace tokfeed

@@ -24,12 +24,20 @@ int check_config(const std::string& path) {
   auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
-  Dataset data(cfg.dataset, record_rules(cfg));
-  std::printf("# dataset: %s: %llu records, %llu valid, %zu bad\n", data.path().c_str(),
-              static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.size()),
-              data.bad().size());
+  Dataset data(cfg);
+  for (const DatasetInfo& d : data.datasets())
+    std::printf("# dataset: %s: %llu shard(s), %llu records, %llu valid, %llu bad, %llu samples per epoch\n",
+                d.name.c_str(), static_cast<unsigned long long>(d.shards), static_cast<unsigned long long>(d.records),
+                static_cast<unsigned long long>(d.valid), static_cast<unsigned long long>(d.bad),
+                static_cast<unsigned long long>(d.samples));
+  uint64_t indexed = 0, shards = 0;
+  for (const DatasetInfo& d : data.datasets()) indexed += d.indexed, shards += d.shards;
+  std::printf("# dataset index: %llu records, %llu bytes in %.3f s (%llu of %llu shards indexed, the others from "
+              "the index cache)\n",
+              static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.file_bytes()),
+              data.index_seconds(), static_cast<unsigned long long>(indexed), static_cast<unsigned long long>(shards));
   for (std::size_t i = 0; i < data.bad().size() && i < 20; ++i)
-    std::printf("#   %s:%u: %s\n", data.path().c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
+    std::printf("#   %s:%u: %s\n", data.bad()[i].file.c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
   if (data.bad().size() > 20) std::printf("#   ... %zu more\n", data.bad().size() - 20);
   std::unique_ptr<TokenStore> store;
   if (cfg.cache.enabled) {
@@ -43,7 +51,7 @@ int check_config(const std::string& path) {
     std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
   } else {
     for (uint32_t r : cfg.ranks.serve) {
-      Schedule s(cfg, data.size(), r, {}, store.get());
+      Schedule s(cfg, data.mixture(), r, {}, store.get());
       std::printf("# rank %u: %llu batches in epoch 0, %llu in all %llu epochs\n", r,
                   static_cast<unsigned long long>(s.epoch_batches().empty() ? 0 : s.epoch_batches()[0]),
                   static_cast<unsigned long long>(s.total_batches()), static_cast<unsigned long long>(s.epochs()));

@@ -14,9 +14,6 @@
 
 namespace tokfeed {
 
-// The record rules a job's config implies.
-text::RecordRules record_rules(const JobConfig& cfg);
-
 class SampleEncoder {
  public:
   SampleEncoder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok);
@@ -30,7 +27,7 @@ class SampleEncoder {
   const JobConfig& cfg_;
   const Dataset& data_;
   const text::Tokenizer& tok_;
-  text::RecordRules rules_;
+  std::vector<text::RecordRules> rules_;  // per dataset
   text::RenderOptions render_;
   // Reused across samples, so the steady state allocates nothing.
   text::Conversation conv_;

@@ -57,9 +57,9 @@ void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(
   }
 }
 
-Schedule::Schedule(const JobConfig& cfg, uint64_t valid_records, uint32_t rank, StreamStart start,
+Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start,
                    const TokenStore* store)
-    : cfg_(cfg), n_(valid_records), world_(cfg.ranks.world_size), rank_(rank), rows_per_batch_(cfg.batch.rows()),
+    : cfg_(cfg), mix_(mix), n_(mix.per_epoch()), world_(cfg.ranks.world_size), rank_(rank), rows_per_batch_(cfg.batch.rows()),
       packed_(is_packed(cfg.batch.padding)), start_(start), store_(store), epochs_(cfg.schedule.epochs) {
   if (n_ > UINT32_MAX) throw std::invalid_argument("more than 2^32 records");
   if (packed_ && !store_) throw std::invalid_argument("packed modes need the token cache");
@@ -95,6 +95,11 @@ const std::vector<uint32_t>& Schedule::permutation(uint64_t epoch) {
       uint64_t j = splitmix64(state) % (i + 1);
       std::swap(perm_[i], perm_[j]);
     }
+  }
+  if (!mix_.whole()) {
+    // Positions of the sample list -> the records they hold (1.1).
+    mix_.sample_list(cfg_.schedule.seed, epoch, list_);
+    for (uint32_t& p : perm_) p = list_[p];
   }
   perm_epoch_ = epoch;
   return perm_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "mixture.hpp"
 
 namespace tokfeed {
 
@@ -48,9 +49,9 @@ struct BatchRows {
 
 class Schedule {
  public:
-  // `store` gives token counts; required for packed modes.
-  Schedule(const JobConfig& cfg, uint64_t valid_records, uint32_t rank, StreamStart start,
-           const TokenStore* store);
+  // `mix` gives each epoch's sample list (1.1); `store` gives token counts,
+  // required for packed modes.
+  Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store);
 
   StreamStart start() const { return start_; }
   // Batches of each epoch from start().epoch on.
@@ -77,7 +78,8 @@ class Schedule {
   uint64_t segment_batches(uint64_t n) const;
 
   const JobConfig& cfg_;
-  uint64_t n_;
+  Mixture mix_;
+  uint64_t n_;  // samples per epoch
   uint64_t world_;
   uint64_t rank_;
   uint64_t rows_per_batch_;
@@ -90,6 +92,7 @@ class Schedule {
   uint64_t total_ = 0;
   uint64_t perm_epoch_ = UINT64_MAX;
   std::vector<uint32_t> perm_;
+  std::vector<uint32_t> list_;  // the epoch's sample list, when not the identity
   uint64_t rows_epoch_ = UINT64_MAX;
   EpochRows rows_;
 };

@@ -84,11 +84,6 @@ Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
   start_ns_ = shm::monotonic_ns();
   acquire_instance_locks();
   tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
-  data_ = std::make_unique<Dataset>(cfg_.dataset, record_rules(cfg_));
-  for (const BadRecord& b : data_->bad())
-    spdlog::warn("{}:{}: bad record skipped: {}", data_->path(), b.line, b.reason);
-  spdlog::info("dataset {}: {} records, {} valid, {} bad", data_->path(), data_->records_total(), data_->size(),
-               data_->bad().size());
 #ifdef TOKFEED_FAULT_HOOKS
   if (const char* s = getenv("TOKFEED_FAULT_CRASH_LINE")) crash_on_line_ = std::atoll(s);
 #endif
@@ -96,7 +91,71 @@ Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 Supervisor::~Supervisor() {
+  if (index_thread_.joinable()) index_thread_.join();
   for (int fd : lock_fds_) ::close(fd);
+}
+
+// ------------------------------------------------------------ dataset index
+
+// The datasets are indexed on a thread while the control socket already
+// answers (status shows the progress); the thread is joined before anything
+// forks.
+void Supervisor::start_indexing() {
+  phase_ = Phase::kIndexing;
+  index_thread_ = std::thread([this] {
+    try {
+      indexed_ = std::make_unique<Dataset>(cfg_, &index_progress_);
+    } catch (...) {
+      index_error_ = std::current_exception();
+    }
+    index_done_.store(true, std::memory_order_release);
+  });
+  poll_indexing();
+}
+
+void Supervisor::poll_indexing() {
+  if (!index_done_.load(std::memory_order_acquire)) {
+    index_timer_.expires_after(std::chrono::milliseconds(50));
+    index_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) poll_indexing();
+    });
+    return;
+  }
+  index_thread_.join();
+  if (stopping_) return;
+  if (index_error_) {
+    try {
+      std::rethrow_exception(index_error_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      spdlog::error("{}", e.what());
+      sd_notifyf(0, "STATUS=error: %s", e.what());
+    }
+    exit_code_ = 1;
+    begin_shutdown("the dataset cannot be served");
+    return;
+  }
+  data_ = std::move(indexed_);
+  for (const BadRecord& b : data_->bad()) spdlog::warn("{}:{}: bad record skipped: {}", b.file, b.line, b.reason);
+  for (const DatasetInfo& d : data_->datasets())
+    spdlog::info("dataset {}: {} shard(s), {} records, {} valid, {} bad, {} samples per epoch ({} shard(s) indexed, "
+                 "the others from the index cache)",
+                 d.name, d.shards, d.records, d.valid, d.bad, d.samples, d.indexed);
+  spdlog::info("datasets indexed in {:.2f} s: {} valid records, {} samples per epoch", data_->index_seconds(),
+               data_->size(), data_->mixture().per_epoch());
+  prepare_cache();
+}
+
+std::string Supervisor::index_line() const {
+  const IndexProgress& p = index_progress_;
+  double seconds = (shm::monotonic_ns() - start_ns_) / 1e9;
+  uint64_t done = p.bytes_done.load(std::memory_order_relaxed), total = p.bytes_total.load(std::memory_order_relaxed);
+  double rate = seconds > 0 ? done / seconds : 0;
+  double eta = rate > 0 && total > done ? (total - done) / rate : 0;
+  return fmt::format("indexing datasets: shard {}/{}, {:.1f}/{:.1f} MB ({:.1f}%), {} records, {:.0f} MB/s, ETA {:.0f} s",
+                     p.shards_done.load(std::memory_order_relaxed), p.shards_total.load(std::memory_order_relaxed),
+                     done / 1e6, total / 1e6, total ? 100.0 * done / total : 100.0,
+                     p.records.load(std::memory_order_relaxed), rate / 1e6, eta);
 }
 
 void Supervisor::acquire_instance_locks() {
@@ -289,7 +348,7 @@ std::string Supervisor::cache_line() const {
 void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
   const uint32_t W = cfg_.workers.count;
   RankSlot& rs = ranks_[ri];
-  rs.schedule = std::make_unique<Schedule>(cfg_, data_->size(), rs.rank, start, store_.get());
+  rs.schedule = std::make_unique<Schedule>(cfg_, data_->mixture(), rs.rank, start, store_.get());
   uint64_t total = rs.schedule->total_batches();
   for (uint32_t w = 0; w < W; ++w) ring(ri * W + w).end_seq = total > w ? (total - w + W - 1) / W : 0;
 }
@@ -400,10 +459,10 @@ void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
   std::string where;
   if (rec > 0 && rec - 1 < data_->size()) {
     uint64_t v = rec - 1;
-    where = fmt::format(" while encoding {}:{}", data_->path(), data_->line(v));
+    where = " while encoding " + data_->where(v);
     if (!external && ++crashes_[v] >= cfg_.workers.max_crashes && poisoned_.insert(v).second) {
-      std::string report = fmt::format("{}:{}: record crashed a worker {} times; skipping it", data_->path(),
-                                       data_->line(v), crashes_[v]);
+      std::string report =
+          fmt::format("{}: record crashed a worker {} times; skipping it", data_->where(v), crashes_[v]);
       spdlog::error("{}", report);
       poison_reports_.push_back(report);
     }
@@ -430,6 +489,7 @@ void Supervisor::heartbeat() {
     }
     sd_notify(0, ("STATUS=" + summary_line()).c_str());
     if (cache_build_) spdlog::info("{}", cache_line());
+    if (phase_ == Phase::kIndexing && now - start_ns_ >= 1'000'000'000ULL) spdlog::info("{}", index_line());
   }
   if (stopping_) return;
   beat_.expires_after(std::chrono::milliseconds(cfg_.server.heartbeat_ms));
@@ -468,9 +528,9 @@ int Supervisor::run() {
   heartbeat();
   // Ready once the socket answers: status shows the token cache's progress.
   sd_notify(0, "READY=1");
-  prepare_cache();
+  start_indexing();
   io_.run();
-  return 0;
+  return exit_code_;
 }
 
 void Supervisor::begin_shutdown(const char* why) {
@@ -482,6 +542,7 @@ void Supervisor::begin_shutdown(const char* why) {
   if (metrics_) metrics_->close();
   beat_.cancel();
   cache_timer_.cancel();
+  index_timer_.cancel();
   signals_.cancel();
   if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
   bool any = false;
@@ -555,7 +616,7 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
     pk.pack("ok"), pk.pack(false);
     pk.pack("retry"), pk.pack(true);
     pk.pack("retry_ms"), pk.pack(200);
-    pk.pack("error"), pk.pack("attach: not ready: " + cache_line());
+    pk.pack("error"), pk.pack("attach: not ready: " + (phase_ == Phase::kIndexing ? index_line() : cache_line()));
     return {std::string(buf.data(), buf.size()), {}, false};
   }
 

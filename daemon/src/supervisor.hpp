@@ -14,8 +14,11 @@
 #include <boost/asio.hpp>
 #include <map>
 #include <memory>
+#include <atomic>
+#include <exception>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -73,12 +76,15 @@ class Supervisor final : public ControlHandler {
     std::optional<Peer> client;
   };
   // Where start-up stands: the token cache comes before the workers.
-  enum class Phase { kCacheWait, kCacheBuild, kServing };
+  enum class Phase { kIndexing, kCacheWait, kCacheBuild, kServing };
   struct Rates {
     uint64_t t_ns = 0, samples = 0, tokens = 0, real_tokens = 0;
   };
 
   void acquire_instance_locks();
+  void start_indexing();
+  void poll_indexing();
+  std::string index_line() const;
   void create_segments();
   void prepare_cache();
   void try_cache_lock();
@@ -96,6 +102,7 @@ class Supervisor final : public ControlHandler {
 
   Reply attach(const Peer& peer, const msgpack::object& req);
   std::string status_payload();
+  void pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const;
   std::string summary_line();
   std::string cache_line() const;
 
@@ -103,8 +110,14 @@ class Supervisor final : public ControlHandler {
 
   JobConfig cfg_;
   std::unique_ptr<text::Tokenizer> tok_;
-  std::unique_ptr<Dataset> data_;
-  Phase phase_ = Phase::kCacheWait;
+  std::unique_ptr<Dataset> data_;  // set once indexing is done
+  Phase phase_ = Phase::kIndexing;
+  IndexProgress index_progress_;
+  std::thread index_thread_;
+  std::unique_ptr<Dataset> indexed_;  // written by index_thread_
+  std::exception_ptr index_error_;
+  std::atomic<bool> index_done_{false};
+  int exit_code_ = 0;
   CacheKey cache_key_{};
   std::unique_ptr<TokenStore> store_;
   std::unique_ptr<CacheBuild> cache_build_;
@@ -130,6 +143,7 @@ class Supervisor final : public ControlHandler {
   boost::asio::signal_set sigchld_{io_};
   boost::asio::steady_timer beat_{io_};
   boost::asio::steady_timer cache_timer_{io_};
+  boost::asio::steady_timer index_timer_{io_};
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<MetricsHttpServer> metrics_;  // [server] metrics_listen
 };

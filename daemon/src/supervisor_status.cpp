@@ -32,11 +32,65 @@ std::string Supervisor::summary_line() {
   uint64_t restarts = 0;
   for (const RankSlot& rs : ranks_) attached += rs.client.has_value();
   for (const WorkerSlot& w : workers_) restarts += w.restarts;
+  if (phase_ == Phase::kIndexing) return index_line();
   if (phase_ != Phase::kServing)
     return fmt::format("{} records ({} bad); {}", data_->size(), data_->bad().size(), cache_line());
   return fmt::format("{} records ({} bad), {} workers ({} restarts), {}/{} ranks attached, {:.0f} samples/s, "
                      "{:.0f} tokens/s",
                      data_->size(), data_->bad().size(), workers_.size(), restarts, attached, ranks_.size(), sps, tps);
+}
+
+// The "dataset" map: indexing progress, then what was indexed, in all and per
+// dataset (docs/status.md).
+void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
+  const IndexProgress& ip = index_progress_;
+  pk.pack("dataset");
+  pk.pack_map(11);
+  kv(pk, "state", data_ ? "ready" : "indexing");
+  pk.pack("index");
+  pk.pack_map(7);
+  uint64_t done = ip.bytes_done.load(std::memory_order_relaxed), total = ip.bytes_total.load(std::memory_order_relaxed);
+  double seconds = data_ ? data_->index_seconds() : (shm::monotonic_ns() - start_ns_) / 1e9;
+  double rate = seconds > 0 ? done / seconds : 0;
+  kv(pk, "bytes_done", done);
+  kv(pk, "bytes_total", total);
+  kv(pk, "shards_done", ip.shards_done.load(std::memory_order_relaxed));
+  kv(pk, "shards_total", ip.shards_total.load(std::memory_order_relaxed));
+  kv(pk, "records", ip.records.load(std::memory_order_relaxed));
+  kv(pk, "seconds", seconds);
+  kv(pk, "eta_s", !data_ && rate > 0 && total > done ? (total - done) / rate : 0.0);
+  std::string path;
+  for (const DatasetConfig& d : cfg_.datasets) path += (path.empty() ? "" : ", ") + d.path;
+  kv(pk, "path", path);
+  kv(pk, "bytes", data_ ? data_->file_bytes() : uint64_t{0});
+  kv(pk, "records", data_ ? data_->records_total() : uint64_t{0});
+  kv(pk, "valid", data_ ? data_->size() : uint64_t{0});
+  kv(pk, "bad", data_ ? data_->bad().size() : std::size_t{0});
+  kv(pk, "samples_per_epoch", data_ ? data_->mixture().per_epoch() : uint64_t{0});
+  pk.pack("datasets");
+  pk.pack_array(data_ ? static_cast<uint32_t>(data_->datasets().size()) : 0u);
+  if (data_) {
+    for (const DatasetInfo& d : data_->datasets()) {
+      pk.pack_map(8);
+      kv(pk, "name", d.name);
+      kv(pk, "shards", d.shards);
+      kv(pk, "bytes", d.bytes);
+      kv(pk, "records", d.records);
+      kv(pk, "valid", d.valid);
+      kv(pk, "bad", d.bad);
+      kv(pk, "samples_per_epoch", d.samples);
+      kv(pk, "shards_indexed", d.indexed);
+    }
+  }
+  pk.pack("bad_records");
+  std::size_t shown = data_ ? std::min<std::size_t>(data_->bad().size(), 20) : 0;
+  pk.pack_array(static_cast<uint32_t>(shown));
+  for (std::size_t i = 0; i < shown; ++i) {
+    const BadRecord& b = data_->bad()[i];
+    pk.pack(fmt::format("{}:{}: {}", b.file, b.line, b.reason));
+  }
+  pk.pack("poisoned");
+  pk.pack(poison_reports_);
 }
 
 std::string Supervisor::status_payload() {
@@ -59,7 +113,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "state", state);
   kv(pk, "path", cfg_.cache.enabled ? store_path(cfg_.cache.dir, cache_key_, "idx") : std::string());
   kv(pk, "records_done", cp.done);
-  kv(pk, "records_total", cache_build_ ? cp.total : data_->size());
+  kv(pk, "records_total", cache_build_ ? cp.total : data_ ? data_->size() : uint64_t{0});
   kv(pk, "rate", cp.rate());
   kv(pk, "eta_s", cp.eta());
   kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);
@@ -75,20 +129,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "config", describe(cfg_));
   kv(pk, "metrics_listen", metrics_ ? metrics_->endpoint() : std::string());
 
-  pk.pack("dataset");
-  pk.pack_map(7);
-  kv(pk, "path", data_->path());
-  kv(pk, "bytes", data_->file_bytes());
-  kv(pk, "records", data_->records_total());
-  kv(pk, "valid", data_->size());
-  kv(pk, "bad", data_->bad().size());
-  pk.pack("bad_records");
-  std::size_t shown = std::min<std::size_t>(data_->bad().size(), 20);
-  pk.pack_array(static_cast<uint32_t>(shown));
-  for (std::size_t i = 0; i < shown; ++i)
-    pk.pack(fmt::format("{}:{}: {}", data_->path(), data_->bad()[i].line, data_->bad()[i].reason));
-  pk.pack("poisoned");
-  pk.pack(poison_reports_);
+  pack_dataset(pk);
 
   pk.pack("workers");
   pk.pack_array(static_cast<uint32_t>(workers_.size()));

@@ -95,8 +95,14 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   h.field(cfg.batch.last_assistant_only ? "last_assistant" : "all_assistant");
   h.field(std::to_string(cfg.batch.max_length));
   h.field(truncation_name(cfg.batch.truncation));
-  h.field(text::format_name(cfg.dataset.format));
-  for (const auto& [k, v] : cfg.dataset.placeholders) h.field(k), h.field(v);
+  for (std::size_t i = 0; i < cfg.datasets.size(); ++i) {
+    const DatasetConfig& d = cfg.datasets[i];
+    h.field(std::to_string(data.datasets()[i].valid));  // which records these rules read
+    h.field(text::format_name(d.format));
+    for (const auto& [k, v] : d.placeholders) h.field(k), h.field(v);
+    h.field("columns");
+    for (const auto& [k, v] : d.columns) h.field(k), h.field(v);
+  }
   return h.digest();
 }
 

@@ -81,6 +81,27 @@ std::string string_field(dom::element e, const std::string& where, std::string& 
   return {};
 }
 
+// A record's top-level fields, seen through the `columns` renames
+// (docs/data_model.md 1.1): a field renamed to `key` wins over `key` itself,
+// and a field renamed away is absent under its own name.
+class Fields {
+ public:
+  Fields(dom::object obj, const std::vector<std::pair<std::string, std::string>>& columns)
+      : obj_(obj), columns_(columns) {}
+
+  bool get(std::string_view key, dom::element& out) const {
+    for (const auto& [from, to] : columns_)
+      if (to == key && field(obj_, from, out)) return true;
+    for (const auto& [from, to] : columns_)
+      if (from == key) return false;
+    return field(obj_, key, out);
+  }
+
+ private:
+  dom::object obj_;
+  const std::vector<std::pair<std::string, std::string>>& columns_;
+};
+
 std::string parse_turn_list(dom::array list, std::string_view list_name, std::string_view role_key,
                             std::string_view content_key, bool sharegpt, Conversation& out) {
   std::size_t i = 0;
@@ -106,23 +127,23 @@ std::string parse_turn_list(dom::array list, std::string_view list_name, std::st
   return {};
 }
 
-std::string optional_system(dom::object obj, Conversation& out) {
+std::string optional_system(const Fields& obj, Conversation& out) {
   dom::element e;
-  if (!field(obj, "system", e)) return {};
+  if (!obj.get("system", e)) return {};
   std::string s;
   if (auto err = string_field(e, "system", s); !err.empty()) return err;
   out.push_back({Role::kSystem, std::move(s)});
   return {};
 }
 
-std::string parse_alpaca(dom::object obj, Conversation& out) {
+std::string parse_alpaca(const Fields& obj, Conversation& out) {
   if (auto e = optional_system(obj, out); !e.empty()) return e;
   dom::element ins, inp, outp;
-  if (!field(obj, "instruction", ins)) return "field 'instruction' is missing";
-  if (!field(obj, "output", outp)) return "field 'output' is missing";
+  if (!obj.get("instruction", ins)) return "field 'instruction' is missing";
+  if (!obj.get("output", outp)) return "field 'output' is missing";
   std::string user, input, answer;
   if (auto e = string_field(ins, "instruction", user); !e.empty()) return e;
-  if (field(obj, "input", inp)) {
+  if (obj.get("input", inp)) {
     if (auto e = string_field(inp, "input", input); !e.empty()) return e;
   }
   if (auto e = string_field(outp, "output", answer); !e.empty()) return e;
@@ -132,10 +153,10 @@ std::string parse_alpaca(dom::object obj, Conversation& out) {
   return {};
 }
 
-std::string parse_query_response(dom::object obj, Conversation& out) {
+std::string parse_query_response(const Fields& obj, Conversation& out) {
   if (auto e = optional_system(obj, out); !e.empty()) return e;
   dom::element hist;
-  if (field(obj, "history", hist)) {
+  if (obj.get("history", hist)) {
     dom::array pairs;
     if (hist.get_array().get(pairs)) return "field 'history': expected an array of [query, response] pairs";
     std::size_t i = 0;
@@ -152,8 +173,8 @@ std::string parse_query_response(dom::object obj, Conversation& out) {
     }
   }
   dom::element q_el, r_el;
-  if (!field(obj, "query", q_el)) return "field 'query' is missing";
-  if (!field(obj, "response", r_el)) return "field 'response' is missing";
+  if (!obj.get("query", q_el)) return "field 'query' is missing";
+  if (!obj.get("response", r_el)) return "field 'response' is missing";
   std::string q, r;
   if (auto e = string_field(q_el, "query", q); !e.empty()) return e;
   if (auto e = string_field(r_el, "response", r); !e.empty()) return e;
@@ -162,19 +183,19 @@ std::string parse_query_response(dom::object obj, Conversation& out) {
   return {};
 }
 
-Format detect(dom::object obj) {
+Format detect(const Fields& obj) {
   dom::element e;
-  if (field(obj, "messages", e)) return Format::kMessages;
-  if (field(obj, "conversations", e)) return Format::kShareGpt;
+  if (obj.get("messages", e)) return Format::kMessages;
+  if (obj.get("conversations", e)) return Format::kShareGpt;
   dom::element e2;
-  if (field(obj, "instruction", e) && field(obj, "output", e2)) return Format::kAlpaca;
-  if (field(obj, "query", e) && field(obj, "response", e2)) return Format::kQueryResponse;
+  if (obj.get("instruction", e) && obj.get("output", e2)) return Format::kAlpaca;
+  if (obj.get("query", e) && obj.get("response", e2)) return Format::kQueryResponse;
   return Format::kAuto;
 }
 
-std::string parse_list_field(dom::object obj, std::string_view key, bool sharegpt, Conversation& out) {
+std::string parse_list_field(const Fields& obj, std::string_view key, bool sharegpt, Conversation& out) {
   dom::element e;
-  if (!field(obj, key, e)) return "field '" + std::string(key) + "' is missing";
+  if (!obj.get(key, e)) return "field '" + std::string(key) + "' is missing";
   dom::array list;
   if (e.get_array().get(list)) return "field '" + std::string(key) + "': expected an array";
   return sharegpt ? parse_turn_list(list, key, "from", "value", true, out)
@@ -216,13 +237,14 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
   dom::object obj;
   if (root.get_object().get(obj)) return "malformed JSON: a record must be a JSON object";
 
-  Format f = rules.format == Format::kAuto ? detect(obj) : rules.format;
+  Fields fields(obj, rules.columns);
+  Format f = rules.format == Format::kAuto ? detect(fields) : rules.format;
   std::string reason;
   switch (f) {
-    case Format::kMessages: reason = parse_list_field(obj, "messages", false, out); break;
-    case Format::kShareGpt: reason = parse_list_field(obj, "conversations", true, out); break;
-    case Format::kAlpaca: reason = parse_alpaca(obj, out); break;
-    case Format::kQueryResponse: reason = parse_query_response(obj, out); break;
+    case Format::kMessages: reason = parse_list_field(fields, "messages", false, out); break;
+    case Format::kShareGpt: reason = parse_list_field(fields, "conversations", true, out); break;
+    case Format::kAlpaca: reason = parse_alpaca(fields, out); break;
+    case Format::kQueryResponse: reason = parse_query_response(fields, out); break;
     case Format::kAuto:
       reason = "unrecognized record: expected 'messages', 'conversations', 'instruction'+'output' or "
                "'query'+'response'";

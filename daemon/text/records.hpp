@@ -27,6 +27,8 @@ struct RecordRules {
   Format format = Format::kAuto;
   bool require_alternation = false;  // mistral and llama2 templates
   std::vector<std::pair<std::string, std::string>> placeholders;  // {{NAME}} → value
+  // Top-level fields renamed before format detection: source → target.
+  std::vector<std::pair<std::string, std::string>> columns;
 };
 
 // Parses one record's JSON text into a conversation and checks it against

@@ -15,6 +15,9 @@ using tokfeed::BatchRows;
 using tokfeed::JobConfig;
 using tokfeed::Padding;
 using tokfeed::Schedule;
+
+// One dataset taken whole: n records, n samples per epoch.
+static tokfeed::Mixture whole(uint64_t n) { return tokfeed::Mixture({{0, n, n}}); }
 using tokfeed::StreamStart;
 using tokfeed::TokenStore;
 
@@ -76,7 +79,7 @@ TEST_CASE("splitmix64 matches its published reference values") {
 
 TEST_CASE("without shuffle, one rank reads records in file order") {
   JobConfig c = job(1, 4);
-  Schedule s(c, 10, 0, {}, nullptr);
+  Schedule s(c, whole(10), 0, {}, nullptr);
   CHECK(s.epoch_batches() == std::vector<uint64_t>{3});
   CHECK(samples(s, 0) == std::vector<uint64_t>{0, 1, 2, 3});
   CHECK(samples(s, 2) == std::vector<uint64_t>{8, 9});  // the short last batch is kept
@@ -87,7 +90,7 @@ TEST_CASE("DistributedSampler semantics: padding by wrap-around, or drop_last") 
   JobConfig c = job(4, 8);
   std::map<uint64_t, int> seen;
   for (uint32_t r = 0; r < 4; ++r) {
-    Schedule s(c, 10, r, {}, nullptr);
+    Schedule s(c, whole(10), r, {}, nullptr);
     std::vector<uint64_t> b = samples(s, 0);
     CHECK(b.size() == 3);
     for (auto x : b) ++seen[x];
@@ -97,14 +100,14 @@ TEST_CASE("DistributedSampler semantics: padding by wrap-around, or drop_last") 
   CHECK(seen[1] == 2);
   CHECK(seen[9] == 1);
   JobConfig d = job(4, 2, false, true);
-  Schedule s(d, 10, 3, {}, nullptr);
+  Schedule s(d, whole(10), 3, {}, nullptr);
   CHECK(s.epoch_batches() == std::vector<uint64_t>{1});
   CHECK(samples(s, 0) == std::vector<uint64_t>{3, 7});
 }
 
 TEST_CASE("a shuffled epoch is a permutation, different per epoch and fixed per seed") {
   JobConfig c = job(1, 100, true, false, 2);
-  Schedule s(c, 100, 0, {}, nullptr), t(c, 100, 0, {}, nullptr);
+  Schedule s(c, whole(100), 0, {}, nullptr), t(c, whole(100), 0, {}, nullptr);
   std::vector<uint64_t> e0 = samples(s, 0), e1 = samples(s, 1), again = samples(t, 0);
   CHECK(e0 == again);
   CHECK(e0 != e1);
@@ -143,7 +146,7 @@ TEST_CASE("packed: every sample exactly once per epoch, equal steps on every ran
       std::map<uint64_t, int> seen;
       uint64_t steps = 0;
       for (uint32_t r = 0; r < world; ++r) {
-        Schedule s(c, n, r, {}, st.store.get());
+        Schedule s(c, whole(n), r, {}, st.store.get());
         if (r == 0) steps = s.epoch_batches()[epoch];
         CHECK(s.epoch_batches()[epoch] == steps);
         uint64_t first = s.index_of(epoch, 0);
@@ -178,19 +181,19 @@ TEST_CASE("elastic resume: 4 ranks to 2 delivers every remaining row once") {
     c4.batch.pack_window = 100;
     JobConfig c2 = c4;
     c2.ranks.world_size = 2;
-    Schedule probe(c4, n, 0, {}, st.store.get());
+    Schedule probe(c4, whole(n), 0, {}, st.store.get());
     const uint64_t B = probe.epoch_batches()[0];
     for (uint64_t step : {uint64_t{0}, uint64_t{1}, B / 2, B - 1, B}) {
       CAPTURE(step);
       std::map<uint64_t, int> seen;
       for (uint32_t r = 0; r < 4; ++r) {
-        Schedule s(c4, n, r, {}, st.store.get());
+        Schedule s(c4, whole(n), r, {}, st.store.get());
         for (uint64_t k = 0; k < step; ++k)
           for (uint64_t x : samples(s, k)) ++seen[x];
       }
       StreamStart start{0, step * 4 * c4.batch.rows()};
       for (uint32_t r = 0; r < 2; ++r) {
-        Schedule s(c2, n, r, start, st.store.get());
+        Schedule s(c2, whole(n), r, start, st.store.get());
         for (uint64_t k = 0; k < s.epoch_batches()[0]; ++k)
           for (uint64_t x : samples(s, k)) ++seen[x];
       }
@@ -202,10 +205,10 @@ TEST_CASE("elastic resume: 4 ranks to 2 delivers every remaining row once") {
 
 TEST_CASE("a stream started mid-epoch locates its batches and the epochs after it") {
   JobConfig c = job(2, 3, true, false, 3);
-  Schedule full(c, 30, 1, {}, nullptr);
+  Schedule full(c, whole(30), 1, {}, nullptr);
   CHECK(full.epoch_batches() == std::vector<uint64_t>{5, 5, 5});
   // Same world size, same base: the same batches at the same positions.
-  Schedule later(c, 30, 1, {1, 0}, nullptr);
+  Schedule later(c, whole(30), 1, {1, 0}, nullptr);
   CHECK(later.epoch_batches() == std::vector<uint64_t>{5, 5});
   CHECK(samples(later, later.index_of(2, 3)) == samples(full, full.index_of(2, 3)));
   uint64_t e, k;
@@ -214,6 +217,77 @@ TEST_CASE("a stream started mid-epoch locates its batches and the epochs after i
   CHECK(k == 2);
   CHECK(later.index_of(3, 0) == later.total_batches());
   // A segment from row 24 of epoch 1: 6 rows over 2 ranks.
-  Schedule seg(c, 30, 0, {1, 24}, nullptr);
+  Schedule seg(c, whole(30), 0, {1, 24}, nullptr);
   CHECK(seg.epoch_batches() == std::vector<uint64_t>{1, 5});
+}
+
+// ------------------------------------------------------------ mixing (1.1)
+
+namespace {
+
+tokfeed::DatasetConfig entry(std::optional<uint64_t> samples, std::optional<double> weight) {
+  tokfeed::DatasetConfig d;
+  d.samples = samples;
+  d.weight = weight;
+  return d;
+}
+
+// How often each record appears in a sample list.
+std::map<uint32_t, int> histogram(const std::vector<uint32_t>& list) {
+  std::map<uint32_t, int> h;
+  for (uint32_t r : list) ++h[r];
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("mix counts: samples, whole datasets and weights, with largest remainders") {
+  using tokfeed::mix_counts;
+  CHECK(mix_counts({entry(500, {}), entry({}, {})}, {100, 40}, "job.toml") == std::vector<uint64_t>{500, 40});
+  // F = 60, weights 0.4 in all: T = floor(60 / 0.6 + 0.5) = 100; 40 shared 25 : 15.
+  CHECK(mix_counts({entry(60, {}), entry({}, 0.25), entry({}, 0.15)}, {100, 100, 100}, "job.toml") ==
+        std::vector<uint64_t>{60, 25, 15});
+  // All weighted: T = 10 + 20 + 30 = 60 shared 1 : 1 : 1.
+  CHECK(mix_counts({entry({}, 1.0), entry({}, 1.0), entry({}, 1.0)}, {10, 20, 30}, "job.toml") ==
+        std::vector<uint64_t>{20, 20, 20});
+  // 7 shared 1 : 1 : 1 is 2.33 each: the remainder goes to the first (ties by config order).
+  CHECK(mix_counts({entry({}, 1.0), entry({}, 1.0), entry({}, 1.0)}, {3, 2, 2}, "job.toml") ==
+        std::vector<uint64_t>{3, 2, 2});
+  CHECK_THROWS_AS(mix_counts({entry(10, {}), entry({}, 1.0)}, {10, 10}, "job.toml"), tokfeed::ConfigError);
+}
+
+TEST_CASE("sample lists: exact counts per dataset, N above the size repeats, deterministic, new draws each epoch") {
+  // Dataset 0: 10 records, 4 drawn; dataset 1: 6 records, 15 = 2 x 6 + 3; dataset 2: 5 records, whole.
+  tokfeed::Mixture mix({{0, 10, 4}, {10, 6, 15}, {16, 5, 5}});
+  CHECK(mix.per_epoch() == 24);
+  CHECK_FALSE(mix.whole());
+  std::vector<uint32_t> e0, again, e1;
+  mix.sample_list(42, 0, e0);
+  mix.sample_list(42, 0, again);
+  mix.sample_list(42, 1, e1);
+  REQUIRE(e0.size() == 24);
+  CHECK(e0 == again);
+  CHECK(e0 != e1);
+  for (const auto* list : {&e0, &e1}) {
+    auto h = histogram(*list);
+    int d0 = 0, d1 = 0, d2 = 0;
+    for (auto [r, n] : h) {
+      if (r < 10) {
+        d0 += n;
+        CHECK(n == 1);  // without replacement
+      } else if (r < 16) {
+        d1 += n;
+        CHECK((n == 2 || n == 3));  // twice, and the 3 drawn once more
+      } else {
+        d2 += n;
+        CHECK(n == 1);
+      }
+    }
+    CHECK(d0 == 4);
+    CHECK(d1 == 15);
+    CHECK(d2 == 5);
+  }
+  // One whole dataset is the identity, and a schedule over it is unchanged.
+  tokfeed::Mixture one({{0, 7, 7}});
+  CHECK(one.whole());
 }

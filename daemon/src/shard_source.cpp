@@ -1,0 +1,289 @@
+#include "shard_source.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "dataset.hpp"
+
+namespace tokfeed {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+bool is_dataset_file(const std::string& name) {
+  for (const char* ext : {".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst"})
+    if (ends_with(name, ext)) return true;
+  return false;
+}
+
+bool is_regular(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// A file mapped read-only; the caller unmaps it.
+struct Mapped {
+  const char* data = nullptr;
+  uint64_t size = 0;
+  struct stat st {};
+};
+
+Mapped map_file(const std::string& path) {
+  Mapped m;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DatasetError(fmt::format("{}: cannot open the dataset: {}", path, std::strerror(errno)));
+  if (::fstat(fd, &m.st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw DatasetError(fmt::format("{}: cannot stat the dataset: {}", path, std::strerror(err)));
+  }
+  m.size = static_cast<uint64_t>(m.st.st_size);
+  if (m.size > 0) {
+    void* p = ::mmap(nullptr, m.size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw DatasetError(fmt::format("{}: cannot map the dataset: {}", path, std::strerror(err)));
+    }
+    m.data = static_cast<const char*>(p);
+  }
+  ::close(fd);
+  return m;
+}
+
+void write_all(int fd, const void* p, std::size_t n, const std::string& what) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0)
+      throw DatasetError(fmt::format("{}: cannot write the decompressed shard: {}; free space there, or set [cache] "
+                                     "dir elsewhere", what, std::strerror(errno)));
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+// Decompresses `in` into `fd`. Several gzip members or zstd frames follow
+// each other as one stream; anything else is corrupt input.
+void decompress(const std::string& path, Compression c, const Mapped& in, int fd, const std::string& out_name,
+                std::atomic<uint64_t>* read_bytes) {
+  std::vector<char> buf(1 << 20);
+  uint64_t reported = 0;
+  auto advance = [&](uint64_t pos) {
+    if (read_bytes) read_bytes->fetch_add(pos - reported, std::memory_order_relaxed);
+    reported = pos;
+  };
+  auto at = [&](uint64_t offset, const std::string& what) {
+    return DatasetError(fmt::format("{}: byte {} of the compressed file: {}; the file is damaged: fetch or "
+                                    "compress it again", path, offset, what));
+  };
+  if (c == Compression::kGzip) {
+    z_stream z{};
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw DatasetError(path + ": cannot start zlib");
+    uint64_t pos = 0;
+    bool in_member = false;
+    while (pos < in.size) {
+      if (!in_member) in_member = true;
+      std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(in.size - pos, 1u << 30));
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data + pos));
+      z.avail_in = static_cast<uInt>(chunk);
+      z.next_out = reinterpret_cast<Bytef*>(buf.data());
+      z.avail_out = static_cast<uInt>(buf.size());
+      int rc = inflate(&z, Z_NO_FLUSH);
+      pos += chunk - z.avail_in;
+      write_all(fd, buf.data(), buf.size() - z.avail_out, out_name);
+      advance(pos);
+      if (rc == Z_STREAM_END) {
+        in_member = false;
+        inflateReset(&z);
+      } else if (rc == Z_BUF_ERROR && z.avail_in == 0 && pos >= in.size) {
+        break;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        std::string msg = z.msg ? z.msg : fmt::format("zlib error {}", rc);
+        inflateEnd(&z);
+        throw at(pos, "corrupt gzip data (" + msg + ")");
+      }
+    }
+    inflateEnd(&z);
+    if (in_member) throw at(in.size, "truncated gzip stream (it ends inside a member)");
+    return;
+  }
+  ZSTD_DCtx* z = ZSTD_createDCtx();
+  ZSTD_inBuffer src{in.data, static_cast<std::size_t>(in.size), 0};
+  std::size_t last = 0;
+  while (src.pos < src.size) {
+    ZSTD_outBuffer dst{buf.data(), buf.size(), 0};
+    last = ZSTD_decompressStream(z, &dst, &src);
+    if (ZSTD_isError(last)) {
+      std::string msg = ZSTD_getErrorName(last);
+      ZSTD_freeDCtx(z);
+      throw at(src.pos, "corrupt zstd data (" + msg + ")");
+    }
+    write_all(fd, buf.data(), dst.pos, out_name);
+    advance(src.pos);
+  }
+  // Flush what the last frame still holds.
+  for (;;) {
+    ZSTD_outBuffer dst{buf.data(), buf.size(), 0};
+    if (last == 0) break;
+    last = ZSTD_decompressStream(z, &dst, &src);
+    if (ZSTD_isError(last) || dst.pos == 0) break;
+    write_all(fd, buf.data(), dst.pos, out_name);
+  }
+  ZSTD_freeDCtx(z);
+  if (last != 0) throw at(in.size, "truncated zstd stream (it ends inside a frame)");
+}
+
+std::string content_key(const Mapped& in) {
+  XXH128_hash_t h = XXH3_128bits(in.data, static_cast<std::size_t>(in.size));
+  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+}
+
+}  // namespace
+
+Compression compression_of(const std::string& path) noexcept {
+  if (ends_with(path, ".gz")) return Compression::kGzip;
+  if (ends_with(path, ".zst")) return Compression::kZstd;
+  return Compression::kNone;
+}
+
+std::vector<std::string> resolve_shards(const std::string& name, const std::string& path) {
+  std::vector<std::string> out;
+  if (path.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    int rc = ::glob(path.c_str(), GLOB_NOSORT, nullptr, &g);
+    if (rc == 0)
+      for (std::size_t i = 0; i < g.gl_pathc; ++i)
+        if (is_regular(g.gl_pathv[i])) out.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    if (out.empty()) throw DatasetError(fmt::format("{}: the glob matches no file; check [dataset] path", name));
+  } else if (fs::is_directory(path)) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::follow_directory_symlink, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->is_regular_file(ec) && is_dataset_file(it->path().filename().string())) out.push_back(it->path().string());
+    }
+    if (ec) throw DatasetError(fmt::format("{}: cannot list the directory: {}", name, ec.message()));
+    if (out.empty())
+      throw DatasetError(fmt::format("{}: the directory holds no .jsonl, .json, .jsonl.gz, .json.gz, .jsonl.zst or "
+                                     ".json.zst file", name));
+  } else {
+    out.push_back(path);
+  }
+  std::sort(out.begin(), out.end());  // bytewise: std::string compares chars as unsigned
+  return out;
+}
+
+ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_dir,
+                            std::atomic<uint64_t>* read_bytes) {
+  ShardBytes s;
+  Mapped in = map_file(path);
+  Compression c = compression_of(path);
+  if (c == Compression::kNone) {
+    s.data_ = in.data;
+    s.size_ = in.size;
+    s.identity_ = fmt::format("file\n{}\n{}\n{}\n{}", fs::weakly_canonical(path).string(), in.size,
+                              in.st.st_mtim.tv_sec * 1'000'000'000LL + in.st.st_mtim.tv_nsec, in.st.st_ino);
+    return s;
+  }
+  struct Unmap {
+    Mapped& m;
+    ~Unmap() {
+      if (m.data) ::munmap(const_cast<char*>(m.data), m.size);
+    }
+  } unmap{in};
+  std::string key = content_key(in);
+  s.identity_ = "spool\n" + key;
+  int fd = -1;
+  if (spool_dir.empty()) {
+    fd = ::memfd_create("tokfeed-shard", MFD_CLOEXEC);
+    if (fd < 0) throw DatasetError(fmt::format("{}: memfd_create failed: {}", path, std::strerror(errno)));
+    try {
+      decompress(path, c, in, fd, path, read_bytes);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  } else {
+    std::error_code ec;
+    fs::create_directories(spool_dir, ec);
+    std::string spool = fmt::format("{}/{}.jsonl", spool_dir, key);
+    fd = ::open(spool.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      // Written under a temporary name and renamed: a crash leaves no
+      // half-written spool under the final name.
+      std::string tmp = fmt::format("{}.tmp.{}.{}", spool, getpid(), std::random_device{}());
+      int w = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (w < 0)
+        throw DatasetError(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", path, tmp,
+                                       std::strerror(errno)));
+      try {
+        decompress(path, c, in, w, tmp, read_bytes);
+      } catch (...) {
+        ::close(w);
+        ::unlink(tmp.c_str());
+        throw;
+      }
+      if (::fsync(w) != 0 || ::rename(tmp.c_str(), spool.c_str()) != 0) {
+        int err = errno;
+        ::close(w);
+        ::unlink(tmp.c_str());
+        throw DatasetError(fmt::format("{}: cannot keep the spool {}: {}", path, spool, std::strerror(err)));
+      }
+      fd = w;
+    }
+    s.spool_ = spool;
+  }
+  struct stat st;
+  ::fstat(fd, &st);
+  s.size_ = static_cast<uint64_t>(st.st_size);
+  if (s.size_ > 0) {
+    void* p = ::mmap(nullptr, s.size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw DatasetError(fmt::format("{}: cannot map the decompressed shard: {}", path, std::strerror(err)));
+    }
+    s.data_ = static_cast<const char*>(p);
+  }
+  ::close(fd);
+  return s;
+}
+
+ShardBytes::ShardBytes(ShardBytes&& o) noexcept { *this = std::move(o); }
+
+ShardBytes& ShardBytes::operator=(ShardBytes&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    identity_ = std::move(o.identity_);
+    spool_ = std::move(o.spool_);
+  }
+  return *this;
+}
+
+ShardBytes::~ShardBytes() {
+  if (data_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+}  // namespace tokfeed

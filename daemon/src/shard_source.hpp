@@ -1,0 +1,54 @@
+// A dataset's shards (docs/data_model.md 1.1): which files a path names, and
+// each shard's bytes mapped read-only and shared, compressed shards through a
+// decompressed spool file so that workers can map them too.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tokfeed {
+
+// The shards `path` names: the file itself; every regular file a glob
+// matches; or every dataset file below a directory. Sorted bytewise. Throws
+// DatasetError when there is none; `name` is the path as the config wrote it.
+std::vector<std::string> resolve_shards(const std::string& name, const std::string& path);
+
+enum class Compression : uint8_t { kNone, kGzip, kZstd };
+Compression compression_of(const std::string& path) noexcept;
+
+// A shard's bytes, mapped read-only and MAP_SHARED: forked workers share the
+// pages. Move-only; unmapped when destroyed.
+class ShardBytes {
+ public:
+  // Maps `path`, decompressing it first when it is compressed: into
+  // `spool_dir/<content hash>.jsonl` (kept, and reused by later starts), or
+  // into an anonymous memory file when `spool_dir` is empty. `read_bytes`
+  // is advanced by the compressed bytes consumed, for progress. Throws DatasetError
+  // naming the file and the compressed byte offset of corrupt input.
+  static ShardBytes open(const std::string& path, const std::string& spool_dir, std::atomic<uint64_t>* read_bytes);
+
+  ShardBytes() = default;
+  ShardBytes(ShardBytes&& o) noexcept;
+  ShardBytes& operator=(ShardBytes&& o) noexcept;
+  ShardBytes(const ShardBytes&) = delete;
+  ShardBytes& operator=(const ShardBytes&) = delete;
+  ~ShardBytes();
+
+  const char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  // The identity the shard's index is cached under: the file's path, size,
+  // mtime and inode; a spool's content hash.
+  const std::string& identity() const { return identity_; }
+  // The spool file read instead of a compressed shard ("" otherwise).
+  const std::string& spool() const { return spool_; }
+
+ private:
+  const char* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::string identity_;
+  std::string spool_;
+};
+
+}  // namespace tokfeed
