@@ -1,0 +1,309 @@
+// Datasets as users have them (docs/data_model.md 1.1): mixing with counts
+// and weights, shards from globs and directories, gzip and zstd shards, the
+// index cache, column renames, and the errors bad files give.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "harness.hpp"
+
+using namespace tokfeed::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tok_and_batch(const std::string& batch = "size = 4\nmax_length = 512\n") {
+  return "[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
+         "\"\ntemplate = \"mistral\"\n[batch]\n" + batch;
+}
+
+void require_equal(const std::vector<std::string>& ours, const std::vector<std::string>& ref, const std::string& what) {
+  REQUIRE(!ref.empty());
+  REQUIRE(ours.size() == ref.size());
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    INFO(what << " batch " << i);
+    REQUIRE(ours[i] == ref[i]);
+  }
+}
+
+Output check(const std::string& config) { return run(bin("tokfeedd") + " --check-config '" + config + "'"); }
+
+void copy(const std::string& from, const std::string& to) {
+  fs::create_directories(fs::path(to).parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+// The first `n` lines of a bundled file, written to `to`.
+void head(const std::string& from, std::size_t n, const std::string& to) {
+  std::ifstream in(from);
+  std::ofstream out(to);
+  std::string line;
+  for (std::size_t i = 0; i < n && std::getline(in, line); ++i) out << line << "\n";
+}
+
+std::string status_json(const Daemon& d) {
+  return run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json").out;
+}
+
+}  // namespace
+
+TEST_CASE("a mix with samples below and above each dataset's size equals the reference over two epochs") {
+  TempDir dir;
+  std::string body = "[[datasets]]\npath = \"" + data_path("sft/messages-100.jsonl") +
+                     "\"\nsamples = 30\n"
+                     "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
+                     "\"\nsamples = 250\n"
+                     "[[datasets]]\npath = \"" + data_path("sft/sharegpt-100.jsonl") + "\"\n" +
+                     tok_and_batch() + "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
+  std::string cfg = write_job(dir, body);
+  Daemon d(cfg, socket_of(dir));
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::vector<std::string> ours = dump(d.socket(), r);
+    // 30 + 250 + 100 samples an epoch, over 2 ranks in batches of 4: 48 batches per rank per epoch.
+    CHECK(ours.size() == 96);
+    require_equal(ours, reference(cfg, r), "rank " + std::to_string(r));
+  }
+  std::string st = status_json(d);
+  CHECK(st.find("\"samples_per_epoch\":380") != std::string::npos);
+  for (const char* per : {"\"samples_per_epoch\":30,", "\"samples_per_epoch\":250,", "\"samples_per_epoch\":100,"})
+    CHECK_MESSAGE(st.find(per) != std::string::npos, per);
+  CHECK(d.stop(SIGTERM) == 0);
+}
+
+TEST_CASE("weights share the epoch with fixed counts, as the reference reads them") {
+  TempDir dir;
+  std::string body = "[[datasets]]\npath = \"" + data_path("sft/query_response-100.jsonl") +
+                     "\"\nsamples = 60\n"
+                     "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
+                     "\"\nweight = 0.25\n"
+                     "[[datasets]]\npath = \"" + data_path("sft/messages-100.jsonl") + "\"\nweight = 0.15\n" +
+                     tok_and_batch() + "[schedule]\nepochs = 2\n";
+  std::string cfg = write_job(dir, body);
+  // T = floor(60 / 0.6 + 0.5) = 100: 40 weighted samples, 25 and 15.
+  Output o = check(cfg);
+  REQUIRE_MESSAGE(o.status == 0, o.err);
+  CHECK(o.out.find("alpaca-100.jsonl: 1 shard(s), 100 records, 100 valid, 0 bad, 25 samples per epoch") !=
+        std::string::npos);
+  CHECK(o.out.find("messages-100.jsonl: 1 shard(s), 100 records, 100 valid, 0 bad, 15 samples per epoch") !=
+        std::string::npos);
+  Daemon d(cfg, socket_of(dir));
+  require_equal(dump(d.socket()), reference(cfg), "weighted mix");
+}
+
+TEST_CASE("shards from a directory and a glob: sorted, gzip and zstd read as the plain files") {
+  TempDir dir;
+  // Three shards; their sorted order is a.jsonl.gz, b.jsonl, sub/c.jsonl.zst.
+  const std::string m = data_path("sft/mixed-300.jsonl");
+  fs::create_directories(dir.file("parts/sub"));
+  head(m, 120, dir.file("parts/a.jsonl"));
+  {
+    std::ifstream in(m);
+    std::ofstream b(dir.file("parts/b.jsonl")), c(dir.file("c.jsonl"));
+    std::string line;
+    for (int i = 0; std::getline(in, line); ++i) {
+      if (i >= 120 && i < 200) b << line << "\n";
+      if (i >= 200) c << line << "\n";
+    }
+  }
+  REQUIRE(run("gzip -n '" + dir.file("parts/a.jsonl") + "'").status == 0);
+  REQUIRE(run("zstd -q --rm '" + dir.file("c.jsonl") + "' -o '" + dir.file("parts/sub/c.jsonl.zst") + "'").status == 0);
+  std::ofstream(dir.file("parts/notes.txt")) << "not a dataset\n";
+
+  std::string plain = write_job(dir, "[dataset]\npath = \"" + m + "\"\n" + tok_and_batch(), "plain");
+  std::string by_dir = write_job(dir, "[dataset]\npath = \"" + dir.file("parts") + "\"\n" + tok_and_batch(), "dir");
+  std::vector<std::string> want;
+  {
+    Daemon d(plain, socket_of(dir, "plain"));
+    want = dump(d.socket());
+  }
+  {
+    Daemon d(by_dir, socket_of(dir, "dir"));
+    require_equal(dump(d.socket()), want, "directory of shards");
+    CHECK(status_json(d).find("\"shards\":3") != std::string::npos);
+  }
+  // The decompressed spools are kept in the cache directory for the next start.
+  int spools = 0;
+  for (const auto& e : fs::directory_iterator(dir.file("cache/spool"))) spools += e.path().extension() == ".jsonl";
+  CHECK(spools == 2);
+  // The same shards through a glob, compressed ones only matched by their names.
+  std::string glob = write_job(dir, "[dataset]\npath = \"" + dir.file("parts/*.jsonl*") + "\"\n" + tok_and_batch(),
+                               "glob");
+  Output o = check(glob);
+  REQUIRE_MESSAGE(o.status == 0, o.err);
+  CHECK(o.out.find("2 shard(s), 200 records") != std::string::npos);
+  // And the reference reads the directory the same way.
+  require_equal(want, reference(by_dir), "reference over the directory");
+}
+
+TEST_CASE("the index cache: a second start indexes nothing; a changed shard is indexed again") {
+  TempDir dir;
+  head(data_path("sft/mixed-300.jsonl"), 100, dir.file("a.jsonl"));
+  head(data_path("sft/alpaca-100.jsonl"), 50, dir.file("b.jsonl"));
+  std::string cfg = write_job(dir, "[dataset]\npath = \"" + dir.file("*.jsonl") + "\"\n" + tok_and_batch());
+  Output first = check(cfg), second = check(cfg);
+  REQUIRE_MESSAGE(first.status == 0, first.err);
+  CHECK(first.out.find("(2 of 2 shards indexed") != std::string::npos);
+  CHECK(second.out.find("(0 of 2 shards indexed") != std::string::npos);
+  CHECK(second.out.find("150 records") != std::string::npos);
+  // Append one record to b: only b is indexed again, and the count follows.
+  std::string extra;
+  {
+    std::ifstream in(data_path("sft/alpaca-100.jsonl"));
+    for (int i = 0; i < 60; ++i) std::getline(in, extra);
+  }
+  std::ofstream(dir.file("b.jsonl"), std::ios::app) << extra << "\n";
+  Output third = check(cfg);
+  CHECK(third.out.find("(1 of 2 shards indexed") != std::string::npos);
+  CHECK(third.out.find("151 records") != std::string::npos);
+}
+
+TEST_CASE("columns rename fields before detection, and each dataset has its own placeholders") {
+  TempDir dir;
+  // Alpaca records with their fields renamed, and the self-cognition set twice with other names.
+  {
+    std::ifstream in(data_path("sft/alpaca-100.jsonl"));
+    std::ofstream out(dir.file("renamed.jsonl"));
+    std::string line;
+    for (int i = 0; i < 40 && std::getline(in, line); ++i) {
+      for (auto [from, to] : {std::pair{"\"instruction\":", "\"prompt\":"}, {"\"output\":", "\"completion\":"}})
+        if (auto at = line.find(from); at != std::string::npos) line.replace(at, std::string(from).size(), to);
+      out << line << "\n";
+    }
+  }
+  std::string sc = data_path("sft/self_cognition.json");
+  std::string body = "[[datasets]]\npath = \"" + dir.file("renamed.jsonl") +
+                     "\"\ncolumns = { prompt = \"instruction\", completion = \"output\" }\n"
+                     "[[datasets]]\npath = \"" + sc + "\"\nsamples = 20\n"
+                     "[datasets.placeholders]\nNAME = \"tokfeed-bot\"\nAUTHOR = \"the tokfeed team\"\n"
+                     "[[datasets]]\npath = \"" + sc + "\"\nsamples = 20\n"
+                     "[datasets.placeholders]\nNAME = \"Other\"\nAUTHOR = \"someone else\"\n" +
+                     tok_and_batch() + "[schedule]\nseed = 7\n";
+  std::string cfg = write_job(dir, body);
+  Output o = check(cfg);
+  REQUIRE_MESSAGE(o.status == 0, o.err);
+  CHECK(o.out.find("renamed.jsonl: 1 shard(s), 40 records, 40 valid, 0 bad") != std::string::npos);
+  Daemon d(cfg, socket_of(dir));
+  std::vector<std::string> ours = dump(d.socket());
+  require_equal(ours, reference(cfg), "columns and placeholders");
+  // Without the renames no record has a format.
+  std::string bare = write_job(dir, "[dataset]\npath = \"" + dir.file("renamed.jsonl") + "\"\n" + tok_and_batch(),
+                               "bare");
+  Output b = check(bare);
+  CHECK(b.status != 0);
+  CHECK(b.err.find("no valid records") != std::string::npos);
+}
+
+TEST_CASE("damaged files: truncated gzip, invalid UTF-8, a trailing comma in a JSON array") {
+  TempDir dir;
+  const std::string m = data_path("sft/mixed-300.jsonl");
+  SUBCASE("a truncated gzip shard names the file and the compressed byte offset") {
+    copy(m, dir.file("d/a.jsonl"));
+    REQUIRE(run("gzip -n '" + dir.file("d/a.jsonl") + "'").status == 0);
+    fs::resize_file(dir.file("d/a.jsonl.gz"), fs::file_size(dir.file("d/a.jsonl.gz")) / 2);
+    Output o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("d") + "\"\n" + tok_and_batch()));
+    CHECK(o.status != 0);
+    CHECK_MESSAGE(o.err.find(dir.file("d/a.jsonl.gz") + ": byte ") != std::string::npos, o.err);
+    CHECK(o.err.find("truncated gzip stream") != std::string::npos);
+    // Nothing half-written is left as a spool.
+    for (const auto& e : fs::recursive_directory_iterator(dir.file("cache")))
+      CHECK(e.path().string().find(".jsonl") == std::string::npos);
+  }
+  SUBCASE("a shard with invalid UTF-8: counted under skip, named by file and line under fail") {
+    head(m, 10, dir.file("u.jsonl"));
+    std::string text = slurp(dir.file("u.jsonl"));
+    std::size_t line4 = 0;
+    for (int i = 0; i < 3; ++i) line4 = text.find('\n', line4) + 1;
+    std::size_t q = text.find("\": \"", line4);  // the first string value on line 4
+    REQUIRE(q != std::string::npos);
+    text.insert(q + 4, "\xC3\x28");
+    std::ofstream(dir.file("u.jsonl"), std::ios::trunc) << text;
+    Output skip = check(write_job(dir, "[dataset]\npath = \"" + dir.file("u.jsonl") + "\"\n" + tok_and_batch(), "s"));
+    REQUIRE_MESSAGE(skip.status == 0, skip.err);
+    CHECK(skip.out.find("10 records, 9 valid, 1 bad") != std::string::npos);
+    CHECK(skip.out.find(dir.file("u.jsonl") + ":4: malformed JSON") != std::string::npos);
+    Output fail = check(write_job(
+        dir, "[dataset]\npath = \"" + dir.file("u.jsonl") + "\"\non_bad_record = \"fail\"\n" + tok_and_batch(), "f"));
+    CHECK(fail.status != 0);
+    CHECK(fail.err.find(dir.file("u.jsonl") + ":4: bad record: malformed JSON") != std::string::npos);
+  }
+  SUBCASE("a JSON array with a trailing comma names the file, line and byte") {
+    std::ofstream(dir.file("arr.json")) << "[\n  {\"query\": \"q\", \"response\": \"r\"},\n]\n";
+    Output o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("arr.json") + "\"\n" + tok_and_batch()));
+    CHECK(o.status != 0);
+    CHECK_MESSAGE(o.err.find(dir.file("arr.json") + ":3: byte 37: broken JSON array: trailing comma") !=
+                      std::string::npos,
+                  o.err);
+  }
+  SUBCASE("config errors name the dataset entry") {
+    std::string both = "[[datasets]]\npath = \"" + m + "\"\nsamples = 5\nweight = 0.5\n" + tok_and_batch();
+    Output o = check(write_job(dir, both, "both"));
+    CHECK(o.err.find("[datasets.0] weight: give samples or weight, not both") != std::string::npos);
+    std::string over = "[[datasets]]\npath = \"" + m + "\"\n[[datasets]]\npath = \"" + m + "\"\nweight = 1.5\n" +
+                       tok_and_batch();
+    o = check(write_job(dir, over, "over"));
+    CHECK(o.err.find("must add up to less than 1") != std::string::npos);
+    o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("none/*.jsonl") + "\"\n" + tok_and_batch(), "none"));
+    CHECK(o.err.find("the glob matches no file") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Summed proportional set size (KiB) of a daemon and its workers.
+uint64_t summed_pss_kib(Daemon& d) {
+  std::vector<pid_t> pids = d.worker_pids();
+  pids.push_back(d.pid());
+  uint64_t total = 0;
+  for (pid_t p : pids) {
+    std::istringstream in(slurp("/proc/" + std::to_string(p) + "/smaps_rollup"));
+    std::string key;
+    uint64_t kib;
+    while (in >> key) {
+      if (key == "Pss:" && in >> kib) total += kib;
+      in.ignore(1 << 20, '\n');
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: PSS does not grow per worker") {
+  TempDir dir;
+  std::string big = dir.file("big.jsonl");
+  {
+    std::string part = slurp(data_path("sft/mixed-300.jsonl"));
+    std::ofstream out(big);
+    for (int i = 0; i < 400; ++i) out << part;
+  }
+  const uint64_t bytes = fs::file_size(big);
+  std::map<int, uint64_t> pss;
+  for (int workers : {1, 4}) {
+    CAPTURE(workers);
+    std::string name = "w" + std::to_string(workers);
+    std::string cfg = write_job(dir,
+                                "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() + "[workers]\ncount = " +
+                                    std::to_string(workers) + "\n[cache]\nenabled = false\n",
+                                name);
+    Daemon d(cfg, socket_of(dir, name));
+    // Every worker builds batches from all over the file.
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 64").status == 0);
+    std::string st = status_json(d);
+    CHECK(st.find("\"state\":\"ready\"") != std::string::npos);
+    CHECK(st.find("\"bytes_done\":" + std::to_string(bytes) + ",\"bytes_total\":" + std::to_string(bytes)) !=
+          std::string::npos);
+    CHECK(st.find("\"records\":120000") != std::string::npos);
+    CHECK(d.log().find("datasets indexed in ") != std::string::npos);
+    pss[workers] = summed_pss_kib(d);
+    CHECK(d.stop(SIGTERM) == 0);
+  }
+  MESSAGE("summed PSS: 1 worker " << pss[1] / 1024 << " MiB, 4 workers " << pss[4] / 1024 << " MiB, file "
+                                  << bytes / (1 << 20) << " MiB");
+  // Three more workers that each held a copy of the file would add 600 MiB.
+  CHECK(pss[4] < pss[1] + 3 * 40 * 1024);
+  CHECK(pss[4] * 1024 < bytes + 200ull * 1024 * 1024);
+}
