@@ -88,6 +88,13 @@ class Dataset {
   const std::vector<DatasetInfo>& datasets() const { return info_; }
   const Mixture& mixture() const { return mixture_; }
   double index_seconds() const { return seconds_; }
+  // Each shard's valid record count and the digest of their bytes, in order:
+  // together they name the valid records' bytes and order.
+  std::vector<std::pair<uint64_t, ShardIndex::Digest>> contents() const {
+    std::vector<std::pair<uint64_t, ShardIndex::Digest>> out;
+    for (const Shard& s : shards_) out.emplace_back(s.index.valid(), s.index.digest());
+    return out;
+  }
 
  private:
   struct Shard {

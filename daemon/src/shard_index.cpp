@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include <xxhash.h>
+
 #include "dataset.hpp"
 
 namespace tokfeed {
@@ -19,7 +21,11 @@ namespace tokfeed {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'S', 'H', 'X', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+// JSONL shards are indexed in chunks of about this size (cut after a
+// newline), shared out among the threads. The cut points depend only on the
+// bytes, so the digest does not depend on the thread count.
+constexpr uint64_t kChunkBytes = 8u << 20;
 
 // The saved index: this header, `valid` uint64 offsets, then per bad record
 // a uint32 line, a uint32 length and the reason's bytes. Little-endian.
@@ -31,7 +37,7 @@ struct Header {
   uint64_t bad;
   uint64_t shard_bytes;
   uint64_t bad_bytes;
-  uint8_t reserved[16];
+  uint64_t digest_hi, digest_lo;
 };
 static_assert(sizeof(Header) == 64);
 
@@ -67,17 +73,37 @@ bool element_end(const char* d, uint64_t size, uint64_t& i, uint32_t* lines) {
   return !in_string && depth == 0;
 }
 
+// The digest of a run of valid records: each one length-prefixed.
+class RecordHash {
+ public:
+  RecordHash() { XXH3_128bits_reset(state_); }
+  ~RecordHash() { XXH3_freeState(state_); }
+  RecordHash(const RecordHash&) = delete;
+  RecordHash& operator=(const RecordHash&) = delete;
+  void add(std::string_view record) {
+    uint64_t n = record.size();
+    XXH3_128bits_update(state_, &n, sizeof n);
+    XXH3_128bits_update(state_, record.data(), record.size());
+  }
+  XXH128_hash_t digest() const { return XXH3_128bits_digest(state_); }
+
+ private:
+  XXH3_state_t* state_ = XXH3_createState();
+};
+
 struct Part {
   std::vector<uint64_t> offsets;
   std::vector<ShardBad> bad;  // lines relative to the part's first line
   uint32_t lines = 0;         // newlines in the part
+  XXH128_hash_t digest{};     // of its valid records
 };
 
-// One thread's share of a JSONL shard: [b, e), starting at a line start.
-void index_lines(const char* d, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
+// One chunk of a JSONL shard: [b, e), starting at a line start.
+void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
                  std::atomic<uint64_t>* scanned) {
   text::Conversation scratch;
-  uint64_t pos = b, reported = b;
+  RecordHash hash;
+  uint64_t pos = b;
   uint32_t line = 0;
   while (pos < e) {
     ++line;
@@ -87,19 +113,33 @@ void index_lines(const char* d, uint64_t b, uint64_t e, const text::RecordRules&
     while (s < t && is_ws(d[s])) ++s;
     while (t > s && is_ws(d[t - 1])) --t;
     if (t > s) {
+      std::string_view rec(d + s, t - s);
       std::string reason = t - s > UINT32_MAX ? "record longer than 4 GiB"
-                                              : text::parse_record(std::string_view(d + s, t - s), rules, scratch);
-      if (reason.empty()) out.offsets.push_back(s);
-      else out.bad.push_back({line, std::move(reason)});
+                                              : text::parse_record(rec, rules, scratch, t + text::kParsePadding <= size);
+      if (reason.empty()) {
+        out.offsets.push_back(s);
+        hash.add(rec);
+      } else {
+        out.bad.push_back({line, std::move(reason)});
+      }
     }
     pos = end + 1;
-    if (scanned && pos - reported >= (1u << 20)) {
-      scanned->fetch_add(std::min(pos, e) - reported, std::memory_order_relaxed);
-      reported = std::min(pos, e);
-    }
   }
-  out.lines = line;  // every part but the last ends with a newline
-  if (scanned) scanned->fetch_add(e - std::min(reported, e), std::memory_order_relaxed);
+  out.lines = line;  // every chunk but the last ends with a newline
+  out.digest = hash.digest();
+  if (scanned) scanned->fetch_add(e - b, std::memory_order_relaxed);
+}
+
+XXH128_hash_t combine(const std::vector<XXH128_hash_t>& parts) {
+  uint64_t n = parts.size();
+  std::vector<XXH128_hash_t> buf(parts);
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  XXH3_128bits_update(st, &n, sizeof n);
+  XXH3_128bits_update(st, buf.data(), buf.size() * sizeof(XXH128_hash_t));
+  XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  return h;
 }
 
 }  // namespace
@@ -143,6 +183,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     // each element as a record.
     x.kind_ = ShardKind::kArray;
     text::Conversation scratch;
+    RecordHash hash;
     uint32_t line = 1 + static_cast<uint32_t>(std::count(d, d + first, '\n'));
     uint64_t i = first + 1;
     auto fail = [&](const std::string& what) {
@@ -165,11 +206,15 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         if (!element_end(d, size, i, &line)) fail("unterminated record");
         uint64_t end = i;
         while (end > start && is_ws(d[end - 1])) --end;
-        std::string reason = end - start > UINT32_MAX
-                                 ? "record longer than 4 GiB"
-                                 : text::parse_record(std::string_view(d + start, end - start), rules, scratch);
-        if (reason.empty()) x.owned_.push_back(start);
-        else x.bad_.push_back({start_line, std::move(reason)});
+        std::string_view rec(d + start, end - start);
+        std::string reason = end - start > UINT32_MAX ? "record longer than 4 GiB"
+                                                      : text::parse_record(rec, rules, scratch);
+        if (reason.empty()) {
+          x.owned_.push_back(start);
+          hash.add(rec);
+        } else {
+          x.bad_.push_back({start_line, std::move(reason)});
+        }
         skip_ws();
         if (i >= size) fail("unexpected end of file; expected ',' or ']'");
         if (d[i] == ']') {
@@ -183,32 +228,42 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     skip_ws();
     if (i < size) fail("unexpected data after the closing ']'");
     if (scanned) scanned->fetch_add(size, std::memory_order_relaxed);
+    XXH128_hash_t h = combine({hash.digest()});
+    x.digest_ = {h.high64, h.low64};
   } else {
-    // JSONL: cut at line starts into one part per thread.
+    // JSONL: chunks cut after a newline, taken by the threads in turn.
     x.kind_ = ShardKind::kJsonl;
-    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(size / (4u << 20) + 1)));
     std::vector<uint64_t> cut{0};
-    for (unsigned t = 1; t < threads; ++t) {
-      uint64_t at = std::max(cut.back(), size * t / threads);
+    while (cut.back() < size) {
+      uint64_t at = cut.back() + kChunkBytes;
       const void* nl = at < size ? std::memchr(d + at, '\n', size - at) : nullptr;
       cut.push_back(nl ? static_cast<uint64_t>(static_cast<const char*>(nl) - d) + 1 : size);
     }
-    cut.push_back(size);
-    std::vector<Part> parts(threads);
+    const std::size_t chunks = cut.size() - 1;
+    std::vector<Part> parts(chunks);
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+      for (std::size_t c; (c = next.fetch_add(1)) < chunks;)
+        index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], scanned);
+    };
+    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks)));
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t)
-      pool.emplace_back(index_lines, d, cut[t], cut[t + 1], std::cref(rules), std::ref(parts[t]), scanned);
-    index_lines(d, cut[0], cut[1], rules, parts[0], scanned);
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
     for (std::thread& th : pool) th.join();
     uint64_t total = 0;
     for (const Part& p : parts) total += p.offsets.size();
     x.owned_.reserve(total);
+    std::vector<XXH128_hash_t> digests;
     uint32_t base = 0;
     for (Part& p : parts) {
       x.owned_.insert(x.owned_.end(), p.offsets.begin(), p.offsets.end());
       for (ShardBad& b : p.bad) x.bad_.push_back({base + b.line, std::move(b.reason)});
       base += p.lines;
+      digests.push_back(p.digest);
     }
+    XXH128_hash_t h = combine(digests);
+    x.digest_ = {h.high64, h.low64};
   }
   x.valid_ = x.owned_.size();
   x.offsets_ = x.owned_.data();
@@ -239,6 +294,7 @@ std::optional<ShardIndex> ShardIndex::load(const std::string& file, uint64_t sha
   x.kind_ = static_cast<ShardKind>(h.kind);
   x.shard_bytes_ = h.shard_bytes;
   x.valid_ = h.valid;
+  x.digest_ = {h.digest_hi, h.digest_lo};
   x.offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const char*>(p) + sizeof(Header));
   // Trust nothing read from disk: offsets rise and stay inside the shard.
   for (uint64_t i = 0; i < x.valid_; ++i)
@@ -278,6 +334,8 @@ std::string ShardIndex::save(const std::string& file) const {
   h.bad = bad_.size();
   h.shard_bytes = shard_bytes_;
   h.bad_bytes = tail.size();
+  h.digest_hi = digest_.hi;
+  h.digest_lo = digest_.lo;
   bool ok = true;
   auto put = [&](const void* p, uint64_t n) {
     const char* c = static_cast<const char*>(p);
@@ -307,6 +365,7 @@ ShardIndex& ShardIndex::operator=(ShardIndex&& o) noexcept {
     kind_ = o.kind_;
     shard_bytes_ = o.shard_bytes_;
     valid_ = o.valid_;
+    digest_ = o.digest_;
     owned_ = std::move(o.owned_);
     bad_ = std::move(o.bad_);
     map_ = std::exchange(o.map_, nullptr);

@@ -58,11 +58,19 @@ class ShardIndex {
   const std::vector<ShardBad>& bad() const { return bad_; }
   uint64_t records() const { return valid_ + bad_.size(); }
   bool mapped() const { return map_ != nullptr; }
+  // XXH3-128 of the valid records' bytes (each length-prefixed), in chunks
+  // whose cut points depend only on the bytes: the token cache key takes it
+  // instead of hashing every record again at every start.
+  struct Digest {
+    uint64_t hi = 0, lo = 0;
+  };
+  Digest digest() const { return digest_; }
 
  private:
   ShardKind kind_ = ShardKind::kJsonl;
   uint64_t shard_bytes_ = 0;
   uint64_t valid_ = 0;
+  Digest digest_;
   const uint64_t* offsets_ = nullptr;  // into owned_ or the mapped file
   std::vector<uint64_t> owned_;
   std::vector<ShardBad> bad_;

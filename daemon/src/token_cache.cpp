@@ -17,7 +17,7 @@ namespace tokfeed {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'I', 'D', 'X', '1'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 
 // The .idx header; offsets and flags follow it.
 struct IdxHeader {
@@ -80,10 +80,15 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   Hasher h;
   h.field(fmt::format("tokfeed token cache v{}", kFormatVersion));
   // Tokens depend on the valid records' bytes and order, not on where the
-  // file is: two paths to the same data share a store.
+  // files are: two paths to the same data share a store. The shard index
+  // digested the records when it was built, so no start reads them again.
   uint64_t n = data.size();
   h.add(&n, sizeof n);
-  for (uint64_t i = 0; i < n; ++i) h.field(data.record(i));
+  for (const auto& [valid, digest] : data.contents()) {
+    h.add(&valid, sizeof valid);
+    h.add(&digest.hi, sizeof digest.hi);
+    h.add(&digest.lo, sizeof digest.lo);
+  }
   h.field(cfg.tokenizer.type);
   h.file(cfg.tokenizer.path);
   if (cfg.tokenizer.type == "hf") {

@@ -225,13 +225,14 @@ std::string check_conversation(const Conversation& c, bool require_alternation) 
 
 }  // namespace
 
-std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out) {
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded) {
+  static_assert(kParsePadding >= simdjson::SIMDJSON_PADDING);
   out.clear();
   // One parser per process: workers are single-threaded, and forked workers
   // each get their own copy.
   static thread_local dom::parser parser;
   dom::element root;
-  if (auto err = parser.parse(json.data(), json.size(), true).get(root)) {
+  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
     return std::string("malformed JSON: ") + simdjson::error_message(err);
   }
   dom::object obj;

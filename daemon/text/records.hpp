@@ -33,8 +33,10 @@ struct RecordRules {
 
 // Parses one record's JSON text into a conversation and checks it against
 // the rules. Returns the bad-record reason, or an empty string when the
-// record is valid. Never throws.
-std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out);
+// record is valid. Never throws. `padded`: at least kParsePadding readable
+// bytes follow `json` (in a larger mapping), so it is parsed in place.
+inline constexpr std::size_t kParsePadding = 64;
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded = false);
 
 // Replaces each {{NAME}} with its value in one left-to-right pass; unknown
 // names stay as they are and replacements are not rescanned.
