@@ -96,6 +96,7 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
     return DatasetError(fmt::format("{}: byte {} of the compressed file: {}; the file is damaged: fetch or "
                                     "compress it again", path, offset, what));
   };
+  if (in.size == 0) throw at(0, "the compressed file is empty");
   if (c == Compression::kGzip) {
     z_stream z{};
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw DatasetError(path + ": cannot start zlib");
@@ -115,6 +116,8 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
       if (rc == Z_STREAM_END) {
         in_member = false;
         inflateReset(&z);
+        // gzip(1) ignores zero bytes after the last member (tape padding).
+        if (std::all_of(in.data + pos, in.data + in.size, [](char b) { return b == 0; })) break;
       } else if (rc == Z_BUF_ERROR && z.avail_in == 0 && pos >= in.size) {
         break;
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
@@ -178,7 +181,7 @@ std::vector<std::string> resolve_shards(const std::string& name, const std::stri
     if (out.empty()) throw DatasetError(fmt::format("{}: the glob matches no file; check [dataset] path", name));
   } else if (fs::is_directory(path)) {
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::follow_directory_symlink, ec);
+    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::none, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (it->is_regular_file(ec) && is_dataset_file(it->path().filename().string())) out.push_back(it->path().string());
     }

@@ -212,6 +212,18 @@ TEST_CASE("damaged files: truncated gzip, invalid UTF-8, a trailing comma in a J
     for (const auto& e : fs::recursive_directory_iterator(dir.file("cache")))
       CHECK(e.path().string().find(".jsonl") == std::string::npos);
   }
+  SUBCASE("gzip members one after another, with zero padding after the last, read as one file") {
+    head(m, 30, dir.file("one.jsonl"));
+    std::string text = slurp(dir.file("one.jsonl"));
+    std::ofstream(dir.file("p1.jsonl")) << text.substr(0, text.size() / 2 + 1 + text.substr(text.size() / 2).find('\n'));
+    std::ofstream(dir.file("p2.jsonl")) << text.substr(text.size() / 2 + 1 + text.substr(text.size() / 2).find('\n'));
+    REQUIRE(run("cd '" + dir.path() + "' && gzip -nc p1.jsonl > g/two.jsonl.gz 2>/dev/null || (mkdir -p g && gzip -nc "
+                "p1.jsonl > g/two.jsonl.gz) && gzip -nc p2.jsonl >> g/two.jsonl.gz && head -c 512 /dev/zero >> "
+                "g/two.jsonl.gz").status == 0);
+    Output o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("g") + "\"\n" + tok_and_batch()));
+    REQUIRE_MESSAGE(o.status == 0, o.err);
+    CHECK(o.out.find("1 shard(s), 30 records, 30 valid, 0 bad") != std::string::npos);
+  }
   SUBCASE("a shard with invalid UTF-8: counted under skip, named by file and line under fail") {
     head(m, 10, dir.file("u.jsonl"));
     std::string text = slurp(dir.file("u.jsonl"));

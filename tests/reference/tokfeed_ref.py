@@ -10,8 +10,11 @@ Run with Debian's /usr/bin/python3 (3.11: tomllib, python3-sentencepiece).
                    [--start-epoch E --start-base B | --elastic-from E,K,R,B]
     tokfeed_ref.py --config job.toml --bad-records
 
-Exit codes: 0 ok, 2 bad record with on_bad_record = "fail", 3 tokenizer
-type not available (hf without the `tokenizers` package), 1 other errors.
+Exit codes: 0 ok, 2 bad record with on_bad_record = "fail" or an error of
+section 1.1 (the [dataset] / [[datasets]] tables, samples / weight, columns,
+a path with no shard, a corrupt compressed shard; A29), 3 tokenizer type not
+available (hf without the `tokenizers` package) or no zstd(1) for a .zst
+shard, 1 other errors.
 
 Readings chosen where docs/data_model.md is ambiguous (to be settled in the
 spec; each is marked "AMBIGUITY" where it is implemented):
@@ -71,14 +74,15 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     at the line where the error is, and parsing stops there (earlier
     records stay valid). Anything after the closing ']' is ignored.
  A16 The `file` in "file:line: reason" is dataset.path as written in the
-    config.
+    config (for a file; globs and directories: A31).
  A17 padding = "max_length" with rows = 0 gives [] (shape [0, M]).
  A18 tokenizer.type = "hf": the special strings are whatever the HF
     `tokenizers` library splits out (its added tokens); the pad id is
     tokenizer_config.json's pad_token when present, else 0. (Untested here:
     `tokenizers` is not installed for /usr/bin/python3, so this exits 3.)
  A19 --limit-records N keeps the first N physical lines of a JSONL file
-    (blank lines count) or the first N elements of a JSON array.
+    (blank lines count) or the first N elements of a JSON array; with
+    several shards, of each shard (A35).
  A20 "step" in the dump counts the batches of a segment (4.2): a stream
     started at (e0, s0) prints step 0 for rows[s0:]'s first step. With
     --elastic-from at the config's own world size the stream is
@@ -111,20 +115,103 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     also enabled = false with packed modes (spec 6: batches are identical).
     Unknown keys and sections are ignored here (the reference reads only
     what it needs; the daemon is the one that rejects them).
+ A29 Datasets (1.1): `[dataset]` and `[[datasets]]` together are an error;
+    `datasets` must be a non-empty array of tables; with neither, one
+    dataset with every default. Each entry takes the keys and defaults of
+    [dataset] (path "data.jsonl", format "auto", on_bad_record "skip", no
+    placeholders, no columns). samples: a TOML integer (not a boolean)
+    >= 1; weight: a TOML integer or float (not a boolean), finite, > 0.
+    The 1.1 errors exit 2 (see Exit codes); a bad format / on_bad_record /
+    placeholders value still exits 1 like the other config errors.
+ A30 Shards: a path holding `*`, `?` or `[` is a glob even when a file of
+    that name exists, matched by Python's glob.glob (fnmatch: `*`, `?`,
+    `[...]`, `[!...]`; `**` is a plain `*`; a name starting with "." is
+    only matched by a pattern part starting with "."), keeping matches that
+    are regular files after following symlinks. A directory is walked with
+    os.walk: hidden files and directories included, symlinks to files
+    included, symlinked directories not entered; the suffixes are tested on
+    the file name, case-sensitively. Any other path is one shard, read as
+    it is (any name); a path that does not exist is an error.
+ A31 A shard's name (the `shard` of "shard:line: reason", and what is
+    sorted) is built from dataset.path as written: a file: the path itself
+    (A16); a glob: the match as glob.glob(path, root_dir=config directory)
+    returns it (relative when the pattern is); a directory:
+    os.path.join(path, the file's path below it). Sorted bytewise on their
+    UTF-8 bytes (os.fsencode), which is the order of the resolved paths too
+    (they share one prefix).
+ A32 Compression is chosen by the shard's name: ending in ".gz" (any name,
+    not only .jsonl.gz) is gzip, ".zst" is zstd. gzip: Python's gzip
+    module; zero bytes after a member are skipped (as gzip(1) and Python
+    do), any other bytes must start another member. zstd: the frames are
+    walked (RFC 8878: frame and skippable-frame magics, header, block
+    headers, checksum), so a non-zstd file named .zst (zstd(1) would also
+    decode gzip/xz/lz4) or zero padding is corrupt; then `zstd -dcq`
+    decodes it, with zstd(1)'s default memory limit. An empty (0-byte)
+    compressed shard is an error (gzip(1) and zstd(1) both say "unexpected
+    end of file").
+ A33 The compressed byte offset of a corrupt shard is where decoding
+    stopped: the end of the file when it ends early (header, deflate data,
+    block or trailer cut off); the start of a member / frame whose magic or
+    method is wrong; the frame header byte with the reserved bit; the block
+    header with the reserved type; for bad deflate data the byte whose
+    arrival made zlib fail; for a gzip CRC / length mismatch the trailer
+    field; for a zstd frame whose structure is sound but which zstd(1)
+    rejects (bad content, checksum), the start of that frame.
+ A34 columns: a table of strings to strings, applied to object records
+    (before `format`, explicit or auto), all at once: {a = "b", b = "c"}
+    turns {a, b} into {b: a's value, c: b's value}. A source is removed
+    under its own name whether or not it is null. When several sources
+    name one target, the first in the table's order that is present and
+    not null wins. source = target is allowed (it only drops a null).
+ A35 --limit-records N applies to each shard (its first N lines or
+    elements), so the daemon is to be given shards cut the same way.
+ A36 on_bad_record is per dataset: the job fails (exit 2, the message of
+    the first such record in reading order on stderr) when a dataset with
+    "fail" has a bad record; bad records of "skip" datasets are skipped.
+    --bad-records and --report's "bad_records" list every dataset's, in
+    reading order (dataset, shard, line).
+ A37 The draw (1.1) uses its splitmix64 whatever schedule.shuffle says
+    (shuffle only governs section 4's permutation of L); m = 0 draws
+    nothing. Wt is summed in config order, left to right, in doubles, and
+    F / (1 - Wt) converts F to a double. A dataset with n_d = 0 that has to
+    give c_d > 0 samples (samples = k, or a weighted share above 0) is an
+    error (exit 2); with neither samples nor weight it gives none.
+ A38 A record that appears several times in an epoch's order is the same
+    sample (tokenized once, same tokens); each occurrence is a sample of its
+    own for packing, dealing and the dropped / all_masked counts (A13, A21).
+    Only records that occur in some epoch's order are tokenized.
+ A39 --report adds "datasets" (after the other keys) only for a config with
+    `[[datasets]]`, so a [dataset] job's report is unchanged: per dataset
+    {"path": as written, "shards": how many, "records": records read (valid
+    + bad; blank lines are not records), "valid": n_d, "bad": count,
+    "samples_per_epoch": c_d}.
 """
 
 import argparse
 import bisect
+import glob
+import gzip
 import itertools
 import json
+import math
 import os
 import re
+import struct
+import subprocess
 import sys
 import tomllib
+import zlib
 
 IGNORE = -100
 MASK64 = 0xFFFFFFFFFFFFFFFF
 GOLDEN = 0x9E3779B97F4A7C15
+DRAW_MUL = 0xD1B54A32D192ED03   # spec 1.1: the draw's per-dataset seed term
+
+FORMATS = ("auto", "messages", "sharegpt", "alpaca", "query_response")
+ON_BAD = ("skip", "fail")
+# Spec 1.1: the files a directory path takes (tested on the file name).
+SHARD_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
+GLOB_CHARS = "*?["
 
 DEFAULT_SYSTEM = {
     "mistral": None,
@@ -168,6 +255,67 @@ def _typed(table, section, key, default, kind, what):
     return v
 
 
+def _dataset_entry(table, where, base):
+    """One dataset of [dataset] / [[datasets]] (spec 1, 1.1) -> dict (AMBIGUITY A29)."""
+    if not isinstance(table, dict):
+        raise ToolError(f"config: {where} must be a table", 2)
+    path = table.get("path", "data.jsonl")
+    if not isinstance(path, str) or not path:
+        raise ToolError(f"config: [{where}] path = {path!r}, expected a non-empty string", 2)
+    ds = {
+        "path": path,                 # as written: shard names are built from it (A31)
+        "base": base,                 # the config file's directory
+        "format": table.get("format", "auto"),
+        "on_bad_record": table.get("on_bad_record", "skip"),
+        "placeholders": table.get("placeholders", {}),
+        "columns": table.get("columns", {}),
+        "samples": table.get("samples"),
+        "weight": table.get("weight"),
+    }
+    for key, allowed in (("format", FORMATS), ("on_bad_record", ON_BAD)):
+        if ds[key] not in allowed:
+            raise ToolError(f"config: [{where}] {key} = {ds[key]!r}, expected one of {allowed}")
+    if not isinstance(ds["placeholders"], dict):
+        raise ToolError(f"config: [{where}] placeholders = {ds['placeholders']!r}, expected a table")
+    ds["placeholders"] = dict(ds["placeholders"])
+    cols = ds["columns"]
+    if not isinstance(cols, dict) or not all(isinstance(v, str) for v in cols.values()):
+        raise ToolError(f"config: [{where}] columns = {cols!r}, expected a table of "
+                        "source = \"target\" strings", 2)
+    ds["columns"] = dict(cols)
+    samples, weight = ds["samples"], ds["weight"]
+    if samples is not None and weight is not None:
+        raise ToolError(f"config: [{where}] has both samples and weight: give at most one", 2)
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        raise ToolError(f"config: [{where}] samples = {samples!r}, expected an integer >= 1", 2)
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                               or not math.isfinite(weight) or not weight > 0):
+        raise ToolError(f"config: [{where}] weight = {weight!r}, expected a number > 0", 2)
+    return ds
+
+
+def load_datasets_config(raw, base):
+    """Spec 1.1: `[dataset]` (one) or `[[datasets]]` (a list), never both (AMBIGUITY A29)."""
+    one, many = raw.get("dataset"), raw.get("datasets")
+    if one is not None and many is not None:
+        raise ToolError("config: both [dataset] and [[datasets]]: a job has one form or the other", 2)
+    if many is None:
+        datasets = [_dataset_entry(one if one is not None else {}, "dataset", base)]
+    else:
+        if not isinstance(many, list) or not many:
+            raise ToolError("config: datasets must be a non-empty array of tables ([[datasets]])", 2)
+        datasets = [_dataset_entry(t, f"datasets.{d}", base) for d, t in enumerate(many)]
+    weights = [ds["weight"] for ds in datasets if ds["weight"] is not None]
+    if weights and len(weights) < len(datasets):
+        wt = 0.0
+        for w in weights:   # config order, doubles (AMBIGUITY A37)
+            wt += float(w)
+        if not wt < 1.0:
+            raise ToolError(f"config: the weights sum to {wt!r}; with unweighted datasets in the job "
+                            "they must sum to less than 1", 2)
+    return datasets
+
+
 def load_config(path):
     """Read the job TOML; fill in defaults; resolve paths against its directory."""
     with open(path, "rb") as f:
@@ -177,13 +325,10 @@ def load_config(path):
     def sect(name):
         return raw.get(name, {}) or {}
 
-    ds, tk, bt, sc, rk, ch = (sect(n) for n in ("dataset", "tokenizer", "batch", "schedule", "ranks", "cache"))
+    tk, bt, sc, rk, ch = (sect(n) for n in ("tokenizer", "batch", "schedule", "ranks", "cache"))
     cfg = {
-        "dataset_path_as_written": ds.get("path", "data.jsonl"),
-        "dataset_path": os.path.join(base, ds.get("path", "data.jsonl")),
-        "format": ds.get("format", "auto"),
-        "on_bad_record": ds.get("on_bad_record", "skip"),
-        "placeholders": dict(ds.get("placeholders", {}) or {}),
+        "datasets": load_datasets_config(raw, base),
+        "datasets_form": "datasets" in raw,   # [[datasets]]: --report lists them (AMBIGUITY A39)
         "tok_type": tk.get("type", "sentencepiece"),
         "tok_path": os.path.join(base, tk.get("path", "tokenizer.model")),
         "template": tk.get("template", "chatml"),  # the daemon's default
@@ -200,8 +345,6 @@ def load_config(path):
         "world_size": int(rk.get("world_size", 1)),
     }
     checks = {
-        "format": ("auto", "messages", "sharegpt", "alpaca", "query_response"),
-        "on_bad_record": ("skip", "fail"),
         "tok_type": ("sentencepiece", "hf"),
         "template": tuple(DEFAULT_SYSTEM),
         "padding": PADDINGS,
@@ -264,13 +407,19 @@ def _to_record(obj):
 
 
 def read_records(path, limit=None):
+    """Spec 1 "Records" for one plain file: yield (line, record-or-BadRecord)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    yield from read_records_bytes(data, limit)
+
+
+def read_records_bytes(data, limit=None):
     """Spec 1 "Records": yield (line, record-or-BadRecord) in file order.
 
     JSONL, or one JSON array when the first non-whitespace byte is '['.
-    The line is the 1-based line on which the record starts.
+    The line is the 1-based line on which the record starts (in a
+    compressed shard's decompressed bytes, spec 1.1).
     """
-    with open(path, "rb") as f:
-        data = f.read()
     first = data.lstrip(JSON_WS)[:1]
     if first == b"[":
         yield from _read_array(data, limit)
@@ -348,6 +497,221 @@ def _read_array(data, limit):
             return
         yield line_of(pos), BadRecord("malformed JSON: expected ',' or ']' in array")
         return
+
+
+# ---------------------------------------------------------------- section 1.1: shards
+
+def resolve_shards(ds):
+    """Spec 1.1 `path` -> its shards [(name, resolved path)], sorted bytewise.
+
+    A glob (holds * ? or [): its matches that are regular files; a
+    directory: every regular file below it with a shard suffix; else the
+    file itself. Names are built from the path as written (AMBIGUITY A30, A31).
+    """
+    written, base = ds["path"], ds["base"]
+    full = os.path.join(base, written)
+    if any(c in written for c in GLOB_CHARS):
+        found = [(m, os.path.join(base, m)) for m in glob.glob(written, root_dir=base)]
+        found = [(name, path) for name, path in found if os.path.isfile(path)]
+        if not found:
+            raise ToolError(f"dataset path {written!r}: the glob matches no file", 2)
+    elif os.path.isdir(full):
+        def fail(err):
+            raise ToolError(f"dataset path {written!r}: cannot read {err.filename}: {err.strerror}", 2)
+        found = []
+        for top, _, files in os.walk(full, onerror=fail):
+            for fname in files:
+                path = os.path.join(top, fname)
+                if fname.endswith(SHARD_SUFFIXES) and os.path.isfile(path):
+                    found.append((os.path.join(written, os.path.relpath(path, full)), path))
+        if not found:
+            raise ToolError(f"dataset path {written!r}: the directory holds no "
+                            f"{'/'.join(SHARD_SUFFIXES)} file", 2)
+    elif os.path.exists(full):
+        found = [(written, full)]
+    else:
+        raise ToolError(f"dataset path {written!r}: no such file or directory", 2)
+    return sorted(found, key=lambda f: os.fsencode(f[0]))
+
+
+class ShardError(ToolError):
+    """A corrupt or truncated compressed shard (spec 1.1), exit 2."""
+
+    def __init__(self, name, kind, offset, why):
+        super().__init__(f"{name}: corrupt {kind} shard at compressed byte offset {offset}: {why}", 2)
+
+
+def _gzip_failure(data):
+    """Where Python's gzip rejected `data`: -> (compressed byte offset, reason) (AMBIGUITY A32, A33).
+
+    Walks the members as gzip.decompress does (RFC 1952 header, raw deflate,
+    CRC-32 and size trailer, zero padding skipped); for bad deflate data the
+    offset is the byte whose arrival made zlib fail.
+    """
+    n, pos = len(data), 0
+    if n == 0:
+        return 0, "empty file, no gzip member"
+    while True:
+        start = pos
+        if data[pos:pos + 2] != b"\x1f\x8b"[:n - pos]:
+            return start, "not a gzip member"
+        if n - pos < 10:
+            return n, "truncated gzip header"
+        if data[pos + 2] != 8:
+            return start + 2, f"unknown compression method {data[pos + 2]}"
+        flags, pos = data[pos + 3], pos + 10
+        if flags & 4:   # FEXTRA
+            if n - pos < 2:
+                return n, "truncated gzip header"
+            pos += 2 + int.from_bytes(data[pos:pos + 2], "little")
+        for bit in (8, 16):   # FNAME, FCOMMENT: zero-terminated
+            if flags & bit:
+                end = data.find(b"\0", pos)
+                if end < 0:
+                    return n, "truncated gzip header"
+                pos = end + 1
+        if flags & 2:   # FHCRC
+            pos += 2
+        if pos > n:
+            return n, "truncated gzip header"
+        inflate, crc, size, at = zlib.decompressobj(-zlib.MAX_WBITS), 0, 0, pos
+        while not inflate.eof and at < n:
+            chunk, saved = data[at:at + 65536], inflate.copy()
+            try:
+                out = inflate.decompress(chunk)
+            except zlib.error:
+                for i in range(len(chunk)):   # again, byte by byte, from the state before the chunk
+                    try:
+                        saved.decompress(chunk[i:i + 1])
+                    except zlib.error as e:
+                        return at + i, f"bad deflate data ({e})"
+                return at, "bad deflate data"
+            crc, size, at = zlib.crc32(out, crc), size + len(out), at + len(chunk)
+        if not inflate.eof:
+            return n, "truncated deflate data"
+        trailer = at - len(inflate.unused_data)
+        if n - trailer < 8:
+            return n, "truncated gzip trailer"
+        want_crc, want_size = struct.unpack("<II", data[trailer:trailer + 8])
+        if want_crc != crc:
+            return trailer, "CRC-32 mismatch"
+        if want_size != size & 0xFFFFFFFF:
+            return trailer + 4, "size mismatch"
+        pos = trailer + 8
+        while pos < n and data[pos] == 0:
+            pos += 1
+        if pos == n:
+            return None
+
+
+def gunzip_shard(data, name):
+    """Spec 1.1: a .gz shard's decompressed bytes (several members allowed)."""
+    if data:
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:   # gzip.BadGzipFile is an OSError
+            failure = _gzip_failure(data) or (len(data), str(e))
+    else:
+        failure = _gzip_failure(data)
+    raise ShardError(name, "gzip", *failure)
+
+
+ZSTD_MAGIC = 0xFD2FB528
+
+
+def _zstd_frames(data):
+    """Walk zstd frames (RFC 8878) without decoding them (AMBIGUITY A32, A33).
+
+    -> ([(start, end, skippable)], None) or (frames so far, (offset, reason)).
+    """
+    n, pos, frames = len(data), 0, []
+    if n == 0:
+        return frames, (0, "empty file, no zstd frame")
+    while pos < n:
+        start = pos
+        if n - pos < 4:
+            return frames, (n, "truncated frame magic")
+        magic = int.from_bytes(data[pos:pos + 4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:   # skippable frame
+            if n - pos < 8:
+                return frames, (n, "truncated skippable frame")
+            pos += 8 + int.from_bytes(data[pos + 4:pos + 8], "little")
+            if pos > n:
+                return frames, (n, "truncated skippable frame")
+            frames.append((start, pos, True))
+            continue
+        if magic != ZSTD_MAGIC:
+            return frames, (start, "not a zstd frame")
+        pos += 4
+        if pos >= n:
+            return frames, (n, "truncated frame header")
+        fhd = data[pos]
+        if fhd & 0x08:
+            return frames, (pos, "reserved bit set in the frame header")
+        single = bool(fhd & 0x20)
+        pos += (1 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+                + ((1 if single else 0), 2, 4, 8)[fhd >> 6])
+        if pos > n:
+            return frames, (n, "truncated frame header")
+        while True:
+            if n - pos < 3:
+                return frames, (n, "truncated block header")
+            header = int.from_bytes(data[pos:pos + 3], "little")
+            btype = (header >> 1) & 3
+            if btype == 3:
+                return frames, (pos, "reserved block type")
+            pos += 3 + (1 if btype == 1 else header >> 3)
+            if pos > n:
+                return frames, (n, "truncated block")
+            if header & 1:
+                break
+        if fhd & 4:   # content checksum
+            pos += 4
+            if pos > n:
+                return frames, (n, "truncated content checksum")
+        frames.append((start, pos, False))
+    return frames, None
+
+
+def _zstd_cli(data):
+    """`zstd -dcq` on data via stdin -> (ok, stdout, last stderr line)."""
+    try:
+        p = subprocess.run(["zstd", "-dcq"], input=data, capture_output=True)
+    except FileNotFoundError:
+        raise ToolError("reading .zst shards needs the zstd command line (Debian package zstd)", 3) from None
+    err = p.stderr.decode("utf-8", "replace").strip().splitlines()
+    err = err[-1].replace("/*stdin*\\ : ", "").strip() if err else f"zstd exited {p.returncode}"
+    return p.returncode == 0, p.stdout, err
+
+
+def unzstd_shard(data, name):
+    """Spec 1.1: a .zst shard's decompressed bytes (several frames allowed)."""
+    frames, failure = _zstd_frames(data)
+    if failure is not None:
+        raise ShardError(name, "zstd", *failure)
+    ok, out, err = _zstd_cli(data)
+    if ok:
+        return out
+    for start, end, skippable in frames:   # the first frame zstd(1) rejects
+        if not skippable:
+            f_ok, _, f_err = _zstd_cli(data[start:end])
+            if not f_ok:
+                raise ShardError(name, "zstd", start, f_err)
+    raise ShardError(name, "zstd", 0, err)
+
+
+def read_shard(name, path):
+    """Spec 1.1: a shard's bytes, decompressed by its name's suffix (AMBIGUITY A32)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ToolError(f"{name}: {e.strerror}", 2) from None
+    if path.endswith(".gz"):
+        return gunzip_shard(data, name)
+    if path.endswith(".zst"):
+        return unzstd_shard(data, name)
+    return data
 
 
 # ---------------------------------------------------------------- section 1: records -> conversations
@@ -482,31 +846,83 @@ def apply_placeholders(conv, placeholders):
     return [(role, pat.sub(sub, content)) for role, content in conv]
 
 
-def to_conversation(rec, cfg):
-    """Record -> validated conversation [(role, content)] or raise BadRecord."""
-    fmt = cfg["format"]
+def rename_columns(rec, columns):
+    """Spec 1.1 `columns`: rename top-level fields, all at once (AMBIGUITY A34).
+
+    `source`, when present and not null, is read as `target`; a source is
+    absent under its own name; a target's own field is hidden when a field
+    renamed to it is present (first in the table's order wins).
+    """
+    if not columns:
+        return rec
+    out = {k: v for k, v in rec.items() if k not in columns}
+    renamed = set()
+    for source, target in columns.items():
+        if target not in renamed and rec.get(source) is not None:
+            out[target] = rec[source]
+            renamed.add(target)
+    return out
+
+
+def to_conversation(rec, ds, template):
+    """Record -> validated conversation [(role, content)] or raise BadRecord.
+
+    ds is the record's dataset (format, columns, placeholders; spec 1, 1.1).
+    """
+    rec = rename_columns(rec, ds["columns"])
+    fmt = ds["format"]
     if fmt == "auto":
         fmt = detect_format(rec)
     turns = PARSERS[fmt](rec)
     # Placeholders are applied before the checks (spec section 1).
-    conv = apply_placeholders([(role, content) for _, role, content in turns], cfg["placeholders"])
-    validate([(where, role, content) for (where, _, _), (role, content) in zip(turns, conv)], cfg["template"])
+    conv = apply_placeholders([(role, content) for _, role, content in turns], ds["placeholders"])
+    validate([(where, role, content) for (where, _, _), (role, content) in zip(turns, conv)], template)
     return conv
 
 
+class Corpus:
+    """The job's valid records, numbered across datasets (spec 1.1), and what was read.
+
+    convs: conversations of the valid records 0..N-1 (dataset 0's shards in
+    order, each in file order, then dataset 1's, ...); bad: (dataset, line,
+    "shard:line: reason") in reading order; datasets: per dataset {"path",
+    "shards", "records", "valid", "bad", "offset"} (offset = o_d).
+    """
+
+    def __init__(self):
+        self.convs, self.bad, self.datasets = [], [], []
+
+    def sizes(self):
+        return [info["valid"] for info in self.datasets]
+
+
+def load_datasets(cfg, limit=None):
+    """Spec 1, 1.1: read every dataset's shards -> Corpus (limit: per shard, AMBIGUITY A35)."""
+    corpus = Corpus()
+    for d, ds in enumerate(cfg["datasets"]):
+        shards = resolve_shards(ds)
+        info = {"path": ds["path"], "shards": len(shards), "records": 0, "valid": 0, "bad": 0,
+                "offset": len(corpus.convs)}
+        for name, path in shards:
+            for line, rec in read_records_bytes(read_shard(name, path), limit):
+                info["records"] += 1
+                if not isinstance(rec, BadRecord):
+                    try:
+                        corpus.convs.append(to_conversation(rec, ds, cfg["template"]))
+                        info["valid"] += 1
+                        continue
+                    except BadRecord as e:
+                        rec = e
+                info["bad"] += 1
+                corpus.bad.append((d, line, f"{name}:{line}: {rec}"))
+        corpus.datasets.append(info)
+    return corpus
+
+
 def load_dataset(cfg, limit=None):
-    """Valid records (conversations, file order) and bad ones ("file:line: reason")."""
-    valid, bad = [], []
-    shown = cfg["dataset_path_as_written"]
-    for line, rec in read_records(cfg["dataset_path"], limit):
-        if isinstance(rec, BadRecord):
-            bad.append((line, f"{shown}:{line}: {rec}"))
-            continue
-        try:
-            valid.append(to_conversation(rec, cfg))
-        except BadRecord as e:
-            bad.append((line, f"{shown}:{line}: {e}"))
-    return valid, bad
+    """Valid records (conversations, in job order) and bad ones as (line, "shard:line: reason")."""
+    corpus = load_datasets(cfg, limit)
+    return corpus.convs, [(line, msg) for _, line, msg in corpus.bad]
 
 
 # ---------------------------------------------------------------- section 2: templates
@@ -858,15 +1274,98 @@ class SplitMix64:
         return z ^ (z >> 31)
 
 
-def permutation(n, epoch, cfg):
-    """Spec 4: Fisher-Yates from N-1 down to 1 with j = next() % (i+1)."""
+def shuffled(n, state):
+    """Spec 4's loop: [0..n) shuffled from n-1 down to 1 with j = next() % (i+1)."""
     perm = list(range(n))
-    if cfg["shuffle"]:
-        rng = SplitMix64((cfg["seed"] & MASK64) ^ ((epoch * GOLDEN) & MASK64))
-        for i in range(n - 1, 0, -1):
-            j = rng.next() % (i + 1)
-            perm[i], perm[j] = perm[j], perm[i]
+    rng = SplitMix64(state)
+    for i in range(n - 1, 0, -1):
+        j = rng.next() % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
     return perm
+
+
+def permutation(n, epoch, cfg):
+    """Spec 4: the permutation of [0..n), shuffled when schedule.shuffle."""
+    if not cfg["shuffle"]:
+        return list(range(n))
+    return shuffled(n, (cfg["seed"] & MASK64) ^ ((epoch * GOLDEN) & MASK64))
+
+
+def mix_counts(sizes, datasets):
+    """Spec 1.1 "Counts": c_d, the samples each dataset gives an epoch.
+
+    sizes[d] = n_d. Unweighted: n_d or `samples`; weighted datasets share
+    T_w = T - F by largest remainder, ties to the first in config order.
+    """
+    counts = [None] * len(sizes)
+    for d, ds in enumerate(datasets):
+        if ds["weight"] is None:
+            counts[d] = sizes[d] if ds["samples"] is None else ds["samples"]
+    weighted = [d for d, ds in enumerate(datasets) if ds["weight"] is not None]
+    if weighted:
+        F = sum(c for c in counts if c is not None)
+        Wt = 0.0
+        for d in weighted:   # config order, doubles (AMBIGUITY A37)
+            Wt += float(datasets[d]["weight"])
+        if len(weighted) == len(datasets):
+            T = sum(sizes)
+        else:   # Wt < 1 was checked with the config
+            T = math.floor(float(F) / (1.0 - Wt) + 0.5)
+        Tw = T - F
+        x = {d: float(Tw) * float(datasets[d]["weight"]) / Wt for d in weighted}
+        for d in weighted:
+            counts[d] = math.floor(x[d])
+        left = Tw - sum(counts[d] for d in weighted)
+        assert 0 <= left <= len(weighted), (Tw, x)
+        for d in sorted(weighted, key=lambda d: (-(x[d] - math.floor(x[d])), d))[:left]:
+            counts[d] += 1
+    for d, (n_d, c_d) in enumerate(zip(sizes, counts)):
+        if n_d == 0 and c_d > 0:   # AMBIGUITY A37
+            raise ToolError(f"dataset {d} ({datasets[d]['path']!r}) has no valid record "
+                            f"but is to give {c_d} samples an epoch", 2)
+    return counts
+
+
+class Mix:
+    """Spec 1.1: the datasets' sizes n_d, offsets o_d and counts c_d -> the sample list L."""
+
+    def __init__(self, sizes, datasets):
+        self.sizes = list(sizes)
+        self.offsets = [sum(self.sizes[:d]) for d in range(len(self.sizes))]
+        self.counts = mix_counts(self.sizes, datasets)
+
+    def draw(self, d, epoch, seed):
+        """Spec 1.1 "Draw": dataset d's samples of an epoch (valid-record numbers).
+
+        Its records in order q times, then m of them without replacement:
+        the first m of [0..n_d) shuffled by spec 4's loop with its own seed,
+        sorted, plus o_d. Whatever schedule.shuffle says (AMBIGUITY A37).
+        """
+        n_d, c_d, o_d = self.sizes[d], self.counts[d], self.offsets[d]
+        if c_d == 0:
+            return []
+        q, m = divmod(c_d, n_d)
+        out = list(range(o_d, o_d + n_d)) * q
+        if m:
+            state = (seed & MASK64) ^ ((epoch * GOLDEN) & MASK64) ^ (((d + 1) * DRAW_MUL) & MASK64)
+            out += [o_d + i for i in sorted(shuffled(n_d, state)[:m])]
+        return out
+
+    def sample_list(self, epoch, seed):
+        """Spec 1.1: L, dataset 0's samples, then dataset 1's, ...; len(L) = N_e = sum c_d."""
+        return [i for d in range(len(self.sizes)) for i in self.draw(d, epoch, seed)]
+
+
+def epoch_order(n, epoch, cfg, mix=None):
+    """Spec 4: the epoch's order L[perm[0]], L[perm[1]], ... over its sample list.
+
+    Entries are valid-record numbers (a record may occur more than once).
+    mix None: L = [0..n), so the order is the permutation itself.
+    """
+    if mix is None:
+        return permutation(n, epoch, cfg)
+    L = mix.sample_list(epoch, cfg["seed"])
+    return [L[p] for p in permutation(len(L), epoch, cfg)]
 
 
 def shard(perm, rank, cfg):
@@ -1117,17 +1616,33 @@ class Samples:
         """Token count of every valid record after truncation (None: dropped)."""
         return [None if t is None else len(t[0]) for t in map(self.get, range(len(self.convs)))]
 
+    def length(self, i):
+        """Token count of record i after truncation (None: dropped); tokenizes on demand."""
+        t = self.get(i)
+        return None if t is None else len(t[0])
 
-def make_rows_of(samples, cfg, stats):
-    """Epoch -> rows (spec 4.1), memoized; packed modes count each epoch's
-    dropped samples once (A21)."""
+
+class _Lengths:
+    """samples.length as a sequence, so that only the records of an epoch's
+    order are tokenized (AMBIGUITY A38)."""
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __getitem__(self, i):
+        return self.samples.length(i)
+
+
+def make_rows_of(samples, cfg, stats, mix=None):
+    """Epoch -> rows (spec 4.1) over the epoch's order (spec 1.1, 4), memoized;
+    packed modes count each epoch's dropped samples once (A21)."""
     memo = {}
     n = len(samples.convs)
 
     def rows_of(epoch):
         if epoch not in memo:
-            lengths = samples.lengths() if cfg["padding"] in PACKED else None
-            rows, dropped = epoch_rows(permutation(n, epoch, cfg), cfg, lengths)
+            lengths = _Lengths(samples) if cfg["padding"] in PACKED else None
+            rows, dropped = epoch_rows(epoch_order(n, epoch, cfg, mix), cfg, lengths)
             memo[epoch] = (rows, dropped)
         return memo[epoch][0]
 
@@ -1137,13 +1652,14 @@ def make_rows_of(samples, cfg, stats):
     return rows_of, count_dropped
 
 
-def stream(cfg, convs, tok, rank, epochs, stats, count=None, start=(0, 0, 0), elastic=None):
+def stream(cfg, convs, tok, rank, epochs, stats, count=None, start=(0, 0, 0), elastic=None, mix=None):
     """Yield (epoch, step, batch) for rank across all epochs (spec 4-5).
 
     elastic = (epoch, step, world size, base) computes `start` by 4.3.
+    mix (spec 1.1) gives each epoch's sample list; None: L = [0..N).
     """
     samples = Samples(convs, cfg, tok)
-    rows_of, count_dropped = make_rows_of(samples, cfg, stats)
+    rows_of, count_dropped = make_rows_of(samples, cfg, stats, mix)
     if elastic is not None:
         start = elastic_start(elastic, rows_of, cfg)
     packed = cfg["padding"] in PACKED
@@ -1198,10 +1714,10 @@ def main(argv=None):
     ap.add_argument("--count", type=int, default=None, help="print at most N batches")
     ap.add_argument("--epochs-override", type=int, default=None)
     ap.add_argument("--limit-records", type=int, default=None,
-                    help="use only the first N lines (JSONL) / elements (array)")
+                    help="use only the first N lines (JSONL) / elements (array) of each shard")
     ap.add_argument("--report", action="store_true", help="JSON summary to stderr")
     ap.add_argument("--bad-records", action="store_true",
-                    help="print 'file:line: reason' per bad record and exit")
+                    help="print 'shard:line: reason' per bad record (all datasets) and exit")
     ap.add_argument("--start-epoch", type=int, default=0, help="stream start e0 (spec 4.2)")
     ap.add_argument("--start-base", type=int, default=0, help="stream start s0: epoch e0's first row")
     ap.add_argument("--elastic-from", type=_position, default=None, metavar="EPOCH,STEP,WORLD_SIZE,BASE",
@@ -1211,14 +1727,17 @@ def main(argv=None):
         cfg = load_config(args.config)
         if not 0 <= args.rank < cfg["world_size"]:
             raise ToolError(f"--rank {args.rank} outside world_size {cfg['world_size']}")
-        convs, bad = load_dataset(cfg, args.limit_records)
+        corpus = load_datasets(cfg, args.limit_records)
+        convs = corpus.convs
         if args.bad_records:
-            for _, msg in bad:
+            for _, _, msg in corpus.bad:
                 print(msg)
             return 0
-        if bad and cfg["on_bad_record"] == "fail":
-            print(bad[0][1], file=sys.stderr)
-            return 2
+        for d, _, msg in corpus.bad:   # on_bad_record is per dataset (AMBIGUITY A36)
+            if cfg["datasets"][d]["on_bad_record"] == "fail":
+                print(msg, file=sys.stderr)
+                return 2
+        mix = Mix(corpus.sizes(), cfg["datasets"])
         tok = make_tokenizer(cfg)
         epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
         stats = {"dropped": 0, "all_masked": 0}
@@ -1229,13 +1748,18 @@ def main(argv=None):
             raise ToolError("--start-epoch and --start-base must be >= 0")
         start = (args.start_epoch, args.start_base, 0)
         for epoch, step, batch in stream(cfg, convs, tok, args.rank, epochs, stats, args.count,
-                                         start, args.elastic_from):
+                                         start, args.elastic_from, mix):
             out.write(dump_line(epoch, step, batch) + "\n")
         out.flush()
         if args.report:
-            print(json.dumps({"valid_records": len(convs), "bad_records": [m for _, m in bad],
-                              "dropped": stats["dropped"], "all_masked": stats["all_masked"]},
-                             ensure_ascii=False), file=sys.stderr)
+            report = {"valid_records": len(convs), "bad_records": [m for _, _, m in corpus.bad],
+                      "dropped": stats["dropped"], "all_masked": stats["all_masked"]}
+            if cfg["datasets_form"]:   # AMBIGUITY A39
+                report["datasets"] = [{"path": info["path"], "shards": info["shards"],
+                                       "records": info["records"], "valid": info["valid"],
+                                       "bad": info["bad"], "samples_per_epoch": c}
+                                      for info, c in zip(corpus.datasets, mix.counts)]
+            print(json.dumps(report, ensure_ascii=False), file=sys.stderr)
         return 0
     except ToolError as e:
         print(f"tokfeed_ref: {e}", file=sys.stderr)
