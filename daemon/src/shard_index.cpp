@@ -101,7 +101,6 @@ struct Part {
 // One chunk of a JSONL shard: [b, e), starting at a line start.
 void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
                  std::atomic<uint64_t>* scanned) {
-  text::Conversation scratch;
   RecordHash hash;
   uint64_t pos = b;
   uint32_t line = 0;
@@ -115,7 +114,7 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
     if (t > s) {
       std::string_view rec(d + s, t - s);
       std::string reason = t - s > UINT32_MAX ? "record longer than 4 GiB"
-                                              : text::parse_record(rec, rules, scratch, t + text::kParsePadding <= size);
+                                              : text::check_record(rec, rules, t + text::kParsePadding <= size);
       if (reason.empty()) {
         out.offsets.push_back(s);
         hash.add(rec);
@@ -182,7 +181,6 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     // One JSON array: split it into elements without parsing them, then parse
     // each element as a record.
     x.kind_ = ShardKind::kArray;
-    text::Conversation scratch;
     RecordHash hash;
     uint32_t line = 1 + static_cast<uint32_t>(std::count(d, d + first, '\n'));
     uint64_t i = first + 1;
@@ -207,8 +205,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         uint64_t end = i;
         while (end > start && is_ws(d[end - 1])) --end;
         std::string_view rec(d + start, end - start);
-        std::string reason = end - start > UINT32_MAX ? "record longer than 4 GiB"
-                                                      : text::parse_record(rec, rules, scratch);
+        std::string reason = end - start > UINT32_MAX ? "record longer than 4 GiB" : text::check_record(rec, rules);
         if (reason.empty()) {
           x.owned_.push_back(start);
           hash.add(rec);

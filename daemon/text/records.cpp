@@ -73,13 +73,23 @@ bool field(dom::object obj, std::string_view key, dom::element& out) {
   return !out.is_null();
 }
 
-// Reads a string field; returns the reason on failure.
-std::string string_field(dom::element e, const std::string& where, std::string& out) {
-  std::string_view s;
-  if (e.get_string().get(s)) return "field '" + where + "': expected a string";
-  out.assign(s);
+// Reads a string field into a view of the parser's buffer; returns the
+// reason on failure.
+std::string string_field(dom::element e, std::string_view where, std::string_view& out) {
+  if (e.get_string().get(out)) return "field '" + std::string(where) + "': expected a string";
   return {};
 }
+
+// A turn as parsed: views into the parser's buffer, valid until its next
+// parse. Its content is `text`, then "\n" + `suffix` when `suffix` is not
+// empty (alpaca's instruction and input).
+struct TurnView {
+  Role role;
+  std::string_view text;
+  std::string_view suffix;
+  bool empty() const { return text.empty() && suffix.empty(); }
+};
+using Turns = std::vector<TurnView>;
 
 // A record's top-level fields, seen through the `columns` renames
 // (docs/data_model.md 1.1): a field renamed to `key` wins over `key` itself,
@@ -103,83 +113,85 @@ class Fields {
 };
 
 std::string parse_turn_list(dom::array list, std::string_view list_name, std::string_view role_key,
-                            std::string_view content_key, bool sharegpt, Conversation& out) {
+                            std::string_view content_key, bool sharegpt, Turns& out) {
   std::size_t i = 0;
+  // Names the field in a reason; built only when there is one.
+  auto where = [&](std::string_view key) {
+    std::string w = std::string(list_name) + "[" + std::to_string(i) + "]";
+    return key.empty() ? w : w + "." + std::string(key);
+  };
   for (dom::element item : list) {
-    std::string where = std::string(list_name) + "[" + std::to_string(i) + "]";
     dom::object obj;
-    if (item.get_object().get(obj)) return "field '" + where + "': expected an object";
+    if (item.get_object().get(obj)) return "field '" + where("") + "': expected an object";
     dom::element role_el, content_el;
-    if (!field(obj, role_key, role_el)) return "field '" + where + "." + std::string(role_key) + "' is missing";
-    if (!field(obj, content_key, content_el))
-      return "field '" + where + "." + std::string(content_key) + "' is missing";
-    std::string role, content;
-    if (auto e = string_field(role_el, where + "." + std::string(role_key), role); !e.empty()) return e;
-    if (auto e = string_field(content_el, where + "." + std::string(content_key), content); !e.empty()) return e;
+    if (!field(obj, role_key, role_el)) return "field '" + where(role_key) + "' is missing";
+    if (!field(obj, content_key, content_el)) return "field '" + where(content_key) + "' is missing";
+    std::string_view role, content;
+    if (role_el.get_string().get(role)) return "field '" + where(role_key) + "': expected a string";
+    if (content_el.get_string().get(content)) return "field '" + where(content_key) + "': expected a string";
     Role r;
     if (role == "system") r = Role::kSystem;
     else if (role == "user" || (sharegpt && role == "human")) r = Role::kUser;
     else if (role == "assistant" || (sharegpt && role == "gpt")) r = Role::kAssistant;
-    else return "unknown role '" + role + "' in '" + where + "'";
-    out.push_back({r, std::move(content)});
+    else return "unknown role '" + std::string(role) + "' in '" + where("") + "'";
+    out.push_back({r, content, {}});
     ++i;
   }
   return {};
 }
 
-std::string optional_system(const Fields& obj, Conversation& out) {
+std::string optional_system(const Fields& obj, Turns& out) {
   dom::element e;
   if (!obj.get("system", e)) return {};
-  std::string s;
+  std::string_view s;
   if (auto err = string_field(e, "system", s); !err.empty()) return err;
-  out.push_back({Role::kSystem, std::move(s)});
+  out.push_back({Role::kSystem, s, {}});
   return {};
 }
 
-std::string parse_alpaca(const Fields& obj, Conversation& out) {
+std::string parse_alpaca(const Fields& obj, Turns& out) {
   if (auto e = optional_system(obj, out); !e.empty()) return e;
   dom::element ins, inp, outp;
   if (!obj.get("instruction", ins)) return "field 'instruction' is missing";
   if (!obj.get("output", outp)) return "field 'output' is missing";
-  std::string user, input, answer;
+  std::string_view user, input, answer;
   if (auto e = string_field(ins, "instruction", user); !e.empty()) return e;
   if (obj.get("input", inp)) {
     if (auto e = string_field(inp, "input", input); !e.empty()) return e;
   }
   if (auto e = string_field(outp, "output", answer); !e.empty()) return e;
-  if (!input.empty()) user += "\n" + input;
-  out.push_back({Role::kUser, std::move(user)});
-  out.push_back({Role::kAssistant, std::move(answer)});
+  out.push_back({Role::kUser, user, input});
+  out.push_back({Role::kAssistant, answer, {}});
   return {};
 }
 
-std::string parse_query_response(const Fields& obj, Conversation& out) {
+std::string parse_query_response(const Fields& obj, Turns& out) {
   if (auto e = optional_system(obj, out); !e.empty()) return e;
   dom::element hist;
   if (obj.get("history", hist)) {
     dom::array pairs;
     if (hist.get_array().get(pairs)) return "field 'history': expected an array of [query, response] pairs";
     std::size_t i = 0;
+    auto where = [&](int k) { return "history[" + std::to_string(i) + "]" + (k < 0 ? "" : "[" + std::to_string(k) + "]"); };
     for (dom::element pair : pairs) {
       dom::array qr;
-      std::string where = "history[" + std::to_string(i) + "]";
-      if (pair.get_array().get(qr) || qr.size() != 2) return "field '" + where + "': expected [query, response]";
-      std::string q, r;
-      if (auto e = string_field(qr.at(0).value_unsafe(), where + "[0]", q); !e.empty()) return e;
-      if (auto e = string_field(qr.at(1).value_unsafe(), where + "[1]", r); !e.empty()) return e;
-      out.push_back({Role::kUser, std::move(q)});
-      out.push_back({Role::kAssistant, std::move(r)});
+      if (pair.get_array().get(qr) || qr.size() != 2) return "field '" + where(-1) + "': expected [query, response]";
+      std::string_view q, r;
+      if (qr.at(0).value_unsafe().get_string().get(q)) return "field '" + where(0) + "': expected a string";
+      if (qr.at(1).value_unsafe().get_string().get(r)) return "field '" + where(1) + "': expected a string";
+      out.push_back({Role::kUser, q, {}});
+      out.push_back({Role::kAssistant, r, {}});
       ++i;
     }
   }
   dom::element q_el, r_el;
   if (!obj.get("query", q_el)) return "field 'query' is missing";
   if (!obj.get("response", r_el)) return "field 'response' is missing";
-  std::string q, r;
+  std::string_view q, r;
   if (auto e = string_field(q_el, "query", q); !e.empty()) return e;
   if (auto e = string_field(r_el, "response", r); !e.empty()) return e;
-  out.push_back({Role::kUser, std::move(q)});
-  out.push_back({Role::kAssistant, std::move(r)});
+  out.push_back({Role::kUser, q, {}});
+  out.push_back({Role::kAssistant, r, {}});
   return {};
 }
 
@@ -193,7 +205,7 @@ Format detect(const Fields& obj) {
   return Format::kAuto;
 }
 
-std::string parse_list_field(const Fields& obj, std::string_view key, bool sharegpt, Conversation& out) {
+std::string parse_list_field(const Fields& obj, std::string_view key, bool sharegpt, Turns& out) {
   dom::element e;
   if (!obj.get(key, e)) return "field '" + std::string(key) + "' is missing";
   dom::array list;
@@ -202,19 +214,22 @@ std::string parse_list_field(const Fields& obj, std::string_view key, bool share
                   : parse_turn_list(list, key, "role", "content", false, out);
 }
 
-std::string check_conversation(const Conversation& c, bool require_alternation) {
+// The checks of docs/data_model.md 1 over any list of turns with .role and
+// .empty().
+template <class List, class Empty>
+std::string check_turns(const List& c, bool require_alternation, Empty empty) {
   bool any_assistant = false;
   for (std::size_t i = 0; i < c.size(); ++i) {
-    const Message& m = c[i];
-    if (m.role == Role::kSystem && i != 0) return "system message must come first";
-    if (m.role == Role::kUser && m.content.empty()) return "empty user turn";
-    if (m.role == Role::kAssistant && m.content.empty()) return "empty assistant turn";
-    any_assistant |= m.role == Role::kAssistant;
+    Role role = c[i].role;
+    if (role == Role::kSystem && i != 0) return "system message must come first";
+    if (role == Role::kUser && empty(c[i])) return "empty user turn";
+    if (role == Role::kAssistant && empty(c[i])) return "empty assistant turn";
+    any_assistant |= role == Role::kAssistant;
   }
   if (!any_assistant) return "no assistant turn";
   if (require_alternation) {
     std::size_t k = 0;
-    for (const Message& m : c) {
+    for (const auto& m : c) {
       if (m.role == Role::kSystem) continue;
       if (m.role != (k % 2 == 0 ? Role::kUser : Role::kAssistant)) return "roles must alternate user/assistant";
       ++k;
@@ -223,13 +238,11 @@ std::string check_conversation(const Conversation& c, bool require_alternation) 
   return {};
 }
 
-}  // namespace
-
-std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded) {
+// Parses `json` into turns by its format. The views live until the parser's
+// next parse (one parser per thread).
+std::string parse_turns(std::string_view json, const RecordRules& rules, bool padded, Turns& out) {
   static_assert(kParsePadding >= simdjson::SIMDJSON_PADDING);
   out.clear();
-  // One parser per process: workers are single-threaded, and forked workers
-  // each get their own copy.
   static thread_local dom::parser parser;
   dom::element root;
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
@@ -237,25 +250,58 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
   }
   dom::object obj;
   if (root.get_object().get(obj)) return "malformed JSON: a record must be a JSON object";
-
   Fields fields(obj, rules.columns);
   Format f = rules.format == Format::kAuto ? detect(fields) : rules.format;
-  std::string reason;
   switch (f) {
-    case Format::kMessages: reason = parse_list_field(fields, "messages", false, out); break;
-    case Format::kShareGpt: reason = parse_list_field(fields, "conversations", true, out); break;
-    case Format::kAlpaca: reason = parse_alpaca(fields, out); break;
-    case Format::kQueryResponse: reason = parse_query_response(fields, out); break;
-    case Format::kAuto:
-      reason = "unrecognized record: expected 'messages', 'conversations', 'instruction'+'output' or "
-               "'query'+'response'";
-      break;
+    case Format::kMessages: return parse_list_field(fields, "messages", false, out);
+    case Format::kShareGpt: return parse_list_field(fields, "conversations", true, out);
+    case Format::kAlpaca: return parse_alpaca(fields, out);
+    case Format::kQueryResponse: return parse_query_response(fields, out);
+    case Format::kAuto: break;
   }
+  return "unrecognized record: expected 'messages', 'conversations', 'instruction'+'output' or 'query'+'response'";
+}
+
+void materialize(const Turns& turns, const RecordRules& rules, Conversation& out) {
+  out.resize(turns.size());
+  for (std::size_t i = 0; i < turns.size(); ++i) {
+    out[i].role = turns[i].role;
+    std::string& c = out[i].content;
+    c.assign(turns[i].text);
+    if (!turns[i].suffix.empty()) c.append("\n").append(turns[i].suffix);
+    if (!rules.placeholders.empty()) c = apply_placeholders(c, rules.placeholders);
+  }
+}
+
+std::string check_conversation(const Conversation& c, bool require_alternation) {
+  return check_turns(c, require_alternation, [](const Message& m) { return m.content.empty(); });
+}
+
+}  // namespace
+
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded) {
+  static thread_local Turns turns;
+  std::string reason = parse_turns(json, rules, padded, turns);
+  if (!reason.empty()) {
+    out.clear();
+    return reason;
+  }
+  materialize(turns, rules, out);  // reuses the strings' capacity
+  return check_conversation(out, rules.require_alternation);
+}
+
+std::string check_record(std::string_view json, const RecordRules& rules, bool padded) {
+  static thread_local Turns turns;
+  static thread_local Conversation scratch;
+  std::string reason = parse_turns(json, rules, padded, turns);
   if (!reason.empty()) return reason;
   if (!rules.placeholders.empty()) {
-    for (Message& m : out) m.content = apply_placeholders(m.content, rules.placeholders);
+    // A placeholder can change whether a turn is empty: check the text as
+    // it will be rendered.
+    materialize(turns, rules, scratch);
+    return check_conversation(scratch, rules.require_alternation);
   }
-  return check_conversation(out, rules.require_alternation);
+  return check_turns(turns, rules.require_alternation, [](const TurnView& t) { return t.empty(); });
 }
 
 }  // namespace tokfeed::text

@@ -38,6 +38,10 @@ struct RecordRules {
 inline constexpr std::size_t kParsePadding = 64;
 std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded = false);
 
+// The same verdict as parse_record, without building the conversation: what
+// the dataset index runs on every record.
+std::string check_record(std::string_view json, const RecordRules& rules, bool padded = false);
+
 // Replaces each {{NAME}} with its value in one left-to-right pass; unknown
 // names stay as they are and replacements are not rescanned.
 std::string apply_placeholders(std::string_view text,
