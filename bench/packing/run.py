@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     data = os.path.abspath(args.data)
+    args.build = os.path.abspath(args.build)  # configs live in a temp dir
     tmp = tempfile.mkdtemp(prefix="tokfeed-bench-pack-")
     try:
         def body(padding, cache_dir):

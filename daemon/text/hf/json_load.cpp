@@ -178,7 +178,7 @@ class Loader {
     fail("decoder type '" + type + "' is not supported");
   }
 
-  std::unique_ptr<BpeModel> model(element m, bool byte_level) const {
+  BpeConfig model_config(element m, bool byte_level) const {
     const std::string where = "model";
     if (auto type = optional_string(m, "type", where); type && *type != "BPE")
       fail("model type '" + *type + "' is not supported");
@@ -226,7 +226,7 @@ class Loader {
       }
       ++i;
     }
-    return std::make_unique<BpeModel>(std::move(c), path_);
+    return c;
   }
 
   void added_tokens(element root, HfParts& parts) const {
@@ -294,7 +294,18 @@ class Loader {
 
   // pad_token of tokenizer_config.json (a string or {"content": ...}), else
   // tokenizer.json's padding.pad_id, else 0.
-  void pad(element root, HfParts& parts) const {
+  // tokenizer.json's padding.pad_id, read while the DOM is alive.
+  std::optional<int32_t> padding_pad_id(element root) const {
+    if (auto padding = field(root, "padding")) {
+      if (auto id = field(*padding, "pad_id")) {
+        int64_t v;
+        if (id->get(v) == simdjson::SUCCESS && v >= 0 && v <= INT32_MAX) return int32_t(v);
+      }
+    }
+    return std::nullopt;
+  }
+
+  void pad(std::optional<int32_t> padding_id, HfParts& parts) const {
     namespace fs = std::filesystem;
     const std::string config_path = (fs::path(path_).parent_path() / "tokenizer_config.json").string();
     std::optional<std::string> pad_token;
@@ -309,30 +320,34 @@ class Loader {
       }
       return;
     }
-    if (auto padding = field(root, "padding")) {
-      if (auto id = field(*padding, "pad_id")) {
-        int64_t v;
-        if (id->get(v) == simdjson::SUCCESS && v >= 0 && v <= INT32_MAX) parts.pad_id = int32_t(v);
-      }
-    }
+    if (padding_id) parts.pad_id = *padding_id;
   }
 
   HfParts load() const {
-    simdjson::dom::parser parser;
-    element root;
-    if (auto err = parser.load(path_).get(root))
-      throw TokenizerError(path_ + ": cannot be read as JSON: " + simdjson::error_message(err));
     HfParts parts;
-    if (auto n = field(root, "normalizer")) parts.normalizer = normalizer(*n, "normalizer");
-    bool byte_level = false;
-    if (auto p = field(root, "pre_tokenizer")) parts.pre_tokenizer = pre_tokenizer(*p, "pre_tokenizer", byte_level);
-    auto m = field(root, "model");
-    if (!m) fail("model is missing");
-    parts.model = model(*m, byte_level);
-    if (auto d = field(root, "decoder")) parts.decoder = decoder(*d, "decoder");
-    parts.vocab_size = parts.model->max_id_plus_one();
-    added_tokens(root, parts);
-    pad(root, parts);
+    BpeConfig bpe;
+    std::optional<int32_t> padding_id;
+    {
+      // The DOM takes several times the file (an 11 MB tokenizer.json needs
+      // about 50 MB): it is freed before the BPE tables are built, so the
+      // two never coexist.
+      simdjson::dom::parser parser;
+      element root;
+      if (auto err = parser.load(path_).get(root))
+        throw TokenizerError(path_ + ": cannot be read as JSON: " + simdjson::error_message(err));
+      if (auto n = field(root, "normalizer")) parts.normalizer = normalizer(*n, "normalizer");
+      bool byte_level = false;
+      if (auto p = field(root, "pre_tokenizer")) parts.pre_tokenizer = pre_tokenizer(*p, "pre_tokenizer", byte_level);
+      auto m = field(root, "model");
+      if (!m) fail("model is missing");
+      bpe = model_config(*m, byte_level);
+      if (auto d = field(root, "decoder")) parts.decoder = decoder(*d, "decoder");
+      added_tokens(root, parts);
+      padding_id = padding_pad_id(root);
+    }
+    parts.model = std::make_unique<BpeModel>(std::move(bpe), path_);
+    parts.vocab_size = std::max(parts.vocab_size, parts.model->max_id_plus_one());
+    pad(padding_id, parts);
     return parts;
   }
 
