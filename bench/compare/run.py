@@ -54,7 +54,7 @@ if os.path.isdir(DEBIAN_DIST) and sys.executable.startswith("/usr/bin/"):
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-DATA = "/work/shared/data/sft/mixed-10k.jsonl"
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "sft", "mixed-10k.jsonl")  # ../shared beside the checkout
 SP_MODEL = os.path.join(ROOT, "tests", "data", "tokenizers", "sp32k", "tokenizer.model")
 QWEN_ARCHIVE = os.path.join(ROOT, "tests", "data", "tokenizers", "qwen3.tar.xz")
 # name -> tokfeed [tokenizer] settings; "path" of qwen3 is filled in by main() (extracted from the archive).
@@ -164,6 +164,8 @@ seed = 42
 [workers]
 count = {spec['workers']}
 slots = 4
+[cache]
+enabled = false
 [server]
 socket = "{os.path.join(tmp, 'd.sock')}"
 shm_prefix = "cmp-{tag}"
@@ -603,6 +605,8 @@ def report(rows, args, files, pretok_note, elapsed):
           f"DataLoader workers) over the drain. PSS: peak over 50 ms samples of the loader processes' summed PSS "
           f"plus the trainer process's change from its baseline (after importing torch). tokfeed's first batch "
           f"counts from starting tokfeedd; warm attach is a new `tokfeed.Loader` on the same daemon after the run. "
+          f"tokfeed runs with `[cache] enabled = false`, so its workers tokenize while they serve, as the lazy "
+          f"DataLoader does (with the token cache, the default, a warm start tokenizes nothing: see Packing). "
           f"{pretok_note}", "",
           "![tokfeed vs DataLoader](../bench/compare/compare.png)", ""]
     for tokname in args.tokenizers:
