@@ -30,9 +30,6 @@ int tokenize(const std::string& path, const std::string& type, bool decode);
 // One JSON string per valid record: its text as the job's template renders it.
 int render(const std::string& config, std::optional<uint64_t> limit);
 
-// A msgpack number (or bool) as a double; 0 for anything else or nullptr.
-double msgpack_number(const msgpack::object* o);
-
 // JSON string escaping shared by the subcommands.
 void append_json_string(std::string& out, std::string_view s);
 

@@ -14,7 +14,7 @@ using proto::find;
 using proto::get_int;
 using proto::get_str;
 
-double get_num(const msgpack::object& m, std::string_view key) { return msgpack_number(find(m, key)); }
+double get_num(const msgpack::object& m, std::string_view key) { return proto::as_number(find(m, key)); }
 
 std::string str(const msgpack::object& m, std::string_view key) { return std::string(get_str(m, key).value_or("")); }
 
@@ -88,18 +88,6 @@ void print_table(const msgpack::object& s) {
 }
 
 }  // namespace
-
-double msgpack_number(const msgpack::object* o) {
-  if (!o) return 0;
-  switch (o->type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return o->via.f64;
-    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
-    case msgpack::type::BOOLEAN: return o->via.boolean;
-    default: return 0;
-  }
-}
 
 void append_json_string(std::string& out, std::string_view s) {
   msgpack::zone z;

@@ -1,6 +1,7 @@
 #include "dataset.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -145,14 +146,16 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     s.indexed = true;
     unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
     s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads,
-                                progress && !compressed ? &progress->bytes_done : nullptr);
+                                progress && !compressed ? &progress->bytes_done : nullptr,
+                                progress ? &progress->cancel : nullptr);
     if (cache) {
       std::error_code ec;
       std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
-      std::string err = s.index.save(saved);
       // A cache that cannot be written costs the next start an index, no more.
-      if (err.empty()) {
-        if (auto mapped = ShardIndex::load(saved, s.bytes.size())) s.index = std::move(*mapped);
+      if (std::string err = s.index.save(saved); !err.empty()) {
+        spdlog::warn("{}: the shard index is not kept ({}); the next start indexes it again", path, err);
+      } else if (auto mapped = ShardIndex::load(saved, s.bytes.size())) {
+        s.index = std::move(*mapped);  // the page cache holds it, shared with later starts
       }
     }
   }

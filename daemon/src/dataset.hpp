@@ -52,6 +52,9 @@ struct IndexProgress {
   std::atomic<uint64_t> shards_done{0};
   std::atomic<uint64_t> shards_total{0};
   std::atomic<uint64_t> records{0};
+  // Set by the supervisor on shutdown: indexing stops at the next chunk with
+  // a DatasetError, so a stop is not held up by a long index.
+  std::atomic<bool> cancel{false};
 };
 
 // The rules a dataset's records are checked against (its format, columns and

@@ -11,22 +11,10 @@ namespace tokfeed {
 
 namespace {
 
-double num(const msgpack::object* o) {
-  if (!o) return 0;
-  switch (o->type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return o->via.f64;
-    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
-    case msgpack::type::BOOLEAN: return o->via.boolean;
-    default: return 0;
-  }
-}
-
 double field(const msgpack::object& m, std::string_view a, std::string_view b = {}) {
   const msgpack::object* o = proto::find(m, a);
   if (o && !b.empty()) o = proto::find(*o, b);
-  return num(o);
+  return proto::as_number(o);
 }
 
 template <class F>
@@ -86,7 +74,7 @@ std::string prometheus_text(const msgpack::object& s) {
     double rank = field(r, "rank"), cumulative = 0;
     const msgpack::object* h = proto::find(r, "wait_hist");
     for (int i = 0; i < 10; ++i) {
-      if (h && h->type == msgpack::type::ARRAY && uint32_t(i) < h->via.array.size) cumulative += num(&h->via.array.ptr[i]);
+      if (h && h->type == msgpack::type::ARRAY && uint32_t(i) < h->via.array.size) cumulative += proto::as_number(&h->via.array.ptr[i]);
       fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_bucket{{rank=\"{:.0f}\",le=\"{}\"}} {:.0f}\n",
                      rank, kLe[i], cumulative);
     }

@@ -161,7 +161,7 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept {
 }
 
 ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t size, const text::RecordRules& rules,
-                             unsigned threads, std::atomic<uint64_t>* scanned) {
+                             unsigned threads, std::atomic<uint64_t>* scanned, const std::atomic<bool>* cancel) {
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14
 #endif
@@ -239,15 +239,22 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     const std::size_t chunks = cut.size() - 1;
     std::vector<Part> parts(chunks);
     std::atomic<std::size_t> next{0};
+    std::atomic<bool> cancelled{false};
     auto work = [&] {
-      for (std::size_t c; (c = next.fetch_add(1)) < chunks;)
+      for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) {
+          cancelled = true;
+          return;
+        }
         index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], scanned);
+      }
     };
     threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks)));
     std::vector<std::thread> pool;
     for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
     work();
     for (std::thread& th : pool) th.join();
+    if (cancelled) throw DatasetError(name + ": indexing stopped: the daemon is shutting down");
     uint64_t total = 0;
     for (const Part& p : parts) total += p.offsets.size();
     x.owned_.reserve(total);

@@ -35,9 +35,10 @@ class ShardIndex {
  public:
   // Indexes `data` with `threads` threads; every record is parsed and checked
   // against `rules`. `scanned` counts the bytes done, for progress. Throws
-  // DatasetError for a broken JSON array (naming `name`, line and byte).
+  // DatasetError for a broken JSON array (naming `name`, line and byte), or
+  // when `cancel` is set.
   static ShardIndex build(const std::string& name, const char* data, uint64_t size, const text::RecordRules& rules,
-                          unsigned threads, std::atomic<uint64_t>* scanned);
+                          unsigned threads, std::atomic<uint64_t>* scanned, const std::atomic<bool>* cancel = nullptr);
   // Maps a saved index; nullopt when it is missing, damaged or not for a
   // shard of `shard_bytes` bytes.
   static std::optional<ShardIndex> load(const std::string& file, uint64_t shard_bytes);

@@ -46,14 +46,14 @@ struct Mapped {
   struct stat st {};
 };
 
-Mapped map_file(const std::string& path) {
+// Maps all of `fd` read-only and shared, and closes it. `what` names the
+// file in an error.
+Mapped map_fd(int fd, const std::string& what) {
   Mapped m;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DatasetError(fmt::format("{}: cannot open the dataset: {}", path, std::strerror(errno)));
   if (::fstat(fd, &m.st) != 0) {
     int err = errno;
     ::close(fd);
-    throw DatasetError(fmt::format("{}: cannot stat the dataset: {}", path, std::strerror(err)));
+    throw DatasetError(fmt::format("{}: cannot stat it: {}", what, std::strerror(err)));
   }
   m.size = static_cast<uint64_t>(m.st.st_size);
   if (m.size > 0) {
@@ -61,12 +61,18 @@ Mapped map_file(const std::string& path) {
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      throw DatasetError(fmt::format("{}: cannot map the dataset: {}", path, std::strerror(err)));
+      throw DatasetError(fmt::format("{}: cannot map it: {}", what, std::strerror(err)));
     }
     m.data = static_cast<const char*>(p);
   }
   ::close(fd);
   return m;
+}
+
+Mapped map_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DatasetError(fmt::format("{}: cannot open the dataset: {}", path, std::strerror(errno)));
+  return map_fd(fd, path);
 }
 
 void write_all(int fd, const void* p, std::size_t n, const std::string& what) {
@@ -204,7 +210,9 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
   if (c == Compression::kNone) {
     s.data_ = in.data;
     s.size_ = in.size;
-    s.identity_ = fmt::format("file\n{}\n{}\n{}\n{}", fs::weakly_canonical(path).string(), in.size,
+    std::error_code ec;
+    fs::path real = fs::weakly_canonical(path, ec);
+    s.identity_ = fmt::format("file\n{}\n{}\n{}\n{}", ec ? path : real.string(), in.size,
                               in.st.st_mtim.tv_sec * 1'000'000'000LL + in.st.st_mtim.tv_nsec, in.st.st_ino);
     return s;
   }
@@ -256,19 +264,9 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
     }
     s.spool_ = spool;
   }
-  struct stat st;
-  ::fstat(fd, &st);
-  s.size_ = static_cast<uint64_t>(st.st_size);
-  if (s.size_ > 0) {
-    void* p = ::mmap(nullptr, s.size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      throw DatasetError(fmt::format("{}: cannot map the decompressed shard: {}", path, std::strerror(err)));
-    }
-    s.data_ = static_cast<const char*>(p);
-  }
-  ::close(fd);
+  Mapped out = map_fd(fd, path + " (decompressed)");
+  s.data_ = out.data;
+  s.size_ = out.size;
   return s;
 }
 

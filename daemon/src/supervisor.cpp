@@ -381,6 +381,7 @@ void Supervisor::begin_shutdown(const char* why) {
   beat_.cancel();
   cache_timer_.cancel();
   index_timer_.cancel();
+  index_progress_.cancel.store(true, std::memory_order_relaxed);
   signals_.cancel();
   if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
   bool any = false;

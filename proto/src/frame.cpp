@@ -61,6 +61,18 @@ const msgpack::object* find(const msgpack::object& map, std::string_view key) no
   return nullptr;
 }
 
+double as_number(const msgpack::object* o) noexcept {
+  if (!o) return 0;
+  switch (o->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return o->via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
+    case msgpack::type::BOOLEAN: return o->via.boolean;
+    default: return 0;
+  }
+}
+
 std::optional<int64_t> get_int(const msgpack::object& map, std::string_view key) noexcept {
   const msgpack::object* o = find(map, key);
   if (!o) return std::nullopt;

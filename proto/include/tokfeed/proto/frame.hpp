@@ -56,6 +56,8 @@ const msgpack::object* find(const msgpack::object& map, std::string_view key) no
 std::optional<int64_t> get_int(const msgpack::object& map, std::string_view key) noexcept;
 std::optional<std::string_view> get_str(const msgpack::object& map, std::string_view key) noexcept;
 std::optional<bool> get_bool(const msgpack::object& map, std::string_view key) noexcept;
+// Any number (or bool) as a double; 0 for nullptr and other types.
+double as_number(const msgpack::object* o) noexcept;
 
 // Renders any msgpack object as JSON (for tokfeedctl --json and tests).
 std::string to_json(const msgpack::object& o);
