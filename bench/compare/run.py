@@ -54,6 +54,8 @@ if os.path.isdir(DEBIAN_DIST) and sys.executable.startswith("/usr/bin/"):
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+sys.path.insert(0, os.path.dirname(HERE))
+from proctree import descendants, stat_fields  # noqa: E402
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "sft", "mixed-10k.jsonl")  # ../shared beside the checkout
 SP_MODEL = os.path.join(ROOT, "tests", "data", "tokenizers", "sp32k", "tokenizer.model")
 QWEN_ARCHIVE = os.path.join(ROOT, "tests", "data", "tokenizers", "qwen3.tar.xz")
@@ -71,35 +73,13 @@ MiB = 1 << 20
 
 # ---------------------------------------------------------------- /proc
 
-def _stat_fields(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
-def descendants(root):
-    """root and every process below it."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                children.setdefault(int(_stat_fields(name)[1]), []).append(int(name))
-            except (OSError, IndexError):
-                pass
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def cpu_seconds(pids):
     """utime + stime of the given processes (all their threads)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in pids:
         try:
-            f = _stat_fields(pid)
+            f = stat_fields(pid)
             total += int(f[11]) + int(f[12])
         except (OSError, IndexError):
             pass

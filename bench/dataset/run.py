@@ -48,6 +48,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from proctree import descendants  # noqa: E402
+
 SOURCE = os.path.join(os.path.dirname(ROOT), "shared", "data", "sft", "mixed-10k.jsonl")  # ../shared beside the checkout
 SP_MODEL = os.path.join(ROOT, "tests", "data", "tokenizers", "sp32k", "tokenizer.model")
 GB = 10 ** 9
@@ -371,28 +374,6 @@ def measure_hf(work, data, records, keep):
 
 
 # ---------------------------------------------------------------- 5. memory
-
-def _ppid(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
-def descendants(root):
-    """root and every process below it."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                children.setdefault(_ppid(name), []).append(int(name))
-            except (OSError, IndexError, ValueError):
-                pass
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
 
 PSS_KEYS = ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem")
 
