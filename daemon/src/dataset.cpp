@@ -145,9 +145,13 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   } else {
     s.indexed = true;
     unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads,
-                                progress && !compressed ? &progress->bytes_done : nullptr,
-                                progress ? &progress->cancel : nullptr);
+    ShardIndex::Progress report;
+    if (progress) {
+      report.bytes = compressed ? nullptr : &progress->bytes_done;  // compressed ones counted as read
+      report.records = &progress->records;
+      report.cancel = &progress->cancel;
+    }
+    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report);
     if (cache) {
       std::error_code ec;
       std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
@@ -164,7 +168,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
     progress->bytes_done.store(before + size, std::memory_order_relaxed);
     progress->shards_done.fetch_add(1, std::memory_order_relaxed);
-    progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
+    if (!s.indexed) progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
   }
   if (!s.index.bad().empty() && !dc.skip_bad) {
     const ShardBad& b = s.index.bad()[0];

@@ -98,9 +98,24 @@ struct Part {
   XXH128_hash_t digest{};     // of its valid records
 };
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14
+#endif
+
+// Maps the pages of [p, p + n) in one call: far cheaper than a page fault
+// every few pages when all of them are read next. Older kernels refuse it;
+// then they fault.
+void populate(const char* p, uint64_t n) {
+  if (n == 0) return;
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t b = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(b), reinterpret_cast<uintptr_t>(p) + n - b, MADV_POPULATE_READ);
+}
+
 // One chunk of a JSONL shard: [b, e), starting at a line start.
 void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
-                 std::atomic<uint64_t>* scanned) {
+                 const ShardIndex::Progress& progress) {
+  populate(d + b, e - b);  // each thread its own chunk, in parallel
   RecordHash hash;
   uint64_t pos = b;
   uint32_t line = 0;
@@ -126,7 +141,8 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
   }
   out.lines = line;  // every chunk but the last ends with a newline
   out.digest = hash.digest();
-  if (scanned) scanned->fetch_add(e - b, std::memory_order_relaxed);
+  if (progress.bytes) progress.bytes->fetch_add(e - b, std::memory_order_relaxed);
+  if (progress.records) progress.records->fetch_add(out.offsets.size() + out.bad.size(), std::memory_order_relaxed);
 }
 
 XXH128_hash_t combine(const std::vector<XXH128_hash_t>& parts) {
@@ -161,17 +177,7 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept {
 }
 
 ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t size, const text::RecordRules& rules,
-                             unsigned threads, std::atomic<uint64_t>* scanned, const std::atomic<bool>* cancel) {
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14
-#endif
-  // Every page is read next: mapping them in one call is far cheaper than a
-  // page fault every few pages. Older kernels refuse it; then they fault.
-  if (size > 0) {
-    uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    uintptr_t b = reinterpret_cast<uintptr_t>(d) & ~(page - 1);
-    ::madvise(reinterpret_cast<void*>(b), reinterpret_cast<uintptr_t>(d) + size - b, MADV_POPULATE_READ);
-  }
+                             unsigned threads, const Progress& progress) {
   ShardIndex x;
   x.shard_bytes_ = size;
   uint64_t first = 0;
@@ -181,6 +187,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     // One JSON array: split it into elements without parsing them, then parse
     // each element as a record.
     x.kind_ = ShardKind::kArray;
+    populate(d, size);
     RecordHash hash;
     uint32_t line = 1 + static_cast<uint32_t>(std::count(d, d + first, '\n'));
     uint64_t i = first + 1;
@@ -224,7 +231,8 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     }
     skip_ws();
     if (i < size) fail("unexpected data after the closing ']'");
-    if (scanned) scanned->fetch_add(size, std::memory_order_relaxed);
+    if (progress.bytes) progress.bytes->fetch_add(size, std::memory_order_relaxed);
+    if (progress.records) progress.records->fetch_add(x.owned_.size() + x.bad_.size(), std::memory_order_relaxed);
     XXH128_hash_t h = combine({hash.digest()});
     x.digest_ = {h.high64, h.low64};
   } else {
@@ -242,11 +250,11 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     std::atomic<bool> cancelled{false};
     auto work = [&] {
       for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
-        if (cancel && cancel->load(std::memory_order_relaxed)) {
+        if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) {
           cancelled = true;
           return;
         }
-        index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], scanned);
+        index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], progress);
       }
     };
     threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks)));

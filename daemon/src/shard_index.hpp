@@ -33,12 +33,18 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept;
 
 class ShardIndex {
  public:
+  // Where a build reports to while it runs; any may be null.
+  struct Progress {
+    std::atomic<uint64_t>* bytes = nullptr;    // advanced by the bytes scanned
+    std::atomic<uint64_t>* records = nullptr;  // advanced by the records found
+    const std::atomic<bool>* cancel = nullptr;  // stops the build at the next chunk
+  };
+
   // Indexes `data` with `threads` threads; every record is parsed and checked
-  // against `rules`. `scanned` counts the bytes done, for progress. Throws
-  // DatasetError for a broken JSON array (naming `name`, line and byte), or
-  // when `cancel` is set.
+  // against `rules`. Throws DatasetError for a broken JSON array (naming
+  // `name`, line and byte), or when cancelled.
   static ShardIndex build(const std::string& name, const char* data, uint64_t size, const text::RecordRules& rules,
-                          unsigned threads, std::atomic<uint64_t>* scanned, const std::atomic<bool>* cancel = nullptr);
+                          unsigned threads, const Progress& progress);
   // Maps a saved index; nullopt when it is missing, damaged or not for a
   // shard of `shard_bytes` bytes.
   static std::optional<ShardIndex> load(const std::string& file, uint64_t shard_bytes);
