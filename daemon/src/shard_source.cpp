@@ -184,7 +184,7 @@ std::vector<std::string> resolve_shards(const std::string& name, const std::stri
       for (std::size_t i = 0; i < g.gl_pathc; ++i)
         if (is_regular(g.gl_pathv[i])) out.emplace_back(g.gl_pathv[i]);
     ::globfree(&g);
-    if (out.empty()) throw DatasetError(fmt::format("{}: the glob matches no file; check [dataset] path", name));
+    if (out.empty()) throw DatasetError(fmt::format("{}: the glob matches no file; check the dataset's path", name));
   } else if (fs::is_directory(path)) {
     std::error_code ec;
     for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::none, ec);

@@ -74,6 +74,19 @@ TEST_CASE("a mix with samples below and above each dataset's size equals the ref
   CHECK(d.stop(SIGTERM) == 0);
 }
 
+TEST_CASE("a mix packs like any epoch: repeated records are packed as often as drawn, equal to the reference") {
+  TempDir dir;
+  std::string body = "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
+                     "\"\nsamples = 170\n"
+                     "[[datasets]]\npath = \"" + data_path("sft/sharegpt-100.jsonl") + "\"\nsamples = 45\n" +
+                     tok_and_batch("size = 2\nmax_length = 512\npadding = \"packed\"\npack_window = 64\n") +
+                     "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
+  std::string cfg = write_job(dir, body);
+  Daemon d(cfg, socket_of(dir));
+  for (uint32_t r = 0; r < 2; ++r) require_equal(dump(d.socket(), r), reference(cfg, r), "rank " + std::to_string(r));
+  CHECK(d.stop(SIGTERM) == 0);
+}
+
 TEST_CASE("weights share the epoch with fixed counts, as the reference reads them") {
   TempDir dir;
   std::string body = "[[datasets]]\npath = \"" + data_path("sft/query_response-100.jsonl") +
