@@ -7,10 +7,12 @@
 // prompt is set, loss on the last assistant turn only, and placeholders;
 // the rest is the record's JSON text. Beyond "no crash", it checks what the
 // batch builder relies on: trained spans ascending, non-overlapping, and
-// inside the rendered text.
+// inside the rendered text; and that check_record (what the dataset index
+// runs) gives the verdict parse_record (what a worker runs) gives.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "text/chat_template.hpp"
@@ -40,10 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RecordRules rules;
   rules.format = kFormats[mode % 5];
   if (mode & 0x08) rules.placeholders = {{"NAME", "tokfeed"}, {"EMPTY", ""}, {"LOOP", "{{NAME}}"}};
+  if (mode & 0x40) rules.columns = {{"prompt", "instruction"}, {"completion", "output"}, {"instruction", "query"}};
   for (Template t : kTemplates) {
     rules.require_alternation = template_requires_alternation(t);
     Conversation conv;
-    if (!parse_record(json, rules, conv).empty()) continue;
+    std::string verdict = parse_record(json, rules, conv);
+    check(check_record(json, rules) == verdict, "check_record and parse_record agree");
+    if (!verdict.empty()) continue;
     check(!conv.empty(), "a valid record has messages");
     RenderOptions opts;
     opts.tmpl = t;

@@ -1,0 +1,67 @@
+// The shard index over a shard of many chunks: the same offsets, bad records
+// (with their lines) and digest whatever the thread count, and a record's
+// text read back by record_at() equal to its line.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "shard_index.hpp"
+
+using tokfeed::ShardIndex;
+
+namespace {
+
+// About 20 MiB of JSONL, so the index cuts it into three 8 MiB chunks; every
+// 1000th line is bad and every 777th blank.
+std::string big_shard(std::vector<std::string>& lines) {
+  std::string out;
+  for (int i = 0; out.size() < (20u << 20); ++i) {
+    std::string line;
+    if (i % 1000 == 999) line = "{\"query\": \"broken\"";
+    else if (i % 777 == 776) line = "";
+    else
+      line = "{\"query\": \"question " + std::to_string(i) + std::string(i % 50, 'x') + "\", \"response\": \"answer " +
+             std::to_string(i) + "\"}";
+    lines.push_back(line);
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("shard index: many chunks give the same index, lines and digest with 1, 2 and 8 threads") {
+  std::vector<std::string> lines;
+  std::string data = big_shard(lines);
+  tokfeed::text::RecordRules rules;
+  ShardIndex one = ShardIndex::build("big.jsonl", data.data(), data.size(), rules, 1, {});
+  std::size_t blank = 0, broken = 0;
+  for (const std::string& l : lines) blank += l.empty(), broken += !l.empty() && l.back() != '}';
+  CHECK(one.valid() == lines.size() - blank - broken);
+  REQUIRE(one.bad().size() == broken);
+  // Bad records carry their line in the whole shard, across chunk cuts.
+  for (const tokfeed::ShardBad& b : one.bad()) {
+    REQUIRE(b.line >= 1);
+    CHECK(lines[b.line - 1] == "{\"query\": \"broken\"");
+  }
+  // Each valid record reads back as its whole line.
+  std::size_t v = 0;
+  for (const std::string& l : lines) {
+    if (l.empty() || l.back() != '}') continue;
+    CHECK(tokfeed::record_at(data.data(), data.size(), one.kind(), one.offset(v++)) == l);
+  }
+  for (unsigned threads : {2u, 8u}) {
+    ShardIndex other = ShardIndex::build("big.jsonl", data.data(), data.size(), rules, threads, {});
+    REQUIRE(other.valid() == one.valid());
+    CHECK(other.digest().hi == one.digest().hi);
+    CHECK(other.digest().lo == one.digest().lo);
+    for (uint64_t i = 0; i < one.valid(); i += 97) CHECK(other.offset(i) == one.offset(i));
+    for (std::size_t k = 0; k < one.bad().size(); ++k) CHECK(other.bad()[k].line == one.bad()[k].line);
+  }
+  // A changed byte in a valid record changes the digest.
+  std::string changed = data;
+  changed[changed.find("answer 5")] = 'A';
+  ShardIndex c = ShardIndex::build("big.jsonl", changed.data(), changed.size(), rules, 2, {});
+  CHECK(c.valid() == one.valid());
+  CHECK((c.digest().hi != one.digest().hi || c.digest().lo != one.digest().lo));
+}
