@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include <doctest/doctest.h>
+
 #include "tokfeed/proto/frame.hpp"
 
 #include <dirent.h>
@@ -182,6 +184,16 @@ int open_fds(pid_t pid) {
     closedir(d);
   }
   return n;
+}
+
+// Two dump streams, line for line: stops at the first batch that differs.
+void require_equal(const std::vector<std::string>& ours, const std::vector<std::string>& ref, const std::string& what) {
+  REQUIRE(!ref.empty());
+  REQUIRE(ours.size() == ref.size());
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    INFO(what << " batch " << i);
+    REQUIRE(ours[i] == ref[i]);
+  }
 }
 
 }  // namespace tokfeed::testing

@@ -69,6 +69,9 @@ class Daemon {
 std::vector<std::string> dump(const std::string& socket, uint32_t rank = 0, const std::string& extra = "");
 // The independent reference's lines for the same config.
 std::vector<std::string> reference(const std::string& config, uint32_t rank = 0, const std::string& extra = "");
+// Fails the test at the first batch where `ours` and `ref` differ (and on a
+// different count, or an empty reference).
+void require_equal(const std::vector<std::string>& ours, const std::vector<std::string>& ref, const std::string& what);
 
 std::vector<std::string> lines(const std::string& s);
 int shm_entries();  // entries in /dev/shm that tokfeed could have named

@@ -21,15 +21,6 @@ std::string tok_and_batch(const std::string& batch = "size = 4\nmax_length = 512
          "\"\ntemplate = \"mistral\"\n[batch]\n" + batch;
 }
 
-void require_equal(const std::vector<std::string>& ours, const std::vector<std::string>& ref, const std::string& what) {
-  REQUIRE(!ref.empty());
-  REQUIRE(ours.size() == ref.size());
-  for (std::size_t i = 0; i < ours.size(); ++i) {
-    INFO(what << " batch " << i);
-    REQUIRE(ours[i] == ref[i]);
-  }
-}
-
 Output check(const std::string& config) { return run(bin("tokfeedd") + " --check-config '" + config + "'"); }
 
 void copy(const std::string& from, const std::string& to) {

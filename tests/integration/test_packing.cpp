@@ -24,15 +24,6 @@ std::string job(const std::string& batch, const std::string& rest = "",
          data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"mistral\"\n[batch]\n" + batch + rest;
 }
 
-void require_equal(const std::vector<std::string>& ours, const std::vector<std::string>& ref, const std::string& what) {
-  REQUIRE(!ref.empty());
-  REQUIRE(ours.size() == ref.size());
-  for (std::size_t i = 0; i < ours.size(); ++i) {
-    INFO(what << " batch " << i);
-    REQUIRE(ours[i] == ref[i]);
-  }
-}
-
 // Samples in a packed dump line: cu_seqlens has one more entry.
 std::size_t samples_in(const std::string& line) {
   auto at = line.find("\"cu_seqlens\":[");
