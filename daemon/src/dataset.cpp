@@ -97,12 +97,11 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
     }
     info.records = info.valid + info.bad;
     if (info.valid == 0) {
-      std::string why = info.bad == 0 ? "it holds no records"
-                                      : fmt::format("all {} records are bad; the first: {}:{}: {}", info.bad,
-                                                    bad_[bad_.size() - info.bad].file,
-                                                    bad_[bad_.size() - info.bad].line,
-                                                    bad_[bad_.size() - info.bad].reason);
-      throw DatasetError(fmt::format("{}: no valid records: {}", info.name, why));
+      if (info.bad == 0) throw DatasetError(fmt::format("{}: no valid records: it holds no records", info.name));
+      const BadRecord& b = bad_[bad_.size() - info.bad];  // this dataset's first
+      throw DatasetError(fmt::format("{}: no valid records: all {} records are bad; the first: {}:{}: {} (check the "
+                                     "dataset's format and columns)",
+                                     info.name, info.bad, b.file, b.line, b.reason));
     }
     valid.push_back(info.valid);
     bytes_ += info.bytes;
