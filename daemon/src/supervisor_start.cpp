@@ -51,8 +51,8 @@ void Supervisor::poll_indexing() {
     try {
       std::rethrow_exception(index_error_);
     } catch (const std::exception& e) {
+      // As main() reports every other start-up error.
       std::fprintf(stderr, "error: %s\n", e.what());
-      spdlog::error("{}", e.what());
       sd_notifyf(0, "STATUS=error: %s", e.what());
     }
     exit_code_ = 1;
