@@ -323,3 +323,18 @@ TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: P
   CHECK(pss[4] < pss[1] + 3 * 40 * 1024);
   CHECK(pss[4] * 1024 < bytes + 200ull * 1024 * 1024);
 }
+
+TEST_CASE("a bad record under on_bad_record = \"fail\" stops the daemon at start, naming the file and line") {
+  TempDir dir;
+  head(data_path("sft/mixed-300.jsonl"), 6, dir.file("d.jsonl"));
+  std::ofstream(dir.file("d.jsonl"), std::ios::app) << "{\"query\": \"q\"}\n";
+  std::string cfg = write_job(
+      dir, "[dataset]\npath = \"" + dir.file("d.jsonl") + "\"\non_bad_record = \"fail\"\n" + tok_and_batch());
+  // The socket answers while the datasets are indexed; then the daemon exits.
+  Daemon d(cfg, socket_of(dir));
+  CHECK(d.wait() == 1);
+  CHECK_MESSAGE(d.log().find("error: " + dir.file("d.jsonl") + ":7: bad record: unrecognized record") !=
+                    std::string::npos,
+                d.log());
+  CHECK_FALSE(fs::exists(socket_of(dir)));
+}
