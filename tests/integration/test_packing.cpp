@@ -59,7 +59,7 @@ TEST_CASE("packed and padding_free batches equal the reference on two ranks, ove
   }
 }
 
-TEST_CASE("the token cache: identical batches cold, warm and off; a changed template builds another") {
+TEST_CASE("the token cache: identical batches cold, warm and off; a changed template or tokenizer builds another") {
   TempDir dir;
   std::string body = job("size = 3\nmax_length = 400\n", "[ranks]\nworld_size = 2\n");
   std::string cache = dir.file("cache");
@@ -93,6 +93,19 @@ TEST_CASE("the token cache: identical batches cold, warm and off; a changed temp
     require_equal(other, reference(write_job(dir, llama2, "llama2"), 1), "llama2");
   }
   CHECK(cache_files(cache, ".idx") == 2);
+  // Another tokenizer, another key: the same vocabulary as a tokenizer.json
+  // (tokfeed's own BPE) builds a third store, with the very same tokens.
+  std::string hf = body;
+  std::string model = data_path("tokenizers/sp32k/tokenizer.model");
+  hf.replace(hf.find(model), model.size(), std::string(TOKFEED_TEST_BUILD_DATA) + "/sp32k-hf/tokenizer.json");
+  hf.replace(hf.find("\"sentencepiece\""), 15, "\"hf\"");
+  {
+    Daemon d(write_job(dir, hf, "hf"), socket_of(dir, "hf"));
+    std::vector<std::string> other = dump(d.socket(), 1);
+    CHECK(status_json(d).find("\"state\":\"built\"") != std::string::npos);
+    CHECK(other == cold);
+  }
+  CHECK(cache_files(cache, ".idx") == 3);
 }
 
 TEST_CASE("kill -9 while the token cache is built leaves no store; the next start builds it and serves the same") {
