@@ -547,7 +547,7 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
           f"`{rel(args.source)}` repeated line by line, copy k of line i with a top-level `\"id\": \"k-i\"` "
           f"({'reused' if reused else 'generated'} by this run), in the page cache for every measurement. "
           f"tokfeed: sp32k `tokenizer.model`, mistral template; `tokfeedd --check-config` indexes and validates "
-          f"every record, hashes the records for the token-cache key and loads the tokenizer; its fixed overhead "
+          f"every record, computes the token-cache key from the shard digests and loads the tokenizer; its fixed overhead "
           f"is the best of {len(tf['overhead_runs'])} runs on a one-record file. HF: `load_dataset(\"json\", "
           f"data_files=FILE, split=\"train\", cache_dir=...)` in a fresh `/usr/bin/python3`, fresh cache dir. "
           f"CPU = user + system seconds of the process (all its threads).", ""]
