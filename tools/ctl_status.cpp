@@ -28,9 +28,8 @@ void print_table(const msgpack::object& s) {
   if (str(ds, "state") == "indexing") {
     double done = get_num(ix, "bytes_done"), total = get_num(ix, "bytes_total");
     fmt::print("dataset    indexing: shard {}/{}  {:.1f}/{:.1f} MB ({:.1f}%)  {} records  ETA {:.0f} s\n",
-               get_int(ix, "shards_done").value_or(0), get_int(ix, "shards_total").value_or(0), done / 1e6,
-               total / 1e6, total > 0 ? 100 * done / total : 100.0, get_int(ix, "records").value_or(0),
-               get_num(ix, "eta_s"));
+               get_int(ix, "shards_done").value_or(0), get_int(ix, "shards_total").value_or(0), done / 1e6, total / 1e6,
+               total > 0 ? 100 * done / total : 100.0, get_int(ix, "records").value_or(0), get_num(ix, "eta_s"));
   } else {
     fmt::print("dataset    {}  {} records, {} valid, {} bad, {} samples per epoch (indexed in {:.2f} s)\n",
                str(ds, "path"), get_int(ds, "records").value_or(0), get_int(ds, "valid").value_or(0),

@@ -346,9 +346,10 @@ int main(int argc, char** argv) {
   pin(0);
   Shared* sh = shared_block();
   const uint64_t sizes[] = {1u << 10, 64u << 10, 1u << 20, 16u << 20};
-  std::printf("| payload | ring p50 / p99, spinning (µs) | ring p50 / p99, futex sleep (µs) | ring batches/s "
-              "| message_queue p50 / p99 (µs) | message_queue msgs/s | socket p50 / p99 (µs) | socket msgs/s "
-              "| ring vs best baseline, p50 (spin / sleep) |\n");
+  std::printf(
+      "| payload | ring p50 / p99, spinning (µs) | ring p50 / p99, futex sleep (µs) | ring batches/s "
+      "| message_queue p50 / p99 (µs) | message_queue msgs/s | socket p50 / p99 (µs) | socket msgs/s "
+      "| ring vs best baseline, p50 (spin / sleep) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (uint64_t size : sizes) {
     const uint64_t spin_n = quick ? 500 : 4000, sleep_n = quick ? 100 : 600;
@@ -371,9 +372,9 @@ int main(int argc, char** argv) {
     }
     double best = std::min(mq.p50_us, sock.p50_us);
     std::printf("| %s | %.2f / %.2f | %.1f / %.1f | %s | %.1f / %.1f | %s | %.1f / %.1f | %s | %.0fx / %.0fx |\n",
-                size_name(size).c_str(), spin.p50_us, spin.p99_us, sleep.p50_us, sleep.p99_us,
-                rate_name(rate).c_str(), mq.p50_us, mq.p99_us, rate_name(mq_rate).c_str(), sock.p50_us,
-                sock.p99_us, rate_name(sock_rate).c_str(), best / spin.p50_us, best / sleep.p50_us);
+                size_name(size).c_str(), spin.p50_us, spin.p99_us, sleep.p50_us, sleep.p99_us, rate_name(rate).c_str(),
+                mq.p50_us, mq.p99_us, rate_name(mq_rate).c_str(), sock.p50_us, sock.p99_us,
+                rate_name(sock_rate).c_str(), best / spin.p50_us, best / sleep.p50_us);
     std::fflush(stdout);
   }
   return 0;

@@ -30,8 +30,8 @@ std::vector<std::string> read_corpus(const std::string& path) {
 }
 
 // Best MB/s over passes lasting `seconds` in total (at least 3 passes).
-double measure(const std::vector<std::string>& texts, double seconds, const std::function<size_t(const std::string&)>& encode,
-               size_t* tokens) {
+double measure(const std::vector<std::string>& texts, double seconds,
+               const std::function<size_t(const std::string&)>& encode, size_t* tokens) {
   size_t bytes = 0;
   for (const auto& t : texts) bytes += t.size();
   for (const auto& t : texts) encode(t);  // warm-up
@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
     else corpora.push_back(a);
   }
   if (corpora.empty() || (hf_path.empty() && sp_path.empty())) {
-    std::fprintf(stderr, "usage: %s [--hf tokenizer.json] [--sp tokenizer.model] [--seconds S] corpus.jsonl...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--hf tokenizer.json] [--sp tokenizer.model] [--seconds S] corpus.jsonl...\n",
+                 argv[0]);
     return 2;
   }
   std::unique_ptr<tokfeed::text::Tokenizer> hf;
@@ -79,19 +80,25 @@ int main(int argc, char** argv) {
     const auto texts = read_corpus(path);
     size_t tokens = 0;
     if (hf) {
-      double mbps = measure(texts, seconds, [&](const std::string& t) {
-        out.clear();
-        hf->encode(t, out);
-        return out.size();
-      }, &tokens);
+      double mbps = measure(
+          texts, seconds,
+          [&](const std::string& t) {
+            out.clear();
+            hf->encode(t, out);
+            return out.size();
+          },
+          &tokens);
       std::printf("RESULT %s tokfeed-hf %.2f %zu\n", name.c_str(), mbps, tokens);
     }
     if (!sp_path.empty()) {
-      double mbps = measure(texts, seconds, [&](const std::string& t) {
-        sp_ids.clear();
-        sp.Encode(t, &sp_ids);
-        return sp_ids.size();
-      }, &tokens);
+      double mbps = measure(
+          texts, seconds,
+          [&](const std::string& t) {
+            sp_ids.clear();
+            sp.Encode(t, &sp_ids);
+            return sp_ids.size();
+          },
+          &tokens);
       std::printf("RESULT %s sentencepiece %.2f %zu\n", name.c_str(), mbps, tokens);
     }
     std::fflush(stdout);

@@ -41,12 +41,11 @@ Status Attachment::open(const ClientOptions& opt) {
   for (;;) {
     sock_ = proto::connect_unix(opt.socket, error);
     if (sock_ < 0) return {Code::kIoError, error};
-    std::string req = proto::make_request(
-        "attach", {{"rank", opt.rank},
-                   {"epoch", static_cast<int64_t>(opt.start.epoch)},
-                   {"step", static_cast<int64_t>(opt.start.step)},
-                   {"world_size", static_cast<int64_t>(opt.start.world_size)},
-                   {"base", static_cast<int64_t>(opt.start.base)}});
+    std::string req = proto::make_request("attach", {{"rank", opt.rank},
+                                                     {"epoch", static_cast<int64_t>(opt.start.epoch)},
+                                                     {"step", static_cast<int64_t>(opt.start.step)},
+                                                     {"world_size", static_cast<int64_t>(opt.start.world_size)},
+                                                     {"base", static_cast<int64_t>(opt.start.base)}});
     // A daemon that refuses this peer replies with its reason and closes at
     // once, possibly before the request is sent: read the reason even then.
     std::string send_error;
@@ -154,9 +153,9 @@ Status Attachment::validate_segments(uint32_t ring_base) {
   uint64_t size = data_.size();
   uint64_t rings_end = 0, slots_end = 0, slot_total = 0;
   bool bad = h->header_bytes != sizeof(shm::SegmentHeader) || h->segment_bytes > size ||
-             h->ring_stride != sizeof(shm::RingHeader) || h->slots_per_ring == 0 || h->slot_bytes < sizeof(shm::SlotHeader) ||
-             h->slot_bytes % shm::kCacheLine != 0 || h->rings_offset % shm::kCacheLine != 0 ||
-             uint64_t{ring_base} + workers_ > h->ring_count ||
+             h->ring_stride != sizeof(shm::RingHeader) || h->slots_per_ring == 0 ||
+             h->slot_bytes < sizeof(shm::SlotHeader) || h->slot_bytes % shm::kCacheLine != 0 ||
+             h->rings_offset % shm::kCacheLine != 0 || uint64_t{ring_base} + workers_ > h->ring_count ||
              __builtin_mul_overflow(uint64_t{h->ring_count}, h->ring_stride, &rings_end) ||
              __builtin_add_overflow(rings_end, h->rings_offset, &rings_end) || rings_end > size ||
              __builtin_mul_overflow(uint64_t{h->ring_count} * h->slots_per_ring, h->slot_bytes, &slot_total) ||

@@ -35,8 +35,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
  private:
   struct Ring {
     shm::RingConsumer consumer;
-    uint64_t tail = 0;                // every seq below is released
-    std::vector<uint8_t> released;    // by seq % slots, for seqs in [tail, tail + slots)
+    uint64_t tail = 0;              // every seq below is released
+    std::vector<uint8_t> released;  // by seq % slots, for seqs in [tail, tail + slots)
   };
 
   Status validate_segments(uint32_t ring_base);

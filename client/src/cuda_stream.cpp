@@ -176,7 +176,8 @@ struct DeviceStream::Impl {
   // oldest one, to bound how many slots the stream holds.
   void reap(bool force) {
     while (!draining.empty()) {
-      cudaError_t e = force ? cudaEventSynchronize(draining.front().buf.ready) : cudaEventQuery(draining.front().buf.ready);
+      cudaError_t e =
+          force ? cudaEventSynchronize(draining.front().buf.ready) : cudaEventQuery(draining.front().buf.ready);
       if (e == cudaErrorNotReady) return;
       draining.pop_front();  // releases the host Batch (its slot)
       force = false;
@@ -247,7 +248,8 @@ Status device_count(int& out) noexcept {
   cudaError_t e = cudaGetDeviceCount(&out);
   if (e != cudaSuccess) {
     out = 0;
-    return {Code::kInvalidArgument, std::string("no CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
+    return {Code::kInvalidArgument,
+            std::string("no CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
   }
   if (out == 0) return {Code::kInvalidArgument, "no CUDA device: cudaGetDeviceCount found none"};
   return {};
@@ -258,8 +260,8 @@ Status DeviceStream::open(Client& client, const StreamOptions& opt, std::unique_
     int n = 0;
     if (Status st = device_count(n); !st.ok()) return st;
     if (opt.device < 0 || opt.device >= n)
-      return {Code::kInvalidArgument, "no CUDA device: cuda:" + std::to_string(opt.device) + " requested, " +
-                                          std::to_string(n) + " present"};
+      return {Code::kInvalidArgument,
+              "no CUDA device: cuda:" + std::to_string(opt.device) + " requested, " + std::to_string(n) + " present"};
     auto impl = std::make_unique<Impl>();
     impl->client = &client;
     impl->opt = opt;
@@ -275,8 +277,8 @@ Status DeviceStream::open(Client& client, const StreamOptions& opt, std::unique_
     cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, opt.device);
     impl->host_base = const_cast<void*>(client.mapping_base());
     if (ro && impl->host_base && client.mapping_size()) {
-      cudaError_t e = cudaHostRegister(impl->host_base, client.mapping_size(),
-                                       cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+      cudaError_t e =
+          cudaHostRegister(impl->host_base, client.mapping_size(), cudaHostRegisterPortable | cudaHostRegisterReadOnly);
       impl->registered = e == cudaSuccess;
       if (!impl->registered) cudaGetLastError();  // clear it, so later calls do not report it
     }

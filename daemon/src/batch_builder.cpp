@@ -25,8 +25,8 @@ namespace {
 // of `kept`, one after the other (one sample per row in padded modes).
 template <class T>
 void fill_rows(shm::SlotWriter& w, const char* name, shm::Dtype dtype, uint32_t len,
-               const std::vector<const text::EncodedSample*>& kept, const std::vector<uint32_t>& row_start,
-               int which, int32_t pad_id, bool packed) {
+               const std::vector<const text::EncodedSample*>& kept, const std::vector<uint32_t>& row_start, int which,
+               int32_t pad_id, bool packed) {
   const uint32_t rows = static_cast<uint32_t>(row_start.size() - 1);
   T* out = static_cast<T*>(w.add(name, dtype, 2, rows, len));
   for (uint32_t r = 0; r < rows; ++r) {

@@ -159,15 +159,14 @@ bool CacheBuild::on_exit(pid_t pid, int status, const ForkFn& fork_child, std::v
     if (cur > 0) {
       uint64_t rec = cur - 1;
       uint32_t n = ++crashes_[rec];
-      spdlog::warn("token cache builder {} (pid {}) died while encoding {} ({}); restarting it", i, pid,
-                   data_.where(rec),
-                   WIFSIGNALED(status) ? fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
-                                       : fmt::format("exited with status {}", WEXITSTATUS(status)));
+      spdlog::warn(
+          "token cache builder {} (pid {}) died while encoding {} ({}); restarting it", i, pid, data_.where(rec),
+          WIFSIGNALED(status) ? fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
+                              : fmt::format("exited with status {}", WEXITSTATUS(status)));
       if (n >= cfg_.workers.max_crashes) {
         lengths_[rec] = 0;
         flags_[rec] = cache_flags::kIsolated;
-        isolated.push_back(
-            fmt::format("{}: record crashed a worker {} times; skipping it", data_.where(rec), n));
+        isolated.push_back(fmt::format("{}: record crashed a worker {} times; skipping it", data_.where(rec), n));
       }
     }
     spawn(p, fork_child);

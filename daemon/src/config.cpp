@@ -114,8 +114,7 @@ class Section {
     if (!table_) return;
     for (const auto& [k, v] : *table_) {
       std::string key(k.str());
-      if (!used_.count(key))
-        throw ConfigError(fmt::format("{}: [{}] unknown key '{}'", file_, name_, key));
+      if (!used_.count(key)) throw ConfigError(fmt::format("{}: [{}] unknown key '{}'", file_, name_, key));
     }
   }
 
@@ -157,7 +156,6 @@ const toml::table* subtable(const std::string& file, const toml::table& root, st
   return n->as_table();
 }
 
-
 // A table of NAME = "value" strings, in file order.
 std::vector<std::pair<std::string, std::string>> string_table(Section& s, std::string_view key, std::string_view what) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -179,8 +177,7 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   if (d.path.find_first_of("*?[") == std::string::npos) {
     struct stat st;
     if (stat(d.path.c_str(), &st) != 0) s.fail("path", "file not found: " + d.path);
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-      s.fail("path", "not a regular file or a directory: " + d.path);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) s.fail("path", "not a regular file or a directory: " + d.path);
   }
   text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
                      d.format);
@@ -227,9 +224,10 @@ std::vector<DatasetConfig> read_datasets(const std::string& file, const toml::ta
     else fixed = true;
   }
   if (fixed && weights >= 1.0)
-    throw ConfigError(fmt::format("{}: [[datasets]] weights add up to {} beside datasets without a weight: weights "
-                                  "are shares of the epoch and must add up to less than 1 there",
-                                  file, weights));
+    throw ConfigError(
+        fmt::format("{}: [[datasets]] weights add up to {} beside datasets without a weight: weights "
+                    "are shares of the epoch and must add up to less than 1 there",
+                    file, weights));
   return out;
 }
 }  // namespace
@@ -242,16 +240,17 @@ JobConfig load_config(const std::string& path) {
     root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
-    throw ConfigError(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column,
-                                  e.description()));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description()));
   }
   static const std::set<std::string> kSections = {"dataset", "datasets", "tokenizer", "batch", "schedule",
-                                                  "workers", "ranks",   "server",    "cache"};
+                                                  "workers", "ranks",    "server",    "cache"};
   for (const auto& [k, v] : root) {
     if (!kSections.count(std::string(k.str())))
-      throw ConfigError(fmt::format("{}: unknown section [{}]; expected one of dataset, datasets, tokenizer, "
-                                    "batch, schedule, workers, ranks, server, cache",
-                                    path, k.str()));
+      throw ConfigError(
+          fmt::format("{}: unknown section [{}]; expected one of dataset, datasets, tokenizer, "
+                      "batch, schedule, workers, ranks, server, cache",
+                      path, k.str()));
   }
 
   c.datasets = read_datasets(path, root);
@@ -259,9 +258,8 @@ JobConfig load_config(const std::string& path) {
     Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
     c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
     c.tokenizer.path = resolve(path, s.str("path", ""));
-    text::parse_template(
-        s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5", "qwen3", "llama3"}),
-        c.tokenizer.tmpl);
+    text::parse_template(s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5", "qwen3", "llama3"}),
+                         c.tokenizer.tmpl);
     c.tokenizer.default_system = s.opt_str("default_system");
     s.check_unknown();
     require_file(path, "tokenizer", "path", c.tokenizer.path);
@@ -281,11 +279,11 @@ JobConfig load_config(const std::string& path) {
       s.fail("tokens", fmt::format("{} is below max_length {}: a padding_free row must fit the longest sample",
                                    c.batch.tokens, c.batch.max_length));
     std::string t = s.choice("truncation", "right", {"right", "left", "drop"});
-    c.batch.truncation = t == "right" ? text::Truncation::kRight
+    c.batch.truncation = t == "right"  ? text::Truncation::kRight
                          : t == "left" ? text::Truncation::kLeft
                                        : text::Truncation::kDrop;
-    c.batch.last_assistant_only = s.choice("loss", "all_assistant", {"all_assistant", "last_assistant"}) ==
-                                  "last_assistant";
+    c.batch.last_assistant_only =
+        s.choice("loss", "all_assistant", {"all_assistant", "last_assistant"}) == "last_assistant";
     c.batch.dtype = s.choice("dtype", "int64", {"int64", "int32"}) == "int64" ? shm::Dtype::kInt64 : shm::Dtype::kInt32;
     s.check_unknown();
     if (uint64_t{c.batch.size} * c.batch.max_length > (uint64_t{1} << 28))
@@ -381,7 +379,8 @@ JobConfig load_config(const std::string& path) {
     s.check_unknown();
     if (!c.cache.enabled && is_packed(c.batch.padding))
       s.fail("enabled", fmt::format("padding = \"{}\" packs by token counts, which need the token cache; set "
-                                    "enabled = true", padding_name(c.batch.padding)));
+                                    "enabled = true",
+                                    padding_name(c.batch.padding)));
     if (c.cache.enabled && c.cache.dir.empty())
       s.fail("dir", "no default cache directory (no $CACHE_DIRECTORY, $XDG_CACHE_HOME or $HOME): set one");
   }

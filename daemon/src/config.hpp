@@ -35,8 +35,8 @@ struct DatasetConfig {
   bool skip_bad = true;  // on_bad_record = "skip"
   std::vector<std::pair<std::string, std::string>> placeholders;
   std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as
-  std::optional<uint64_t> samples;  // per epoch, ms-swift's `#N`
-  std::optional<double> weight;     // a share of the mixed epoch
+  std::optional<uint64_t> samples;                           // per epoch, ms-swift's `#N`
+  std::optional<double> weight;                              // a share of the mixed epoch
 };
 
 struct TokenizerConfig {
@@ -100,12 +100,12 @@ struct ServerConfig {
   std::vector<uint32_t> allow_gids;
   // metrics_listen = "host:port": serve GET /metrics over HTTP. Empty: off.
   std::string metrics_listen;
-  std::string metrics_host;  // an IP literal, without brackets
+  std::string metrics_host;   // an IP literal, without brackets
   uint16_t metrics_port = 0;  // 0: any free port (shown in status)
 };
 
 struct JobConfig {
-  std::string file;  // the config file itself
+  std::string file;                     // the config file itself
   std::vector<DatasetConfig> datasets;  // [dataset], or [[datasets]]: at least one
   TokenizerConfig tokenizer;
   BatchConfig batch;

@@ -110,15 +110,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string payload, error;
     for (;;) {
       switch (reader_.next(payload, error)) {
-        case proto::FrameReader::Next::kNeedMore:
-          read();
-          return;
+        case proto::FrameReader::Next::kNeedMore: read(); return;
         case proto::FrameReader::Next::kError:
           spdlog::warn("control: client pid {} uid {}: {}; disconnecting", peer_.pid, peer_.uid, error);
           send({error_reply(error), {}, true});
           return;
-        case proto::FrameReader::Next::kFrame:
-          break;
+        case proto::FrameReader::Next::kFrame: break;
       }
       msgpack::object_handle req;
       if (std::string e = proto::decode_payload(payload, req); !e.empty()) {
@@ -135,14 +132,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       persistent_ |= reply.persistent;
       if (persistent_) idle_.cancel();
       else arm_idle();
-      send(std::move(reply));
+      send(reply);
       if (close) return;
     }
   }
 
   // Replies are small; a client that does not read them gets disconnected
   // rather than holding the daemon.
-  void send(Reply reply) {
+  void send(const Reply& reply) {
     std::string frame = proto::encode_frame(reply.payload);
     std::string error;
     int fd = sock_.native_handle();

@@ -43,7 +43,7 @@ struct Access {
 
 // Bounds that keep idle or hostile clients from starving the control plane.
 inline constexpr std::size_t kMaxConnections = 256;  // beyond this, new connections are refused
-inline constexpr int kIdleTimeoutMs = 5000;         // a connection with no request for this long is closed
+inline constexpr int kIdleTimeoutMs = 5000;          // a connection with no request for this long is closed
 
 class ControlHandler {
  public:

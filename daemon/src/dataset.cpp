@@ -45,7 +45,8 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
   h.field(b.identity());
   uint64_t head = std::min(b.size(), kEdgeBytes);
   h.field(std::string_view(b.data(), head));
-  h.field(std::string_view(b.data() + b.size() - std::min(b.size() - head, kEdgeBytes), std::min(b.size() - head, kEdgeBytes)));
+  h.field(std::string_view(b.data() + b.size() - std::min(b.size() - head, kEdgeBytes),
+                           std::min(b.size() - head, kEdgeBytes)));
   h.field(text::format_name(rules.format));
   h.field(rules.require_alternation ? "alternate" : "any order");
   for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
@@ -99,9 +100,10 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
     if (info.valid == 0) {
       if (info.bad == 0) throw DatasetError(fmt::format("{}: no valid records: it holds no records", info.name));
       const BadRecord& b = bad_[bad_.size() - info.bad];  // this dataset's first
-      throw DatasetError(fmt::format("{}: no valid records: all {} records are bad; the first: {}:{}: {} (check the "
-                                     "dataset's format and columns)",
-                                     info.name, info.bad, b.file, b.line, b.reason));
+      throw DatasetError(
+          fmt::format("{}: no valid records: all {} records are bad; the first: {}:{}: {} (check the "
+                      "dataset's format and columns)",
+                      info.name, info.bad, b.file, b.line, b.reason));
     }
     valid.push_back(info.valid);
     bytes_ += info.bytes;
@@ -118,8 +120,8 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
   if (first > UINT32_MAX) throw DatasetError(fmt::format("{} valid records: at most 2^32 are supported", first));
   mixture_ = Mixture(std::move(parts));
   if (mixture_.per_epoch() > UINT32_MAX)
-    throw DatasetError(fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`",
-                                   mixture_.per_epoch()));
+    throw DatasetError(
+        fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`", mixture_.per_epoch()));
   seconds_ = (shm::monotonic_ns() - t0) / 1e9;
 }
 
@@ -171,9 +173,10 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   }
   if (!s.index.bad().empty() && !dc.skip_bad) {
     const ShardBad& b = s.index.bad()[0];
-    throw DatasetError(fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
-                                   "such records)",
-                                   path, b.line, b.reason));
+    throw DatasetError(
+        fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
+                    "such records)",
+                    path, b.line, b.reason));
   }
   for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, b.reason});
   shard_first_.push_back(s.first + s.index.valid());

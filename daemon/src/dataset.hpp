@@ -47,7 +47,7 @@ struct DatasetInfo {
 
 // Where indexing stands, for the log, status and systemd while it runs.
 struct IndexProgress {
-  std::atomic<uint64_t> bytes_done{0};   // of the shards' files as stored (compressed ones count compressed)
+  std::atomic<uint64_t> bytes_done{0};  // of the shards' files as stored (compressed ones count compressed)
   std::atomic<uint64_t> bytes_total{0};
   std::atomic<uint64_t> shards_done{0};
   std::atomic<uint64_t> shards_total{0};
@@ -103,7 +103,7 @@ class Dataset {
   struct Shard {
     std::string path;
     std::size_t dataset;
-    uint64_t first;  // its first valid record
+    uint64_t first;        // its first valid record
     bool indexed = false;  // at this start, not read from the index cache
     ShardBytes bytes;
     ShardIndex index;

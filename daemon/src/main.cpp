@@ -32,10 +32,11 @@ int check_config(const std::string& path) {
                 static_cast<unsigned long long>(d.samples));
   uint64_t indexed = 0, shards = 0;
   for (const DatasetInfo& d : data.datasets()) indexed += d.indexed, shards += d.shards;
-  std::printf("# dataset index: %llu records, %llu bytes in %.3f s (%llu of %llu shards indexed, the others from "
-              "the index cache)\n",
-              static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.file_bytes()),
-              data.index_seconds(), static_cast<unsigned long long>(indexed), static_cast<unsigned long long>(shards));
+  std::printf(
+      "# dataset index: %llu records, %llu bytes in %.3f s (%llu of %llu shards indexed, the others from "
+      "the index cache)\n",
+      static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.file_bytes()),
+      data.index_seconds(), static_cast<unsigned long long>(indexed), static_cast<unsigned long long>(shards));
   for (std::size_t i = 0; i < data.bad().size() && i < 20; ++i)
     std::printf("#   %s:%u: %s\n", data.bad()[i].file.c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
   if (data.bad().size() > 20) std::printf("#   ... %zu more\n", data.bad().size() - 20);

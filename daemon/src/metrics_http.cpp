@@ -43,8 +43,7 @@ Response route(std::string_view head, const MetricsHttpServer::Body& body, bool&
     return {400, "Bad Request", "expected a request line: GET /metrics HTTP/1.1\n"};
   }
   head_only = part[0] == "HEAD";
-  if (part[0] != "GET" && !head_only)
-    return {405, "Method Not Allowed", "only GET and HEAD\n", "Allow: GET, HEAD\r\n"};
+  if (part[0] != "GET" && !head_only) return {405, "Method Not Allowed", "only GET and HEAD\n", "Allow: GET, HEAD\r\n"};
   std::string_view path = part[1].substr(0, part[1].find('?'));
   if (path != "/metrics") return {404, "Not Found", "tokfeedd serves /metrics only\n"};
   try {
@@ -107,9 +106,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void reply(Response r, bool head_only) {
     if (r.code != 200) spdlog::debug("metrics http: {}: {} {}", peer_, r.code, r.reason);
-    out_ = fmt::format("HTTP/1.1 {} {}\r\n{}{}Content-Length: {}\r\nConnection: close\r\n\r\n", r.code, r.reason,
-                       r.code == 200 ? "" : "Content-Type: text/plain; charset=utf-8\r\n", r.extra_headers,
-                       r.body.size());
+    out_ =
+        fmt::format("HTTP/1.1 {} {}\r\n{}{}Content-Length: {}\r\nConnection: close\r\n\r\n", r.code, r.reason,
+                    r.code == 200 ? "" : "Content-Type: text/plain; charset=utf-8\r\n", r.extra_headers, r.body.size());
     if (!head_only) out_ += r.body;
     timer_.cancel();
     arm(shared_->limits.write_timeout);
@@ -152,14 +151,18 @@ MetricsHttpServer::MetricsHttpServer(asio::io_context& io, const std::string& ho
   if (!ec) acceptor_.listen(64, ec);
   if (ec) {
     throw std::runtime_error(fmt::format(
-        "[server] metrics_listen: cannot listen on {}: {}; choose a free port or remove the key", where,
-        ec.message()));
+        "[server] metrics_listen: cannot listen on {}: {}; choose a free port or remove the key", where, ec.message()));
   }
   endpoint_ = format_endpoint(acceptor_.local_endpoint());
   accept();
 }
 
-MetricsHttpServer::~MetricsHttpServer() { close(); }
+MetricsHttpServer::~MetricsHttpServer() {
+  try {
+    close();
+  } catch (const std::exception&) {  // a timer that cannot be cancelled dies with the io_context anyway
+  }
+}
 
 void MetricsHttpServer::close() {
   error_code ec;

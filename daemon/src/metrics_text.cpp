@@ -74,9 +74,11 @@ std::string prometheus_text(const msgpack::object& s) {
     double rank = field(r, "rank"), cumulative = 0;
     const msgpack::object* h = proto::find(r, "wait_hist");
     for (int i = 0; i < 10; ++i) {
-      if (h && h->type == msgpack::type::ARRAY && uint32_t(i) < h->via.array.size) cumulative += proto::as_number(&h->via.array.ptr[i]);
-      fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_bucket{{rank=\"{:.0f}\",le=\"{}\"}} {:.0f}\n",
-                     rank, kLe[i], cumulative);
+      if (h && h->type == msgpack::type::ARRAY && uint32_t(i) < h->via.array.size)
+        cumulative += proto::as_number(&h->via.array.ptr[i]);
+      fmt::format_to(std::back_inserter(out),
+                     "tokfeed_client_wait_seconds_bucket{{rank=\"{:.0f}\",le=\"{}\"}} {:.0f}\n", rank, kLe[i],
+                     cumulative);
     }
     fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_sum{{rank=\"{:.0f}\"}} {:.6f}\n", rank,
                    field(r, "wait_s"));

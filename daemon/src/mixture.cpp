@@ -12,12 +12,12 @@ namespace tokfeed {
 
 std::vector<uint64_t> mix_counts(const std::vector<DatasetConfig>& datasets, const std::vector<uint64_t>& valid,
                                  const std::string& config_file) {
-  const std::size_t D = datasets.size();
-  std::vector<uint64_t> c(D, 0);
+  const std::size_t n = datasets.size();
+  std::vector<uint64_t> c(n, 0);
   uint64_t fixed = 0, all = 0;
   double weights = 0;
   bool any_fixed = false;
-  for (std::size_t d = 0; d < D; ++d) {
+  for (std::size_t d = 0; d < n; ++d) {
     all += valid[d];
     if (datasets[d].weight) {
       weights += *datasets[d].weight;
@@ -33,15 +33,16 @@ std::vector<uint64_t> mix_counts(const std::vector<DatasetConfig>& datasets, con
     total = all;
   } else {
     if (weights >= 1.0)
-      throw ConfigError(fmt::format("{}: [[datasets]] weights add up to {}: beside datasets without a weight they "
-                                    "must add up to less than 1",
-                                    config_file, weights));
+      throw ConfigError(
+          fmt::format("{}: [[datasets]] weights add up to {}: beside datasets without a weight they "
+                      "must add up to less than 1",
+                      config_file, weights));
     total = static_cast<uint64_t>(std::floor(static_cast<double>(fixed) / (1.0 - weights) + 0.5));
   }
   const uint64_t share = total - std::min(total, fixed);
-  std::vector<double> frac(D, -1.0);
+  std::vector<double> frac(n, -1.0);
   uint64_t given = 0;
-  for (std::size_t d = 0; d < D; ++d) {
+  for (std::size_t d = 0; d < n; ++d) {
     if (!datasets[d].weight) continue;
     double x = static_cast<double>(share) * *datasets[d].weight / weights;
     double f = std::floor(x);
@@ -50,10 +51,10 @@ std::vector<uint64_t> mix_counts(const std::vector<DatasetConfig>& datasets, con
     given += c[d];
   }
   // Largest remainders first; ties by config order.
-  std::vector<std::size_t> order(D);
+  std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return frac[a] > frac[b]; });
-  for (std::size_t k = 0; given < share && k < D; ++k)
+  for (std::size_t k = 0; given < share && k < n; ++k)
     if (datasets[order[k]].weight) ++c[order[k]], ++given;
   return c;
 }

@@ -29,8 +29,7 @@ void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(
   for (std::size_t w0 = 0; w0 < order.size(); w0 += window) {
     std::size_t w1 = std::min(order.size(), w0 + window);
     by_length.assign(order.begin() + static_cast<std::ptrdiff_t>(w0), order.begin() + static_cast<std::ptrdiff_t>(w1));
-    std::stable_sort(by_length.begin(), by_length.end(),
-                     [&](uint32_t a, uint32_t b) { return length(a) > length(b); });
+    std::stable_sort(by_length.begin(), by_length.end(), [&](uint32_t a, uint32_t b) { return length(a) > length(b); });
     bins.clear();
     open.clear();
     for (uint32_t s : by_length) {
@@ -57,10 +56,17 @@ void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(
   }
 }
 
-Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start,
-                   const TokenStore* store)
-    : cfg_(cfg), mix_(mix), n_(mix.per_epoch()), world_(cfg.ranks.world_size), rank_(rank), rows_per_batch_(cfg.batch.rows()),
-      packed_(is_packed(cfg.batch.padding)), start_(start), store_(store), epochs_(cfg.schedule.epochs) {
+Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store)
+    : cfg_(cfg),
+      mix_(mix),
+      n_(mix.per_epoch()),
+      world_(cfg.ranks.world_size),
+      rank_(rank),
+      rows_per_batch_(cfg.batch.rows()),
+      packed_(is_packed(cfg.batch.padding)),
+      start_(start),
+      store_(store),
+      epochs_(cfg.schedule.epochs) {
   if (n_ > UINT32_MAX) throw std::invalid_argument("more than 2^32 records");
   if (packed_ && !store_) throw std::invalid_argument("packed modes need the token cache");
   uint64_t index = 0;
@@ -116,8 +122,8 @@ const EpochRows& Schedule::rows(uint64_t epoch) {
     order.reserve(perm.size());
     for (uint32_t s : perm)
       if (!(store_->flags(s) & cache_flags::kExcluded)) order.push_back(s);
-    pack_rows(order, [this](uint32_t s) { return store_->length(s); }, cfg_.batch.capacity(), cfg_.batch.pack_window,
-              rows_);
+    pack_rows(
+        order, [this](uint32_t s) { return store_->length(s); }, cfg_.batch.capacity(), cfg_.batch.pack_window, rows_);
   }
   rows_epoch_ = epoch;
   return rows_;

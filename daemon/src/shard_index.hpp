@@ -35,8 +35,8 @@ class ShardIndex {
  public:
   // Where a build reports to while it runs; any may be null.
   struct Progress {
-    std::atomic<uint64_t>* bytes = nullptr;    // advanced by the bytes scanned
-    std::atomic<uint64_t>* records = nullptr;  // advanced by the records found
+    std::atomic<uint64_t>* bytes = nullptr;     // advanced by the bytes scanned
+    std::atomic<uint64_t>* records = nullptr;   // advanced by the records found
     const std::atomic<bool>* cancel = nullptr;  // stops the build at the next chunk
   };
 

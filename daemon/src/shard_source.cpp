@@ -81,8 +81,10 @@ void write_all(int fd, const void* p, std::size_t n, const std::string& what) {
     ssize_t w = ::write(fd, c, n);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0)
-      throw DatasetError(fmt::format("{}: cannot write the decompressed shard: {}; free space there, or set [cache] "
-                                     "dir elsewhere", what, std::strerror(errno)));
+      throw DatasetError(
+          fmt::format("{}: cannot write the decompressed shard: {}; free space there, or set [cache] "
+                      "dir elsewhere",
+                      what, std::strerror(errno)));
     c += w;
     n -= static_cast<std::size_t>(w);
   }
@@ -99,8 +101,10 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
     reported = pos;
   };
   auto at = [&](uint64_t offset, const std::string& what) {
-    return DatasetError(fmt::format("{}: byte {} of the compressed file: {}; the file is damaged: fetch or "
-                                    "compress it again", path, offset, what));
+    return DatasetError(
+        fmt::format("{}: byte {} of the compressed file: {}; the file is damaged: fetch or "
+                    "compress it again",
+                    path, offset, what));
   };
   if (in.size == 0) throw at(0, "the compressed file is empty");
   if (c == Compression::kGzip) {
@@ -189,12 +193,15 @@ std::vector<std::string> resolve_shards(const std::string& name, const std::stri
     std::error_code ec;
     for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::none, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_regular_file(ec) && is_dataset_file(it->path().filename().string())) out.push_back(it->path().string());
+      if (it->is_regular_file(ec) && is_dataset_file(it->path().filename().string()))
+        out.push_back(it->path().string());
     }
     if (ec) throw DatasetError(fmt::format("{}: cannot list the directory: {}", name, ec.message()));
     if (out.empty())
-      throw DatasetError(fmt::format("{}: the directory holds no .jsonl, .json, .jsonl.gz, .json.gz, .jsonl.zst or "
-                                     ".json.zst file", name));
+      throw DatasetError(
+          fmt::format("{}: the directory holds no .jsonl, .json, .jsonl.gz, .json.gz, .jsonl.zst or "
+                      ".json.zst file",
+                      name));
   } else {
     out.push_back(path);
   }
@@ -202,8 +209,7 @@ std::vector<std::string> resolve_shards(const std::string& name, const std::stri
   return out;
 }
 
-ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_dir,
-                            std::atomic<uint64_t>* read_bytes) {
+ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_dir, std::atomic<uint64_t>* read_bytes) {
   ShardBytes s;
   Mapped in = map_file(path);
   Compression c = compression_of(path);

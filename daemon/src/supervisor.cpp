@@ -74,7 +74,8 @@ int abstract_lock(const std::string& name, std::string& error) {
 
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
 
@@ -97,13 +98,13 @@ Supervisor::~Supervisor() {
 
 void Supervisor::acquire_instance_locks() {
   std::string error;
-  for (const auto& [what, key] : {std::pair<std::string, std::string>{"socket", cfg_.server.socket},
-                                  {"shm_prefix", cfg_.server.shm_prefix}}) {
+  for (const auto& [what, key] :
+       {std::pair<std::string, std::string>{"socket", cfg_.server.socket}, {"shm_prefix", cfg_.server.shm_prefix}}) {
     int fd = abstract_lock("tokfeed/" + what + "/" + key, error);
     if (fd < 0) {
-      throw std::runtime_error(fmt::format(
-          "another tokfeedd is running with [server] {} = \"{}\" ({}); stop it first or choose another {}", what,
-          key, error, what));
+      throw std::runtime_error(
+          fmt::format("another tokfeedd is running with [server] {} = \"{}\" ({}); stop it first or choose another {}",
+                      what, key, error, what));
     }
     lock_fds_.push_back(fd);
   }
@@ -166,8 +167,8 @@ void Supervisor::create_segments() {
   // SYNC POINT: pairs with the client's state.load(acquire): every field
   // above is visible before the segment reads as ready.
   h->state.store(shm::kStateReady, std::memory_order_release);
-  spdlog::info("shared memory: {} bytes of rings in {} ({} rings x {} slots x {} bytes), anonymous",
-               plan_.data_bytes, cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
+  spdlog::info("shared memory: {} bytes of rings in {} ({} rings x {} slots x {} bytes), anonymous", plan_.data_bytes,
+               cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
 }
 
 pid_t Supervisor::fork_child(const std::function<void()>& child) {
@@ -292,8 +293,8 @@ void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
   // (SIGKILL, SIGTERM, SIGINT: an operator, a test, the OOM killer) hits
   // whatever was being built, and must not get a good record skipped.
   uint64_t rec = r.building_record.load(std::memory_order_relaxed);
-  bool external = WIFSIGNALED(status) &&
-                  (WTERMSIG(status) == SIGKILL || WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
+  bool external =
+      WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
   std::string where;
   if (rec > 0 && rec - 1 < data_->size()) {
     uint64_t v = rec - 1;
@@ -437,14 +438,16 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
     spdlog::warn("attach by pid {} uid {} refused: rank {} is not served here", peer.pid, peer.uid, *rank);
     return {error_reply(fmt::format("attach: rank {} is not served by this daemon (serves [{}] of world_size {})",
                                     *rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
-            {}, true};
+            {},
+            true};
   }
   if (rs->client) {
     spdlog::warn("rank {}: attach by pid {} uid {} refused: already attached by pid {}", *rank, peer.pid, peer.uid,
                  rs->client->pid);
     return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", *rank,
                                     rs->client->pid)),
-            {}, true};
+            {},
+            true};
   }
   if (phase_ != Phase::kServing) {
     // The client retries until the token cache is ready.
@@ -467,7 +470,8 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
   if (world == 0) world = cfg_.ranks.world_size;
   if (epoch > cfg_.schedule.epochs || (epoch == cfg_.schedule.epochs && (step || base)))
     return {bad_position(fmt::format("attach: epoch {} is past the job's {} epochs", epoch, cfg_.schedule.epochs)),
-            {}, true};
+            {},
+            true};
   bool replanned = false;
   const Schedule* sch = rs->schedule.get();
   bool same_segment = world == cfg_.ranks.world_size && epoch >= sch->start().epoch && base == sch->base(epoch);
@@ -482,14 +486,16 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
     replan_rank(ri, start);
     replanned = true;
     sch = rs->schedule.get();
-    spdlog::info("rank {}: stream planned again from epoch {} row {} (client position: epoch {} step {}, world "
-                 "size {}, base {})",
-                 rs->rank, start.epoch, start.base, epoch, step, world, base);
+    spdlog::info(
+        "rank {}: stream planned again from epoch {} row {} (client position: epoch {} step {}, world "
+        "size {}, base {})",
+        rs->rank, start.epoch, start.base, epoch, step, world, base);
   }
   if (epoch < cfg_.schedule.epochs && step > sch->epoch_batches()[epoch - sch->start().epoch])
     return {bad_position(fmt::format("attach: step {} is past epoch {}'s {} batches", step, epoch,
-                                    sch->epoch_batches()[epoch - sch->start().epoch])),
-            {}, true};
+                                     sch->epoch_batches()[epoch - sch->start().epoch])),
+            {},
+            true};
   uint64_t start_index = sch->index_of(epoch, step);
 
   int data_ro = shm::reopen_read_only(data_seg_.fd());
@@ -500,8 +506,7 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
     return {error_reply(std::string("attach: cannot share the segments: ") + std::strerror(errno)), {}, true};
   }
   rs->client = peer;
-  spdlog::info("rank {}: client pid {} uid {} attached at epoch {} step {}", rs->rank, peer.pid, peer.uid, epoch,
-               step);
+  spdlog::info("rank {}: client pid {} uid {} attached at epoch {} step {}", rs->rank, peer.pid, peer.uid, epoch, step);
 
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);

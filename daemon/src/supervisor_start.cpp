@@ -62,9 +62,10 @@ void Supervisor::poll_indexing() {
   data_ = std::move(indexed_);
   for (const BadRecord& b : data_->bad()) spdlog::warn("{}:{}: bad record skipped: {}", b.file, b.line, b.reason);
   for (const DatasetInfo& d : data_->datasets())
-    spdlog::info("dataset {}: {} shard(s), {} records, {} valid, {} bad, {} samples per epoch ({} shard(s) indexed, "
-                 "the others from the index cache)",
-                 d.name, d.shards, d.records, d.valid, d.bad, d.samples, d.indexed);
+    spdlog::info(
+        "dataset {}: {} shard(s), {} records, {} valid, {} bad, {} samples per epoch ({} shard(s) indexed, "
+        "the others from the index cache)",
+        d.name, d.shards, d.records, d.valid, d.bad, d.samples, d.indexed);
   spdlog::info("datasets indexed in {:.2f} s: {} valid records, {} samples per epoch", data_->index_seconds(),
                data_->size(), data_->mixture().per_epoch());
   prepare_cache();
@@ -76,10 +77,10 @@ std::string Supervisor::index_line() const {
   uint64_t done = p.bytes_done.load(std::memory_order_relaxed), total = p.bytes_total.load(std::memory_order_relaxed);
   double rate = seconds > 0 ? done / seconds : 0;
   double eta = rate > 0 && total > done ? (total - done) / rate : 0;
-  return fmt::format("indexing datasets: shard {}/{}, {:.1f}/{:.1f} MB ({:.1f}%), {} records, {:.0f} MB/s, ETA {:.0f} s",
-                     p.shards_done.load(std::memory_order_relaxed), p.shards_total.load(std::memory_order_relaxed),
-                     done / 1e6, total / 1e6, total ? 100.0 * done / total : 100.0,
-                     p.records.load(std::memory_order_relaxed), rate / 1e6, eta);
+  return fmt::format(
+      "indexing datasets: shard {}/{}, {:.1f}/{:.1f} MB ({:.1f}%), {} records, {:.0f} MB/s, ETA {:.0f} s",
+      p.shards_done.load(std::memory_order_relaxed), p.shards_total.load(std::memory_order_relaxed), done / 1e6,
+      total / 1e6, total ? 100.0 * done / total : 100.0, p.records.load(std::memory_order_relaxed), rate / 1e6, eta);
 }
 
 // ------------------------------------------------------------ token cache
@@ -94,8 +95,10 @@ void Supervisor::prepare_cache() {
   std::error_code ec;
   std::filesystem::create_directories(cfg_.cache.dir, ec);
   if (ec)
-    throw std::runtime_error(fmt::format("[cache] dir {}: cannot create it: {}; set [cache] dir to a writable "
-                                         "directory", cfg_.cache.dir, ec.message()));
+    throw std::runtime_error(
+        fmt::format("[cache] dir {}: cannot create it: {}; set [cache] dir to a writable "
+                    "directory",
+                    cfg_.cache.dir, ec.message()));
   std::string why;
   store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
   if (store_) {
@@ -109,8 +112,10 @@ void Supervisor::prepare_cache() {
   std::string lock = store_path(cfg_.cache.dir, cache_key_, "lock");
   cache_lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (cache_lock_fd_ < 0)
-    throw std::runtime_error(fmt::format("{}: cannot create the cache lock: {}; set [cache] dir to a writable "
-                                         "directory", lock, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("{}: cannot create the cache lock: {}; set [cache] dir to a writable "
+                    "directory",
+                    lock, std::strerror(errno)));
   try_cache_lock();
 }
 
@@ -175,8 +180,8 @@ std::string Supervisor::cache_line() const {
   if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
   if (cache_build_) {
     CacheProgress p = cache_build_->progress();
-    return fmt::format("building token cache: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s", p.done,
-                       p.total, p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
+    return fmt::format("building token cache: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s", p.done, p.total,
+                       p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
   }
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);
 }

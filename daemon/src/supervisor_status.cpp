@@ -35,9 +35,10 @@ std::string Supervisor::summary_line() {
   if (phase_ == Phase::kIndexing) return index_line();
   if (phase_ != Phase::kServing)
     return fmt::format("{} records ({} bad); {}", data_->size(), data_->bad().size(), cache_line());
-  return fmt::format("{} records ({} bad), {} workers ({} restarts), {}/{} ranks attached, {:.0f} samples/s, "
-                     "{:.0f} tokens/s",
-                     data_->size(), data_->bad().size(), workers_.size(), restarts, attached, ranks_.size(), sps, tps);
+  return fmt::format(
+      "{} records ({} bad), {} workers ({} restarts), {}/{} ranks attached, {:.0f} samples/s, "
+      "{:.0f} tokens/s",
+      data_->size(), data_->bad().size(), workers_.size(), restarts, attached, ranks_.size(), sps, tps);
 }
 
 // The "dataset" map: indexing progress, then what was indexed, in all and per
@@ -103,7 +104,7 @@ std::string Supervisor::status_payload() {
 
   pk.pack("cache");
   pk.pack_map(9);
-  const char* state = !cfg_.cache.enabled          ? "off"
+  const char* state = !cfg_.cache.enabled           ? "off"
                       : phase_ == Phase::kCacheWait ? "waiting"
                       : cache_build_                ? "building"
                       : cache_hit_                  ? "reused"

@@ -46,7 +46,8 @@ class Hasher {
   }
   void file(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot read for the cache key: {}", path, std::strerror(errno)));
+    if (fd < 0)
+      throw std::runtime_error(fmt::format("{}: cannot read for the cache key: {}", path, std::strerror(errno)));
     field(path.substr(path.find_last_of('/') + 1));
     char buf[1 << 16];
     for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) add(buf, static_cast<std::size_t>(n));
@@ -121,8 +122,7 @@ void append_sample(const text::EncodedSample& s, std::vector<uint32_t>& out) {
 }
 
 uint8_t sample_flags(const text::EncodedSample& s) {
-  return static_cast<uint8_t>((s.truncated ? cache_flags::kTruncated : 0) |
-                              (s.dropped ? cache_flags::kDropped : 0) |
+  return static_cast<uint8_t>((s.truncated ? cache_flags::kTruncated : 0) | (s.dropped ? cache_flags::kDropped : 0) |
                               (s.all_masked ? cache_flags::kAllMasked : 0));
 }
 
@@ -168,8 +168,7 @@ std::unique_ptr<TokenStore> TokenStore::open(const std::string& dir, const Cache
   if (!map_file(s->idx_path_, s->idx_map_, s->idx_bytes_)) return nullptr;
   const auto* h = static_cast<const IdxHeader*>(s->idx_map_);
   if (s->idx_bytes_ < sizeof(IdxHeader) || std::memcmp(h->magic, kMagic, 8) != 0 || h->version != kFormatVersion ||
-      h->key_hi != key.hi || h->key_lo != key.lo || h->records != records ||
-      s->idx_bytes_ != idx_bytes_for(records)) {
+      h->key_hi != key.hi || h->key_lo != key.lo || h->records != records || s->idx_bytes_ != idx_bytes_for(records)) {
     why = fmt::format("{} does not match this job (another format, key or record count)", s->idx_path_);
     return nullptr;
   }
@@ -196,8 +195,8 @@ TokenStore::~TokenStore() {
   if (bin_map_) munmap(bin_map_, bin_bytes_);
 }
 
-void TokenStore::publish(const std::string& dir, const CacheKey& key, const uint32_t* lengths,
-                         const uint8_t* flags, uint64_t records, const std::string& bin_tmp) {
+void TokenStore::publish(const std::string& dir, const CacheKey& key, const uint32_t* lengths, const uint8_t* flags,
+                         uint64_t records, const std::string& bin_tmp) {
   std::string idx_tmp = fmt::format("{}.tmp.{}", store_path(dir, key, "idx"), getpid());
   int fd = ::open(idx_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", idx_tmp, std::strerror(errno)));
@@ -220,7 +219,8 @@ void TokenStore::publish(const std::string& dir, const CacheKey& key, const uint
   // The .bin first: a store is complete once its .idx is in place.
   if (::rename(bin_tmp.c_str(), store_path(dir, key, "bin").c_str()) != 0 ||
       ::rename(idx_tmp.c_str(), store_path(dir, key, "idx").c_str()) != 0)
-    throw std::runtime_error(fmt::format("{}: cannot rename the token cache into place: {}", dir, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("{}: cannot rename the token cache into place: {}", dir, std::strerror(errno)));
 }
 
 }  // namespace tokfeed

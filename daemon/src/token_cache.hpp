@@ -16,9 +16,9 @@ namespace tokfeed {
 
 namespace cache_flags {
 inline constexpr uint8_t kTruncated = 1;
-inline constexpr uint8_t kDropped = 2;    // longer than max_length under truncation = "drop"
+inline constexpr uint8_t kDropped = 2;  // longer than max_length under truncation = "drop"
 inline constexpr uint8_t kAllMasked = 4;
-inline constexpr uint8_t kIsolated = 8;   // crashed a worker max_crashes times; left out
+inline constexpr uint8_t kIsolated = 8;  // crashed a worker max_crashes times; left out
 // A sample with either flag takes no place in any batch.
 inline constexpr uint8_t kExcluded = kDropped | kIsolated;
 }  // namespace cache_flags

@@ -27,9 +27,7 @@ bool parse_template(std::string_view name, Template& out) noexcept {
   return false;
 }
 
-bool template_requires_alternation(Template t) noexcept {
-  return t == Template::kMistral || t == Template::kLlama2;
-}
+bool template_requires_alternation(Template t) noexcept { return t == Template::kMistral || t == Template::kLlama2; }
 
 namespace {
 
@@ -125,8 +123,7 @@ void open_chatml_turn(Role role, Writer& w) {
   w.text("\n");
 }
 
-void render_chatml(const Conversation& c, std::string_view system, bool has_system, std::size_t last,
-                   Writer& w) {
+void render_chatml(const Conversation& c, std::string_view system, bool has_system, std::size_t last, Writer& w) {
   system_turn(system, has_system, w);
   for (std::size_t i = 0; i < c.size(); ++i) {
     const Message& m = c[i];
@@ -201,8 +198,7 @@ void qwen3_assistant(std::string_view content, bool after_query, bool final, boo
 // Qwen3's chat_template on a conversation without tools (docs/data_model.md
 // section 2): no default system; <think> reasoning is kept only after the
 // last user query, and the final message gets a (possibly empty) think block.
-void render_qwen3(const Conversation& c, std::string_view system, bool has_system, std::size_t last,
-                  Writer& w) {
+void render_qwen3(const Conversation& c, std::string_view system, bool has_system, std::size_t last, Writer& w) {
   system_turn(system, has_system, w);
   std::size_t query = qwen3_last_query(c);
   for (std::size_t i = 0; i < c.size(); ++i) {
@@ -229,8 +225,7 @@ void llama3_turn(std::string_view role, std::string_view content, bool train, Wr
 
 // Llama-3's chat_template: contents trimmed; it always ends with the
 // assistant header (it has no add_generation_prompt test).
-void render_llama3(const Conversation& c, std::string_view system, bool has_system, std::size_t last,
-                   Writer& w) {
+void render_llama3(const Conversation& c, std::string_view system, bool has_system, std::size_t last, Writer& w) {
   w.text("<|begin_of_text|>");
   if (has_system) llama3_turn("system", system, false, w);
   for (std::size_t i = 0; i < c.size(); ++i) {

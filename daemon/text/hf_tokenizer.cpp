@@ -13,17 +13,13 @@ namespace hf {
 void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   // Added tokens that match the raw text come out first; HF does the same.
   raw_splits_.clear();
-  if (p_.raw_added.empty())
-    raw_splits_.push_back({-1, 0, uint32_t(text.size())});
-  else
-    p_.raw_added.split(text, raw_splits_);
+  if (p_.raw_added.empty()) raw_splits_.push_back({-1, 0, uint32_t(text.size())});
+  else p_.raw_added.split(text, raw_splits_);
   // encode_piece may not touch raw_splits_, so iterate by index over a stable vector.
   for (size_t i = 0; i < raw_splits_.size(); ++i) {
     const AddedSplit s = raw_splits_[i];
-    if (s.id >= 0)
-      out.push_back({s.id, s.begin, s.end});
-    else if (s.begin < s.end)
-      encode_piece(text, s.begin, s.end, out);
+    if (s.id >= 0) out.push_back({s.id, s.begin, s.end});
+    else if (s.begin < s.end) encode_piece(text, s.begin, s.end, out);
   }
 }
 
@@ -84,10 +80,8 @@ std::string HfTokenizer::decode(std::span<const int32_t> ids) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    if (auto it = p_.added_by_id.find(id); it != p_.added_by_id.end())
-      tokens.push_back(it->second);
-    else if (const std::string* t = p_.model->id_to_token(id))
-      tokens.push_back(*t);
+    if (auto it = p_.added_by_id.find(id); it != p_.added_by_id.end()) tokens.push_back(it->second);
+    else if (const std::string* t = p_.model->id_to_token(id)) tokens.push_back(*t);
     // Unknown ids are skipped, as HF does.
   }
   if (p_.decoder) p_.decoder->decode_chain(tokens);

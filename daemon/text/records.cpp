@@ -172,7 +172,9 @@ std::string parse_query_response(const Fields& obj, Turns& out) {
     dom::array pairs;
     if (hist.get_array().get(pairs)) return "field 'history': expected an array of [query, response] pairs";
     std::size_t i = 0;
-    auto where = [&](int k) { return "history[" + std::to_string(i) + "]" + (k < 0 ? "" : "[" + std::to_string(k) + "]"); };
+    auto where = [&](int k) {
+      return "history[" + std::to_string(i) + "]" + (k < 0 ? "" : "[" + std::to_string(k) + "]");
+    };
     for (dom::element pair : pairs) {
       dom::array qr;
       if (pair.get_array().get(qr) || qr.size() != 2) return "field '" + where(-1) + "': expected [query, response]";

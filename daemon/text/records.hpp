@@ -25,7 +25,7 @@ bool parse_format(std::string_view name, Format& out) noexcept;
 
 struct RecordRules {
   Format format = Format::kAuto;
-  bool require_alternation = false;  // mistral and llama2 templates
+  bool require_alternation = false;                               // mistral and llama2 templates
   std::vector<std::pair<std::string, std::string>> placeholders;  // {{NAME}} → value
   // Top-level fields renamed before format detection: source → target.
   std::vector<std::pair<std::string, std::string>> columns;

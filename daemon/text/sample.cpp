@@ -26,8 +26,8 @@ class SpanCursor {
 
 }  // namespace
 
-void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc,
-                   EncodedSample& out, std::vector<Token>& scratch) {
+void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
+                   std::vector<Token>& scratch) {
   scratch.clear();
   tok.encode(r.text, scratch);
   out.ids.clear();

@@ -23,7 +23,7 @@ struct EncodedSample {
 
 // Tokenizes `r` and labels every token that overlaps a trained span.
 // `scratch` is reused across calls to avoid allocation.
-void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc,
-                   EncodedSample& out, std::vector<Token>& scratch);
+void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
+                   std::vector<Token>& scratch);
 
 }  // namespace tokfeed::text

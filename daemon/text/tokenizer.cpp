@@ -38,8 +38,7 @@ bool SpecialSplitter::find(std::string_view s, int32_t& id) const {
 std::unique_ptr<Tokenizer> load_tokenizer(std::string_view type, const std::string& path) {
   if (type == "sentencepiece") return load_sentencepiece_tokenizer(path);
   if (type == "hf") return load_hf_tokenizer(path);
-  throw TokenizerError("unknown tokenizer type '" + std::string(type) +
-                       "': expected \"sentencepiece\" or \"hf\"");
+  throw TokenizerError("unknown tokenizer type '" + std::string(type) + "': expected \"sentencepiece\" or \"hf\"");
 }
 
 }  // namespace tokfeed::text

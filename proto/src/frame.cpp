@@ -19,8 +19,8 @@ std::string decode_payload(std::string_view payload, msgpack::object_handle& out
     if (o.type != msgpack::type::MAP) return "payload is not a msgpack map";
     auto v = get_int(o, "v");
     if (!v) return "payload has no protocol version \"v\"";
-    if (*v != kVersion) return "protocol version " + std::to_string(*v) + " is not supported (want " +
-                               std::to_string(kVersion) + ")";
+    if (*v != kVersion)
+      return "protocol version " + std::to_string(*v) + " is not supported (want " + std::to_string(kVersion) + ")";
     return {};
   } catch (const msgpack::unpack_error& e) {
     return std::string("malformed msgpack: ") + e.what();
@@ -121,7 +121,10 @@ void json_string(std::string& out, std::string_view s) {
 }
 
 void json_value(std::string& out, const msgpack::object& o, int depth) {
-  if (depth > 64) { out += "null"; return; }
+  if (depth > 64) {
+    out += "null";
+    return;
+  }
   switch (o.type) {
     case msgpack::type::NIL: out += "null"; break;
     case msgpack::type::BOOLEAN: out += o.via.boolean ? "true" : "false"; break;
@@ -149,8 +152,13 @@ void json_value(std::string& out, const msgpack::object& o, int depth) {
       for (uint32_t i = 0; i < o.via.map.size; ++i) {
         if (i) out += ',';
         const auto& kv = o.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR) json_string(out, std::string_view(kv.key.via.str.ptr, kv.key.via.str.size));
-        else { std::string k; json_value(k, kv.key, depth + 1); json_string(out, k); }
+        if (kv.key.type == msgpack::type::STR)
+          json_string(out, std::string_view(kv.key.via.str.ptr, kv.key.via.str.size));
+        else {
+          std::string k;
+          json_value(k, kv.key, depth + 1);
+          json_string(out, k);
+        }
         out += ':';
         json_value(out, kv.val, depth + 1);
       }
@@ -168,8 +176,7 @@ std::string to_json(const msgpack::object& o) {
   return out;
 }
 
-std::string make_request(std::string_view op,
-                         std::initializer_list<std::pair<std::string_view, int64_t>> ints) {
+std::string make_request(std::string_view op, std::initializer_list<std::pair<std::string_view, int64_t>> ints) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_map(static_cast<uint32_t>(2 + ints.size()));
@@ -243,8 +250,7 @@ bool send_with_fds(int fd, std::string_view bytes, const std::vector<int>& fds, 
   return send_all(fd, bytes.substr(static_cast<std::size_t>(n)), error);
 }
 
-bool recv_frame(int fd, std::string& payload, std::vector<int>* fds, int timeout_ms,
-                std::string& error) noexcept {
+bool recv_frame(int fd, std::string& payload, std::vector<int>* fds, int timeout_ms, std::string& error) noexcept {
   FrameReader reader;
   char buf[65536];
   for (;;) {
@@ -291,8 +297,8 @@ bool recv_frame(int fd, std::string& payload, std::vector<int>* fds, int timeout
   }
 }
 
-bool call(const std::string& socket, std::string_view request, msgpack::object_handle& reply,
-          std::string& error, int timeout_ms) {
+bool call(const std::string& socket, std::string_view request, msgpack::object_handle& reply, std::string& error,
+          int timeout_ms) {
   int fd = connect_unix(socket, error);
   if (fd < 0) return false;
   std::string payload;

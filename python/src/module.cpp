@@ -89,7 +89,8 @@ py::object to_capsule(void* data, tokfeed::Dtype dtype, int ndim, const int64_t*
   t.data = data;
   t.device = device;
   t.ndim = ndim;
-  t.dtype = DLDataType{static_cast<uint8_t>(kDLInt), static_cast<uint8_t>(dtype == tokfeed::Dtype::kInt32 ? 32 : 64), 1};
+  t.dtype =
+      DLDataType{static_cast<uint8_t>(kDLInt), static_cast<uint8_t>(dtype == tokfeed::Dtype::kInt32 ? 32 : 64), 1};
   t.shape = e->shape;
   t.strides = nullptr;  // compact row-major, as the slot lays them out
   t.byte_offset = 0;
@@ -122,8 +123,8 @@ struct HostBatch {
       const tokfeed::TensorView& v = b.tensor(i);
       // The mapping is read-only; DLPack has no const, torch gets a writable
       // view of read-only pages (documented: never modify in place).
-      d[py::str(std::string(v.name))] = to_capsule(const_cast<void*>(v.data), v.dtype, v.ndim, v.shape,
-                                                    DLDevice{kDLCPU, 0}, batch);
+      d[py::str(std::string(v.name))] =
+          to_capsule(const_cast<void*>(v.data), v.dtype, v.ndim, v.shape, DLDevice{kDLCPU, 0}, batch);
     }
     return d;
   }
@@ -263,14 +264,18 @@ PYBIND11_MODULE(_tokfeed, m) {
       .def("next", &PyClient::next, "the next Batch, or None at the end of the stream")
       .def("close", &PyClient::close)
       .def_property_readonly("live_batches", &PyClient::live_batches)
-      .def_property_readonly("position", [](PyClient& c) {
-        tokfeed::Position p = c.get().position();
-        return py::make_tuple(p.epoch, p.step, p.world_size, p.base);
-      })
-      .def("position_of", [](PyClient& c, uint64_t index) {
-        tokfeed::Position p = c.get().position_of(index);
-        return py::make_tuple(p.epoch, p.step, p.world_size, p.base);
-      }, "(epoch, step, world_size, base) of stream batch `index`")
+      .def_property_readonly("position",
+                             [](PyClient& c) {
+                               tokfeed::Position p = c.get().position();
+                               return py::make_tuple(p.epoch, p.step, p.world_size, p.base);
+                             })
+      .def(
+          "position_of",
+          [](PyClient& c, uint64_t index) {
+            tokfeed::Position p = c.get().position_of(index);
+            return py::make_tuple(p.epoch, p.step, p.world_size, p.base);
+          },
+          "(epoch, step, world_size, base) of stream batch `index`")
       .def_property_readonly("batches_per_epoch", [](PyClient& c) { return c.get().batches_per_epoch(); })
       .def_property_readonly("epochs", [](PyClient& c) { return c.get().epochs(); })
       .def_property_readonly("rank", [](PyClient& c) { return c.get().rank(); })
@@ -294,12 +299,15 @@ PYBIND11_MODULE(_tokfeed, m) {
       .def_property_readonly("host_registered", &PyDeviceStream::host_registered)
       .def_property_readonly("pool_buffers", &PyDeviceStream::pool_buffers);
 
-  m.def("cuda_device_count", [] {
-    int n = 0;
-    Status st = tokfeed::cuda::device_count(n);
-    if (!st.ok()) raise(st);
-    return n;
-  }, "number of CUDA devices; raises InvalidArgument('no CUDA device: ...') where there is none");
+  m.def(
+      "cuda_device_count",
+      [] {
+        int n = 0;
+        Status st = tokfeed::cuda::device_count(n);
+        if (!st.ok()) raise(st);
+        return n;
+      },
+      "number of CUDA devices; raises InvalidArgument('no CUDA device: ...') where there is none");
 #ifdef TOKFEED_HAVE_CUDA
   m.attr("built_with_cuda") = true;
 #else

@@ -7,8 +7,7 @@
 
 namespace tokfeed::shm {
 
-void futex_wait(const std::atomic<uint32_t>& word, uint32_t expected,
-                std::chrono::nanoseconds timeout) noexcept {
+void futex_wait(const std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) noexcept {
   struct timespec ts;
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
   ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);

@@ -54,8 +54,7 @@ uint64_t free_bytes(const std::string& dir) noexcept {
   return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
-SegmentError create_segment(const std::string& dir, std::size_t bytes, const std::string& what,
-                            Mapping& out) noexcept {
+SegmentError create_segment(const std::string& dir, std::size_t bytes, const std::string& what, Mapping& out) noexcept {
   // O_TMPFILE: the file has no name, so nothing is left in `dir` whatever
   // process is killed, and no other user can open it by name.
   int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -67,13 +66,13 @@ SegmentError create_segment(const std::string& dir, std::size_t bytes, const std
     uint64_t avail = free_bytes(dir);
     ::close(fd);
     if (rc == ENOSPC || rc == EFBIG) {
-      return {"not enough shared memory for the " + what + " segment: need " + std::to_string(bytes) +
-              " bytes (" + human(bytes) + ") in " + dir + ", " + std::to_string(avail) + " bytes (" +
-              human(avail) + ") free. Enlarge it (docker run --shm-size, or mount -o remount,size=... " +
-              dir + "), lower [workers] slots / [batch] size / max_length, or set [server] shm_dir"};
+      return {"not enough shared memory for the " + what + " segment: need " + std::to_string(bytes) + " bytes (" +
+              human(bytes) + ") in " + dir + ", " + std::to_string(avail) + " bytes (" + human(avail) +
+              ") free. Enlarge it (docker run --shm-size, or mount -o remount,size=... " + dir +
+              "), lower [workers] slots / [batch] size / max_length, or set [server] shm_dir"};
     }
-    return {"cannot reserve " + std::to_string(bytes) + " bytes for the " + what + " segment in " + dir +
-            ": " + std::strerror(rc)};
+    return {"cannot reserve " + std::to_string(bytes) + " bytes for the " + what + " segment in " + dir + ": " +
+            std::strerror(rc)};
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {

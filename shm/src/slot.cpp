@@ -48,8 +48,8 @@ SlotFault validate_slot_header(const SlotHeader& h, uint64_t slot_bytes, uint64_
     if (__builtin_mul_overflow(elems, uint64_t{dtype_bytes(t.dtype)}, &bytes) || bytes != t.nbytes)
       return SlotFault::kBadSize;
     uint64_t end = 0;
-    if (t.offset < sizeof(SlotHeader) || __builtin_add_overflow(t.offset, t.nbytes, &end) ||
-        end > slot_bytes || end > sizeof(SlotHeader) + h.payload_bytes)
+    if (t.offset < sizeof(SlotHeader) || __builtin_add_overflow(t.offset, t.nbytes, &end) || end > slot_bytes ||
+        end > sizeof(SlotHeader) + h.payload_bytes)
       return SlotFault::kOutOfBounds;
     if (t.offset % 8 != 0) return SlotFault::kMisaligned;
   }
@@ -87,8 +87,8 @@ void* SlotWriter::add(std::string_view name, Dtype dtype, uint32_t ndim, int64_t
   return slot_ + t.offset;
 }
 
-void SlotWriter::finish(uint64_t seq, uint64_t session, uint64_t stream_index, uint32_t epoch,
-                        uint32_t step, uint32_t rows, uint32_t seq_len, uint64_t real_tokens) noexcept {
+void SlotWriter::finish(uint64_t seq, uint64_t session, uint64_t stream_index, uint32_t epoch, uint32_t step,
+                        uint32_t rows, uint32_t seq_len, uint64_t real_tokens) noexcept {
   header_.magic = kSlotMagic;
   header_.header_bytes = sizeof(SlotHeader);
   header_.seq = seq;
@@ -107,8 +107,8 @@ void SlotWriter::finish(uint64_t seq, uint64_t session, uint64_t stream_index, u
   std::memcpy(slot_, &header_, sizeof header_);
 }
 
-uint64_t slot_bytes_for(uint32_t tensors_2d, uint64_t rows, uint64_t seq_len, Dtype dtype,
-                        uint32_t tensors_1d, uint64_t extra_elems) noexcept {
+uint64_t slot_bytes_for(uint32_t tensors_2d, uint64_t rows, uint64_t seq_len, Dtype dtype, uint32_t tensors_1d,
+                        uint64_t extra_elems) noexcept {
   uint64_t bytes = align_up(sizeof(SlotHeader), kCacheLine);
   bytes += tensors_2d * align_up(rows * seq_len * dtype_bytes(dtype), kCacheLine);
   bytes += tensors_1d * align_up(extra_elems * 8, kCacheLine);

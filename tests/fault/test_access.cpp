@@ -119,8 +119,8 @@ TEST_CASE("user B can neither attach to nor open the segments of user A's daemon
   TempDir dir;
   REQUIRE(chown(dir.path().c_str(), a.uid, a.gid) == 0);
   REQUIRE(chmod(dir.path().c_str(), 0711) == 0);  // B may reach the socket by path; the socket mode decides
-  std::string as_a = "setpriv --reuid=" + std::to_string(a.uid) + " --regid=" + std::to_string(a.gid) +
-                     " --clear-groups";
+  std::string as_a =
+      "setpriv --reuid=" + std::to_string(a.uid) + " --regid=" + std::to_string(a.gid) + " --clear-groups";
 
   // write_job appends a second [server] table; put ours in its place.
   auto config = [&](const std::string& name, const std::string& extra) {
@@ -188,29 +188,32 @@ TEST_CASE("user B can neither attach to nor open the segments of user A's daemon
     std::string cfg = config(name, k.allow);
     Daemon d(cfg, socket_of(dir, name), as_a);
     if (k.open_socket) REQUIRE(chmod(d.socket().c_str(), 0666) == 0);  // as if B could reach it
-    int rc = as_user(b, [&] {
-      tokfeed::ClientOptions opt;
-      opt.socket = d.socket();
-      opt.rank = 1;
-      std::unique_ptr<tokfeed::Client> c;
-      if (auto s = tokfeed::Client::connect(opt, c); !s.ok()) {
-        std::fprintf(stderr, "user B's attach: %s\n", s.message().c_str());
-        return 10;
-      }
-      tokfeed::Batch batch;
-      if (!c->next(batch).ok()) return 11;
-      std::vector<std::string> perms = shm_mapping_perms();
-      int writable = 0, readonly = 0;
-      for (const std::string& p : perms) {
-        if (p == "rw-s") ++writable;
-        if (p == "r--s") ++readonly;
-      }
-      if (writable != 1 || readonly != 1 || perms.size() != 2) return 12;
-      // The data mapping cannot be made writable: its descriptor is read-only.
-      void* base = const_cast<void*>(c->mapping_base());
-      if (mprotect(base, 4096, PROT_READ | PROT_WRITE) == 0) return 13;
-      return 0;
-    }, k.groups);
+    int rc = as_user(
+        b,
+        [&] {
+          tokfeed::ClientOptions opt;
+          opt.socket = d.socket();
+          opt.rank = 1;
+          std::unique_ptr<tokfeed::Client> c;
+          if (auto s = tokfeed::Client::connect(opt, c); !s.ok()) {
+            std::fprintf(stderr, "user B's attach: %s\n", s.message().c_str());
+            return 10;
+          }
+          tokfeed::Batch batch;
+          if (!c->next(batch).ok()) return 11;
+          std::vector<std::string> perms = shm_mapping_perms();
+          int writable = 0, readonly = 0;
+          for (const std::string& p : perms) {
+            if (p == "rw-s") ++writable;
+            if (p == "r--s") ++readonly;
+          }
+          if (writable != 1 || readonly != 1 || perms.size() != 2) return 12;
+          // The data mapping cannot be made writable: its descriptor is read-only.
+          void* base = const_cast<void*>(c->mapping_base());
+          if (mprotect(base, 4096, PROT_READ | PROT_WRITE) == 0) return 13;
+          return 0;
+        },
+        k.groups);
     CHECK(rc == 0);
   }
 }
@@ -219,8 +222,8 @@ TEST_CASE("[server] allow_uids / allow_gids: strict validation, and --check-conf
   TempDir dir;
   std::string head = "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
                      "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
-                     data_path("tokenizers/sp32k/tokenizer.model") + "\"\n[server]\nsocket = \"" +
-                     dir.file("s.sock") + "\"\n";
+                     data_path("tokenizers/sp32k/tokenizer.model") + "\"\n[server]\nsocket = \"" + dir.file("s.sock") +
+                     "\"\n";
   struct Case {
     std::string body, expect;
   } cases[] = {

@@ -201,7 +201,8 @@ TEST_CASE("worker kills: 200 kill -9 at random moments in one epoch change no ba
   CHECK(settled_fds(d.pid(), fds_before) == fds_before);
 }
 
-TEST_CASE("client death: a trainer killed with -9 mid-epoch; a new client resumes exactly and its slots are reclaimed") {
+TEST_CASE(
+    "client death: a trainer killed with -9 mid-epoch; a new client resumes exactly and its slots are reclaimed") {
   TempDir dir;
   std::string cfg = write_job(dir, job(dir));
   std::vector<uint64_t> clean = clean_stream(cfg, socket_of(dir));
@@ -217,8 +218,8 @@ TEST_CASE("client death: a trainer killed with -9 mid-epoch; a new client resume
   pid_t child = fork();
   if (child == 0) {
     dup2(out[1], 1);
-    execl((std::string(TOKFEED_BIN_DIR) + "/tests/fault/fault_trainer").c_str(), "fault_trainer",
-          d.socket().c_str(), std::to_string(held).c_str(), nullptr);
+    execl((std::string(TOKFEED_BIN_DIR) + "/tests/fault/fault_trainer").c_str(), "fault_trainer", d.socket().c_str(),
+          std::to_string(held).c_str(), nullptr);
     _exit(127);
   }
   ::close(out[1]);

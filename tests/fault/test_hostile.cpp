@@ -134,10 +134,10 @@ TEST_CASE("192 idle, garbage and status-looping clients: data plane within 10%, 
   double idle_after = stream_rate(*c, n);
   double idle_rate = (idle_before + idle_after) / 2;
 
-  MESSAGE("data plane: " << idle_rate << " batches/s idle control plane, " << loaded
-                         << " batches/s under load (ratio " << loaded / idle_rate << "); " << statuses.load()
-                         << " status replies and " << garbage_replies.load() << " garbage rejections served; max status "
-                         << max_latency * 1000 << " ms");
+  MESSAGE("data plane: " << idle_rate << " batches/s idle control plane, " << loaded << " batches/s under load (ratio "
+                         << loaded / idle_rate << "); " << statuses.load() << " status replies and "
+                         << garbage_replies.load() << " garbage rejections served; max status " << max_latency * 1000
+                         << " ms");
   CHECK(loaded >= 0.9 * idle_rate);
   CHECK(max_latency < 1.0);
   CHECK(statuses.load() > 0);

@@ -11,10 +11,10 @@
 
 namespace tokfeed::testing {
 
-std::string bin(const std::string& name);      // path of a built binary
-std::string data_path(const std::string& rel);  // path under tests/data
+std::string bin(const std::string& name);         // path of a built binary
+std::string data_path(const std::string& rel);    // path under tests/data
 std::string shared_path(const std::string& rel);  // path under ../shared ("" when absent)
-std::string slurp(const std::string& path);      // a whole file ("" when unreadable)
+std::string slurp(const std::string& path);       // a whole file ("" when unreadable)
 
 class TempDir {
  public:

@@ -46,10 +46,12 @@ TEST_CASE("a mix with samples below and above each dataset's size equals the ref
   TempDir dir;
   std::string body = "[[datasets]]\npath = \"" + data_path("sft/messages-100.jsonl") +
                      "\"\nsamples = 30\n"
-                     "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
+                     "[[datasets]]\npath = \"" +
+                     data_path("sft/alpaca-100.jsonl") +
                      "\"\nsamples = 250\n"
-                     "[[datasets]]\npath = \"" + data_path("sft/sharegpt-100.jsonl") + "\"\n" +
-                     tok_and_batch() + "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
+                     "[[datasets]]\npath = \"" +
+                     data_path("sft/sharegpt-100.jsonl") + "\"\n" + tok_and_batch() +
+                     "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
   std::string cfg = write_job(dir, body);
   Daemon d(cfg, socket_of(dir));
   for (uint32_t r = 0; r < 2; ++r) {
@@ -69,7 +71,8 @@ TEST_CASE("a mix packs like any epoch: repeated records are packed as often as d
   TempDir dir;
   std::string body = "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
                      "\"\nsamples = 170\n"
-                     "[[datasets]]\npath = \"" + data_path("sft/sharegpt-100.jsonl") + "\"\nsamples = 45\n" +
+                     "[[datasets]]\npath = \"" +
+                     data_path("sft/sharegpt-100.jsonl") + "\"\nsamples = 45\n" +
                      tok_and_batch("size = 2\nmax_length = 512\npadding = \"packed\"\npack_window = 64\n") +
                      "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
   std::string cfg = write_job(dir, body);
@@ -82,10 +85,12 @@ TEST_CASE("weights share the epoch with fixed counts, as the reference reads the
   TempDir dir;
   std::string body = "[[datasets]]\npath = \"" + data_path("sft/query_response-100.jsonl") +
                      "\"\nsamples = 60\n"
-                     "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
+                     "[[datasets]]\npath = \"" +
+                     data_path("sft/alpaca-100.jsonl") +
                      "\"\nweight = 0.25\n"
-                     "[[datasets]]\npath = \"" + data_path("sft/messages-100.jsonl") + "\"\nweight = 0.15\n" +
-                     tok_and_batch() + "[schedule]\nepochs = 2\n";
+                     "[[datasets]]\npath = \"" +
+                     data_path("sft/messages-100.jsonl") + "\"\nweight = 0.15\n" + tok_and_batch() +
+                     "[schedule]\nepochs = 2\n";
   std::string cfg = write_job(dir, body);
   // T = floor(60 / 0.6 + 0.5) = 100: 40 weighted samples, 25 and 15.
   Output o = check(cfg);
@@ -134,8 +139,8 @@ TEST_CASE("shards from a directory and a glob: sorted, gzip and zstd read as the
   for (const auto& e : fs::directory_iterator(dir.file("cache/spool"))) spools += e.path().extension() == ".jsonl";
   CHECK(spools == 2);
   // The same shards through a glob, compressed ones only matched by their names.
-  std::string glob = write_job(dir, "[dataset]\npath = \"" + dir.file("parts/*.jsonl*") + "\"\n" + tok_and_batch(),
-                               "glob");
+  std::string glob =
+      write_job(dir, "[dataset]\npath = \"" + dir.file("parts/*.jsonl*") + "\"\n" + tok_and_batch(), "glob");
   Output o = check(glob);
   REQUIRE_MESSAGE(o.status == 0, o.err);
   CHECK(o.out.find("2 shard(s), 200 records") != std::string::npos);
@@ -181,9 +186,13 @@ TEST_CASE("columns rename fields before detection, and each dataset has its own 
   std::string sc = data_path("sft/self_cognition.json");
   std::string body = "[[datasets]]\npath = \"" + dir.file("renamed.jsonl") +
                      "\"\ncolumns = { prompt = \"instruction\", completion = \"output\" }\n"
-                     "[[datasets]]\npath = \"" + sc + "\"\nsamples = 20\n"
+                     "[[datasets]]\npath = \"" +
+                     sc +
+                     "\"\nsamples = 20\n"
                      "[datasets.placeholders]\nNAME = \"tokfeed-bot\"\nAUTHOR = \"the tokfeed team\"\n"
-                     "[[datasets]]\npath = \"" + sc + "\"\nsamples = 20\n"
+                     "[[datasets]]\npath = \"" +
+                     sc +
+                     "\"\nsamples = 20\n"
                      "[datasets.placeholders]\nNAME = \"Other\"\nAUTHOR = \"someone else\"\n" +
                      tok_and_batch() + "[schedule]\nseed = 7\n";
   std::string cfg = write_job(dir, body);
@@ -194,8 +203,8 @@ TEST_CASE("columns rename fields before detection, and each dataset has its own 
   std::vector<std::string> ours = dump(d.socket());
   require_equal(ours, reference(cfg), "columns and placeholders");
   // Without the renames no record has a format.
-  std::string bare = write_job(dir, "[dataset]\npath = \"" + dir.file("renamed.jsonl") + "\"\n" + tok_and_batch(),
-                               "bare");
+  std::string bare =
+      write_job(dir, "[dataset]\npath = \"" + dir.file("renamed.jsonl") + "\"\n" + tok_and_batch(), "bare");
   Output b = check(bare);
   CHECK(b.status != 0);
   CHECK(b.err.find("no valid records") != std::string::npos);
@@ -219,11 +228,14 @@ TEST_CASE("damaged files: truncated gzip, invalid UTF-8, a trailing comma in a J
   SUBCASE("gzip members one after another, with zero padding after the last, read as one file") {
     head(m, 30, dir.file("one.jsonl"));
     std::string text = slurp(dir.file("one.jsonl"));
-    std::ofstream(dir.file("p1.jsonl")) << text.substr(0, text.size() / 2 + 1 + text.substr(text.size() / 2).find('\n'));
+    std::ofstream(dir.file("p1.jsonl")) << text.substr(0,
+                                                       text.size() / 2 + 1 + text.substr(text.size() / 2).find('\n'));
     std::ofstream(dir.file("p2.jsonl")) << text.substr(text.size() / 2 + 1 + text.substr(text.size() / 2).find('\n'));
-    REQUIRE(run("cd '" + dir.path() + "' && gzip -nc p1.jsonl > g/two.jsonl.gz 2>/dev/null || (mkdir -p g && gzip -nc "
+    REQUIRE(run("cd '" + dir.path() +
+                "' && gzip -nc p1.jsonl > g/two.jsonl.gz 2>/dev/null || (mkdir -p g && gzip -nc "
                 "p1.jsonl > g/two.jsonl.gz) && gzip -nc p2.jsonl >> g/two.jsonl.gz && head -c 512 /dev/zero >> "
-                "g/two.jsonl.gz").status == 0);
+                "g/two.jsonl.gz")
+                .status == 0);
     Output o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("g") + "\"\n" + tok_and_batch()));
     REQUIRE_MESSAGE(o.status == 0, o.err);
     CHECK(o.out.find("1 shard(s), 30 records, 30 valid, 0 bad") != std::string::npos);
@@ -250,16 +262,16 @@ TEST_CASE("damaged files: truncated gzip, invalid UTF-8, a trailing comma in a J
     std::ofstream(dir.file("arr.json")) << "[\n  {\"query\": \"q\", \"response\": \"r\"},\n]\n";
     Output o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("arr.json") + "\"\n" + tok_and_batch()));
     CHECK(o.status != 0);
-    CHECK_MESSAGE(o.err.find(dir.file("arr.json") + ":3: byte 37: broken JSON array: trailing comma") !=
-                      std::string::npos,
-                  o.err);
+    CHECK_MESSAGE(
+        o.err.find(dir.file("arr.json") + ":3: byte 37: broken JSON array: trailing comma") != std::string::npos,
+        o.err);
   }
   SUBCASE("config errors name the dataset entry") {
     std::string both = "[[datasets]]\npath = \"" + m + "\"\nsamples = 5\nweight = 0.5\n" + tok_and_batch();
     Output o = check(write_job(dir, both, "both"));
     CHECK(o.err.find("[datasets.0] weight: give samples or weight, not both") != std::string::npos);
-    std::string over = "[[datasets]]\npath = \"" + m + "\"\n[[datasets]]\npath = \"" + m + "\"\nweight = 1.5\n" +
-                       tok_and_batch();
+    std::string over =
+        "[[datasets]]\npath = \"" + m + "\"\n[[datasets]]\npath = \"" + m + "\"\nweight = 1.5\n" + tok_and_batch();
     o = check(write_job(dir, over, "over"));
     CHECK(o.err.find("must add up to less than 1") != std::string::npos);
     o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("none/*.jsonl") + "\"\n" + tok_and_batch(), "none"));
@@ -302,8 +314,8 @@ TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: P
     CAPTURE(workers);
     std::string name = "w" + std::to_string(workers);
     std::string cfg = write_job(dir,
-                                "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() + "[workers]\ncount = " +
-                                    std::to_string(workers) + "\n[cache]\nenabled = false\n",
+                                "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() +
+                                    "[workers]\ncount = " + std::to_string(workers) + "\n[cache]\nenabled = false\n",
                                 name);
     Daemon d(cfg, socket_of(dir, name));
     // Every worker builds batches from all over the file.
@@ -328,13 +340,13 @@ TEST_CASE("a bad record under on_bad_record = \"fail\" stops the daemon at start
   TempDir dir;
   head(data_path("sft/mixed-300.jsonl"), 6, dir.file("d.jsonl"));
   std::ofstream(dir.file("d.jsonl"), std::ios::app) << "{\"query\": \"q\"}\n";
-  std::string cfg = write_job(
-      dir, "[dataset]\npath = \"" + dir.file("d.jsonl") + "\"\non_bad_record = \"fail\"\n" + tok_and_batch());
+  std::string cfg =
+      write_job(dir, "[dataset]\npath = \"" + dir.file("d.jsonl") + "\"\non_bad_record = \"fail\"\n" + tok_and_batch());
   // The socket answers while the datasets are indexed; then the daemon exits.
   Daemon d(cfg, socket_of(dir));
   CHECK(d.wait() == 1);
-  CHECK_MESSAGE(d.log().find("error: " + dir.file("d.jsonl") + ":7: bad record: unrecognized record") !=
-                    std::string::npos,
-                d.log());
+  CHECK_MESSAGE(
+      d.log().find("error: " + dir.file("d.jsonl") + ":7: bad record: unrecognized record") != std::string::npos,
+      d.log());
   CHECK_FALSE(fs::exists(socket_of(dir)));
 }

@@ -59,14 +59,20 @@ TEST_CASE("bad records: counted and reported by line under skip, fatal under fai
   TempDir dir;
   std::string g = kGood;
   std::string data = write(dir, "d.jsonl",
-                           g + "\n" +                                                               // 1
-                               "{\"messages\": [oops\n" +                                           // 2 malformed
-                               R"({"messages":[{"role":"tool","content":"x"},{"role":"assistant","content":"y"}]})" "\n" +  // 3
-                               R"({"messages":[]})" "\n" +                                          // 4 empty
-                               R"({"messages":[{"role":"user","content":""},{"role":"assistant","content":"y"}]})" "\n" +  // 5
-                               R"({"messages":[{"role":"user","content":"x"}]})" "\n" +            // 6 no assistant
-                               R"({"text":"plain"})" "\n" +                                         // 7 no format
-                               "\n" + g + "\n");                                                    // 9
+                           g + "\n" +                      // 1
+                               "{\"messages\": [oops\n" +  // 2 malformed
+                               R"({"messages":[{"role":"tool","content":"x"},{"role":"assistant","content":"y"}]})"
+                               "\n" +  // 3
+                               R"({"messages":[]})"
+                               "\n" +  // 4 empty
+                               R"({"messages":[{"role":"user","content":""},{"role":"assistant","content":"y"}]})"
+                               "\n" +  // 5
+                               R"({"messages":[{"role":"user","content":"x"}]})"
+                               "\n" +  // 6 no assistant
+                               R"({"text":"plain"})"
+                               "\n" +  // 7 no format
+                               "\n" +
+                               g + "\n");  // 9
   std::string body = "[dataset]\npath = \"" + data + "\"\n" + tok();
   Output o = check(dir, body);
   CHECK(o.status == 0);
@@ -96,11 +102,13 @@ TEST_CASE("over-long samples are truncated or dropped and counted") {
   TempDir dir;
   std::string long_text(4000, 'a');
   for (std::size_t i = 1; i < long_text.size(); i += 2) long_text[i] = ' ';
-  std::string rec = R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":")" + long_text + "\"}]}";
+  std::string rec =
+      R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":")" + long_text + "\"}]}";
   std::string data = write(dir, "d.jsonl", std::string(kGood) + "\n" + rec + "\n");
   for (const char* trunc : {"right", "drop"}) {
     std::string body = "[dataset]\npath = \"" + data + "\"\n" + tok() +
-                       "[batch]\nsize = 2\nmax_length = 64\ntruncation = \"" + trunc + "\"\n[schedule]\nshuffle = false\n";
+                       "[batch]\nsize = 2\nmax_length = 64\ntruncation = \"" + trunc +
+                       "\"\n[schedule]\nshuffle = false\n";
     std::string cfg = write_job(dir, body, trunc);
     Daemon d(cfg, socket_of(dir, trunc));
     auto batches = dump(d.socket());

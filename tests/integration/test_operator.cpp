@@ -45,8 +45,9 @@ TEST_CASE("metrics: counters, gauges and the client wait histogram match a drain
 namespace {
 
 std::string sp_job_body() {
-  return "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") + "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
-         data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"mistral\"\n";
+  return "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
+         "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
+         "\"\ntemplate = \"mistral\"\n";
 }
 
 // write_job ends in the [server] table: keys appended here land in it.
@@ -215,7 +216,8 @@ TEST_CASE("metrics_listen is validated as host:port, and a taken port is a start
     CHECK_MESSAGE(o.err.find("[server] metrics_listen: ") != std::string::npos, o.err);
     CHECK_MESSAGE(o.err.find(c.expect) != std::string::npos, o.err);
   }
-  Output ok = run(bin("tokfeedd") + " --check-config '" + job_with_server_key(dir, "metrics_listen = \"[::1]:9464\"") + "'");
+  Output ok =
+      run(bin("tokfeedd") + " --check-config '" + job_with_server_key(dir, "metrics_listen = \"[::1]:9464\"") + "'");
   CHECK(ok.status == 0);
   CHECK(run(bin("tokfeedd") + " --check-config '" + job_with_server_key(dir, "metrics_listen = 9464") + "'")
             .err.find("[server] metrics_listen: expected a string") != std::string::npos);
@@ -230,7 +232,8 @@ TEST_CASE("metrics_listen is validated as host:port, and a taken port is a start
   socklen_t len = sizeof a;
   getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len);
   std::string where = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
-  Output o = run(bin("tokfeedd") + " --config '" + job_with_server_key(dir, "metrics_listen = \"" + where + "\"") + "'");
+  Output o =
+      run(bin("tokfeedd") + " --config '" + job_with_server_key(dir, "metrics_listen = \"" + where + "\"") + "'");
   CHECK(o.status == 1);
   CHECK_MESSAGE(o.err.find("[server] metrics_listen: cannot listen on " + where) != std::string::npos, o.err);
   ::close(taken);

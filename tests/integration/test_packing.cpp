@@ -43,8 +43,6 @@ int cache_files(const std::string& dir, const std::string& ext) {
   return n;
 }
 
-
-
 }  // namespace
 
 TEST_CASE("packed and padding_free batches equal the reference on two ranks, over two epochs") {
@@ -123,8 +121,8 @@ TEST_CASE("kill -9 while the token cache is built leaves no store; the next star
     bool building = false;
     for (int i = 0; i < 600 && !building; ++i) {
       std::string st = status_json(d);
-      building = st.find("\"state\":\"building\"") != std::string::npos &&
-                 st.find("\"records_done\":0,") == std::string::npos;
+      building =
+          st.find("\"state\":\"building\"") != std::string::npos && st.find("\"records_done\":0,") == std::string::npos;
       if (!building) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     REQUIRE(building);
@@ -140,16 +138,18 @@ TEST_CASE("kill -9 while the token cache is built leaves no store; the next star
   CHECK(leftovers == 0);
   REQUIRE(first.size() == 5);
   // The same first batches as an uninterrupted build in a fresh cache.
-  Daemon fresh(write_job(dir, job("size = 4\npadding = \"packed\"\nmax_length = 1024\n",
-                                  "[cache]\ndir = \"" + dir.file("cache2") + "\"\n", big), "fresh"),
+  Daemon fresh(write_job(dir,
+                         job("size = 4\npadding = \"packed\"\nmax_length = 1024\n",
+                             "[cache]\ndir = \"" + dir.file("cache2") + "\"\n", big),
+                         "fresh"),
                socket_of(dir, "fresh"));
   CHECK(dump(fresh.socket(), 0, "--count 5") == first);
 }
 
 TEST_CASE("resume at 20 random positions equals the uninterrupted packed stream") {
   TempDir dir;
-  std::string cfg = write_job(dir, job("size = 2\nmax_length = 512\npadding = \"packed\"\npack_window = 40\n",
-                                       "[schedule]\nepochs = 3\n"));
+  std::string cfg = write_job(
+      dir, job("size = 2\nmax_length = 512\npadding = \"packed\"\npack_window = 40\n", "[schedule]\nepochs = 3\n"));
   Daemon d(cfg, socket_of(dir));
   std::vector<std::string> all = dump(d.socket(), 0);
   require_equal(all, reference(cfg, 0), "stream");
@@ -180,8 +180,8 @@ TEST_CASE("two daemons, node 0 and node 1, with 2 local ranks each cover every s
   std::string cfgs[2];
   for (int node = 0; node < 2; ++node) {
     std::string name = "node" + std::to_string(node);
-    cfgs[node] = write_job(dir, job(batch, "[ranks]\nworld_size = 4\nlocal_ranks = 2\nnode_rank = " +
-                                               std::to_string(node) + "\n"), name);
+    cfgs[node] = write_job(
+        dir, job(batch, "[ranks]\nworld_size = 4\nlocal_ranks = 2\nnode_rank = " + std::to_string(node) + "\n"), name);
   }
   Daemon n0(cfgs[0], socket_of(dir, "node0")), n1(cfgs[1], socket_of(dir, "node1"));
   // Node 0 serves global ranks 0 and 1 only.

@@ -105,8 +105,8 @@ const char* kFileOrder = "[batch]\nsize = 3\n[schedule]\nshuffle = false\n";
 TEST_CASE("Qwen3 tokenizer.json with the qwen2_5 template equals HF tokenizers") {
   if (!have_hf_tokenizers()) return;
   std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
-  check_equal(hf_job(qwen, "qwen2_5", data_path("sft/mixed-300.jsonl"),
-                     "[batch]\nsize = 4\nloss = \"last_assistant\"\n"));
+  check_equal(
+      hf_job(qwen, "qwen2_5", data_path("sft/mixed-300.jsonl"), "[batch]\nsize = 4\nloss = \"last_assistant\"\n"));
   check_equal(hf_job(qwen, "qwen2_5", data_path("sft/edge.jsonl"), kFileOrder));
   std::string big = shared_path("data/sft/mixed-10k.jsonl");
   if (!big.empty()) check_equal(hf_job(qwen, "qwen2_5", big, "[batch]\nsize = 8\n"));
@@ -117,8 +117,7 @@ TEST_CASE("qwen3 template with the Qwen3 tokenizer: think blocks, history, last 
   std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
   check_equal(hf_job(qwen, "qwen3", data_path("sft/mixed-300.jsonl"), "[batch]\nsize = 4\n"));
   check_equal(hf_job(qwen, "qwen3", data_path("sft/think.jsonl"), kFileOrder));
-  check_equal(hf_job(qwen, "qwen3", data_path("sft/think.jsonl"),
-                     "[batch]\nsize = 2\nloss = \"last_assistant\"\n"));
+  check_equal(hf_job(qwen, "qwen3", data_path("sft/think.jsonl"), "[batch]\nsize = 2\nloss = \"last_assistant\"\n"));
   check_equal(hf_job(qwen, "qwen3", data_path("sft/edge.jsonl"), kFileOrder));
 }
 

@@ -38,8 +38,7 @@ struct TestRing {
   uint64_t slot_bytes = 0;
 
   // Returns an error message, empty on success.
-  std::string create(uint32_t depth, uint64_t bytes_per_slot, uint64_t end_seq,
-                     const std::string& dir = "/dev/shm") {
+  std::string create(uint32_t depth, uint64_t bytes_per_slot, uint64_t end_seq, const std::string& dir = "/dev/shm") {
     slots_per_ring = depth;
     slot_bytes = align_up(bytes_per_slot, kCacheLine);
     SegmentGeometry g{1, depth, slot_bytes};
@@ -109,7 +108,7 @@ inline int32_t ids_elem(uint64_t base, int64_t j) {
 }
 
 struct PayloadShape {
-  int64_t words;  // "data" elements
+  int64_t words;       // "data" elements
   int64_t rows, cols;  // "ids" shape
 };
 

@@ -40,7 +40,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr uint32_t kDepth = 64;
-constexpr int kSpins = 2048;  // pause loops (with a yield every 64) before a side sleeps
+constexpr int kSpins = 2048;          // pause loops (with a yield every 64) before a side sleeps
 constexpr uint64_t kMaxWords = 2048;  // up to 16 KiB of "data" per slot
 // A new session every 2^20 slots, or 8 per run for shorter runs.
 uint64_t session_every(uint64_t count) { return std::clamp<uint64_t>(count / 8, 1024, uint64_t{1} << 20); }
@@ -118,8 +118,8 @@ struct ConsumeResult {
 
 // Consumes seqs 0..count-1 (or until the producer dies), holding up to
 // depth - 1 views and releasing them in random order.
-ConsumeResult consume(const TestRing& t, uint64_t count, uint64_t max_words, const Peer& peer,
-                      uint64_t seed, bool sessions) {
+ConsumeResult consume(const TestRing& t, uint64_t count, uint64_t max_words, const Peer& peer, uint64_t seed,
+                      bool sessions) {
   ConsumeResult res;
   const uint64_t every = session_every(count);
   RingConsumer c = t.consumer_end();
@@ -149,8 +149,7 @@ ConsumeResult consume(const TestRing& t, uint64_t count, uint64_t max_words, con
       // A client that (re)positions: everything held is released, a new
       // session starts here, and the producer must rebuild from here.
       for (uint64_t s : held)
-        if (const char* e = check_payload(c.slot(s), t.slot_bytes, s, c.session(), max_words, false))
-          return fail(e, s);
+        if (const char* e = check_payload(c.slot(s), t.slot_bytes, s, c.session(), max_words, false)) return fail(e, s);
       held.clear();
       c.reposition(c.session() + 1, seq);
       window.reset(seq);
@@ -256,11 +255,12 @@ int run_stress(int argc, char** argv) {
   report("stress", r);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.peer_died || r.slots != count) die("consumer stopped before the end of the stream");
-  std::printf("stress (%s): %llu slots, %.1f MiB of tensors, %llu sessions, %llu out-of-order releases, %llu consumer sleeps, "
-              "%.2f s, %.2f M slots/s, %.0f ns/slot\n",
-              threads ? "threads" : "2 processes", static_cast<unsigned long long>(r.slots),
-              r.bytes / 1048576.0, static_cast<unsigned long long>(r.sessions),
-              static_cast<unsigned long long>(r.out_of_order), static_cast<unsigned long long>(r.sleeps), s, r.slots / s / 1e6, s * 1e9 / r.slots);
+  std::printf(
+      "stress (%s): %llu slots, %.1f MiB of tensors, %llu sessions, %llu out-of-order releases, %llu consumer sleeps, "
+      "%.2f s, %.2f M slots/s, %.0f ns/slot\n",
+      threads ? "threads" : "2 processes", static_cast<unsigned long long>(r.slots), r.bytes / 1048576.0,
+      static_cast<unsigned long long>(r.sessions), static_cast<unsigned long long>(r.out_of_order),
+      static_cast<unsigned long long>(r.sleeps), s, r.slots / s / 1e6, s * 1e9 / r.slots);
   return 0;
 }
 
@@ -293,8 +293,8 @@ void crash_unpublished() {
         char* slot = p.slot(seq);
         SlotHeader h;
         std::memcpy(&h, slot, sizeof h);
-        if (h.tensors[0].nbytes) std::memset(slot + h.tensors[0].offset + h.tensors[0].nbytes / 2, 0xEE,
-                                             h.tensors[0].nbytes / 2);
+        if (h.tensors[0].nbytes)
+          std::memset(slot + h.tensors[0].offset + h.tensors[0].nbytes / 2, 0xEE, h.tensors[0].nbytes / 2);
         if (::write(ready[1], "x", 1) != 1) _exit(2);
         for (;;) std::memset(slot + h.tensors[0].offset, 0xAB, h.tensors[0].nbytes);
       }
@@ -327,9 +327,10 @@ void crash_unpublished() {
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("consumer failed after the producer's crash");
   uint64_t head = t.ring->head.load(std::memory_order_acquire);
   if (head != kBefore) die("head moved past the published slots");
-  std::printf("crash (a): producer killed while writing unpublished seq %llu; consumer read %llu intact "
-              "slots, never the torn one, then saw the HUP\n",
-              static_cast<unsigned long long>(kBefore), static_cast<unsigned long long>(kBefore));
+  std::printf(
+      "crash (a): producer killed while writing unpublished seq %llu; consumer read %llu intact "
+      "slots, never the torn one, then saw the HUP\n",
+      static_cast<unsigned long long>(kBefore), static_cast<unsigned long long>(kBefore));
 }
 
 // (b) kill -9 at a random moment of a fast stream of large slots.
@@ -374,8 +375,8 @@ void crash_random(int round, uint64_t delay_us) {
   ::close(res[0]);
   uint64_t head = t.ring->head.load(std::memory_order_acquire);
   if (seen != head) die("consumer did not read exactly the published slots");
-  std::printf("crash (b) round %d: killed after %llu us; %llu slots published, all read intact, none more\n",
-              round, static_cast<unsigned long long>(delay_us), static_cast<unsigned long long>(seen));
+  std::printf("crash (b) round %d: killed after %llu us; %llu slots published, all read intact, none more\n", round,
+              static_cast<unsigned long long>(delay_us), static_cast<unsigned long long>(seen));
 }
 
 int run_crash() {

@@ -87,9 +87,10 @@ int run_wake() {
   reap(pid);
   std::sort(us.begin(), us.end());
   double p50 = us[us.size() / 2], p99 = us[us.size() * 99 / 100], mx = us.back();
-  std::printf("futex wake latency over %d wakes (publish -> consumer holds the slot): p50 %.1f us, "
-              "p99 %.1f us, max %.1f us\n",
-              kWakes, p50, p99, mx);
+  std::printf(
+      "futex wake latency over %d wakes (publish -> consumer holds the slot): p50 %.1f us, "
+      "p99 %.1f us, max %.1f us\n",
+      kWakes, p50, p99, mx);
   // Generous bounds: the machine is shared and noisy.
   if (p50 > 1000) die("median futex wake latency above 1 ms");
   if (p99 > 50000) die("p99 futex wake latency above 50 ms");
@@ -121,8 +122,8 @@ int run_idle() {
   c.release_to(1);
   reap(pid);
   double cpu = cpu_ms(before, after);
-  std::printf("idle consumer: waited %.0f ms for one slot (%d futex returns), used %.3f ms of CPU\n", wall,
-              wakeups, cpu);
+  std::printf("idle consumer: waited %.0f ms for one slot (%d futex returns), used %.3f ms of CPU\n", wall, wakeups,
+              cpu);
   if (wall < 400) die("the slot came too early: the consumer did not really wait");
   if (cpu >= 5.0) die("a sleeping consumer used 5 ms of CPU or more");
   return 0;

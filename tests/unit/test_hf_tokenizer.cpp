@@ -234,7 +234,9 @@ TEST_CASE("hf: sp32k offsets of the prepended and replaced metaspace") {
 TEST_CASE("hf: byte fallback covers each byte of an unknown char") {
   auto tok = load_committed("sp32k-hf");
   // U+030A is not in the sp32k vocabulary: <0xCC> <0x8A>.
-  auto t = tokens_of(*tok, "A\xCC\x8A\xCC\xA3" "b");
+  auto t = tokens_of(*tok,
+                     "A\xCC\x8A\xCC\xA3"
+                     "b");
   REQUIRE(t.size() == 5);
   CHECK(t[1] == std::tuple{207, 1u, 2u});
   CHECK(t[2] == std::tuple{141, 2u, 3u});
@@ -296,8 +298,8 @@ TEST_CASE("hf: unsupported components are load errors naming the file and the co
 
 TEST_CASE("hf: merges in the [\"a\", \"b\"] form; ignore_merges takes whole words") {
   const std::string vocab = R"("vocab": {"a": 0, "b": 1, "ab": 2, "ba": 3, "aba": 4, "bab": 5})";
-  std::string array_form = write_temp_json(
-      "arr", R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": [["a", "b"], ["ab", "a"]]}})");
+  std::string array_form =
+      write_temp_json("arr", R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": [["a", "b"], ["ab", "a"]]}})");
   CHECK(ids_of(*load_hf_tokenizer(array_form), "aba") == std::vector<int32_t>{4});
   CHECK(ids_of(*load_hf_tokenizer(array_form), "bab") == std::vector<int32_t>{1, 2});
   std::string ignore = write_temp_json(
@@ -308,11 +310,11 @@ TEST_CASE("hf: merges in the [\"a\", \"b\"] form; ignore_merges takes whole word
 }
 
 TEST_CASE("hf: unk_token with fuse_unk fuses a run of unknown chars") {
-  std::string path = write_temp_json(
-      "unk", R"({"model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true,
+  std::string path = write_temp_json("unk", R"({"model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true,
                  "vocab": {"<unk>": 0, "a": 1}, "merges": []}})");
   auto tok = load_hf_tokenizer(path);
-  CHECK(tokens_of(*tok, "axyza") == std::vector<std::tuple<int32_t, uint32_t, uint32_t>>{{1, 0, 1}, {0, 1, 4}, {1, 4, 5}});
+  CHECK(tokens_of(*tok, "axyza") ==
+        std::vector<std::tuple<int32_t, uint32_t, uint32_t>>{{1, 0, 1}, {0, 1, 4}, {1, 4, 5}});
   fs::remove_all(fs::path(path).parent_path());
 }
 
@@ -367,10 +369,20 @@ TEST_CASE("hf: Digits, Metaspace and ByteLevel pre-tokenizers") {
     return pre_tokenize(hf::SequencePreTokenizer(std::move(steps)), "ab xcd");
   };
   // "first" prepends only to the piece at original offset 0.
-  CHECK(metaspace_after_x(hf::PrependScheme::kFirst) ==
-        Pieces{{"\xE2\x96\x81" "ab", 0, 2}, {"\xE2\x96\x81", 2, 3}, {"x", 3, 4}, {"cd", 4, 6}});
-  CHECK(metaspace_after_x(hf::PrependScheme::kAlways) ==
-        Pieces{{"\xE2\x96\x81" "ab", 0, 2}, {"\xE2\x96\x81", 2, 3}, {"\xE2\x96\x81x", 3, 4}, {"\xE2\x96\x81" "cd", 4, 6}});
+  CHECK(metaspace_after_x(hf::PrependScheme::kFirst) == Pieces{{"\xE2\x96\x81"
+                                                                "ab",
+                                                                0, 2},
+                                                               {"\xE2\x96\x81", 2, 3},
+                                                               {"x", 3, 4},
+                                                               {"cd", 4, 6}});
+  CHECK(metaspace_after_x(hf::PrependScheme::kAlways) == Pieces{{"\xE2\x96\x81"
+                                                                 "ab",
+                                                                 0, 2},
+                                                                {"\xE2\x96\x81", 2, 3},
+                                                                {"\xE2\x96\x81x", 3, 4},
+                                                                {"\xE2\x96\x81"
+                                                                 "cd",
+                                                                 4, 6}});
 
   // The byte-level alphabet is applied by the model, so pieces here are raw bytes.
   const char* gpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";

@@ -121,11 +121,13 @@ TEST_CASE("best-fit decreasing packs a window as the spec works it out") {
   // s2 fills row 0; s3 opens row 2 (free 7); s5 goes to row 2.
   std::vector<uint32_t> len = {6, 4, 3, 3, 7, 2};
   tokfeed::EpochRows rows;
-  tokfeed::pack_rows({0, 1, 2, 3, 4, 5}, [&](uint32_t s) { return len[s]; }, 10, 1000, rows);
+  tokfeed::pack_rows(
+      {0, 1, 2, 3, 4, 5}, [&](uint32_t s) { return len[s]; }, 10, 1000, rows);
   CHECK(rows.samples == std::vector<uint32_t>{4, 2, 0, 1, 3, 5});
   CHECK(rows.row_start == std::vector<uint32_t>{0, 2, 4, 6});
   // Windows pack on their own: with a window of 3, {s0, s1, s2} then {s3, s4, s5}.
-  tokfeed::pack_rows({0, 1, 2, 3, 4, 5}, [&](uint32_t s) { return len[s]; }, 10, 3, rows);
+  tokfeed::pack_rows(
+      {0, 1, 2, 3, 4, 5}, [&](uint32_t s) { return len[s]; }, 10, 3, rows);
   CHECK(rows.samples == std::vector<uint32_t>{0, 1, 2, 4, 3, 5});
   CHECK(rows.row_start == std::vector<uint32_t>{0, 2, 3, 5, 6});
 }

@@ -14,8 +14,10 @@ using namespace tokfeed::text;
 TEST_CASE("formats are detected per record and mapped to roles") {
   RecordRules rules;
   Conversation c;
-  CHECK(parse_record(R"({"conversations":[{"from":"system","value":"s"},{"from":"human","value":"q"},{"from":"gpt","value":"a"}]})",
-                     rules, c) == "");
+  CHECK(
+      parse_record(
+          R"({"conversations":[{"from":"system","value":"s"},{"from":"human","value":"q"},{"from":"gpt","value":"a"}]})",
+          rules, c) == "");
   REQUIRE(c.size() == 3);
   CHECK(c[1].role == Role::kUser);
   CHECK(c[2].role == Role::kAssistant);
@@ -31,11 +33,14 @@ TEST_CASE("bad records say why") {
   RecordRules rules;
   Conversation c;
   CHECK(parse_record("{oops", rules, c).rfind("malformed JSON", 0) == 0);
-  CHECK(parse_record(R"({"messages":[{"role":"tool","content":"x"}]})", rules, c) == "unknown role 'tool' in 'messages[0]'");
-  CHECK(parse_record(R"({"messages":[{"role":"user","content":1}]})", rules, c) == "field 'messages[0].content': expected a string");
+  CHECK(parse_record(R"({"messages":[{"role":"tool","content":"x"}]})", rules, c) ==
+        "unknown role 'tool' in 'messages[0]'");
+  CHECK(parse_record(R"({"messages":[{"role":"user","content":1}]})", rules, c) ==
+        "field 'messages[0].content': expected a string");
   CHECK(parse_record(R"({"messages":[{"role":"user","content":"x"}]})", rules, c) == "no assistant turn");
   rules.require_alternation = true;
-  CHECK(parse_record(R"({"messages":[{"role":"assistant","content":"x"}]})", rules, c) == "roles must alternate user/assistant");
+  CHECK(parse_record(R"({"messages":[{"role":"assistant","content":"x"}]})", rules, c) ==
+        "roles must alternate user/assistant");
 }
 
 TEST_CASE("placeholders are replaced in one pass") {
@@ -51,8 +56,8 @@ TEST_CASE("py_strip strips what Python's str.strip() strips") {
 }
 
 TEST_CASE("chat templates render the model's text and mark the trained spans") {
-  Conversation c{{Role::kSystem, "S"}, {Role::kUser, "U"}, {Role::kAssistant, "A"}, {Role::kUser, "U2"},
-                 {Role::kAssistant, "A2"}};
+  Conversation c{
+      {Role::kSystem, "S"}, {Role::kUser, "U"}, {Role::kAssistant, "A"}, {Role::kUser, "U2"}, {Role::kAssistant, "A2"}};
   Rendered r;
   RenderOptions o;
   o.tmpl = Template::kMistral;
@@ -74,7 +79,8 @@ TEST_CASE("chat templates render the model's text and mark the trained spans") {
   o.tmpl = Template::kQwen2_5;
   o.last_assistant_only = false;
   render(Conversation{{Role::kUser, "U"}, {Role::kAssistant, "A"}}, o, r);
-  CHECK(r.text.rfind("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.", 0) == 0);
+  CHECK(r.text.rfind("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.", 0) ==
+        0);
 }
 
 namespace {
@@ -84,7 +90,9 @@ std::string span_text(const Rendered& r, std::size_t i) {
 }  // namespace
 
 TEST_CASE("qwen3: no default system, history loses its reasoning, the final answer gets a think block") {
-  Conversation c{{Role::kUser, "U"}, {Role::kAssistant, "<think>\nr1\n</think>\n\nA"}, {Role::kUser, "U2"},
+  Conversation c{{Role::kUser, "U"},
+                 {Role::kAssistant, "<think>\nr1\n</think>\n\nA"},
+                 {Role::kUser, "U2"},
                  {Role::kAssistant, "\nA2"}};
   Rendered r;
   RenderOptions o;
@@ -98,8 +106,11 @@ TEST_CASE("qwen3: no default system, history loses its reasoning, the final answ
   CHECK(span_text(r, 1) == "<think>\n\n</think>\n\nA2<|im_end|>");
   // The final turn keeps its own reasoning; an earlier turn after the last
   // query keeps its reasoning too; a tool response is not a query.
-  c = {{Role::kSystem, "S"}, {Role::kUser, "U"}, {Role::kAssistant, "<think>a</think>x"},
-       {Role::kUser, "<tool_response>1</tool_response>"}, {Role::kAssistant, "\n<think>\n\nb\n</think>y"}};
+  c = {{Role::kSystem, "S"},
+       {Role::kUser, "U"},
+       {Role::kAssistant, "<think>a</think>x"},
+       {Role::kUser, "<tool_response>1</tool_response>"},
+       {Role::kAssistant, "\n<think>\n\nb\n</think>y"}};
   o.last_assistant_only = true;
   render(c, o, r);
   CHECK(r.text ==

@@ -27,11 +27,11 @@ namespace tokfeed {
 
 enum class Code {
   kOk = 0,
-  kEndOfStream,   // every configured epoch has been delivered
-  kDaemonLost,    // the daemon died, stopped, or closed the connection
-  kCorrupt,       // a shared-memory header or slot failed validation
-  kRefused,       // the daemon refused the request (bad rank, already attached, ...)
-  kIoError,       // cannot reach or talk to the daemon
+  kEndOfStream,  // every configured epoch has been delivered
+  kDaemonLost,   // the daemon died, stopped, or closed the connection
+  kCorrupt,      // a shared-memory header or slot failed validation
+  kRefused,      // the daemon refused the request (bad rank, already attached, ...)
+  kIoError,      // cannot reach or talk to the daemon
   kInvalidArgument,
 };
 
@@ -74,11 +74,11 @@ struct Position {
 struct ClientOptions {
   std::string socket;
   uint32_t rank = 0;
-  Position start;                                             // where to begin (exact resume)
-  std::chrono::milliseconds liveness_timeout{1500};           // heartbeat age that means "daemon lost"
-  std::chrono::milliseconds ready_timeout{3600 * 1000};       // wait this long for a daemon still building its cache
-  std::chrono::microseconds spin{50};                         // spin before sleeping on the futex
-  bool verify_checksums = false;                              // hash every payload (tools and tests)
+  Position start;                                        // where to begin (exact resume)
+  std::chrono::milliseconds liveness_timeout{1500};      // heartbeat age that means "daemon lost"
+  std::chrono::milliseconds ready_timeout{3600 * 1000};  // wait this long for a daemon still building its cache
+  std::chrono::microseconds spin{50};                    // spin before sleeping on the futex
+  bool verify_checksums = false;                         // hash every payload (tools and tests)
 };
 
 namespace detail {
@@ -132,9 +132,9 @@ class Client {
   // kDaemonLost within about liveness_timeout if the daemon dies or stops.
   Status next(Batch& out) noexcept;
 
-  Position position() const noexcept;  // of the next batch next() returns
+  Position position() const noexcept;                   // of the next batch next() returns
   Position position_of(uint64_t index) const noexcept;  // of stream batch `index`
-  uint64_t batches_per_epoch() const noexcept;  // in the current epoch (packing varies it)
+  uint64_t batches_per_epoch() const noexcept;          // in the current epoch (packing varies it)
   uint64_t epochs() const noexcept;
   uint32_t rank() const noexcept;
   uint32_t workers() const noexcept;

@@ -82,7 +82,7 @@ class DeviceStream {
   // the last epoch; other codes as Client::next.
   Status next(DeviceBatch& out, void* consumer_stream) noexcept;
 
-  bool host_registered() const noexcept;  // false: copies run from pageable memory
+  bool host_registered() const noexcept;      // false: copies run from pageable memory
   std::size_t pool_buffers() const noexcept;  // device buffers allocated so far
 
   struct Impl;

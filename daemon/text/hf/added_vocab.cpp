@@ -17,8 +17,9 @@ void AddedTokenMatcher::build(std::vector<AddedToken> tokens, const std::vector<
     for (char ch : p) {
       auto c = static_cast<unsigned char>(ch);
       auto& kids = nodes_[size_t(node)].children;
-      auto it = std::lower_bound(kids.begin(), kids.end(), c,
-                                 [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
+      auto it =
+          std::lower_bound(kids.begin(), kids.end(), c,
+                           [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
       if (it != kids.end() && it->first == c) {
         node = it->second;
       } else {

@@ -124,8 +124,8 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
     if (id < 0) throw TokenizerError(where + ": model.vocab has a negative id for '" + token + "'");
     max_id = std::max(max_id, id);
   }
-  id_to_token_.resize(size_t(max_id + 1));
-  id_valid_.assign(size_t(max_id + 1), false);
+  id_to_token_.resize(size_t(max_id) + 1);  // max_id >= -1: 0 entries for an empty vocabulary
+  id_valid_.assign(size_t(max_id) + 1, false);
   std::fill(std::begin(byte_unit_id_), std::end(byte_unit_id_), -1);
   std::fill(std::begin(byte_fallback_id_), std::end(byte_fallback_id_), -1);
   raw_vocab_.reserve(config.vocab.size());

@@ -27,13 +27,13 @@ struct StringHash {
 using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 struct BpeConfig {
-  Vocab vocab;                                  // token string (as in the json) -> id
+  Vocab vocab;                                              // token string (as in the json) -> id
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
-  bool byte_level = false;                      // units are bytes shown in the GPT-2 alphabet
+  bool byte_level = false;                                  // units are bytes shown in the GPT-2 alphabet
   bool byte_fallback = false;
   bool ignore_merges = false;
   bool fuse_unk = false;
-  std::string unk_token;                        // empty: none
+  std::string unk_token;  // empty: none
 };
 
 class BpeModel {

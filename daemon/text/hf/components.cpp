@@ -40,9 +40,8 @@ void ReplaceNormalizer::normalize(NormalizedText& text) const {
 
 // ---- pre-tokenizers ----
 
-void split_by_matches(PreTokenized& pt, const PreSpan& span,
-                      const std::vector<std::pair<uint32_t, uint32_t>>& matches, SplitBehavior behavior,
-                      bool invert) {
+void split_by_matches(PreTokenized& pt, const PreSpan& span, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                      SplitBehavior behavior, bool invert) {
   struct Piece {
     uint32_t b, e;
     bool is_match;
@@ -74,11 +73,8 @@ void split_by_matches(PreTokenized& pt, const PreSpan& span,
   std::vector<Piece> out;
   bool previous_match = false;
   switch (behavior) {
-    case SplitBehavior::kIsolated:
-      break;
-    case SplitBehavior::kRemoved:
-      out = pieces;
-      break;
+    case SplitBehavior::kIsolated: break;
+    case SplitBehavior::kRemoved: out = pieces; break;
     case SplitBehavior::kContiguous:
       for (const Piece& p : pieces) {
         if (p.is_match == previous_match && !out.empty()) out.back().e = p.e;
@@ -139,8 +135,7 @@ void DigitsPreTokenizer::pre_tokenize(PreTokenized& pt) const {
       if (is_numeric(d.cp)) pt.matches.emplace_back(uint32_t(i), uint32_t(i + d.len));
       i += d.len;
     }
-    split_by_matches(pt, span, pt.matches,
-                     individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false);
+    split_by_matches(pt, span, pt.matches, individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false);
   });
 }
 
@@ -165,7 +160,8 @@ void MetaspacePreTokenizer::pre_tokenize(PreTokenized& pt) const {
     }
     std::string_view r = pt.texts.back().text();
     pt.matches.clear();
-    for (size_t at = r.find(replacement_); at != std::string_view::npos; at = r.find(replacement_, at + replacement_.size()))
+    for (size_t at = r.find(replacement_); at != std::string_view::npos;
+         at = r.find(replacement_, at + replacement_.size()))
       pt.matches.emplace_back(uint32_t(at), uint32_t(at + replacement_.size()));
     split_by_matches(pt, whole, pt.matches, SplitBehavior::kMergedWithNext, false);
   });

@@ -68,7 +68,7 @@ struct PreSpan {
 struct PreTokenized {
   std::vector<NormalizedText> texts;
   std::vector<PreSpan> spans;
-  std::vector<PreSpan> next;  // scratch for the pre-tokenizer running now
+  std::vector<PreSpan> next;                           // scratch for the pre-tokenizer running now
   std::vector<std::pair<uint32_t, uint32_t>> matches;  // scratch
   void reset() {
     texts.clear();
@@ -147,8 +147,7 @@ class SequencePreTokenizer final : public PreTokenizer {
 // Applies HF's SplitDelimiterBehavior to the matches of one span and appends
 // the non-empty pieces to pt.next. `matches` are sorted [begin, end) pairs
 // relative to the span.
-void split_by_matches(PreTokenized& pt, const PreSpan& span,
-                      const std::vector<std::pair<uint32_t, uint32_t>>& matches, SplitBehavior behavior,
-                      bool invert);
+void split_by_matches(PreTokenized& pt, const PreSpan& span, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                      SplitBehavior behavior, bool invert);
 
 }  // namespace tokfeed::text::hf

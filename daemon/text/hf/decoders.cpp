@@ -115,7 +115,8 @@ void ByteFallbackDecoder::decode_chain(std::vector<std::string>& tokens) const {
 void FuseDecoder::decode_chain(std::vector<std::string>& tokens) const {
   std::string all;
   for (const auto& t : tokens) all += t;
-  tokens.assign(1, std::move(all));
+  tokens.clear();
+  tokens.push_back(std::move(all));
 }
 
 void StripDecoder::decode_chain(std::vector<std::string>& tokens) const {

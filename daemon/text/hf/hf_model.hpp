@@ -15,10 +15,10 @@
 namespace tokfeed::text::hf {
 
 struct HfParts {
-  std::unique_ptr<Normalizer> normalizer;      // may be null
+  std::unique_ptr<Normalizer> normalizer;       // may be null
   std::unique_ptr<PreTokenizer> pre_tokenizer;  // may be null
   std::unique_ptr<BpeModel> model;
-  std::unique_ptr<Decoder> decoder;  // may be null: tokens joined with spaces
+  std::unique_ptr<Decoder> decoder;    // may be null: tokens joined with spaces
   AddedTokenMatcher raw_added;         // added tokens with normalized == false
   AddedTokenMatcher normalized_added;  // normalized == true, matched after normalizing
   Vocab added_by_content;

@@ -74,7 +74,8 @@ class Loader {
       }
       return std::make_unique<Regex>(regex_escape(*s), path_ + ": " + where);
     }
-    if (auto r = optional_string(*p, "Regex", where + ".pattern")) return std::make_unique<Regex>(*r, path_ + ": " + where);
+    if (auto r = optional_string(*p, "Regex", where + ".pattern"))
+      return std::make_unique<Regex>(*r, path_ + ": " + where);
     fail(where + ".pattern must be {\"String\": ...} or {\"Regex\": ...}");
   }
 
@@ -165,7 +166,8 @@ class Loader {
                                             size_t(int_field(d, "stop", where)));
     if (type == "Replace") {
       std::string literal;
-      if (pattern(d, where, &literal) != nullptr) fail(where + ": decoder 'Replace' with a Regex pattern is not supported");
+      if (pattern(d, where, &literal) != nullptr)
+        fail(where + ": decoder 'Replace' with a Regex pattern is not supported");
       return std::make_unique<ReplaceDecoder>(literal, string_field(d, "content", where));
     }
     if (type == "Sequence") {
@@ -214,7 +216,8 @@ class Loader {
       if (e.get(line) == simdjson::SUCCESS) {
         // "a b": split at the first space, as HF does.
         size_t sp = line.find(' ');
-        if (sp == std::string_view::npos) fail("model.merges[" + std::to_string(i) + "] '" + std::string(line) + "' has no space");
+        if (sp == std::string_view::npos)
+          fail("model.merges[" + std::to_string(i) + "] '" + std::string(line) + "' has no space");
         c.merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
       } else if (e.get(pair) == simdjson::SUCCESS && pair.size() == 2) {
         std::string_view a, b;
@@ -287,7 +290,8 @@ class Loader {
     std::string_view s;
     if (pad.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
     simdjson::ondemand::object token;
-    if (pad.get_object().get(token) == simdjson::SUCCESS && token.find_field_unordered("content").get_string().get(s) == simdjson::SUCCESS)
+    if (pad.get_object().get(token) == simdjson::SUCCESS &&
+        token.find_field_unordered("content").get_string().get(s) == simdjson::SUCCESS)
       return std::string(s);
     throw TokenizerError(config_path + ": pad_token must be a string or {\"content\": ...}");
   }

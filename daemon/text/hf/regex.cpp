@@ -67,13 +67,12 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE, &err,
-                        &err_offset, nullptr);
+                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE, &err, &err_offset, nullptr);
   if (code_ == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    throw TokenizerError(where + ": regex '" + pattern + "' does not compile: " +
-                         reinterpret_cast<const char*>(msg) + " at offset " + std::to_string(err_offset));
+    throw TokenizerError(where + ": regex '" + pattern + "' does not compile: " + reinterpret_cast<const char*>(msg) +
+                         " at offset " + std::to_string(err_offset));
   }
   jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
   match_data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
@@ -100,7 +99,8 @@ void Regex::find_all(std::string_view subject, std::vector<std::pair<uint32_t, u
     int rc = jit_ ? pcre2_jit_match(code_, s, n, start, 0, match_data_, match_context_)
                   : pcre2_match(code_, s, n, start, 0, match_data_, match_context_);
     // Past a JIT limit, the interpreter (heap-backed) gets a second try.
-    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH && jit_) rc = pcre2_match(code_, s, n, start, PCRE2_NO_JIT, match_data_, match_context_);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH && jit_)
+      rc = pcre2_match(code_, s, n, start, PCRE2_NO_JIT, match_data_, match_context_);
     if (rc < 0) break;  // no match (or still a resource limit: the rest stays unmatched)
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_data_);
     size_t b = ov[0], e = ov[1];

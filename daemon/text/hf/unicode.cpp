@@ -62,11 +62,21 @@ bool is_numeric(char32_t cp) {
 bool is_whitespace(char32_t cp) {
   // The White_Space property, as Rust's char::is_whitespace lists it.
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
   }
 }
 
@@ -179,8 +189,7 @@ bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& re
     result.append(s.substr(done, end - done));
     if (!found.empty() && !found.back().changed)
       found.back().in_len += uint32_t(end - done), found.back().out_len += uint32_t(end - done);
-    else
-      found.push_back({uint32_t(done), uint32_t(end - done), uint32_t(end - done), false});
+    else found.push_back({uint32_t(done), uint32_t(end - done), uint32_t(end - done), false});
     done = end;
   };
   for (size_t i = 0; i < s.size();) {
@@ -201,12 +210,11 @@ bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& re
     }
     keep(begin);
     utf8proc_uint8_t* mapped = nullptr;
-    auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + begin),
-                          utf8proc_ssize_t(end - begin), &mapped,
-                          utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + begin), utf8proc_ssize_t(end - begin),
+                          &mapped, utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
     std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> guard(mapped, &std::free);
-    std::string_view nfc = n >= 0 ? std::string_view(reinterpret_cast<char*>(mapped), size_t(n))
-                                  : s.substr(begin, end - begin);
+    std::string_view nfc =
+        n >= 0 ? std::string_view(reinterpret_cast<char*>(mapped), size_t(n)) : s.substr(begin, end - begin);
     if (nfc == s.substr(begin, end - begin)) {
       keep(end);
     } else {

@@ -63,8 +63,7 @@ double as_number(const msgpack::object* o) noexcept;
 std::string to_json(const msgpack::object& o);
 
 // A request {"v":1,"op":op, key: int...}.
-std::string make_request(std::string_view op,
-                         std::initializer_list<std::pair<std::string_view, int64_t>> ints = {});
+std::string make_request(std::string_view op, std::initializer_list<std::pair<std::string_view, int64_t>> ints = {});
 
 // ----- blocking socket helpers for clients and tools
 
@@ -79,12 +78,11 @@ bool send_with_fds(int fd, std::string_view bytes, const std::vector<int>& fds, 
 
 // Reads one frame, collecting any descriptors that arrive with it into
 // `fds`. `timeout_ms` < 0 waits forever. false with `error` on failure.
-bool recv_frame(int fd, std::string& payload, std::vector<int>* fds, int timeout_ms,
-                std::string& error) noexcept;
+bool recv_frame(int fd, std::string& payload, std::vector<int>* fds, int timeout_ms, std::string& error) noexcept;
 
 // One request, one reply: connect, send, read, decode. Checks "ok" and copies
 // a daemon "error" into `error`.
-bool call(const std::string& socket, std::string_view request, msgpack::object_handle& reply,
-          std::string& error, int timeout_ms = 5000);
+bool call(const std::string& socket, std::string_view request, msgpack::object_handle& reply, std::string& error,
+          int timeout_ms = 5000);
 
 }  // namespace tokfeed::proto

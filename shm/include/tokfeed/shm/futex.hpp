@@ -13,8 +13,7 @@ namespace tokfeed::shm {
 
 // Sleeps while `word` still equals `expected`, for at most `timeout`.
 // Returns on a wake, a timeout, a signal, or if the word already differs.
-void futex_wait(const std::atomic<uint32_t>& word, uint32_t expected,
-                std::chrono::nanoseconds timeout) noexcept;
+void futex_wait(const std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) noexcept;
 
 // Wakes every waiter on `word`.
 void futex_wake_all(const std::atomic<uint32_t>& word) noexcept;

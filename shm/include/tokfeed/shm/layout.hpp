@@ -32,7 +32,7 @@ inline constexpr std::size_t kCacheLine = 64;
 
 inline constexpr uint64_t kDataMagic = 0x0044454546'4b4f54ULL;      // "TOKFEED\0" little-endian
 inline constexpr uint64_t kConsumerMagic = 0x004c544346'4b4f54ULL;  // "TOKFCTL\0"
-inline constexpr uint32_t kSlotMagic = 0x544f4c53U;                  // "SLOT"
+inline constexpr uint32_t kSlotMagic = 0x544f4c53U;                 // "SLOT"
 inline constexpr uint16_t kVersionMajor = 1;
 inline constexpr uint16_t kVersionMinor = 0;
 inline constexpr uint32_t kStateReady = 0x52454459U;  // "YDER": written last, with release
@@ -44,22 +44,22 @@ inline constexpr uint32_t kTensorNameBytes = 32;
 
 struct SegmentHeader {
   // line 0: immutable after `state` is kStateReady
-  uint64_t magic;            // kDataMagic
-  uint16_t version_major;    // kVersionMajor
-  uint16_t version_minor;    // kVersionMinor
-  uint32_t header_bytes;     // sizeof(SegmentHeader)
-  uint64_t segment_bytes;    // total size of the segment
-  uint32_t ring_count;       // ranks served x workers per rank
-  uint32_t slots_per_ring;   // ring depth
-  uint64_t slot_bytes;       // bytes per slot, a multiple of kCacheLine
-  uint64_t rings_offset;     // offset of RingHeader[0]
-  uint64_t ring_stride;      // sizeof(RingHeader)
-  uint64_t slots_offset;     // offset of ring 0, slot 0; ring r slot s at
-                             // slots_offset + (r * slots_per_ring + s) * slot_bytes
+  uint64_t magic;           // kDataMagic
+  uint16_t version_major;   // kVersionMajor
+  uint16_t version_minor;   // kVersionMinor
+  uint32_t header_bytes;    // sizeof(SegmentHeader)
+  uint64_t segment_bytes;   // total size of the segment
+  uint32_t ring_count;      // ranks served x workers per rank
+  uint32_t slots_per_ring;  // ring depth
+  uint64_t slot_bytes;      // bytes per slot, a multiple of kCacheLine
+  uint64_t rings_offset;    // offset of RingHeader[0]
+  uint64_t ring_stride;     // sizeof(RingHeader)
+  uint64_t slots_offset;    // offset of ring 0, slot 0; ring r slot s at
+                            // slots_offset + (r * slots_per_ring + s) * slot_bytes
   // line 1
   std::atomic<uint32_t> state;  // 0 while initialising, then kStateReady (release)
   uint32_t daemon_pid;
-  uint64_t instance_id;         // random per daemon start
+  uint64_t instance_id;  // random per daemon start
   uint8_t reserved1[kCacheLine - 16];
   // line 2: written by the supervisor only
   std::atomic<uint64_t> heartbeat_ns;  // CLOCK_MONOTONIC of the last beat
@@ -70,23 +70,23 @@ struct SegmentHeader {
 // the consumer segment (ConsumerLine).
 struct alignas(kCacheLine) RingHeader {
   // line 0: producer hot line
-  std::atomic<uint64_t> head;         // absolute seq of the next slot to publish
-  std::atomic<uint64_t> session;      // the consumer session `head` counts in
-  std::atomic<uint32_t> head_futex;   // bumped on every publish and session switch
+  std::atomic<uint64_t> head;              // absolute seq of the next slot to publish
+  std::atomic<uint64_t> session;           // the consumer session `head` counts in
+  std::atomic<uint32_t> head_futex;        // bumped on every publish and session switch
   std::atomic<uint32_t> producer_waiting;  // 1 while the producer sleeps on tail_futex
-  std::atomic<uint32_t> generation;   // bumped by every (re)started worker
+  std::atomic<uint32_t> generation;        // bumped by every (re)started worker
   std::atomic<uint32_t> producer_pid;
   uint8_t reserved0[kCacheLine - 32];
   // line 1: identity, written before the segment is ready
   uint32_t rank;
   uint32_t worker;
-  uint64_t end_seq;                   // seqs [0, end_seq) make up the whole stream
+  uint64_t end_seq;  // seqs [0, end_seq) make up the whole stream
   uint8_t reserved1[kCacheLine - 16];
   // line 2..3: producer statistics (relaxed; read by the supervisor for status)
   std::atomic<uint64_t> batches;
   std::atomic<uint64_t> samples;
-  std::atomic<uint64_t> tokens;        // rows x L, padding included
-  std::atomic<uint64_t> real_tokens;   // attention_mask ones
+  std::atomic<uint64_t> tokens;       // rows x L, padding included
+  std::atomic<uint64_t> real_tokens;  // attention_mask ones
   std::atomic<uint64_t> truncated;
   std::atomic<uint64_t> dropped;
   std::atomic<uint64_t> all_masked;
@@ -103,23 +103,23 @@ inline constexpr uint32_t dtype_bytes(Dtype d) { return d == Dtype::kInt64 ? 8 :
 struct TensorDesc {
   char name[kTensorNameBytes];  // NUL-padded
   Dtype dtype;
-  uint32_t ndim;                // 0, 1 or 2
+  uint32_t ndim;  // 0, 1 or 2
   int64_t shape[2];
-  uint64_t offset;              // from the start of the slot, 64-byte aligned
-  uint64_t nbytes;              // == product(shape) * dtype_bytes(dtype)
+  uint64_t offset;  // from the start of the slot, 64-byte aligned
+  uint64_t nbytes;  // == product(shape) * dtype_bytes(dtype)
 };
 
 // Written by the producer before it publishes the slot (head release).
 struct alignas(kCacheLine) SlotHeader {
-  uint32_t magic;          // kSlotMagic
-  uint32_t header_bytes;   // sizeof(SlotHeader)
-  uint64_t seq;            // absolute ring seq
-  uint64_t session;        // consumer session it was built for
-  uint64_t stream_index;   // i = epoch * batches_per_epoch + step
+  uint32_t magic;         // kSlotMagic
+  uint32_t header_bytes;  // sizeof(SlotHeader)
+  uint64_t seq;           // absolute ring seq
+  uint64_t session;       // consumer session it was built for
+  uint64_t stream_index;  // i = epoch * batches_per_epoch + step
   uint32_t epoch;
   uint32_t step;
   uint32_t rows;
-  uint32_t seq_len;        // L
+  uint32_t seq_len;  // L
   uint32_t tensor_count;
   uint32_t flags;
   uint64_t payload_bytes;  // bytes after the header that the tensors use
@@ -133,33 +133,33 @@ struct alignas(kCacheLine) SlotHeader {
 
 struct ConsumerHeader {
   // line 0
-  uint64_t magic;          // kConsumerMagic
+  uint64_t magic;  // kConsumerMagic
   uint16_t version_major;
   uint16_t version_minor;
-  uint32_t header_bytes;   // sizeof(ConsumerHeader)
+  uint32_t header_bytes;  // sizeof(ConsumerHeader)
   uint64_t segment_bytes;
   uint32_t rank;
-  uint32_t ring_count;     // workers of this rank
-  uint64_t lines_offset;   // offset of ConsumerLine[0]
-  uint64_t line_stride;    // sizeof(ConsumerLine)
+  uint32_t ring_count;          // workers of this rank
+  uint64_t lines_offset;        // offset of ConsumerLine[0]
+  uint64_t line_stride;         // sizeof(ConsumerLine)
   std::atomic<uint32_t> state;  // 0, then kStateReady
   uint8_t reserved0[kCacheLine - 52];
   // line 1..2: written by the client (relaxed), read for status and metrics
-  std::atomic<uint64_t> next_index;      // stream index of the next batch the client returns
-  std::atomic<uint64_t> consumed;        // batches returned by next()
-  std::atomic<uint64_t> wait_ns;         // total time next() waited for data
-  std::atomic<uint64_t> busy_ns;         // total time between next() calls
+  std::atomic<uint64_t> next_index;  // stream index of the next batch the client returns
+  std::atomic<uint64_t> consumed;    // batches returned by next()
+  std::atomic<uint64_t> wait_ns;     // total time next() waited for data
+  std::atomic<uint64_t> busy_ns;     // total time between next() calls
   std::atomic<uint32_t> client_pid;
-  std::atomic<uint32_t> attached;        // 1 while a client is attached
-  std::atomic<uint64_t> wait_hist[10];   // next() wait: <1us <10us <100us <1ms <10ms <100ms <1s <10s <100s more
+  std::atomic<uint32_t> attached;       // 1 while a client is attached
+  std::atomic<uint64_t> wait_hist[10];  // next() wait: <1us <10us <100us <1ms <10ms <100ms <1s <10s <100s more
   uint8_t reserved1[2 * kCacheLine - 120];
 };
 
 // The consumer's side of one ring.
 struct alignas(kCacheLine) ConsumerLine {
-  std::atomic<uint64_t> tail;         // every seq below `tail` is released
-  std::atomic<uint64_t> session;      // set by the client when it (re)positions the stream
-  std::atomic<uint32_t> tail_futex;   // bumped on every tail advance and session switch
+  std::atomic<uint64_t> tail;              // every seq below `tail` is released
+  std::atomic<uint64_t> session;           // set by the client when it (re)positions the stream
+  std::atomic<uint32_t> tail_futex;        // bumped on every tail advance and session switch
   std::atomic<uint32_t> consumer_waiting;  // 1 while the consumer sleeps on head_futex
   uint8_t reserved[kCacheLine - 24];
 };
@@ -171,10 +171,9 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<uint32_t>) == 4);
 
 template <class T>
-inline constexpr bool kSharedSafe = std::is_standard_layout_v<T> &&
-                                    std::is_trivially_destructible_v<T>;
-static_assert(kSharedSafe<SegmentHeader> && kSharedSafe<RingHeader> &&
-              kSharedSafe<ConsumerHeader> && kSharedSafe<ConsumerLine>);
+inline constexpr bool kSharedSafe = std::is_standard_layout_v<T>&& std::is_trivially_destructible_v<T>;
+static_assert(kSharedSafe<SegmentHeader> && kSharedSafe<RingHeader> && kSharedSafe<ConsumerHeader> &&
+              kSharedSafe<ConsumerLine>);
 static_assert(std::is_trivially_copyable_v<SlotHeader> && std::is_trivially_copyable_v<TensorDesc>);
 
 static_assert(sizeof(SegmentHeader) == 3 * kCacheLine);
@@ -213,8 +212,7 @@ static_assert(alignof(RingHeader) == kCacheLine && offsetof(RingHeader, head) ==
               offsetof(RingHeader, reserved2) == 208);
 static_assert(offsetof(TensorDesc, name) == 0 && offsetof(TensorDesc, dtype) == 32 &&
               offsetof(TensorDesc, ndim) == 36 && offsetof(TensorDesc, shape) == 40 &&
-              offsetof(TensorDesc, offset) == 56 && offsetof(TensorDesc, nbytes) == 64 &&
-              sizeof(Dtype) == 4);
+              offsetof(TensorDesc, offset) == 56 && offsetof(TensorDesc, nbytes) == 64 && sizeof(Dtype) == 4);
 static_assert(alignof(SlotHeader) == kCacheLine && offsetof(SlotHeader, magic) == 0 &&
               offsetof(SlotHeader, header_bytes) == 4 && offsetof(SlotHeader, seq) == 8 &&
               offsetof(SlotHeader, session) == 16 && offsetof(SlotHeader, stream_index) == 24 &&

@@ -30,10 +30,9 @@ namespace tokfeed::shm {
 class RingProducer {
  public:
   RingProducer() = default;
-  RingProducer(RingHeader* ring, const ConsumerLine* consumer, char* slots,
-               uint32_t slots_per_ring, uint64_t slot_bytes) noexcept
-      : ring_(ring), consumer_(consumer), slots_(slots),
-        slots_per_ring_(slots_per_ring), slot_bytes_(slot_bytes) {}
+  RingProducer(RingHeader* ring, const ConsumerLine* consumer, char* slots, uint32_t slots_per_ring,
+               uint64_t slot_bytes) noexcept
+      : ring_(ring), consumer_(consumer), slots_(slots), slots_per_ring_(slots_per_ring), slot_bytes_(slot_bytes) {}
 
   // Marks a new producer incarnation: bumps the generation, so stale state is
   // never mistaken for new, and reloads the cached tail.
@@ -73,10 +72,9 @@ class RingProducer {
 class RingConsumer {
  public:
   RingConsumer() = default;
-  RingConsumer(const RingHeader* ring, ConsumerLine* consumer, const char* slots,
-               uint32_t slots_per_ring, uint64_t slot_bytes) noexcept
-      : ring_(ring), consumer_(consumer), slots_(slots),
-        slots_per_ring_(slots_per_ring), slot_bytes_(slot_bytes) {}
+  RingConsumer(const RingHeader* ring, ConsumerLine* consumer, const char* slots, uint32_t slots_per_ring,
+               uint64_t slot_bytes) noexcept
+      : ring_(ring), consumer_(consumer), slots_(slots), slots_per_ring_(slots_per_ring), slot_bytes_(slot_bytes) {}
 
   // Starts a new session at `tail`: the producer drops what it built for any
   // earlier session and continues from `tail`.
@@ -91,9 +89,7 @@ class RingConsumer {
   // True when seq `n` is published in this consumer's session.
   bool available(uint64_t n) noexcept;
 
-  const char* slot(uint64_t seq) const noexcept {
-    return slots_ + (seq % slots_per_ring_) * slot_bytes_;
-  }
+  const char* slot(uint64_t seq) const noexcept { return slots_ + (seq % slots_per_ring_) * slot_bytes_; }
 
   // Every seq below `tail` is released.
   void release_to(uint64_t tail) noexcept;

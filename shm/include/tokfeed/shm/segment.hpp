@@ -25,7 +25,9 @@ class Mapping {
   std::size_t size() const { return size_; }
   int fd() const { return fd_; }
   template <class T>
-  T* at(uint64_t offset) const { return reinterpret_cast<T*>(static_cast<char*>(base_) + offset); }
+  T* at(uint64_t offset) const {
+    return reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
+  }
   explicit operator bool() const { return base_ != nullptr; }
   void close_fd();
 
@@ -44,8 +46,7 @@ struct SegmentError {
 // The whole size is reserved up front (posix_fallocate), so a directory
 // without room fails here with the bytes needed and free, not with SIGBUS
 // later. `what` names the segment in errors.
-SegmentError create_segment(const std::string& dir, std::size_t bytes, const std::string& what,
-                            Mapping& out) noexcept;
+SegmentError create_segment(const std::string& dir, std::size_t bytes, const std::string& what, Mapping& out) noexcept;
 
 // Maps a received segment fd. `writable` maps it read-write (the fd must
 // allow it). Checks the file's size against `min_bytes`.

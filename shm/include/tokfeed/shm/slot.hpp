@@ -50,8 +50,8 @@ class SlotWriter {
   void* add(std::string_view name, Dtype dtype, uint32_t ndim, int64_t d0, int64_t d1) noexcept;
 
   // Fills the header (checksum included); the caller then publishes.
-  void finish(uint64_t seq, uint64_t session, uint64_t stream_index, uint32_t epoch, uint32_t step,
-              uint32_t rows, uint32_t seq_len, uint64_t real_tokens) noexcept;
+  void finish(uint64_t seq, uint64_t session, uint64_t stream_index, uint32_t epoch, uint32_t step, uint32_t rows,
+              uint32_t seq_len, uint64_t real_tokens) noexcept;
 
  private:
   char* slot_;
@@ -62,7 +62,7 @@ class SlotWriter {
 
 // Bytes a slot needs for `rows` x `seq_len` tensors of the given count and
 // dtype, plus extra 1-D tensors of up to `extra_elems` elements each.
-uint64_t slot_bytes_for(uint32_t tensors_2d, uint64_t rows, uint64_t seq_len, Dtype dtype,
-                        uint32_t tensors_1d, uint64_t extra_elems) noexcept;
+uint64_t slot_bytes_for(uint32_t tensors_2d, uint64_t rows, uint64_t seq_len, Dtype dtype, uint32_t tensors_1d,
+                        uint64_t extra_elems) noexcept;
 
 }  // namespace tokfeed::shm
