@@ -58,7 +58,8 @@ Status Attachment::open(const ClientOptions& opt) {
       close_all(fds);
       return {Code::kIoError, "attach: bad reply: " + e};
     }
-    // A daemon still building its token cache says so: wait and ask again.
+    // A daemon still indexing its datasets or building its token cache says
+    // so: wait and ask again.
     if (proto::get_bool(reply.get(), "retry") != true || shm::monotonic_ns() > deadline) break;
     close_all(fds);
     ::close(sock_);
