@@ -76,7 +76,7 @@ struct ClientOptions {
   uint32_t rank = 0;
   Position start;                                        // where to begin (exact resume)
   std::chrono::milliseconds liveness_timeout{1500};      // heartbeat age that means "daemon lost"
-  std::chrono::milliseconds ready_timeout{3600 * 1000};  // wait this long for a daemon still indexing or building its cache
+  std::chrono::milliseconds ready_timeout{3600 * 1000};  // for a daemon still indexing or building its cache
   std::chrono::microseconds spin{50};                    // spin before sleeping on the futex
   bool verify_checksums = false;                         // hash every payload (tools and tests)
 };
