@@ -44,6 +44,9 @@ struct DeviceTensor {
   std::size_t nbytes = 0;
 };
 
+// clang-tidy names the loop variable of the implicit copy of `tensors` "__i0";
+// the code has no such name.
+// NOLINTNEXTLINE(bugprone-reserved-identifier,readability-identifier-naming)
 class DeviceBatch {
  public:
   uint64_t epoch = 0, step = 0, index = 0;
