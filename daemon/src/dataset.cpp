@@ -151,6 +151,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
       report.bytes = compressed ? nullptr : &progress->bytes_done;  // compressed ones counted as read
       report.records = &progress->records;
       report.cancel = &progress->cancel;
+      report.slow_chunk_ms = progress->slow_chunk_ms;
     }
     s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report);
     if (cache) {

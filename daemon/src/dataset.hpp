@@ -55,6 +55,8 @@ struct IndexProgress {
   // Set by the supervisor on shutdown: indexing stops at the next chunk with
   // a DatasetError, so a stop is not held up by a long index.
   std::atomic<bool> cancel{false};
+  // Test-only fault hook (TOKFEED_FAULT_HOOKS): every chunk waits this long.
+  uint32_t slow_chunk_ms = 0;
 };
 
 // The rules a dataset's records are checked against (its format, columns and

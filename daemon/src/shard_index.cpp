@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -255,6 +256,9 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
           cancelled = true;
           return;
         }
+#ifdef TOKFEED_FAULT_HOOKS
+        if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
+#endif
         index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], progress);
       }
     };

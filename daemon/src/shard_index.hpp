@@ -38,6 +38,7 @@ class ShardIndex {
     std::atomic<uint64_t>* bytes = nullptr;     // advanced by the bytes scanned
     std::atomic<uint64_t>* records = nullptr;   // advanced by the records found
     const std::atomic<bool>* cancel = nullptr;  // stops the build at the next chunk
+    uint32_t slow_chunk_ms = 0;                 // test-only fault hook: each chunk waits this long
   };
 
   // Indexes `data` with `threads` threads; every record is parsed and checked

@@ -87,6 +87,7 @@ Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
   tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
 #ifdef TOKFEED_FAULT_HOOKS
   if (const char* s = getenv("TOKFEED_FAULT_CRASH_LINE")) crash_on_line_ = std::atoll(s);
+  if (const char* s = getenv("TOKFEED_FAULT_INDEX_CHUNK_MS")) index_progress_.slow_chunk_ms = std::atoi(s);
 #endif
   create_segments();
 }

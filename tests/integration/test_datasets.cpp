@@ -350,3 +350,53 @@ TEST_CASE("a bad record under on_bad_record = \"fail\" stops the daemon at start
       d.log());
   CHECK_FALSE(fs::exists(socket_of(dir)));
 }
+
+namespace {
+
+// `tokfeedctl status --json`, parsed only as far as this test needs.
+uint64_t json_number(const std::string& json, const std::string& key) {
+  std::size_t at = json.find("\"" + key + "\":");
+  REQUIRE_MESSAGE(at != std::string::npos, key);
+  return std::stoull(json.substr(at + key.size() + 3));
+}
+
+}  // namespace
+
+TEST_CASE("indexing shows its progress in status while the socket answers, and a stop cancels it") {
+  TempDir dir;
+  // 6 chunks of the index, each slowed to 600 ms by the test-only hook: the
+  // index takes at least 1.8 s on 2 threads.
+  std::string big = dir.file("big.jsonl");
+  {
+    std::string part = slurp(data_path("sft/mixed-300.jsonl"));
+    std::ofstream out(big);
+    for (int i = 0; i < 90; ++i) out << part;
+  }
+  std::string cfg =
+      write_job(dir, "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() + "[cache]\nenabled = false\n");
+  const std::string hook = "TOKFEED_FAULT_INDEX_CHUNK_MS=600";
+  {
+    Daemon d(cfg, socket_of(dir), hook);
+    std::string st = status_json(d);
+    CHECK(st.find("\"state\":\"indexing\"") != std::string::npos);
+    CHECK(json_number(st, "bytes_total") == fs::file_size(big));
+    CHECK(json_number(st, "bytes_done") < fs::file_size(big));
+    CHECK(run(bin("tokfeedctl") + " -s '" + d.socket() + "' status").out.find("dataset    indexing: shard 0/1") !=
+          std::string::npos);
+    // A client attaching now waits for the index, then gets the whole epoch.
+    Output drained = run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain");
+    REQUIRE(drained.status == 0);
+    CHECK(drained.out.find("\"samples\":27000") != std::string::npos);
+    st = status_json(d);
+    CHECK(st.find("\"state\":\"ready\"") != std::string::npos);
+    CHECK(json_number(st, "bytes_done") == fs::file_size(big));
+  }
+  {
+    Daemon d(cfg, socket_of(dir), hook);
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(d.stop(SIGTERM) == 0);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MESSAGE("stopped during indexing in " << s << " s");
+    CHECK(s < 1.5);  // not the whole index (1.8 s): the chunks being indexed finish, the others are not started
+  }
+}
