@@ -1,10 +1,12 @@
 // Fuzz target: the control plane end to end inside one process. A byte
 // stream is split into frames, each payload is unpacked under the bounded
 // msgpack limits, and every request that decodes is dispatched to a real
-// Supervisor (real config, dataset index, tokenizer and segments; no workers
-// forked), exactly as a connection does: status, attach (with its
-// descriptors), ping, unknown ops, wrong field types. After each input the
-// attachment is dropped as a closing connection would drop it.
+// Supervisor (real config, tokenizer and segments; no workers forked),
+// exactly as a connection does: status, attach, ping, unknown ops, wrong
+// field types. run() is never called, so the datasets are not indexed and
+// the daemon answers as it does while indexing (attach says "not ready").
+// After each input the attachment is dropped as a closing connection would
+// drop it.
 //
 // "shutdown" is decoded but not dispatched: it would end the daemon, and
 // its path is covered by the lifecycle tests.
