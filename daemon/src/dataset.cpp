@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "hash128.hpp"
 #include "tokfeed/shm/futex.hpp"
 
 namespace tokfeed {
@@ -17,24 +17,6 @@ namespace tokfeed {
 namespace {
 
 constexpr uint64_t kEdgeBytes = 64 * 1024;
-
-class Hash128 {
- public:
-  Hash128() { XXH3_128bits_reset(state_); }
-  ~Hash128() { XXH3_freeState(state_); }
-  void field(std::string_view s) {
-    uint64_t n = s.size();
-    XXH3_128bits_update(state_, &n, sizeof n);
-    XXH3_128bits_update(state_, s.data(), s.size());
-  }
-  std::string hex() const {
-    XXH128_hash_t h = XXH3_128bits_digest(state_);
-    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
-  }
-
- private:
-  XXH3_state_t* state_ = XXH3_createState();
-};
 
 // The name of a shard's saved index: its identity (path, size, mtime, inode;
 // or the spool's content hash), a hash of its first and last 64 KiB, and
@@ -69,14 +51,17 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
 
 Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
   const uint64_t t0 = shm::monotonic_ns();
-  std::vector<std::vector<std::string>> paths;
+  // Each dataset's shards, with their sizes as stored (for progress).
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> shards;
   uint64_t on_disk = 0, count = 0;
   for (const DatasetConfig& d : cfg.datasets) {
-    paths.push_back(resolve_shards(d.name, d.path));
-    for (const std::string& p : paths.back()) {
+    auto& list = shards.emplace_back();
+    for (std::string& p : resolve_shards(d.name, d.path)) {
       struct stat st;
-      if (::stat(p.c_str(), &st) == 0) on_disk += static_cast<uint64_t>(st.st_size);
+      uint64_t bytes = ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+      on_disk += bytes;
       ++count;
+      list.emplace_back(std::move(p), bytes);
     }
   }
   if (progress) {
@@ -87,9 +72,9 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
   for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
     DatasetInfo info;
     info.name = cfg.datasets[d].name;
-    info.shards = paths[d].size();
+    info.shards = shards[d].size();
     const std::size_t shards_before = shards_.size();
-    for (const std::string& p : paths[d]) load_shard(cfg, d, p, progress);
+    for (const auto& [path, bytes] : shards[d]) load_shard(cfg, d, path, bytes, progress);
     for (std::size_t s = shards_before; s < shards_.size(); ++s) {
       info.bytes += shards_[s].bytes.size();
       info.valid += shards_[s].index.valid();
@@ -125,7 +110,8 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
   seconds_ = (shm::monotonic_ns() - t0) / 1e9;
 }
 
-void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, IndexProgress* progress) {
+void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+                         IndexProgress* progress) {
   const DatasetConfig& dc = cfg.datasets[d];
   const text::RecordRules rules = record_rules(cfg, d);
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
@@ -166,9 +152,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     }
   }
   if (progress) {
-    struct stat st;
-    uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-    progress->bytes_done.store(before + size, std::memory_order_relaxed);
+    progress->bytes_done.store(before + disk_bytes, std::memory_order_relaxed);
     progress->shards_done.fetch_add(1, std::memory_order_relaxed);
     if (!s.indexed) progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
   }

@@ -111,7 +111,9 @@ class Dataset {
     ShardIndex index;
   };
   const Shard& shard_of(uint64_t i) const;
-  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, IndexProgress* progress);
+  // `disk_bytes`: the file's size as stored, which progress counts.
+  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+                  IndexProgress* progress);
 
   std::vector<Shard> shards_;
   std::vector<uint64_t> shard_first_{0};  // shards + 1 entries

@@ -13,7 +13,7 @@
 #include <random>
 #include <thread>
 
-#include <xxhash.h>
+#include "hash128.hpp"
 
 #include "dataset.hpp"
 
@@ -74,24 +74,6 @@ bool element_end(const char* d, uint64_t size, uint64_t& i, uint32_t* lines) {
   return !in_string && depth == 0;
 }
 
-// The digest of a run of valid records: each one length-prefixed.
-class RecordHash {
- public:
-  RecordHash() { XXH3_128bits_reset(state_); }
-  ~RecordHash() { XXH3_freeState(state_); }
-  RecordHash(const RecordHash&) = delete;
-  RecordHash& operator=(const RecordHash&) = delete;
-  void add(std::string_view record) {
-    uint64_t n = record.size();
-    XXH3_128bits_update(state_, &n, sizeof n);
-    XXH3_128bits_update(state_, record.data(), record.size());
-  }
-  XXH128_hash_t digest() const { return XXH3_128bits_digest(state_); }
-
- private:
-  XXH3_state_t* state_ = XXH3_createState();
-};
-
 struct Part {
   std::vector<uint64_t> offsets;
   std::vector<ShardBad> bad;  // lines relative to the part's first line
@@ -118,7 +100,7 @@ void populate(const char* p, uint64_t n) {
 void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
                  const ShardIndex::Progress& progress) {
   populate(d + b, e - b);  // each thread its own chunk, in parallel
-  RecordHash hash;
+  Hash128 hash;
   uint64_t pos = b;
   uint32_t line = 0;
   while (pos < e) {
@@ -134,7 +116,7 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
                                               : text::check_record(rec, rules, t + text::kParsePadding <= size);
       if (reason.empty()) {
         out.offsets.push_back(s);
-        hash.add(rec);
+        hash.field(rec);
       } else {
         out.bad.push_back({line, std::move(reason)});
       }
@@ -147,16 +129,13 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
   if (progress.records) progress.records->fetch_add(out.offsets.size() + out.bad.size(), std::memory_order_relaxed);
 }
 
+// A shard's digest: its chunks' digests, counted.
 XXH128_hash_t combine(const std::vector<XXH128_hash_t>& parts) {
+  Hash128 h;
   uint64_t n = parts.size();
-  std::vector<XXH128_hash_t> buf(parts);
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_128bits_reset(st);
-  XXH3_128bits_update(st, &n, sizeof n);
-  XXH3_128bits_update(st, buf.data(), buf.size() * sizeof(XXH128_hash_t));
-  XXH128_hash_t h = XXH3_128bits_digest(st);
-  XXH3_freeState(st);
-  return h;
+  h.add(&n, sizeof n);
+  h.add(parts.data(), parts.size() * sizeof(XXH128_hash_t));
+  return h.digest();
 }
 
 }  // namespace
@@ -190,7 +169,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     // each element as a record.
     x.kind_ = ShardKind::kArray;
     populate(d, size);
-    RecordHash hash;
+    Hash128 hash;
     uint32_t line = 1 + static_cast<uint32_t>(std::count(d, d + first, '\n'));
     uint64_t i = first + 1;
     auto fail = [&](const std::string& what) {
@@ -217,7 +196,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         std::string reason = end - start > UINT32_MAX ? "record longer than 4 GiB" : text::check_record(rec, rules);
         if (reason.empty()) {
           x.owned_.push_back(start);
-          hash.add(rec);
+          hash.field(rec);
         } else {
           x.bad_.push_back({start_line, std::move(reason)});
         }
@@ -300,8 +279,7 @@ std::optional<ShardIndex> ShardIndex::load(const std::string& file, uint64_t sha
   ::close(fd);
   if (p == MAP_FAILED) return std::nullopt;
   ShardIndex x;
-  x.map_ = p;
-  x.map_bytes_ = bytes;
+  x.map_ = shm::Mapping(-1, p, bytes);
   Header h;
   std::memcpy(&h, p, sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0 || h.version != kVersion || h.shard_bytes != shard_bytes ||
@@ -372,30 +350,6 @@ std::string ShardIndex::save(const std::string& file) const {
     err = fmt::format("cannot rename {}: {}", tmp, std::strerror(errno));
   if (!err.empty()) ::unlink(tmp.c_str());
   return err;
-}
-
-ShardIndex::ShardIndex(ShardIndex&& o) noexcept { *this = std::move(o); }
-
-ShardIndex& ShardIndex::operator=(ShardIndex&& o) noexcept {
-  if (this != &o) {
-    if (map_) ::munmap(map_, map_bytes_);
-    kind_ = o.kind_;
-    shard_bytes_ = o.shard_bytes_;
-    valid_ = o.valid_;
-    digest_ = o.digest_;
-    owned_ = std::move(o.owned_);
-    bad_ = std::move(o.bad_);
-    map_ = std::exchange(o.map_, nullptr);
-    map_bytes_ = std::exchange(o.map_bytes_, 0);
-    offsets_ = map_ ? o.offsets_ : owned_.data();
-    o.offsets_ = nullptr;
-    o.valid_ = 0;
-  }
-  return *this;
-}
-
-ShardIndex::~ShardIndex() {
-  if (map_) ::munmap(map_, map_bytes_);
 }
 
 }  // namespace tokfeed

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "text/records.hpp"
+#include "tokfeed/shm/segment.hpp"
 
 namespace tokfeed {
 
@@ -53,19 +54,11 @@ class ShardIndex {
   // went wrong, or "".
   std::string save(const std::string& file) const;
 
-  ShardIndex() = default;
-  ShardIndex(ShardIndex&& o) noexcept;
-  ShardIndex& operator=(ShardIndex&& o) noexcept;
-  ShardIndex(const ShardIndex&) = delete;
-  ShardIndex& operator=(const ShardIndex&) = delete;
-  ~ShardIndex();
-
   ShardKind kind() const { return kind_; }
   uint64_t valid() const { return valid_; }
   uint64_t offset(uint64_t i) const { return offsets_[i]; }
   const std::vector<ShardBad>& bad() const { return bad_; }
   uint64_t records() const { return valid_ + bad_.size(); }
-  bool mapped() const { return map_ != nullptr; }
   // XXH3-128 of the valid records' bytes (each length-prefixed), in chunks
   // whose cut points depend only on the bytes: the token cache key takes it
   // instead of hashing every record again at every start.
@@ -79,11 +72,13 @@ class ShardIndex {
   uint64_t shard_bytes_ = 0;
   uint64_t valid_ = 0;
   Digest digest_;
-  const uint64_t* offsets_ = nullptr;  // into owned_ or the mapped file
+  // Into owned_ (built here) or map_ (loaded). Both survive a move: a moved
+  // vector keeps its buffer and a moved mapping its address, so the
+  // defaulted moves keep offsets_ valid.
+  const uint64_t* offsets_ = nullptr;
   std::vector<uint64_t> owned_;
   std::vector<ShardBad> bad_;
-  void* map_ = nullptr;
-  uint64_t map_bytes_ = 0;
+  shm::Mapping map_;
 };
 
 }  // namespace tokfeed

@@ -39,11 +39,12 @@ bool is_regular(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// A file mapped read-only; the caller unmaps it.
+// A file mapped read-only and shared, with its stat; unmapped when destroyed.
 struct Mapped {
-  const char* data = nullptr;
-  uint64_t size = 0;
+  shm::Mapping map;  // none for an empty file
   struct stat st {};
+  const char* data() const { return map.at<const char>(0); }
+  uint64_t size() const { return static_cast<uint64_t>(st.st_size); }
 };
 
 // Maps all of `fd` read-only and shared, and closes it. `what` names the
@@ -55,15 +56,14 @@ Mapped map_fd(int fd, const std::string& what) {
     ::close(fd);
     throw DatasetError(fmt::format("{}: cannot stat it: {}", what, std::strerror(err)));
   }
-  m.size = static_cast<uint64_t>(m.st.st_size);
-  if (m.size > 0) {
-    void* p = ::mmap(nullptr, m.size, PROT_READ, MAP_SHARED, fd, 0);
+  if (m.size() > 0) {
+    void* p = ::mmap(nullptr, m.size(), PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
       throw DatasetError(fmt::format("{}: cannot map it: {}", what, std::strerror(err)));
     }
-    m.data = static_cast<const char*>(p);
+    m.map = shm::Mapping(-1, p, m.size());
   }
   ::close(fd);
   return m;
@@ -106,16 +106,16 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
                     "compress it again",
                     path, offset, what));
   };
-  if (in.size == 0) throw at(0, "the compressed file is empty");
+  if (in.size() == 0) throw at(0, "the compressed file is empty");
   if (c == Compression::kGzip) {
     z_stream z{};
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw DatasetError(path + ": cannot start zlib");
     uint64_t pos = 0;
     bool in_member = false;
-    while (pos < in.size) {
-      if (!in_member) in_member = true;
-      std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(in.size - pos, 1u << 30));
-      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data + pos));
+    while (pos < in.size()) {
+      in_member = true;
+      std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(in.size() - pos, 1u << 30));
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + pos));
       z.avail_in = static_cast<uInt>(chunk);
       z.next_out = reinterpret_cast<Bytef*>(buf.data());
       z.avail_out = static_cast<uInt>(buf.size());
@@ -127,8 +127,8 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
         in_member = false;
         inflateReset(&z);
         // gzip(1) ignores zero bytes after the last member (tape padding).
-        if (std::all_of(in.data + pos, in.data + in.size, [](char b) { return b == 0; })) break;
-      } else if (rc == Z_BUF_ERROR && z.avail_in == 0 && pos >= in.size) {
+        if (std::all_of(in.data() + pos, in.data() + in.size(), [](char b) { return b == 0; })) break;
+      } else if (rc == Z_BUF_ERROR && z.avail_in == 0 && pos >= in.size()) {
         break;
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
         std::string msg = z.msg ? z.msg : fmt::format("zlib error {}", rc);
@@ -137,11 +137,11 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
       }
     }
     inflateEnd(&z);
-    if (in_member) throw at(in.size, "truncated gzip stream (it ends inside a member)");
+    if (in_member) throw at(in.size(), "truncated gzip stream (it ends inside a member)");
     return;
   }
   ZSTD_DCtx* z = ZSTD_createDCtx();
-  ZSTD_inBuffer src{in.data, static_cast<std::size_t>(in.size), 0};
+  ZSTD_inBuffer src{in.data(), static_cast<std::size_t>(in.size()), 0};
   std::size_t last = 0;
   while (src.pos < src.size) {
     ZSTD_outBuffer dst{buf.data(), buf.size(), 0};
@@ -163,11 +163,11 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
     write_all(fd, buf.data(), dst.pos, out_name);
   }
   ZSTD_freeDCtx(z);
-  if (last != 0) throw at(in.size, "truncated zstd stream (it ends inside a frame)");
+  if (last != 0) throw at(in.size(), "truncated zstd stream (it ends inside a frame)");
 }
 
 std::string content_key(const Mapped& in) {
-  XXH128_hash_t h = XXH3_128bits(in.data, static_cast<std::size_t>(in.size));
+  XXH128_hash_t h = XXH3_128bits(in.data(), static_cast<std::size_t>(in.size()));
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
@@ -214,20 +214,13 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
   Mapped in = map_file(path);
   Compression c = compression_of(path);
   if (c == Compression::kNone) {
-    s.data_ = in.data;
-    s.size_ = in.size;
+    s.map_ = std::move(in.map);
     std::error_code ec;
     fs::path real = fs::weakly_canonical(path, ec);
-    s.identity_ = fmt::format("file\n{}\n{}\n{}\n{}", ec ? path : real.string(), in.size,
+    s.identity_ = fmt::format("file\n{}\n{}\n{}\n{}", ec ? path : real.string(), in.size(),
                               in.st.st_mtim.tv_sec * 1'000'000'000LL + in.st.st_mtim.tv_nsec, in.st.st_ino);
     return s;
   }
-  struct Unmap {
-    Mapped& m;
-    ~Unmap() {
-      if (m.data) ::munmap(const_cast<char*>(m.data), m.size);
-    }
-  } unmap{in};
   std::string key = content_key(in);
   s.identity_ = "spool\n" + key;
   int fd = -1;
@@ -268,29 +261,9 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
       }
       fd = w;
     }
-    s.spool_ = spool;
   }
-  Mapped out = map_fd(fd, path + " (decompressed)");
-  s.data_ = out.data;
-  s.size_ = out.size;
+  s.map_ = map_fd(fd, path + " (decompressed)").map;
   return s;
-}
-
-ShardBytes::ShardBytes(ShardBytes&& o) noexcept { *this = std::move(o); }
-
-ShardBytes& ShardBytes::operator=(ShardBytes&& o) noexcept {
-  if (this != &o) {
-    if (data_) ::munmap(const_cast<char*>(data_), size_);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    identity_ = std::move(o.identity_);
-    spool_ = std::move(o.spool_);
-  }
-  return *this;
-}
-
-ShardBytes::~ShardBytes() {
-  if (data_) ::munmap(const_cast<char*>(data_), size_);
 }
 
 }  // namespace tokfeed

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tokfeed/shm/segment.hpp"
+
 namespace tokfeed {
 
 // The shards `path` names: the file itself; every regular file a glob
@@ -29,26 +31,15 @@ class ShardBytes {
   // naming the file and the compressed byte offset of corrupt input.
   static ShardBytes open(const std::string& path, const std::string& spool_dir, std::atomic<uint64_t>* read_bytes);
 
-  ShardBytes() = default;
-  ShardBytes(ShardBytes&& o) noexcept;
-  ShardBytes& operator=(ShardBytes&& o) noexcept;
-  ShardBytes(const ShardBytes&) = delete;
-  ShardBytes& operator=(const ShardBytes&) = delete;
-  ~ShardBytes();
-
-  const char* data() const { return data_; }
-  uint64_t size() const { return size_; }
+  const char* data() const { return map_.at<const char>(0); }
+  uint64_t size() const { return map_.size(); }
   // The identity the shard's index is cached under: the file's path, size,
   // mtime and inode; a spool's content hash.
   const std::string& identity() const { return identity_; }
-  // The spool file read instead of a compressed shard ("" otherwise).
-  const std::string& spool() const { return spool_; }
 
  private:
-  const char* data_ = nullptr;
-  uint64_t size_ = 0;
+  shm::Mapping map_;  // no mapping for an empty shard
   std::string identity_;
-  std::string spool_;
 };
 
 }  // namespace tokfeed

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "hash128.hpp"
+
 namespace tokfeed {
 
 namespace {
@@ -33,34 +35,16 @@ static_assert(sizeof(IdxHeader) == 64);
 
 uint64_t idx_bytes_for(uint64_t records) { return sizeof(IdxHeader) + (records + 1) * 8 + records; }
 
-class Hasher {
- public:
-  Hasher() { XXH3_128bits_reset(state_); }
-  ~Hasher() { XXH3_freeState(state_); }
-  void add(const void* p, std::size_t n) { XXH3_128bits_update(state_, p, n); }
-  // Length-prefixed, so that field boundaries are part of the hash.
-  void field(std::string_view s) {
-    uint64_t n = s.size();
-    add(&n, sizeof n);
-    add(s.data(), s.size());
-  }
-  void file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw std::runtime_error(fmt::format("{}: cannot read for the cache key: {}", path, std::strerror(errno)));
-    field(path.substr(path.find_last_of('/') + 1));
-    char buf[1 << 16];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) add(buf, static_cast<std::size_t>(n));
-    ::close(fd);
-  }
-  CacheKey digest() const {
-    XXH128_hash_t h = XXH3_128bits_digest(state_);
-    return {h.high64, h.low64};
-  }
-
- private:
-  XXH3_state_t* state_ = XXH3_createState();
-};
+// A file's name and bytes, into the cache key.
+void hash_file(Hash128& h, const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw std::runtime_error(fmt::format("{}: cannot read for the cache key: {}", path, std::strerror(errno)));
+  h.field(path.substr(path.find_last_of('/') + 1));
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) h.add(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+}
 
 void write_all(int fd, const void* p, std::size_t n, const std::string& path) {
   const char* c = static_cast<const char*>(p);
@@ -78,7 +62,7 @@ void write_all(int fd, const void* p, std::size_t n, const std::string& path) {
 std::string CacheKey::hex() const { return fmt::format("{:016x}{:016x}", hi, lo); }
 
 CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
-  Hasher h;
+  Hash128 h;
   h.field(fmt::format("tokfeed token cache v{}", kFormatVersion));
   // Tokens depend on the valid records' bytes and order, not on where the
   // files are: two paths to the same data share a store. The shard index
@@ -91,10 +75,10 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
     h.add(&digest.lo, sizeof digest.lo);
   }
   h.field(cfg.tokenizer.type);
-  h.file(cfg.tokenizer.path);
+  hash_file(h, cfg.tokenizer.path);
   if (cfg.tokenizer.type == "hf") {
     std::string side = std::filesystem::path(cfg.tokenizer.path).parent_path() / "tokenizer_config.json";
-    if (::access(side.c_str(), R_OK) == 0) h.file(side);
+    if (::access(side.c_str(), R_OK) == 0) hash_file(h, side);
   }
   h.field(text::template_name(cfg.tokenizer.tmpl));
   h.field(cfg.tokenizer.default_system ? "1" + *cfg.tokenizer.default_system : "0");
@@ -109,7 +93,8 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
     h.field("columns");
     for (const auto& [k, v] : d.columns) h.field(k), h.field(v);
   }
-  return h.digest();
+  XXH128_hash_t d = h.digest();
+  return {d.high64, d.low64};
 }
 
 std::string store_path(const std::string& dir, const CacheKey& key, std::string_view ext) {

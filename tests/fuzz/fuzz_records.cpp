@@ -15,21 +15,11 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.hpp"
 #include "text/chat_template.hpp"
 #include "text/records.hpp"
 
 using namespace tokfeed::text;
-
-namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_records: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -47,9 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rules.require_alternation = template_requires_alternation(t);
     Conversation conv;
     std::string verdict = parse_record(json, rules, conv);
-    check(check_record(json, rules) == verdict, "check_record and parse_record agree");
+    fuzz_check(check_record(json, rules) == verdict, "check_record and parse_record agree");
     if (!verdict.empty()) continue;
-    check(!conv.empty(), "a valid record has messages");
+    fuzz_check(!conv.empty(), "a valid record has messages");
     RenderOptions opts;
     opts.tmpl = t;
     if (mode & 0x10) opts.default_system = "You are terse.";
@@ -58,9 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     render(conv, opts, out);
     uint32_t prev = 0;
     for (const Span& s : out.trained) {
-      check(s.begin >= prev, "trained spans ascending and non-overlapping");
-      check(s.begin <= s.end, "span begin <= end");
-      check(s.end <= out.text.size(), "span inside the rendered text");
+      fuzz_check(s.begin >= prev, "trained spans ascending and non-overlapping");
+      fuzz_check(s.begin <= s.end, "span begin <= end");
+      fuzz_check(s.end <= out.text.size(), "span inside the rendered text");
       prev = s.end;
     }
   }

@@ -15,21 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_check.hpp"
 #include "dataset.hpp"
 #include "shard_index.hpp"
 
 using namespace tokfeed;
-
-namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_shard: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -50,17 +40,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // a broken JSON array
   }
   two = ShardIndex::build("fuzz.jsonl", buf.data(), n, rules, 1 + (mode >> 6), {});
-  check(one.valid() == two.valid() && one.bad().size() == two.bad().size(), "same records with any thread count");
-  check(one.digest().hi == two.digest().hi && one.digest().lo == two.digest().lo, "same digest with any thread count");
+  fuzz_check(one.valid() == two.valid() && one.bad().size() == two.bad().size(), "same records with any thread count");
+  fuzz_check(one.digest().hi == two.digest().hi && one.digest().lo == two.digest().lo,
+             "same digest with any thread count");
   for (uint64_t i = 0; i < one.valid(); ++i) {
-    check(one.offset(i) == two.offset(i), "same offsets with any thread count");
-    check(one.offset(i) < n, "offset inside the shard");
-    check(i == 0 || one.offset(i) > one.offset(i - 1), "offsets rise");
+    fuzz_check(one.offset(i) == two.offset(i), "same offsets with any thread count");
+    fuzz_check(one.offset(i) < n, "offset inside the shard");
+    fuzz_check(i == 0 || one.offset(i) > one.offset(i - 1), "offsets rise");
     std::string_view rec = record_at(buf.data(), n, one.kind(), one.offset(i));
-    check(!rec.empty() && rec.data() + rec.size() <= buf.data() + n, "record inside the shard");
-    check(text::check_record(rec, rules).empty(), "a valid record reads back valid");
+    fuzz_check(!rec.empty() && rec.data() + rec.size() <= buf.data() + n, "record inside the shard");
+    fuzz_check(text::check_record(rec, rules).empty(), "a valid record reads back valid");
   }
-  for (const ShardBad& b : one.bad()) check(b.line >= 1 && !b.reason.empty(), "bad records have a line and a reason");
+  for (const ShardBad& b : one.bad())
+    fuzz_check(b.line >= 1 && !b.reason.empty(), "bad records have a line and a reason");
   // A saved index loads back equal.
   char path[] = "/tmp/fuzz-shard-XXXXXX";
   int fd = mkstemp(path);
@@ -69,12 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ::unlink(path);
     if (one.save(path).empty()) {
       std::optional<ShardIndex> back = ShardIndex::load(path, n);
-      check(back.has_value(), "a saved index loads");
-      check(back->valid() == one.valid() && back->bad().size() == one.bad().size(), "loaded counts equal");
-      for (uint64_t i = 0; i < one.valid(); ++i) check(back->offset(i) == one.offset(i), "loaded offsets equal");
+      fuzz_check(back.has_value(), "a saved index loads");
+      fuzz_check(back->valid() == one.valid() && back->bad().size() == one.bad().size(), "loaded counts equal");
+      for (uint64_t i = 0; i < one.valid(); ++i) fuzz_check(back->offset(i) == one.offset(i), "loaded offsets equal");
       for (std::size_t k = 0; k < one.bad().size(); ++k)
-        check(back->bad()[k].line == one.bad()[k].line && back->bad()[k].reason == one.bad()[k].reason,
-              "loaded bad records equal");
+        fuzz_check(back->bad()[k].line == one.bad()[k].line && back->bad()[k].reason == one.bad()[k].reason,
+                   "loaded bad records equal");
       ::unlink(path);
     }
   }

@@ -36,6 +36,15 @@ void head(const std::string& from, std::size_t n, const std::string& to) {
   for (std::size_t i = 0; i < n && std::getline(in, line); ++i) out << line << "\n";
 }
 
+// `copies` of the bundled mixed-300.jsonl (525 KB) in one file of `dir`.
+std::string repeated(const TempDir& dir, const std::string& name, int copies) {
+  std::string part = slurp(data_path("sft/mixed-300.jsonl"));
+  std::string path = dir.file(name);
+  std::ofstream out(path);
+  for (int i = 0; i < copies; ++i) out << part;
+  return path;
+}
+
 std::string status_json(const Daemon& d) {
   return run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json").out;
 }
@@ -302,12 +311,7 @@ uint64_t summed_pss_kib(Daemon& d) {
 
 TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: PSS does not grow per worker") {
   TempDir dir;
-  std::string big = dir.file("big.jsonl");
-  {
-    std::string part = slurp(data_path("sft/mixed-300.jsonl"));
-    std::ofstream out(big);
-    for (int i = 0; i < 400; ++i) out << part;
-  }
+  std::string big = repeated(dir, "big.jsonl", 400);
   const uint64_t bytes = fs::file_size(big);
   std::map<int, uint64_t> pss;
   for (int workers : {1, 4}) {
@@ -366,12 +370,7 @@ TEST_CASE("indexing shows its progress in status while the socket answers, and a
   TempDir dir;
   // 6 chunks of the index, each slowed to 600 ms by the test-only hook: the
   // index takes at least 1.8 s on 2 threads.
-  std::string big = dir.file("big.jsonl");
-  {
-    std::string part = slurp(data_path("sft/mixed-300.jsonl"));
-    std::ofstream out(big);
-    for (int i = 0; i < 90; ++i) out << part;
-  }
+  std::string big = repeated(dir, "big.jsonl", 90);
   std::string cfg =
       write_job(dir, "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() + "[cache]\nenabled = false\n");
   const std::string hook = "TOKFEED_FAULT_INDEX_CHUNK_MS=600";
