@@ -13,9 +13,9 @@ In one run, on one generated file:
      recorded;
   2. `wc -l` on it from the page cache: best and median of 3, after a warm-up
      read (the ceiling for a newline scan);
-  3. `tokfeedd --check-config` (indexes and validates every record, hashes them
-     for the token-cache key, loads the tokenizer): first run with an empty
-     cache dir (first index), second run (cached start); the fixed overhead is
+  3. `tokfeedd --check-config` (indexes and validates every record, loads the
+     tokenizer): three runs each with an empty cache dir (first index, best and
+     median, as `wc -l`), then one more (cached start); the fixed overhead is
      the same command on a one-record file;
   4. HF `datasets.load_dataset("json", data_files=FILE, split="train",
      cache_dir=...)` in a fresh Python process with a fresh cache (what
@@ -247,7 +247,7 @@ def check_config(bins, cfg):
     return {"wall": wall, "cpu": cpu, "lines": hashes, "own": own, "counts": counts}
 
 
-def measure_tokfeed(bins, work, data, source, records, overhead_runs=3):
+def measure_tokfeed(bins, work, data, source, records, runs=3, overhead_runs=3):
     # Fixed overhead: the same command on a one-record file (tokenizer load,
     # start-up), each run with an empty cache dir like the first index.
     tiny = os.path.join(work, "one-record.jsonl")
@@ -264,18 +264,27 @@ def measure_tokfeed(bins, work, data, source, records, overhead_runs=3):
         fresh_dir(os.path.join(work, "cache-tiny"))
         overhead.append(check_config(bins, tiny_cfg)["wall"])
 
-    cache = fresh_dir(os.path.join(work, "cache-index"))
+    cache = os.path.join(work, "cache-index")
     cfg = write(os.path.join(work, "index.toml"), job_toml(data, cache, True, work, "index"))
     warm(data)
-    log("tokfeedd --check-config: first index (empty cache dir) ...")
-    first = check_config(bins, cfg)
-    log(f"  {first['wall']:.2f} s; cached start ...")
+    # The first index as `wc -l` is timed: best and median of `runs`, each
+    # with an empty cache dir.
+    firsts = []
+    for i in range(runs):
+        fresh_dir(cache)
+        log(f"tokfeedd --check-config: first index (empty cache dir), run {i + 1} of {runs} ...")
+        firsts.append(check_config(bins, cfg))
+        log(f"  {firsts[-1]['wall']:.2f} s")
+    first = min(firsts, key=lambda r: r["wall"])
+    log("cached start ...")
     second = check_config(bins, cfg)
     log(f"  {second['wall']:.2f} s")
     if first["counts"] and first["counts"][0] != records:
         log(f"warning: tokfeed found {first['counts'][0]:,} records, the generator wrote {records:,}")
     shutil.rmtree(os.path.join(work, "cache-tiny"), ignore_errors=True)
-    return {"first": first, "second": second, "overhead": min(overhead), "overhead_runs": overhead,
+    return {"first": first, "first_runs": [r["wall"] for r in firsts],
+            "first_own_runs": [r["own"] for r in firsts if r["own"] is not None],
+            "second": second, "overhead": min(overhead), "overhead_runs": overhead,
             "cache_files": sorted(os.listdir(cache)), "config": cfg}
 
 
@@ -547,7 +556,7 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
           f"`{rel(args.source)}` repeated line by line, copy k of line i with a top-level `\"id\": \"k-i\"` "
           f"({'reused' if reused else 'generated'} by this run), in the page cache for every measurement. "
           f"tokfeed: sp32k `tokenizer.model`, mistral template; `tokfeedd --check-config` indexes and validates "
-          f"every record, computes the token-cache key from the shard digests and loads the tokenizer; its fixed overhead "
+          f"every record, computes the token-cache key and loads the tokenizer; its fixed overhead "
           f"is the best of {len(tf['overhead_runs'])} runs on a one-record file. HF: `load_dataset(\"json\", "
           f"data_files=FILE, split=\"train\", cache_dir=...)` in a fresh `/usr/bin/python3`, fresh cache dir. "
           f"CPU = user + system seconds of the process (all its threads).", ""]
@@ -560,10 +569,13 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
     md += ["| measurement | seconds | vs `wc -l` (best) | CPU s |", "|---|---:|---:|---:|",
            f"| `wc -l`, best / median of {len(wc['runs'])} | {fmt_s(wcb)} / {fmt_s(wc['median'])} | 1.00x | "
            f"{fmt_s(wc['cpu'])} |",
-           row("tokfeed first index: `--check-config`, empty cache dir", first["wall"], first["cpu"]),
-           row("tokfeed first index minus fixed overhead", net)]
-    if first["own"] is not None:
-        md.append(row("tokfeed first index, the daemon's own `# dataset index` figure", first["own"]))
+           f"| tokfeed first index: `--check-config`, empty cache dir, best / median of {len(tf['first_runs'])} | "
+           f"{fmt_s(first['wall'])} / {fmt_s(statistics.median(tf['first_runs']))} | {first['wall'] / wcb:.2f}x | "
+           f"{fmt_s(first['cpu'])} |",
+           row("tokfeed first index minus fixed overhead (best)", net)]
+    if tf["first_own_runs"]:
+        md.append(row("tokfeed first index, the daemon's own `# dataset index` figure (best)",
+                      min(tf["first_own_runs"])))
     md.append(row("tokfeed cached start: second `--check-config`", second["wall"], second["cpu"]))
     if second["own"] is not None:
         md.append(row("tokfeed cached start, the daemon's own `# dataset index` figure", second["own"]))
@@ -609,8 +621,8 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
            f"- tokfeed first index within {TARGET_WC_RATIO:g}x of `wc -l` (best): "
            f"{verdict(first['wall'] <= TARGET_WC_RATIO * wcb)} on the raw wall time ({first['wall'] / wcb:.2f}x); "
            f"{verdict(net <= TARGET_WC_RATIO * wcb)} minus the fixed overhead ({net / wcb:.2f}x)"
-           + (f"; {verdict(first['own'] <= TARGET_WC_RATIO * wcb)} on the daemon's own figure "
-              f"({first['own'] / wcb:.2f}x)" if first["own"] is not None else "") + "."]
+           + (f"; {verdict(min(tf['first_own_runs']) <= TARGET_WC_RATIO * wcb)} on the daemon's own figure "
+              f"({min(tf['first_own_runs']) / wcb:.2f}x)" if tf["first_own_runs"] else "") + "."]
     if hf:
         md.append(f"- tokfeed first index at least {TARGET_HF_RATIO:g}x faster than `load_dataset`: "
                   f"{verdict(hf['load_s'] >= TARGET_HF_RATIO * first['wall'])} "

@@ -124,7 +124,8 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   s.first = shard_first_.back();
   s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", progress ? &progress->bytes_done : nullptr);
 
-  std::string saved = cache ? cfg.cache.dir + "/index/" + index_name(s.bytes, rules) : "";
+  s.index_name = index_name(s.bytes, rules);
+  std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
   std::optional<ShardIndex> hit;
   if (cache) hit = ShardIndex::load(saved, s.bytes.size());
   if (hit) {

@@ -93,11 +93,12 @@ class Dataset {
   const std::vector<DatasetInfo>& datasets() const { return info_; }
   const Mixture& mixture() const { return mixture_; }
   double index_seconds() const { return seconds_; }
-  // Each shard's valid record count and the digest of their bytes, in order:
-  // together they name the valid records' bytes and order.
-  std::vector<std::pair<uint64_t, ShardIndex::Digest>> contents() const {
-    std::vector<std::pair<uint64_t, ShardIndex::Digest>> out;
-    for (const Shard& s : shards_) out.emplace_back(s.index.valid(), s.index.digest());
+  // Each shard's valid record count and the name of its index, in order: the
+  // index's identity of the shard (path, size, mtime, inode and edges, or a
+  // spool's content hash) and the rules that chose its valid records.
+  std::vector<std::pair<uint64_t, std::string>> identities() const {
+    std::vector<std::pair<uint64_t, std::string>> out;
+    for (const Shard& s : shards_) out.emplace_back(s.index.valid(), s.index_name);
     return out;
   }
 
@@ -105,8 +106,9 @@ class Dataset {
   struct Shard {
     std::string path;
     std::size_t dataset;
-    uint64_t first;        // its first valid record
-    bool indexed = false;  // at this start, not read from the index cache
+    uint64_t first;          // its first valid record
+    bool indexed = false;    // at this start, not read from the index cache
+    std::string index_name;  // its saved index's file name in `[cache] dir/index/`
     ShardBytes bytes;
     ShardIndex index;
   };

@@ -1,5 +1,5 @@
 // XXH3-128 over a sequence of fields: the one hash behind the token cache
-// key, a shard index's file name and its digest of the valid records.
+// key and a shard index's file name.
 #pragma once
 
 #include <xxhash.h>

@@ -13,8 +13,6 @@
 #include <random>
 #include <thread>
 
-#include "hash128.hpp"
-
 #include "dataset.hpp"
 
 namespace tokfeed {
@@ -22,10 +20,10 @@ namespace tokfeed {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'S', 'H', 'X', '1'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 // JSONL shards are indexed in chunks of about this size (cut after a
 // newline), shared out among the threads. The cut points depend only on the
-// bytes, so the digest does not depend on the thread count.
+// bytes, so the index does not depend on the thread count.
 constexpr uint64_t kChunkBytes = 8u << 20;
 
 // The saved index: this header, `valid` uint64 offsets, then per bad record
@@ -38,7 +36,7 @@ struct Header {
   uint64_t bad;
   uint64_t shard_bytes;
   uint64_t bad_bytes;
-  uint64_t digest_hi, digest_lo;
+  uint64_t reserved[2];
 };
 static_assert(sizeof(Header) == 64);
 
@@ -78,7 +76,6 @@ struct Part {
   std::vector<uint64_t> offsets;
   std::vector<ShardBad> bad;  // lines relative to the part's first line
   uint32_t lines = 0;         // newlines in the part
-  XXH128_hash_t digest{};     // of its valid records
 };
 
 #ifndef MADV_POPULATE_READ
@@ -100,7 +97,6 @@ void populate(const char* p, uint64_t n) {
 void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
                  const ShardIndex::Progress& progress) {
   populate(d + b, e - b);  // each thread its own chunk, in parallel
-  Hash128 hash;
   uint64_t pos = b;
   uint32_t line = 0;
   while (pos < e) {
@@ -116,7 +112,6 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
                                               : text::check_record(rec, rules, t + text::kParsePadding <= size);
       if (reason.empty()) {
         out.offsets.push_back(s);
-        hash.field(rec);
       } else {
         out.bad.push_back({line, std::move(reason)});
       }
@@ -124,18 +119,8 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
     pos = end + 1;
   }
   out.lines = line;  // every chunk but the last ends with a newline
-  out.digest = hash.digest();
   if (progress.bytes) progress.bytes->fetch_add(e - b, std::memory_order_relaxed);
   if (progress.records) progress.records->fetch_add(out.offsets.size() + out.bad.size(), std::memory_order_relaxed);
-}
-
-// A shard's digest: its chunks' digests, counted.
-XXH128_hash_t combine(const std::vector<XXH128_hash_t>& parts) {
-  Hash128 h;
-  uint64_t n = parts.size();
-  h.add(&n, sizeof n);
-  h.add(parts.data(), parts.size() * sizeof(XXH128_hash_t));
-  return h.digest();
 }
 
 }  // namespace
@@ -169,7 +154,6 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     // each element as a record.
     x.kind_ = ShardKind::kArray;
     populate(d, size);
-    Hash128 hash;
     uint32_t line = 1 + static_cast<uint32_t>(std::count(d, d + first, '\n'));
     uint64_t i = first + 1;
     auto fail = [&](const std::string& what) {
@@ -196,7 +180,6 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         std::string reason = end - start > UINT32_MAX ? "record longer than 4 GiB" : text::check_record(rec, rules);
         if (reason.empty()) {
           x.owned_.push_back(start);
-          hash.field(rec);
         } else {
           x.bad_.push_back({start_line, std::move(reason)});
         }
@@ -214,8 +197,6 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     if (i < size) fail("unexpected data after the closing ']'");
     if (progress.bytes) progress.bytes->fetch_add(size, std::memory_order_relaxed);
     if (progress.records) progress.records->fetch_add(x.owned_.size() + x.bad_.size(), std::memory_order_relaxed);
-    XXH128_hash_t h = combine({hash.digest()});
-    x.digest_ = {h.high64, h.low64};
   } else {
     // JSONL: chunks cut after a newline, taken by the threads in turn.
     x.kind_ = ShardKind::kJsonl;
@@ -250,16 +231,12 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     uint64_t total = 0;
     for (const Part& p : parts) total += p.offsets.size();
     x.owned_.reserve(total);
-    std::vector<XXH128_hash_t> digests;
     uint32_t base = 0;
     for (Part& p : parts) {
       x.owned_.insert(x.owned_.end(), p.offsets.begin(), p.offsets.end());
       for (ShardBad& b : p.bad) x.bad_.push_back({base + b.line, std::move(b.reason)});
       base += p.lines;
-      digests.push_back(p.digest);
     }
-    XXH128_hash_t h = combine(digests);
-    x.digest_ = {h.high64, h.low64};
   }
   x.valid_ = x.owned_.size();
   x.offsets_ = x.owned_.data();
@@ -289,7 +266,6 @@ std::optional<ShardIndex> ShardIndex::load(const std::string& file, uint64_t sha
   x.kind_ = static_cast<ShardKind>(h.kind);
   x.shard_bytes_ = h.shard_bytes;
   x.valid_ = h.valid;
-  x.digest_ = {h.digest_hi, h.digest_lo};
   x.offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const char*>(p) + sizeof(Header));
   // Trust nothing read from disk: offsets rise and stay inside the shard.
   for (uint64_t i = 0; i < x.valid_; ++i)
@@ -329,8 +305,6 @@ std::string ShardIndex::save(const std::string& file) const {
   h.bad = bad_.size();
   h.shard_bytes = shard_bytes_;
   h.bad_bytes = tail.size();
-  h.digest_hi = digest_.hi;
-  h.digest_lo = digest_.lo;
   bool ok = true;
   auto put = [&](const void* p, uint64_t n) {
     const char* c = static_cast<const char*>(p);

@@ -59,19 +59,11 @@ class ShardIndex {
   uint64_t offset(uint64_t i) const { return offsets_[i]; }
   const std::vector<ShardBad>& bad() const { return bad_; }
   uint64_t records() const { return valid_ + bad_.size(); }
-  // XXH3-128 of the valid records' bytes (each length-prefixed), in chunks
-  // whose cut points depend only on the bytes: the token cache key takes it
-  // instead of hashing every record again at every start.
-  struct Digest {
-    uint64_t hi = 0, lo = 0;
-  };
-  Digest digest() const { return digest_; }
 
  private:
   ShardKind kind_ = ShardKind::kJsonl;
   uint64_t shard_bytes_ = 0;
   uint64_t valid_ = 0;
-  Digest digest_;
   // Into owned_ (built here) or map_ (loaded). Both survive a move: a moved
   // vector keeps its buffer and a moved mapping its address, so the
   // defaulted moves keep offsets_ valid.

@@ -64,15 +64,16 @@ std::string CacheKey::hex() const { return fmt::format("{:016x}{:016x}", hi, lo)
 CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   Hash128 h;
   h.field(fmt::format("tokfeed token cache v{}", kFormatVersion));
-  // Tokens depend on the valid records' bytes and order, not on where the
-  // files are: two paths to the same data share a store. The shard index
-  // digested the records when it was built, so no start reads them again.
+  // Tokens depend on the valid records' bytes and order. A shard is known by
+  // what its saved index is known by (its path, size, mtime, inode and first
+  // and last 64 KiB, or a spool's content hash): a shard that would be
+  // indexed again gets another store, and no start reads every record to
+  // name one.
   uint64_t n = data.size();
   h.add(&n, sizeof n);
-  for (const auto& [valid, digest] : data.contents()) {
+  for (const auto& [valid, name] : data.identities()) {
     h.add(&valid, sizeof valid);
-    h.add(&digest.hi, sizeof digest.hi);
-    h.add(&digest.lo, sizeof digest.lo);
+    h.field(name);
   }
   h.field(cfg.tokenizer.type);
   hash_file(h, cfg.tokenizer.path);

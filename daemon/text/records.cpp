@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <cstring>
+
 namespace tokfeed::text {
 
 namespace dom = simdjson::dom;
@@ -65,12 +67,17 @@ std::string apply_placeholders(std::string_view text,
 
 namespace {
 
-// A field lookup that tells "absent" (or null) from "present".
-bool field(dom::object obj, std::string_view key, dom::element& out) {
-  auto r = obj[key];
-  if (r.error()) return false;
-  out = r.value_unsafe();
-  return !out.is_null();
+// `e` when it is there and not null (absent and null read the same).
+bool present(const dom::element* e, dom::element& out) {
+  if (!e || e->is_null()) return false;
+  out = *e;
+  return true;
+}
+
+// k == lit, compared inline (lit is a string literal).
+template <std::size_t N>
+bool is(std::string_view k, const char (&lit)[N]) {
+  return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
 }
 
 // Reads a string field into a view of the parser's buffer; returns the
@@ -91,29 +98,89 @@ struct TurnView {
 };
 using Turns = std::vector<TurnView>;
 
+// The top-level fields the formats read.
+enum class Key : uint8_t {
+  kMessages,
+  kConversations,
+  kInstruction,
+  kInput,
+  kOutput,
+  kQuery,
+  kResponse,
+  kHistory,
+  kSystem
+};
+constexpr std::size_t kKeys = 9;
+constexpr std::string_view kKeyNames[kKeys] = {"messages", "conversations", "instruction", "input", "output",
+                                               "query",    "response",      "history",     "system"};
+
+// The Key named `k`, or kKeys.
+std::size_t key_of(std::string_view k) {
+  switch (k.size()) {
+    case 5: return is(k, "input") ? 3 : is(k, "query") ? 5 : kKeys;
+    case 6: return is(k, "output") ? 4 : is(k, "system") ? 8 : kKeys;
+    case 7: return is(k, "history") ? 7 : kKeys;
+    case 8: return is(k, "messages") ? 0 : is(k, "response") ? 6 : kKeys;
+    case 11: return is(k, "instruction") ? 2 : kKeys;
+    case 13: return is(k, "conversations") ? 1 : kKeys;
+    default: return kKeys;
+  }
+}
+
 // A record's top-level fields, seen through the `columns` renames
-// (docs/data_model.md 1.1): a field renamed to `key` wins over `key` itself,
-// and a field renamed away is absent under its own name.
+// (docs/data_model.md 1.1): a field renamed to a key wins over the key
+// itself, and a field renamed away is absent under its own name. The members
+// are read once, keeping the first of each name (the one simdjson's lookup
+// by name finds).
 class Fields {
  public:
-  Fields(dom::object obj, const std::vector<std::pair<std::string, std::string>>& columns)
-      : obj_(obj), columns_(columns) {}
+  Fields(dom::object obj, const std::vector<std::pair<std::string, std::string>>& columns) {
+    // The first member of each key's name; null counts as absent.
+    for (dom::key_value_pair kv : obj) {
+      std::size_t k = key_of(kv.key);
+      if (k < kKeys && !(seen_ & (1u << k))) {
+        seen_ |= 1u << k;
+        if (!kv.value.is_null()) value_[k] = kv.value, found_ |= 1u << k;
+      }
+    }
+    if (!columns.empty()) rename(obj, columns);
+  }
 
-  bool get(std::string_view key, dom::element& out) const {
-    for (const auto& [from, to] : columns_)
-      if (to == key && field(obj_, from, out)) return true;
-    for (const auto& [from, to] : columns_)
-      if (from == key) return false;
-    return field(obj_, key, out);
+  bool get(Key key, dom::element& out) const {
+    auto k = static_cast<std::size_t>(key);
+    if (!(found_ & (1u << k))) return false;
+    out = value_[k];
+    return true;
   }
 
  private:
-  dom::object obj_;
-  const std::vector<std::pair<std::string, std::string>>& columns_;
+  void rename(dom::object obj, const std::vector<std::pair<std::string, std::string>>& columns) {
+    for (std::size_t k = 0; k < kKeys; ++k) {
+      for (const auto& [from, to] : columns)
+        if (from == kKeyNames[k]) found_ &= ~(1u << k);  // renamed away
+      for (const auto& [from, to] : columns) {
+        if (to != kKeyNames[k]) continue;
+        // simdjson's lookup finds the first member of that name.
+        auto r = obj.at_key(from);
+        if (!r.error() && !r.value_unsafe().is_null()) {
+          value_[k] = r.value_unsafe();
+          found_ |= 1u << k;
+          break;
+        }
+      }
+    }
+  }
+
+  dom::element value_[kKeys];
+  uint32_t seen_ = 0, found_ = 0;
 };
 
-std::string parse_turn_list(dom::array list, std::string_view list_name, std::string_view role_key,
-                            std::string_view content_key, bool sharegpt, Turns& out) {
+// The turns of `messages` (role, content) or, `sharegpt`, of `conversations`
+// (from, value).
+std::string parse_turn_list(dom::array list, bool sharegpt, Turns& out) {
+  const std::string_view list_name = sharegpt ? "conversations" : "messages";
+  const std::string_view role_key = sharegpt ? "from" : "role";
+  const std::string_view content_key = sharegpt ? "value" : "content";
   std::size_t i = 0;
   // Names the field in a reason; built only when there is one.
   auto where = [&](std::string_view key) {
@@ -123,16 +190,23 @@ std::string parse_turn_list(dom::array list, std::string_view list_name, std::st
   for (dom::element item : list) {
     dom::object obj;
     if (item.get_object().get(obj)) return "field '" + where("") + "': expected an object";
+    // One pass over the turn's members; the first of each name counts.
+    const dom::element *role_at = nullptr, *content_at = nullptr;
     dom::element role_el, content_el;
-    if (!field(obj, role_key, role_el)) return "field '" + where(role_key) + "' is missing";
-    if (!field(obj, content_key, content_el)) return "field '" + where(content_key) + "' is missing";
+    for (dom::key_value_pair kv : obj) {
+      if (!role_at && (sharegpt ? is(kv.key, "from") : is(kv.key, "role"))) role_el = kv.value, role_at = &role_el;
+      else if (!content_at && (sharegpt ? is(kv.key, "value") : is(kv.key, "content")))
+        content_el = kv.value, content_at = &content_el;
+    }
+    if (!present(role_at, role_el)) return "field '" + where(role_key) + "' is missing";
+    if (!present(content_at, content_el)) return "field '" + where(content_key) + "' is missing";
     std::string_view role, content;
     if (role_el.get_string().get(role)) return "field '" + where(role_key) + "': expected a string";
     if (content_el.get_string().get(content)) return "field '" + where(content_key) + "': expected a string";
     Role r;
-    if (role == "system") r = Role::kSystem;
-    else if (role == "user" || (sharegpt && role == "human")) r = Role::kUser;
-    else if (role == "assistant" || (sharegpt && role == "gpt")) r = Role::kAssistant;
+    if (is(role, "system")) r = Role::kSystem;
+    else if (is(role, "user") || (sharegpt && is(role, "human"))) r = Role::kUser;
+    else if (is(role, "assistant") || (sharegpt && is(role, "gpt"))) r = Role::kAssistant;
     else return "unknown role '" + std::string(role) + "' in '" + where("") + "'";
     out.push_back({r, content, {}});
     ++i;
@@ -142,7 +216,7 @@ std::string parse_turn_list(dom::array list, std::string_view list_name, std::st
 
 std::string optional_system(const Fields& obj, Turns& out) {
   dom::element e;
-  if (!obj.get("system", e)) return {};
+  if (!obj.get(Key::kSystem, e)) return {};
   std::string_view s;
   if (auto err = string_field(e, "system", s); !err.empty()) return err;
   out.push_back({Role::kSystem, s, {}});
@@ -152,11 +226,11 @@ std::string optional_system(const Fields& obj, Turns& out) {
 std::string parse_alpaca(const Fields& obj, Turns& out) {
   if (auto e = optional_system(obj, out); !e.empty()) return e;
   dom::element ins, inp, outp;
-  if (!obj.get("instruction", ins)) return "field 'instruction' is missing";
-  if (!obj.get("output", outp)) return "field 'output' is missing";
+  if (!obj.get(Key::kInstruction, ins)) return "field 'instruction' is missing";
+  if (!obj.get(Key::kOutput, outp)) return "field 'output' is missing";
   std::string_view user, input, answer;
   if (auto e = string_field(ins, "instruction", user); !e.empty()) return e;
-  if (obj.get("input", inp)) {
+  if (obj.get(Key::kInput, inp)) {
     if (auto e = string_field(inp, "input", input); !e.empty()) return e;
   }
   if (auto e = string_field(outp, "output", answer); !e.empty()) return e;
@@ -168,7 +242,7 @@ std::string parse_alpaca(const Fields& obj, Turns& out) {
 std::string parse_query_response(const Fields& obj, Turns& out) {
   if (auto e = optional_system(obj, out); !e.empty()) return e;
   dom::element hist;
-  if (obj.get("history", hist)) {
+  if (obj.get(Key::kHistory, hist)) {
     dom::array pairs;
     if (hist.get_array().get(pairs)) return "field 'history': expected an array of [query, response] pairs";
     std::size_t i = 0;
@@ -187,8 +261,8 @@ std::string parse_query_response(const Fields& obj, Turns& out) {
     }
   }
   dom::element q_el, r_el;
-  if (!obj.get("query", q_el)) return "field 'query' is missing";
-  if (!obj.get("response", r_el)) return "field 'response' is missing";
+  if (!obj.get(Key::kQuery, q_el)) return "field 'query' is missing";
+  if (!obj.get(Key::kResponse, r_el)) return "field 'response' is missing";
   std::string_view q, r;
   if (auto e = string_field(q_el, "query", q); !e.empty()) return e;
   if (auto e = string_field(r_el, "response", r); !e.empty()) return e;
@@ -199,21 +273,22 @@ std::string parse_query_response(const Fields& obj, Turns& out) {
 
 Format detect(const Fields& obj) {
   dom::element e;
-  if (obj.get("messages", e)) return Format::kMessages;
-  if (obj.get("conversations", e)) return Format::kShareGpt;
+  if (obj.get(Key::kMessages, e)) return Format::kMessages;
+  if (obj.get(Key::kConversations, e)) return Format::kShareGpt;
   dom::element e2;
-  if (obj.get("instruction", e) && obj.get("output", e2)) return Format::kAlpaca;
-  if (obj.get("query", e) && obj.get("response", e2)) return Format::kQueryResponse;
+  if (obj.get(Key::kInstruction, e) && obj.get(Key::kOutput, e2)) return Format::kAlpaca;
+  if (obj.get(Key::kQuery, e) && obj.get(Key::kResponse, e2)) return Format::kQueryResponse;
   return Format::kAuto;
 }
 
-std::string parse_list_field(const Fields& obj, std::string_view key, bool sharegpt, Turns& out) {
+std::string parse_list_field(const Fields& obj, bool sharegpt, Turns& out) {
+  const Key field = sharegpt ? Key::kConversations : Key::kMessages;
+  const std::string_view key = kKeyNames[static_cast<std::size_t>(field)];
   dom::element e;
-  if (!obj.get(key, e)) return "field '" + std::string(key) + "' is missing";
+  if (!obj.get(field, e)) return "field '" + std::string(key) + "' is missing";
   dom::array list;
   if (e.get_array().get(list)) return "field '" + std::string(key) + "': expected an array";
-  return sharegpt ? parse_turn_list(list, key, "from", "value", true, out)
-                  : parse_turn_list(list, key, "role", "content", false, out);
+  return parse_turn_list(list, sharegpt, out);
 }
 
 // The checks of docs/data_model.md 1 over any list of turns with .role and
@@ -255,8 +330,8 @@ std::string parse_turns(std::string_view json, const RecordRules& rules, bool pa
   Fields fields(obj, rules.columns);
   Format f = rules.format == Format::kAuto ? detect(fields) : rules.format;
   switch (f) {
-    case Format::kMessages: return parse_list_field(fields, "messages", false, out);
-    case Format::kShareGpt: return parse_list_field(fields, "conversations", true, out);
+    case Format::kMessages: return parse_list_field(fields, false, out);
+    case Format::kShareGpt: return parse_list_field(fields, true, out);
     case Format::kAlpaca: return parse_alpaca(fields, out);
     case Format::kQueryResponse: return parse_query_response(fields, out);
     case Format::kAuto: break;
