@@ -93,6 +93,13 @@ class Dataset {
   const std::vector<DatasetInfo>& datasets() const { return info_; }
   const Mixture& mixture() const { return mixture_; }
   double index_seconds() const { return seconds_; }
+  // "" while every shard's file is whole; else the first that shrank under
+  // its mapping (ShardBytes::shrunk()).
+  std::string shrunk() const {
+    for (const Shard& s : shards_)
+      if (std::string why = s.bytes.shrunk(); !why.empty()) return why;
+    return {};
+  }
   // Each shard's valid record count and the name of its index, in order: the
   // index's identity of the shard (path, size, mtime, inode and edges, or a
   // spool's content hash) and the rules that chose its valid records.

@@ -219,6 +219,9 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
     fs::path real = fs::weakly_canonical(path, ec);
     s.identity_ = fmt::format("file\n{}\n{}\n{}\n{}", ec ? path : real.string(), in.size(),
                               in.st.st_mtim.tv_sec * 1'000'000'000LL + in.st.st_mtim.tv_nsec, in.st.st_ino);
+    s.file_ = path;
+    s.ino_ = in.st.st_ino;
+    s.dev_ = in.st.st_dev;
     return s;
   }
   std::string key = content_key(in);
@@ -262,8 +265,27 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
       fd = w;
     }
   }
-  s.map_ = map_fd(fd, path + " (decompressed)").map;
+  Mapped spooled = map_fd(fd, path + " (decompressed)");
+  s.map_ = std::move(spooled.map);
+  if (!spool_dir.empty()) {
+    s.file_ = fmt::format("{}/{}.jsonl", spool_dir, key);
+    s.ino_ = spooled.st.st_ino;
+    s.dev_ = spooled.st.st_dev;
+  }
   return s;
+}
+
+std::string ShardBytes::shrunk() const {
+  struct stat st;
+  // A file replaced under its name leaves the mapped one whole.
+  if (file_.empty() || ::stat(file_.c_str(), &st) != 0 || st.st_ino != ino_ || st.st_dev != dev_ ||
+      static_cast<uint64_t>(st.st_size) >= size())
+    return {};
+  return fmt::format(
+      "{}: the file shrank from {} to {} bytes while tokfeedd served it (truncated or rewritten in "
+      "place), so its records can no longer be read; restore it, or restart tokfeedd to index what it "
+      "holds now (write new data to another file and rename it over the old one: that is safe)",
+      file_, size(), st.st_size);
 }
 
 }  // namespace tokfeed

@@ -3,6 +3,8 @@
 // decompressed spool file so that workers can map them too.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -36,10 +38,17 @@ class ShardBytes {
   // The identity the shard's index is cached under: the file's path, size,
   // mtime and inode; a spool's content hash.
   const std::string& identity() const { return identity_; }
+  // "" while the mapped file is whole; else what happened to it, naming it.
+  // A file truncated under its mapping makes reading past its new end raise
+  // SIGBUS: the supervisor asks this when a child dies of one.
+  std::string shrunk() const;
 
  private:
   shm::Mapping map_;  // no mapping for an empty shard
   std::string identity_;
+  std::string file_;  // the mapped file: the shard or its spool ("" for memory)
+  ino_t ino_ = 0;
+  dev_t dev_ = 0;
 };
 
 }  // namespace tokfeed

@@ -257,6 +257,11 @@ void Supervisor::on_sigchld() {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
+    if (stop_if_dataset_shrank(status)) {
+      for (WorkerSlot& w : workers_)
+        if (w.pid == pid) w.pid = -1, w.last_exit = describe_exit(status);
+      continue;
+    }
     if (cache_build_ && !stopping_) {
       std::vector<std::string> isolated;
       auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
@@ -277,6 +282,20 @@ void Supervisor::on_sigchld() {
     for (const WorkerSlot& w : workers_) any |= w.pid > 0;
     if (!any && !cache_build_) finish_shutdown();
   }
+}
+
+bool Supervisor::stop_if_dataset_shrank(int status) {
+  if (stopping_ || !data_ || !WIFSIGNALED(status) || WTERMSIG(status) != SIGBUS) return false;
+  // Every record past the new end would crash a worker: restarting them, or
+  // isolating records one by one, cannot help.
+  std::string why = data_->shrunk();
+  if (why.empty()) return false;
+  spdlog::error("{}", why);
+  sd_notifyf(0, "STATUS=error: %s", why.c_str());
+  poison_reports_.push_back(why);
+  exit_code_ = 1;
+  begin_shutdown("a dataset file shrank while it was served");
+  return true;
 }
 
 void Supervisor::on_worker_exit(WorkerSlot& w, int status) {

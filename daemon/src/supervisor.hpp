@@ -95,6 +95,9 @@ class Supervisor final : public ControlHandler {
   pid_t fork_child(const std::function<void()>& child);
   void spawn(WorkerSlot& w);
   void on_sigchld();
+  // A child died of SIGBUS because a dataset file shrank under its mapping:
+  // logs which and why, and stops the daemon (exit 1). False otherwise.
+  bool stop_if_dataset_shrank(int status);
   void on_worker_exit(WorkerSlot& w, int status);
   void heartbeat();
   void begin_shutdown(const char* why);

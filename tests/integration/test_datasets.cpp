@@ -361,6 +361,30 @@ TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: P
   CHECK(pss[4] * 1024 < bytes + 200ull * 1024 * 1024);
 }
 
+TEST_CASE("a dataset file truncated while served stops the daemon, naming it, instead of a crash loop") {
+  TempDir dir;
+  std::string data = repeated(dir, "big.jsonl", 8);  // 2,400 records, 4.2 MB
+  // Without the token cache the workers read the records from the mapping.
+  std::string cfg = write_job(dir, "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() +
+                                       "[workers]\ncount = 2\n[cache]\nenabled = false\n");
+  Daemon d(cfg, socket_of(dir));
+  const std::string drain = bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count ";
+  REQUIRE(run(drain + "8").status == 0);  // serving
+  const uint64_t before = fs::file_size(data);
+  fs::resize_file(data, before / 4);
+  // The shuffled epoch soon needs a record past the new end.
+  Output o = run(drain + "600");
+  CHECK(o.status != 0);
+  CHECK(d.wait() == 1);
+  const std::string log = d.log();
+  CHECK_MESSAGE(log.find(data + ": the file shrank from " + std::to_string(before) + " to " +
+                         std::to_string(before / 4) + " bytes while tokfeedd served it") != std::string::npos,
+                log);
+  CHECK_MESSAGE(log.find("restarting it") == std::string::npos, log);
+  CHECK_MESSAGE(log.find("skipping it") == std::string::npos, log);
+  CHECK_FALSE(fs::exists(socket_of(dir)));
+}
+
 TEST_CASE("a bad record under on_bad_record = \"fail\" stops the daemon at start, naming the file and line") {
   TempDir dir;
   head(data_path("sft/mixed-300.jsonl"), 6, dir.file("d.jsonl"));
