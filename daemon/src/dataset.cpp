@@ -140,7 +140,9 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
       report.cancel = &progress->cancel;
       report.slow_chunk_ms = progress->slow_chunk_ms;
     }
-    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report);
+    // The shard is a read-only shared file mapping; the daemon reads it again
+    // only to name a record's line.
+    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);
     if (cache) {
       std::error_code ec;
       std::filesystem::create_directories(cfg.cache.dir + "/index", ec);

@@ -129,7 +129,8 @@ const EpochRows& Schedule::rows(uint64_t epoch) {
   return rows_;
 }
 
-uint64_t Schedule::epoch_rows(uint64_t epoch) { return rows(epoch).rows(); }
+// Unpacked, every sample of the epoch is a row: no permutation needed.
+uint64_t Schedule::epoch_rows(uint64_t epoch) { return packed_ ? rows(epoch).rows() : n_; }
 
 void Schedule::locate(uint64_t i, uint64_t& epoch, uint64_t& step) const {
   auto it = std::upper_bound(first_index_.begin(), first_index_.end(), i);

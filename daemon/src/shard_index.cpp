@@ -93,9 +93,22 @@ void populate(const char* p, uint64_t n) {
             reinterpret_cast<uintptr_t>(p) + n - b, MADV_POPULATE_READ);
 }
 
+// Drops this process's page-table entries for the whole pages inside
+// [p, p + n) of a read-only MAP_SHARED file mapping; the page cache keeps the
+// bytes, and a later read maps them again. Only for such mappings: on
+// anonymous memory this would zero it.
+void release(const char* p, uint64_t n) {
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (e > b)
+    ::madvise(reinterpret_cast<void*>(b),  // NOLINT(performance-no-int-to-ptr): page-aligned for madvise
+              e - b, MADV_DONTNEED);
+}
+
 // One chunk of a JSONL shard: [b, e), starting at a line start.
 void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
-                 const ShardIndex::Progress& progress) {
+                 const ShardIndex::Progress& progress, bool file_mapping) {
   populate(d + b, e - b);  // each thread its own chunk, in parallel
   uint64_t pos = b;
   uint32_t line = 0;
@@ -119,6 +132,7 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
     pos = end + 1;
   }
   out.lines = line;  // every chunk but the last ends with a newline
+  if (file_mapping) release(d + b, e - b);
   if (progress.bytes) progress.bytes->fetch_add(e - b, std::memory_order_relaxed);
   if (progress.records) progress.records->fetch_add(out.offsets.size() + out.bad.size(), std::memory_order_relaxed);
 }
@@ -143,7 +157,7 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept {
 }
 
 ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t size, const text::RecordRules& rules,
-                             unsigned threads, const Progress& progress) {
+                             unsigned threads, const Progress& progress, bool file_mapping) {
   ShardIndex x;
   x.shard_bytes_ = size;
   uint64_t first = 0;
@@ -219,7 +233,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
 #ifdef TOKFEED_FAULT_HOOKS
         if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
 #endif
-        index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], progress);
+        index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], progress, file_mapping);
       }
     };
     threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks)));

@@ -44,9 +44,13 @@ class ShardIndex {
 
   // Indexes `data` with `threads` threads; every record is parsed and checked
   // against `rules`. Throws DatasetError for a broken JSON array (naming
-  // `name`, line and byte), or when cancelled.
+  // `name`, line and byte), or when cancelled. `file_mapping`: `data` is a
+  // read-only MAP_SHARED mapping of a file (or memfd), whose page-table
+  // entries each thread drops once it has read its chunk, so that they are
+  // not all torn down at once when the mapping goes; never for other memory
+  // (dropping anonymous pages zeroes them).
   static ShardIndex build(const std::string& name, const char* data, uint64_t size, const text::RecordRules& rules,
-                          unsigned threads, const Progress& progress);
+                          unsigned threads, const Progress& progress, bool file_mapping = false);
   // Maps a saved index; nullopt when it is missing, damaged or not for a
   // shard of `shard_bytes` bytes.
   static std::optional<ShardIndex> load(const std::string& file, uint64_t shard_bytes);
