@@ -613,9 +613,18 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
                       f"{r['start_pss'] / MiB:.1f} | {per} | "
                       f"{'none' if not r['left'] else ', '.join(map(str, r['left']))} |")
         lo, hi = mem[0], mem[-1]
+        added = max(hi["workers"] - lo["workers"], 1)
         md += ["", f"Summed PSS with {hi['workers']} workers is {hi['pss']['Pss'] / max(lo['pss']['Pss'], 1):.2f}x "
                f"that with {lo['workers']} ({hi['pss']['Pss'] / MiB:.1f} / {lo['pss']['Pss'] / MiB:.1f} MiB) "
-               f"for a {size / MiB:,.0f} MiB file.", ""]
+               f"for a {size / MiB:,.0f} MiB file. Its parts: anon {lo['pss']['Pss_Anon'] / MiB:.1f} -> "
+               f"{hi['pss']['Pss_Anon'] / MiB:.1f} MiB, "
+               f"{(hi['pss']['Pss_Anon'] - lo['pss']['Pss_Anon']) / added / MiB:.1f} MiB per added worker (each "
+               f"worker's own heap: tokenizer state, parser and batch buffers); file "
+               f"{lo['pss']['Pss_File'] / MiB:.1f} -> {hi['pss']['Pss_File'] / MiB:.1f} MiB: the pages of the "
+               f"dataset, its index and the binaries that some process has mapped, each counted once however many "
+               f"map it (PSS splits a shared page among its mappers). The daemon maps each chunk while it indexes "
+               f"it and drops the mapping after, so this part is the pages the workers have read records from; "
+               f"more workers build more batches ahead (each its own ring of slots), so they touch a few more.", ""]
 
     md += ["Targets (benchmark figures, not tests):", "",
            f"- tokfeed first index within {TARGET_WC_RATIO:g}x of `wc -l` (best): "
