@@ -122,7 +122,14 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   s.path = path;
   s.dataset = d;
   s.first = shard_first_.back();
-  s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", progress ? &progress->bytes_done : nullptr);
+  ShardProgress report;
+  if (progress) {
+    report.bytes = &progress->bytes_done;
+    report.records = &progress->records;
+    report.cancel = &progress->cancel;
+    report.slow_chunk_ms = progress->slow_chunk_ms;
+  }
+  s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
 
   s.index_name = index_name(s.bytes, rules);
   std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
@@ -133,13 +140,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   } else {
     s.indexed = true;
     unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    ShardIndex::Progress report;
-    if (progress) {
-      report.bytes = compressed ? nullptr : &progress->bytes_done;  // compressed ones counted as read
-      report.records = &progress->records;
-      report.cancel = &progress->cancel;
-      report.slow_chunk_ms = progress->slow_chunk_ms;
-    }
+    if (compressed) report.bytes = nullptr;  // counted as read
     // The shard is a read-only shared file mapping; the daemon reads it again
     // only to name a record's line.
     s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);

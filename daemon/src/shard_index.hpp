@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shard_source.hpp"
 #include "text/records.hpp"
 #include "tokfeed/shm/segment.hpp"
 
@@ -34,13 +35,9 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept;
 
 class ShardIndex {
  public:
-  // Where a build reports to while it runs; any may be null.
-  struct Progress {
-    std::atomic<uint64_t>* bytes = nullptr;     // advanced by the bytes scanned
-    std::atomic<uint64_t>* records = nullptr;   // advanced by the records found
-    const std::atomic<bool>* cancel = nullptr;  // stops the build at the next chunk
-    uint32_t slow_chunk_ms = 0;                 // test-only fault hook: each chunk waits this long
-  };
+  // Where a build reports to while it runs; it stops at the next chunk when
+  // cancelled.
+  using Progress = ShardProgress;
 
   // Indexes `data` with `threads` threads; every record is parsed and checked
   // against `rules`. Throws DatasetError for a broken JSON array (naming

@@ -10,6 +10,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -93,13 +96,19 @@ void write_all(int fd, const void* p, std::size_t n, const std::string& what) {
 // Decompresses `in` into `fd`. Several gzip members or zstd frames follow
 // each other as one stream; anything else is corrupt input.
 void decompress(const std::string& path, Compression c, const Mapped& in, int fd, const std::string& out_name,
-                std::atomic<uint64_t>* read_bytes) {
+                const ShardProgress& progress) {
   std::vector<char> buf(1 << 20);
   uint64_t reported = 0;
+  // After each piece of output: progress, and a stop.
   auto advance = [&](uint64_t pos) {
-    if (read_bytes) read_bytes->fetch_add(pos - reported, std::memory_order_relaxed);
+    if (progress.bytes) progress.bytes->fetch_add(pos - reported, std::memory_order_relaxed);
     reported = pos;
+#ifdef TOKFEED_FAULT_HOOKS
+    if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
+#endif
+    return !(progress.cancel && progress.cancel->load(std::memory_order_relaxed));
   };
+  auto stopped = [&] { return DatasetError(path + ": decompressing stopped: the daemon is shutting down"); };
   auto at = [&](uint64_t offset, const std::string& what) {
     return DatasetError(
         fmt::format("{}: byte {} of the compressed file: {}; the file is damaged: fetch or "
@@ -122,7 +131,10 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
       int rc = inflate(&z, Z_NO_FLUSH);
       pos += chunk - z.avail_in;
       write_all(fd, buf.data(), buf.size() - z.avail_out, out_name);
-      advance(pos);
+      if (!advance(pos)) {
+        inflateEnd(&z);
+        throw stopped();
+      }
       if (rc == Z_STREAM_END) {
         in_member = false;
         inflateReset(&z);
@@ -152,7 +164,10 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
       throw at(src.pos, "corrupt zstd data (" + msg + ")");
     }
     write_all(fd, buf.data(), dst.pos, out_name);
-    advance(src.pos);
+    if (!advance(src.pos)) {
+      ZSTD_freeDCtx(z);
+      throw stopped();
+    }
   }
   // Flush what the last frame still holds.
   for (;;) {
@@ -209,7 +224,7 @@ std::vector<std::string> resolve_shards(const std::string& name, const std::stri
   return out;
 }
 
-ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_dir, std::atomic<uint64_t>* read_bytes) {
+ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_dir, const ShardProgress& progress) {
   ShardBytes s;
   Mapped in = map_file(path);
   Compression c = compression_of(path);
@@ -231,7 +246,7 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
     fd = ::memfd_create("tokfeed-shard", MFD_CLOEXEC);
     if (fd < 0) throw DatasetError(fmt::format("{}: memfd_create failed: {}", path, std::strerror(errno)));
     try {
-      decompress(path, c, in, fd, path, read_bytes);
+      decompress(path, c, in, fd, path, progress);
     } catch (...) {
       ::close(fd);
       throw;
@@ -250,7 +265,7 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
         throw DatasetError(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", path, tmp,
                                        std::strerror(errno)));
       try {
-        decompress(path, c, in, w, tmp, read_bytes);
+        decompress(path, c, in, w, tmp, progress);
       } catch (...) {
         ::close(w);
         ::unlink(tmp.c_str());

@@ -20,6 +20,15 @@ namespace tokfeed {
 std::vector<std::string> resolve_shards(const std::string& name, const std::string& path);
 
 enum class Compression : uint8_t { kNone, kGzip, kZstd };
+
+// Where a long pass over a shard (decompressing, indexing) reports to while
+// it runs, and what stops it; any may be null.
+struct ShardProgress {
+  std::atomic<uint64_t>* bytes = nullptr;     // advanced by the bytes read or scanned
+  std::atomic<uint64_t>* records = nullptr;   // advanced by the records found
+  const std::atomic<bool>* cancel = nullptr;  // stops the pass at its next chunk, with a DatasetError
+  uint32_t slow_chunk_ms = 0;                 // test-only fault hook: each chunk waits this long
+};
 Compression compression_of(const std::string& path) noexcept;
 
 // A shard's bytes, mapped read-only and MAP_SHARED: forked workers share the
@@ -28,10 +37,12 @@ class ShardBytes {
  public:
   // Maps `path`, decompressing it first when it is compressed: into
   // `spool_dir/<content hash>.jsonl` (kept, and reused by later starts), or
-  // into an anonymous memory file when `spool_dir` is empty. `read_bytes`
-  // is advanced by the compressed bytes consumed, for progress. Throws DatasetError
-  // naming the file and the compressed byte offset of corrupt input.
-  static ShardBytes open(const std::string& path, const std::string& spool_dir, std::atomic<uint64_t>* read_bytes);
+  // into an anonymous memory file when `spool_dir` is empty. `progress.bytes`
+  // is advanced by the compressed bytes consumed; `progress.cancel` stops a
+  // decompression between two 1 MiB pieces of output (leaving no spool).
+  // Throws DatasetError naming the file and the compressed byte offset of
+  // corrupt input, or when cancelled.
+  static ShardBytes open(const std::string& path, const std::string& spool_dir, const ShardProgress& progress);
 
   const char* data() const { return map_.at<const char>(0); }
   uint64_t size() const { return map_.size(); }

@@ -443,4 +443,26 @@ TEST_CASE("indexing shows its progress in status while the socket answers, and a
     MESSAGE("stopped during indexing in " << s << " s");
     CHECK(s < 1.5);  // not the whole index (1.8 s): the chunks being indexed finish, the others are not started
   }
+  // Decompressing stops too, between two 1 MiB pieces (each slowed to 600
+  // ms: 15 of them, 9 s in all), and leaves no spool behind.
+  for (const std::string compress : {"gzip -n -c", "zstd -q -c"}) {
+    CAPTURE(compress);
+    TempDir zdir;
+    std::string plain = repeated(zdir, "big.jsonl", 30);
+    std::string packed = plain + (compress[0] == 'g' ? ".gz" : ".zst");
+    REQUIRE(run(compress + " '" + plain + "' > '" + packed + "' && rm '" + plain + "'").status == 0);
+    std::string zcfg = write_job(zdir, "[dataset]\npath = \"" + packed + "\"\n" + tok_and_batch());
+    Daemon d(zcfg, socket_of(zdir), hook);
+    CHECK(status_json(d).find("\"state\":\"indexing\"") != std::string::npos);
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(d.stop(SIGTERM) == 0);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MESSAGE("stopped during decompression in " << s << " s");
+    CHECK(s < 1.5);
+    std::size_t left = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(zdir.file("cache/spool"), ec); !ec && it != fs::directory_iterator(); ++it)
+      ++left;
+    CHECK(left == 0);
+  }
 }
