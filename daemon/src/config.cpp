@@ -376,6 +376,13 @@ JobConfig load_config(const std::string& path) {
     Section s(path, subtable(path, root, "cache"), "cache");
     c.cache.enabled = s.boolean("enabled", true);
     c.cache.dir = resolve(path, s.str("dir", default_cache_dir()));
+    if (const toml::node* m = s.get("max_gb")) {
+      if (!m->is_number()) s.fail("max_gb", "expected a number of GB >= 0 (0: no bound)");
+      double gb = m->is_integer() ? static_cast<double>(m->as_integer()->get()) : m->as_floating_point()->get();
+      if (!(gb >= 0) || !std::isfinite(gb) || gb > 1e9)
+        s.fail("max_gb", fmt::format("{} is out of range: expected a number of GB >= 0 (0: no bound)", gb));
+      c.cache.max_bytes = static_cast<uint64_t>(gb * 1e9);
+    }
     s.check_unknown();
     if (!c.cache.enabled && is_packed(c.batch.padding))
       s.fail("enabled", fmt::format("padding = \"{}\" packs by token counts, which need the token cache; set "
@@ -422,7 +429,8 @@ std::string describe(const JobConfig& c) {
   out += fmt::format("allow_uids = [{}]\nallow_gids = [{}]\n", fmt::join(c.server.allow_uids, ", "),
                      fmt::join(c.server.allow_gids, ", "));
   if (!c.server.metrics_listen.empty()) out += fmt::format("metrics_listen = {}\n", q(c.server.metrics_listen));
-  out += fmt::format("[cache]\nenabled = {}\ndir = {}\n", c.cache.enabled, q(c.cache.dir));
+  out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\n", c.cache.enabled, q(c.cache.dir),
+                     c.cache.max_bytes / 1e9);
   return out;
 }
 

@@ -86,6 +86,9 @@ struct RanksConfig {
 struct CacheConfig {
   bool enabled = true;
   std::string dir;  // default: $CACHE_DIRECTORY, $XDG_CACHE_HOME/tokfeed, ~/.cache/tokfeed
+  // Bytes the directory may hold; at start the least recently used entries
+  // go until it fits (0: no bound). Written in GB (10^9 bytes) as max_gb.
+  uint64_t max_bytes = 0;
 };
 
 struct ServerConfig {

@@ -93,6 +93,16 @@ class Dataset {
   const std::vector<DatasetInfo>& datasets() const { return info_; }
   const Mixture& mixture() const { return mixture_; }
   double index_seconds() const { return seconds_; }
+  // The files of `[cache] dir` (`dir`) this job reads: each shard's saved
+  // index and spool.
+  std::vector<std::string> cache_files(const std::string& dir) const {
+    std::vector<std::string> out;
+    for (const Shard& s : shards_) {
+      out.push_back(dir + "/index/" + s.index_name);
+      if (!s.bytes.file().empty() && s.bytes.file() != s.path) out.push_back(s.bytes.file());
+    }
+    return out;
+  }
   // "" while every shard's file is whole; else the first that shrank under
   // its mapping (ShardBytes::shrunk()).
   std::string shrunk() const {

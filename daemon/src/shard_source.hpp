@@ -49,6 +49,8 @@ class ShardBytes {
   // The identity the shard's index is cached under: the file's path, size,
   // mtime and inode; a spool's content hash.
   const std::string& identity() const { return identity_; }
+  // The file mapped: the shard itself, or its spool ("" when in memory).
+  const std::string& file() const { return file_; }
   // "" while the mapped file is whole; else what happened to it, naming it.
   // A file truncated under its mapping makes reading past its new end raise
   // SIGBUS: the supervisor asks this when a child dies of one.

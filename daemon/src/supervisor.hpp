@@ -98,6 +98,11 @@ class Supervisor final : public ControlHandler {
   // A child died of SIGBUS because a dataset file shrank under its mapping:
   // logs which and why, and stops the daemon (exit 1). False otherwise.
   bool stop_if_dataset_shrank(int status);
+  // Takes a shared lock on `<key>.use` for the daemon's life: no cache trim
+  // removes a store in use.
+  void hold_store();
+  // Keeps [cache] dir under max_gb once this job's store is ready.
+  void trim_cache_dir();
   void on_worker_exit(WorkerSlot& w, int status);
   void heartbeat();
   void begin_shutdown(const char* why);
@@ -124,7 +129,8 @@ class Supervisor final : public ControlHandler {
   CacheKey cache_key_{};
   std::unique_ptr<TokenStore> store_;
   std::unique_ptr<CacheBuild> cache_build_;
-  int cache_lock_fd_ = -1;
+  int cache_lock_fd_ = -1;  // `<key>.lock`, held exclusively while building
+  int store_use_fd_ = -1;   // `<key>.use`, held shared while the store is in use
   bool cache_hit_ = false;
   double cache_seconds_ = 0;
   uint64_t cache_log_ns_ = 0;

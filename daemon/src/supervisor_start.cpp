@@ -15,6 +15,8 @@
 #include <filesystem>
 
 #include "supervisor.hpp"
+
+#include "cache_trim.hpp"
 #include "tokfeed/shm/futex.hpp"
 
 namespace tokfeed {
@@ -99,12 +101,14 @@ void Supervisor::prepare_cache() {
         fmt::format("[cache] dir {}: cannot create it: {}; set [cache] dir to a writable "
                     "directory",
                     cfg_.cache.dir, ec.message()));
+  hold_store();
   std::string why;
   store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
   if (store_) {
     cache_hit_ = true;
     cache_seconds_ = (shm::monotonic_ns() - t0) / 1e9;
     spdlog::info("token cache: {} ({} tokens), reused in {:.3f} s", store_->path(), store_->tokens(), cache_seconds_);
+    trim_cache_dir();
     start_serving();
     return;
   }
@@ -172,7 +176,33 @@ void Supervisor::cache_ready() {
   }
   ::close(cache_lock_fd_);  // releases the lock
   cache_lock_fd_ = -1;
+  trim_cache_dir();
   start_serving();
+}
+
+void Supervisor::hold_store() {
+  std::string use = store_path(cfg_.cache.dir, cache_key_, "use");
+  store_use_fd_ = ::open(use.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // A trim holds it exclusively only while it removes the store.
+  if (store_use_fd_ < 0 || ::flock(store_use_fd_, LOCK_SH) != 0)
+    spdlog::warn("{}: cannot hold the store in use ({}): a cache trim by another daemon may remove it", use,
+                 std::strerror(errno));
+}
+
+void Supervisor::trim_cache_dir() {
+  if (!cfg_.cache.max_bytes) return;
+  std::vector<std::string> used = data_->cache_files(cfg_.cache.dir);
+  for (const char* ext : {"idx", "bin", "lock", "use"}) used.push_back(store_path(cfg_.cache.dir, cache_key_, ext));
+  mark_used(used);
+  TrimReport r = trim_cache(cfg_.cache.dir, cfg_.cache.max_bytes, used);
+  for (const std::string& e : r.removed) spdlog::info("cache trim: removed {}", e);
+  if (!r.removed.empty() || r.bytes_after > cfg_.cache.max_bytes)
+    spdlog::info(
+        "cache trim: {} holds {} bytes ({} before; max_gb = {:g}){}", cfg_.cache.dir, r.bytes_after, r.bytes_before,
+        cfg_.cache.max_bytes / 1e9,
+        r.bytes_after > cfg_.cache.max_bytes
+            ? fmt::format(": still over, what is left is in use ({} token store(s) held by other daemons)", r.in_use)
+            : "");
 }
 
 std::string Supervisor::cache_line() const {

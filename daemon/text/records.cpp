@@ -67,13 +67,6 @@ std::string apply_placeholders(std::string_view text,
 
 namespace {
 
-// `e` when it is there and not null (absent and null read the same).
-bool present(const dom::element* e, dom::element& out) {
-  if (!e || e->is_null()) return false;
-  out = *e;
-  return true;
-}
-
 // k == lit, compared inline (lit is a string literal).
 template <std::size_t N>
 bool is(std::string_view k, const char (&lit)[N]) {
@@ -114,15 +107,17 @@ constexpr std::size_t kKeys = 9;
 constexpr std::string_view kKeyNames[kKeys] = {"messages", "conversations", "instruction", "input", "output",
                                                "query",    "response",      "history",     "system"};
 
-// The Key named `k`, or kKeys.
+constexpr std::size_t idx(Key k) { return static_cast<std::size_t>(k); }
+
+// The index of the Key named `k`, or kKeys.
 std::size_t key_of(std::string_view k) {
   switch (k.size()) {
-    case 5: return is(k, "input") ? 3 : is(k, "query") ? 5 : kKeys;
-    case 6: return is(k, "output") ? 4 : is(k, "system") ? 8 : kKeys;
-    case 7: return is(k, "history") ? 7 : kKeys;
-    case 8: return is(k, "messages") ? 0 : is(k, "response") ? 6 : kKeys;
-    case 11: return is(k, "instruction") ? 2 : kKeys;
-    case 13: return is(k, "conversations") ? 1 : kKeys;
+    case 5: return is(k, "input") ? idx(Key::kInput) : is(k, "query") ? idx(Key::kQuery) : kKeys;
+    case 6: return is(k, "output") ? idx(Key::kOutput) : is(k, "system") ? idx(Key::kSystem) : kKeys;
+    case 7: return is(k, "history") ? idx(Key::kHistory) : kKeys;
+    case 8: return is(k, "messages") ? idx(Key::kMessages) : is(k, "response") ? idx(Key::kResponse) : kKeys;
+    case 11: return is(k, "instruction") ? idx(Key::kInstruction) : kKeys;
+    case 13: return is(k, "conversations") ? idx(Key::kConversations) : kKeys;
     default: return kKeys;
   }
 }
@@ -147,9 +142,8 @@ class Fields {
   }
 
   bool get(Key key, dom::element& out) const {
-    auto k = static_cast<std::size_t>(key);
-    if (!(found_ & (1u << k))) return false;
-    out = value_[k];
+    if (!(found_ & (1u << idx(key)))) return false;
+    out = value_[idx(key)];
     return true;
   }
 
@@ -191,15 +185,20 @@ std::string parse_turn_list(dom::array list, bool sharegpt, Turns& out) {
     dom::object obj;
     if (item.get_object().get(obj)) return "field '" + where("") + "': expected an object";
     // One pass over the turn's members; the first of each name counts.
-    const dom::element *role_at = nullptr, *content_at = nullptr;
     dom::element role_el, content_el;
+    bool role_seen = false, content_seen = false;
     for (dom::key_value_pair kv : obj) {
-      if (!role_at && (sharegpt ? is(kv.key, "from") : is(kv.key, "role"))) role_el = kv.value, role_at = &role_el;
-      else if (!content_at && (sharegpt ? is(kv.key, "value") : is(kv.key, "content")))
-        content_el = kv.value, content_at = &content_el;
+      if (!role_seen && (sharegpt ? is(kv.key, "from") : is(kv.key, "role"))) {
+        role_el = kv.value;
+        role_seen = true;
+      } else if (!content_seen && (sharegpt ? is(kv.key, "value") : is(kv.key, "content"))) {
+        content_el = kv.value;
+        content_seen = true;
+      }
     }
-    if (!present(role_at, role_el)) return "field '" + where(role_key) + "' is missing";
-    if (!present(content_at, content_el)) return "field '" + where(content_key) + "' is missing";
+    // Absent and null read the same.
+    if (!role_seen || role_el.is_null()) return "field '" + where(role_key) + "' is missing";
+    if (!content_seen || content_el.is_null()) return "field '" + where(content_key) + "' is missing";
     std::string_view role, content;
     if (role_el.get_string().get(role)) return "field '" + where(role_key) + "': expected a string";
     if (content_el.get_string().get(content)) return "field '" + where(content_key) + "': expected a string";

@@ -2,7 +2,9 @@
 // and weights, shards from globs and directories, gzip and zstd shards, the
 // index cache, column renames, and the errors bad files give.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -43,6 +45,13 @@ std::string repeated(const TempDir& dir, const std::string& name, int copies) {
   std::ofstream out(path);
   for (int i = 0; i < copies; ++i) out << part;
   return path;
+}
+
+// `max_gb = ` for a bound of `bytes`.
+std::string fmt_max(uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "max_gb = %.9f\n", static_cast<double>(bytes) / 1e9);
+  return buf;
 }
 
 std::string status_json(const Daemon& d) {
@@ -198,6 +207,85 @@ TEST_CASE("the index cache: a second start indexes nothing; a changed shard is i
   CHECK(fourth.out.find("(1 of 2 shards indexed") != std::string::npos);
   CHECK(fourth.out.find("151 records") != std::string::npos);
   CHECK(token_store(fourth) != token_store(third));
+}
+
+namespace {
+
+// Sets a file's access and modification times to `age` seconds ago.
+void age_file(const std::string& path, int age) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  struct timespec t[2] = {{now.tv_sec - age, 0}, {now.tv_sec - age, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0);
+}
+
+uint64_t bytes_under(const std::string& dir) {
+  uint64_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("[cache] max_gb: a start removes the least recently used entries, never its own or one in use") {
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  std::vector<std::string> cfgs, stores;
+  for (int j = 0; j < 3; ++j) {
+    std::string name = "job" + std::to_string(j), data = dir.file(name + ".jsonl");
+    head(data_path("sft/mixed-300.jsonl"), 40 + 10 * j, data);
+    cfgs.push_back(write_job(
+        dir, "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() + "[cache]\ndir = \"" + cache + "\"\n", name));
+    Daemon d(cfgs[j], socket_of(dir, name));
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);  // the store is built
+    CHECK(d.stop(SIGTERM) == 0);
+    stores.push_back(token_store(check(cfgs[j])));
+    REQUIRE(fs::exists(stores[j]));
+  }
+  auto bin_of = [](const std::string& idx) { return idx.substr(0, idx.size() - 4) + ".bin"; };
+  // Oldest first: the saved indexes, then job 0's store, then job 1's.
+  for (const auto& e : fs::directory_iterator(cache + "/index")) age_file(e.path(), 3000);
+  for (int j = 0; j < 2; ++j) age_file(stores[j], 2000 - 1000 * j), age_file(bin_of(stores[j]), 2000 - 1000 * j);
+  // Room for job 1's and job 2's stores and job 2's index: the other
+  // indexes and job 0's store go, in that order.
+  uint64_t room = 0;
+  for (int j = 1; j < 3; ++j) room += fs::file_size(stores[j]) + fs::file_size(bin_of(stores[j]));
+  room += 4096;  // job 2's index (a few hundred bytes)
+  auto with_max = [&](uint64_t bytes) {
+    std::string body = slurp(cfgs[2]);
+    std::ofstream(cfgs[2] + ".max.toml") << body.insert(body.find("[cache]\n") + 8, fmt_max(bytes));
+    return cfgs[2] + ".max.toml";
+  };
+  {
+    Daemon d(with_max(room), socket_of(dir, "job2"));
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+    CHECK(d.stop(SIGTERM) == 0);
+    CHECK_MESSAGE(
+        d.log().find("cache trim: removed " + fs::path(bin_of(stores[0])).filename().string()) != std::string::npos,
+        d.log());
+  }
+  CHECK_FALSE(fs::exists(stores[0]));
+  CHECK_FALSE(fs::exists(bin_of(stores[0])));
+  CHECK(fs::exists(stores[1]));
+  CHECK(fs::exists(stores[2]));
+  CHECK(bytes_under(cache) <= room);
+  // Job 2's index stayed: its next start indexes nothing.
+  CHECK(check(cfgs[2]).out.find("(0 of 1 shards indexed") != std::string::npos);
+  // With job 1 served, a bound of 1 byte still leaves its store and job 2's own.
+  Daemon one(cfgs[1], socket_of(dir, "job1"));
+  REQUIRE(run(bin("tokfeedctl") + " -s '" + one.socket() + "' drain --count 1").status == 0);
+  {
+    Daemon d(with_max(1), socket_of(dir, "job2"));
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+    CHECK(d.stop(SIGTERM) == 0);
+    CHECK_MESSAGE(d.log().find("still over, what is left is in use (1 token store(s) held by other daemons)") !=
+                      std::string::npos,
+                  d.log());
+  }
+  CHECK(fs::exists(stores[1]));
+  CHECK(fs::exists(stores[2]));
+  CHECK(run(bin("tokfeedctl") + " -s '" + one.socket() + "' drain --count 4").status == 0);  // still serving
 }
 
 TEST_CASE("columns rename fields before detection, and each dataset has its own placeholders") {

@@ -45,6 +45,8 @@ TEST_CASE("config errors name the key and what is expected") {
       {ds + "[tokenizer]\ntype = \"sentencepiece\"\npath = \"nope.model\"\n", "[tokenizer] path: file not found"},
       {ds + tok() + "[ranks]\nworld_size = 2\nserve = [2]\n", "rank 2 is outside"},
       {ds + tok() + "[batch\n", "invalid TOML"},
+      {ds + tok() + "[cache]\nmax_gb = -1\n", "[cache] max_gb: -1 is out of range: expected a number of GB >= 0"},
+      {ds + tok() + "[cache]\nmax_gb = \"10G\"\n", "[cache] max_gb: expected a number of GB >= 0 (0: no bound)"},
   };
   for (const Case& c : cases) {
     INFO(c.body);
