@@ -15,8 +15,9 @@ In one run, on one generated file:
      read (the ceiling for a newline scan);
   3. `tokfeedd --check-config` (indexes and validates every record, loads the
      tokenizer): three runs each with an empty cache dir (first index, best and
-     median, as `wc -l`), then one more (cached start); the fixed overhead is
-     the same command on a one-record file;
+     median, as `wc -l`), one pinned to one core (`taskset -c 0`: the
+     single-core scan and validation rate), then one more (cached start); the
+     fixed overhead is the same command on a one-record file;
   4. HF `datasets.load_dataset("json", data_files=FILE, split="train",
      cache_dir=...)` in a fresh Python process with a fresh cache (what
      ms-swift does); `datasets` comes from a private --target install under the
@@ -228,11 +229,12 @@ INDEX_RE = re.compile(r"^# dataset index:.*?\bin ([0-9.]+(?:e-?[0-9]+)?) ?(ms|s)
 RECORDS_RE = re.compile(r"^# dataset: .*: ([0-9]+) records, ([0-9]+) valid, ([0-9]+) bad")
 
 
-def check_config(bins, cfg):
-    """One `tokfeedd --check-config`: wall seconds, its `#` lines, the
-    daemon's own index time (None when it prints none), (records, valid, bad)."""
+def check_config(bins, cfg, prefix=()):
+    """One `tokfeedd --check-config` (after `prefix`, e.g. taskset): wall
+    seconds, its `#` lines, the daemon's own index time (None when it prints
+    none), (records, valid, bad)."""
     c0, t0 = children_cpu(), time.perf_counter()
-    r = bins.run([bins.tokfeedd, "--check-config", cfg], capture_output=True, text=True)
+    r = bins.run([*prefix, bins.tokfeedd, "--check-config", cfg], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     cpu = children_cpu() - c0
     if r.returncode != 0:
@@ -276,6 +278,16 @@ def measure_tokfeed(bins, work, data, source, records, runs=3, overhead_runs=3):
         firsts.append(check_config(bins, cfg))
         log(f"  {firsts[-1]['wall']:.2f} s")
     first = min(firsts, key=lambda r: r["wall"])
+    # The same on one core: what one core scans and validates per second.
+    one_core = None
+    taskset = shutil.which("taskset")
+    if taskset:
+        fresh_dir(cache)
+        log("tokfeedd --check-config: first index on one core (taskset -c 0) ...")
+        one_core = check_config(bins, cfg, prefix=(taskset, "-c", "0"))
+        log(f"  {one_core['wall']:.2f} s")
+        fresh_dir(cache)
+        check_config(bins, cfg)  # the cache the cached start reads
     log("cached start ...")
     second = check_config(bins, cfg)
     log(f"  {second['wall']:.2f} s")
@@ -283,7 +295,7 @@ def measure_tokfeed(bins, work, data, source, records, runs=3, overhead_runs=3):
         log(f"warning: tokfeed found {first['counts'][0]:,} records, the generator wrote {records:,}")
     shutil.rmtree(os.path.join(work, "cache-tiny"), ignore_errors=True)
     return {"first": first, "first_runs": [r["wall"] for r in firsts],
-            "first_own_runs": [r["own"] for r in firsts if r["own"] is not None],
+            "first_own_runs": [r["own"] for r in firsts if r["own"] is not None], "one_core": one_core,
             "second": second, "overhead": min(overhead), "overhead_runs": overhead,
             "cache_files": sorted(os.listdir(cache)), "config": cfg}
 
@@ -576,6 +588,10 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
     if tf["first_own_runs"]:
         md.append(row("tokfeed first index, the daemon's own `# dataset index` figure (best)",
                       min(tf["first_own_runs"])))
+    if tf["one_core"]:
+        oc = tf["one_core"]
+        own = f"; daemon's figure {fmt_s(oc['own'])} s, {size / oc['own'] / GB:.2f} GB/s" if oc["own"] else ""
+        md.append(row(f"tokfeed first index on one core (`taskset -c 0`{own})", oc["wall"], oc["cpu"]))
     md.append(row("tokfeed cached start: second `--check-config`", second["wall"], second["cpu"]))
     if second["own"] is not None:
         md.append(row("tokfeed cached start, the daemon's own `# dataset index` figure", second["own"]))
