@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -182,11 +183,21 @@ void Supervisor::cache_ready() {
 
 void Supervisor::hold_store() {
   std::string use = store_path(cfg_.cache.dir, cache_key_, "use");
-  store_use_fd_ = ::open(use.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  // A trim holds it exclusively only while it removes the store.
-  if (store_use_fd_ < 0 || ::flock(store_use_fd_, LOCK_SH) != 0)
-    spdlog::warn("{}: cannot hold the store in use ({}): a cache trim by another daemon may remove it", use,
-                 std::strerror(errno));
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    store_use_fd_ = ::open(use.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // A trim holds it exclusively only while it removes the store.
+    if (store_use_fd_ < 0 || ::flock(store_use_fd_, LOCK_SH) != 0) break;
+    // A trim that removed the file while this waited leaves the lock on a
+    // file no one else can open: take it again on the new one.
+    struct stat held, now;
+    if (::fstat(store_use_fd_, &held) == 0 && ::stat(use.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev)
+      return;
+    ::close(store_use_fd_);
+    store_use_fd_ = -1;
+  }
+  spdlog::warn("{}: cannot hold the store in use ({}): a cache trim by another daemon may remove it", use,
+               std::strerror(errno));
 }
 
 void Supervisor::trim_cache_dir() {
