@@ -184,7 +184,7 @@ void Supervisor::cache_ready() {
 void Supervisor::hold_store() {
   std::string use = store_path(cfg_.cache.dir, cache_key_, "use");
   for (int attempt = 0; attempt < 10; ++attempt) {
-    store_use_fd_ = ::open(use.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    store_use_fd_ = ::open(use.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);  // flock needs no write access
     // A trim holds it exclusively only while it removes the store.
     if (store_use_fd_ < 0 || ::flock(store_use_fd_, LOCK_SH) != 0) break;
     // A trim that removed the file while this waited leaves the lock on a
