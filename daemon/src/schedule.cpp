@@ -91,37 +91,36 @@ uint64_t Schedule::segment_batches(uint64_t n) const {
   return drop ? per_rank / S : (per_rank + S - 1) / S;
 }
 
-const std::vector<uint32_t>& Schedule::permutation(uint64_t epoch) {
-  if (epoch == perm_epoch_) return perm_;
-  perm_.resize(n_);
-  std::iota(perm_.begin(), perm_.end(), 0u);
+void Schedule::permutation(uint64_t epoch, std::vector<uint32_t>& perm) const {
+  perm.resize(n_);
+  std::iota(perm.begin(), perm.end(), 0u);
   if (cfg_.schedule.shuffle && n_ > 1) {
     uint64_t state = cfg_.schedule.seed ^ (epoch * 0x9E3779B97F4A7C15ULL);
     for (uint64_t i = n_ - 1; i >= 1; --i) {
       uint64_t j = splitmix64(state) % (i + 1);
-      std::swap(perm_[i], perm_[j]);
+      std::swap(perm[i], perm[j]);
     }
   }
   if (!mix_.whole()) {
     // Positions of the sample list -> the records they hold (1.1).
-    mix_.sample_list(cfg_.schedule.seed, epoch, list_);
-    for (uint32_t& p : perm_) p = list_[p];
+    std::vector<uint32_t> list;
+    mix_.sample_list(cfg_.schedule.seed, epoch, list);
+    for (uint32_t& p : perm) p = list[p];
   }
-  perm_epoch_ = epoch;
-  return perm_;
 }
 
+// One epoch's rows at a time, and nothing else per sample (4 bytes a sample);
+// a worker reads the supervisor's copy of the epoch it starts in.
 const EpochRows& Schedule::rows(uint64_t epoch) {
+  if (shared_ && epoch == shared_epoch_) return *shared_;
   if (epoch == rows_epoch_) return rows_;
-  const std::vector<uint32_t>& perm = permutation(epoch);
   if (!packed_) {
-    rows_.samples = perm;
+    permutation(epoch, rows_.samples);
     rows_.row_start.clear();
   } else {
     std::vector<uint32_t> order;
-    order.reserve(perm.size());
-    for (uint32_t s : perm)
-      if (!(store_->flags(s) & cache_flags::kExcluded)) order.push_back(s);
+    permutation(epoch, order);
+    std::erase_if(order, [this](uint32_t s) { return store_->flags(s) & cache_flags::kExcluded; });
     pack_rows(
         order, [this](uint32_t s) { return store_->length(s); }, cfg_.batch.capacity(), cfg_.batch.pack_window, rows_);
   }

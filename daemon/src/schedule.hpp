@@ -72,8 +72,20 @@ class Schedule {
   // The rows of stream batch i.
   void batch_rows(uint64_t i, BatchRows& out);
 
+  // Epoch e's rows (the same for every rank), computed once and kept until
+  // another epoch's are asked for.
+  const EpochRows& epoch_order(uint64_t epoch) { return rows(epoch); }
+  // Reads epoch e's rows from `rows` instead of computing its own: a worker
+  // shares the pages its supervisor computed before fork (4 bytes per sample
+  // once, not once per worker). `rows` must outlive this schedule.
+  void share_rows(uint64_t epoch, const EpochRows* rows) {
+    shared_epoch_ = epoch;
+    shared_ = rows;
+  }
+
  private:
-  const std::vector<uint32_t>& permutation(uint64_t epoch);
+  // Epoch e's samples in order (4.1 and 1.1) into `perm`.
+  void permutation(uint64_t epoch, std::vector<uint32_t>& perm) const;
   const EpochRows& rows(uint64_t epoch);
   uint64_t segment_batches(uint64_t n) const;
 
@@ -90,11 +102,10 @@ class Schedule {
   std::vector<uint64_t> epoch_batches_;
   std::vector<uint64_t> first_index_;  // stream index of each epoch's step 0
   uint64_t total_ = 0;
-  uint64_t perm_epoch_ = UINT64_MAX;
-  std::vector<uint32_t> perm_;
-  std::vector<uint32_t> list_;  // the epoch's sample list, when not the identity
   uint64_t rows_epoch_ = UINT64_MAX;
   EpochRows rows_;
+  uint64_t shared_epoch_ = UINT64_MAX;
+  const EpochRows* shared_ = nullptr;
 };
 
 }  // namespace tokfeed

@@ -243,6 +243,13 @@ void Supervisor::spawn(WorkerSlot& w) {
 
   ctx.store = store_.get();
   ctx.start = rs.schedule->start();
+  // The order of the epoch the worker starts in, computed here once: forked
+  // workers read these pages instead of each holding its own copy. An epoch's
+  // rows do not depend on the rank, so rank 0's schedule keeps them for all.
+  if (ctx.start.epoch < rs.schedule->epochs()) {
+    ctx.shared_rows = &ranks_[0].schedule->epoch_order(ctx.start.epoch);
+    ctx.shared_epoch = ctx.start.epoch;
+  }
   pid_t pid = fork_child([&ctx] { worker_main(ctx); });
   if (pid < 0) {
     spdlog::error("rank {} worker {}: fork failed: {}", rs.rank, w.worker, std::strerror(errno));

@@ -39,6 +39,7 @@ void worker_main(const WorkerContext& ctx) {
   become_worker(ctx);
   const JobConfig& cfg = *ctx.cfg;
   Schedule schedule(cfg, ctx.data->mixture(), ctx.rank, ctx.start, ctx.store);
+  if (ctx.shared_rows) schedule.share_rows(ctx.shared_epoch, ctx.shared_rows);
   BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, schedule, *ctx.poisoned);
   const uint32_t workers = cfg.workers.count;
   shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);

@@ -23,6 +23,10 @@ struct WorkerContext {
   const text::Tokenizer* tok;
   const TokenStore* store;  // nullptr without the token cache
   StreamStart start;
+  // The rows of epoch `shared_epoch`, computed by the supervisor before fork
+  // and read, never written, by every worker (nullptr: none).
+  const EpochRows* shared_rows = nullptr;
+  uint64_t shared_epoch = 0;
   const std::unordered_set<uint64_t>* poisoned;  // valid-record indices to skip
   shm::SegmentHeader* segment;
   shm::RingHeader* ring;
