@@ -399,8 +399,9 @@ TEST_CASE("damaged files: truncated gzip, invalid UTF-8, a trailing comma in a J
 
 namespace {
 
-// Summed proportional set size (KiB) of a daemon and its workers.
-uint64_t summed_pss_kib(Daemon& d) {
+// Summed proportional set size (KiB) of a daemon and its workers: all of
+// it, or one part ("Pss_Anon:").
+uint64_t summed_pss_kib(Daemon& d, const std::string& part = "Pss:") {
   std::vector<pid_t> pids = d.worker_pids();
   pids.push_back(d.pid());
   uint64_t total = 0;
@@ -409,7 +410,7 @@ uint64_t summed_pss_kib(Daemon& d) {
     std::string key;
     uint64_t kib;
     while (in >> key) {
-      if (key == "Pss:" && in >> kib) total += kib;
+      if (key == part && in >> kib) total += kib;
       in.ignore(1 << 20, '\n');
     }
   }
@@ -447,6 +448,33 @@ TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: P
   // Three more workers that each held a copy of the file would add 600 MiB.
   CHECK(pss[4] < pss[1] + 3 * 40 * 1024);
   CHECK(pss[4] * 1024 < bytes + 200ull * 1024 * 1024);
+}
+
+TEST_CASE("a million small records: the epoch's order is held once, not once per worker") {
+  TempDir dir;
+  const int records = 1'000'000;
+  std::string data = dir.file("small.jsonl");
+  {
+    std::ofstream out(data);
+    for (int i = 0; i < records; ++i) out << "{\"query\": \"q" << i << "\", \"response\": \"r\"}\n";
+  }
+  std::map<int, uint64_t> anon;
+  for (int workers : {1, 4}) {
+    CAPTURE(workers);
+    std::string name = "w" + std::to_string(workers);
+    std::string cfg = write_job(dir,
+                                "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() +
+                                    "[workers]\ncount = " + std::to_string(workers) + "\n[cache]\nenabled = false\n",
+                                name);
+    Daemon d(cfg, socket_of(dir, name));
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 64").status == 0);
+    anon[workers] = summed_pss_kib(d, "Pss_Anon:");
+    CHECK(d.stop(SIGTERM) == 0);
+  }
+  MESSAGE("summed anonymous PSS: 1 worker " << anon[1] / 1024 << " MiB, 4 workers " << anon[4] / 1024 << " MiB");
+  // The epoch's order is 4 MB (4 bytes a sample): a copy in every worker
+  // would add 12 MB for three more workers, on top of their own heaps.
+  CHECK(anon[4] < anon[1] + 3 * 3 * 1024);
 }
 
 TEST_CASE("a dataset file truncated while served stops the daemon, naming it, instead of a crash loop") {
