@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -417,6 +418,25 @@ uint64_t summed_pss_kib(Daemon& d, const std::string& part = "Pss:") {
   return total;
 }
 
+// Serves `data` with 1 and then 4 workers (no token cache: the workers read
+// the records from the mapping), drains 64 batches and calls look(daemon,
+// workers) while it serves.
+void with_1_and_4_workers(const TempDir& dir, const std::string& data, const std::function<void(Daemon&, int)>& look) {
+  for (int workers : {1, 4}) {
+    CAPTURE(workers);
+    std::string name = "w" + std::to_string(workers);
+    std::string cfg = write_job(dir,
+                                "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() +
+                                    "[workers]\ncount = " + std::to_string(workers) + "\n[cache]\nenabled = false\n",
+                                name);
+    Daemon d(cfg, socket_of(dir, name));
+    // Every worker builds batches from all over the file.
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 64").status == 0);
+    look(d, workers);
+    CHECK(d.stop(SIGTERM) == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: PSS does not grow per worker") {
@@ -424,16 +444,7 @@ TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: P
   std::string big = repeated(dir, "big.jsonl", 400);
   const uint64_t bytes = fs::file_size(big);
   std::map<int, uint64_t> pss;
-  for (int workers : {1, 4}) {
-    CAPTURE(workers);
-    std::string name = "w" + std::to_string(workers);
-    std::string cfg = write_job(dir,
-                                "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() +
-                                    "[workers]\ncount = " + std::to_string(workers) + "\n[cache]\nenabled = false\n",
-                                name);
-    Daemon d(cfg, socket_of(dir, name));
-    // Every worker builds batches from all over the file.
-    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 64").status == 0);
+  with_1_and_4_workers(dir, big, [&](Daemon& d, int workers) {
     std::string st = status_json(d);
     CHECK(st.find("\"state\":\"ready\"") != std::string::npos);
     CHECK(st.find("\"bytes_done\":" + std::to_string(bytes) + ",\"bytes_total\":" + std::to_string(bytes)) !=
@@ -441,8 +452,7 @@ TEST_CASE("a 200 MB file is indexed once, with progress, and workers share it: P
     CHECK(st.find("\"records\":120000") != std::string::npos);
     CHECK(d.log().find("datasets indexed in ") != std::string::npos);
     pss[workers] = summed_pss_kib(d);
-    CHECK(d.stop(SIGTERM) == 0);
-  }
+  });
   MESSAGE("summed PSS: 1 worker " << pss[1] / 1024 << " MiB, 4 workers " << pss[4] / 1024 << " MiB, file "
                                   << bytes / (1 << 20) << " MiB");
   // Three more workers that each held a copy of the file would add 600 MiB.
@@ -459,18 +469,7 @@ TEST_CASE("a million small records: the epoch's order is held once, not once per
     for (int i = 0; i < records; ++i) out << "{\"query\": \"q" << i << "\", \"response\": \"r\"}\n";
   }
   std::map<int, uint64_t> anon;
-  for (int workers : {1, 4}) {
-    CAPTURE(workers);
-    std::string name = "w" + std::to_string(workers);
-    std::string cfg = write_job(dir,
-                                "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() +
-                                    "[workers]\ncount = " + std::to_string(workers) + "\n[cache]\nenabled = false\n",
-                                name);
-    Daemon d(cfg, socket_of(dir, name));
-    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 64").status == 0);
-    anon[workers] = summed_pss_kib(d, "Pss_Anon:");
-    CHECK(d.stop(SIGTERM) == 0);
-  }
+  with_1_and_4_workers(dir, data, [&](Daemon& d, int workers) { anon[workers] = summed_pss_kib(d, "Pss_Anon:"); });
   MESSAGE("summed anonymous PSS: 1 worker " << anon[1] / 1024 << " MiB, 4 workers " << anon[4] / 1024 << " MiB");
   // The epoch's order is 4 MB (4 bytes a sample): a copy in every worker
   // would add 12 MB for three more workers, on top of their own heaps.
