@@ -24,10 +24,6 @@ struct Entry {
   bool keep = false;
 };
 
-bool ends_with(const std::string& s, std::string_view tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 int64_t ns(const struct timespec& t) { return t.tv_sec * 1'000'000'000LL + t.tv_nsec; }
 
 void add_file(Entry& e, const std::string& path) {
@@ -64,7 +60,7 @@ TrimReport trim_cache(const std::string& dir, uint64_t max_bytes, const std::vec
   std::map<std::string, Entry> stores;
   for (const std::string& name : listing(dir)) {
     for (std::string_view ext : {".idx", ".bin", ".lock", ".use"}) {
-      if (!ends_with(name, ext)) continue;
+      if (!name.ends_with(ext)) continue;
       Entry& e = stores[name.substr(0, name.size() - ext.size())];
       add_file(e, dir + "/" + name);
       if (ext == ".lock" || ext == ".use") e.locks.push_back(dir + "/" + name);
@@ -73,7 +69,7 @@ TrimReport trim_cache(const std::string& dir, uint64_t max_bytes, const std::vec
   for (auto& [key, e] : stores) entries.push_back(std::move(e));
   for (const auto& [sub, ext] : {std::pair{"index", ".tfx"}, std::pair{"spool", ".jsonl"}}) {
     for (const std::string& name : listing(dir + "/" + sub)) {
-      if (!ends_with(name, ext)) continue;
+      if (!name.ends_with(ext)) continue;
       Entry e;
       add_file(e, dir + "/" + sub + "/" + name);
       if (!e.files.empty()) entries.push_back(std::move(e));
@@ -113,7 +109,6 @@ TrimReport trim_cache(const std::string& dir, uint64_t max_bytes, const std::vec
     }
     for (int fd : held) ::close(fd);
     r.bytes_after -= std::min(r.bytes_after, gone);
-    r.removed_bytes += gone;
     std::string names;
     for (const std::string& f : e.files) names += (names.empty() ? "" : ", ") + fs::path(f).filename().string();
     r.removed.push_back(fmt::format("{} ({} bytes)", names, gone));

@@ -11,8 +11,7 @@ namespace tokfeed {
 struct TrimReport {
   uint64_t bytes_before = 0, bytes_after = 0;
   std::vector<std::string> removed;  // one line per entry: its files and bytes
-  uint64_t removed_bytes = 0;
-  uint64_t in_use = 0;  // entries skipped because a daemon holds them
+  uint64_t in_use = 0;               // entries skipped because a daemon holds them
 };
 
 // Marks `files` as used now (their access time; their modification time is

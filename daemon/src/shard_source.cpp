@@ -27,13 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 bool is_dataset_file(const std::string& name) {
   for (const char* ext : {".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst"})
-    if (ends_with(name, ext)) return true;
+    if (name.ends_with(ext)) return true;
   return false;
 }
 
@@ -189,8 +185,8 @@ std::string content_key(const Mapped& in) {
 }  // namespace
 
 Compression compression_of(const std::string& path) noexcept {
-  if (ends_with(path, ".gz")) return Compression::kGzip;
-  if (ends_with(path, ".zst")) return Compression::kZstd;
+  if (path.ends_with(".gz")) return Compression::kGzip;
+  if (path.ends_with(".zst")) return Compression::kZstd;
   return Compression::kNone;
 }
 

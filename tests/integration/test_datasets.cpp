@@ -24,6 +24,11 @@ std::string tok_and_batch(const std::string& batch = "size = 4\nmax_length = 512
          "\"\ntemplate = \"mistral\"\n[batch]\n" + batch;
 }
 
+// One `[[datasets]]` table: its path, then `rest` (more keys and subtables).
+std::string entry(const std::string& path, const std::string& rest = "") {
+  return "[[datasets]]\npath = \"" + path + "\"\n" + rest;
+}
+
 Output check(const std::string& config) { return run(bin("tokfeedd") + " --check-config '" + config + "'"); }
 
 void copy(const std::string& from, const std::string& to) {
@@ -63,13 +68,9 @@ std::string status_json(const Daemon& d) {
 
 TEST_CASE("a mix with samples below and above each dataset's size equals the reference over two epochs") {
   TempDir dir;
-  std::string body = "[[datasets]]\npath = \"" + data_path("sft/messages-100.jsonl") +
-                     "\"\nsamples = 30\n"
-                     "[[datasets]]\npath = \"" +
-                     data_path("sft/alpaca-100.jsonl") +
-                     "\"\nsamples = 250\n"
-                     "[[datasets]]\npath = \"" +
-                     data_path("sft/sharegpt-100.jsonl") + "\"\n" + tok_and_batch() +
+  std::string body = entry(data_path("sft/messages-100.jsonl"), "samples = 30\n") +
+                     entry(data_path("sft/alpaca-100.jsonl"), "samples = 250\n") +
+                     entry(data_path("sft/sharegpt-100.jsonl")) + tok_and_batch() +
                      "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
   std::string cfg = write_job(dir, body);
   Daemon d(cfg, socket_of(dir));
@@ -88,10 +89,8 @@ TEST_CASE("a mix with samples below and above each dataset's size equals the ref
 
 TEST_CASE("a mix packs like any epoch: repeated records are packed as often as drawn, equal to the reference") {
   TempDir dir;
-  std::string body = "[[datasets]]\npath = \"" + data_path("sft/alpaca-100.jsonl") +
-                     "\"\nsamples = 170\n"
-                     "[[datasets]]\npath = \"" +
-                     data_path("sft/sharegpt-100.jsonl") + "\"\nsamples = 45\n" +
+  std::string body = entry(data_path("sft/alpaca-100.jsonl"), "samples = 170\n") +
+                     entry(data_path("sft/sharegpt-100.jsonl"), "samples = 45\n") +
                      tok_and_batch("size = 2\nmax_length = 512\npadding = \"packed\"\npack_window = 64\n") +
                      "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
   std::string cfg = write_job(dir, body);
@@ -102,13 +101,9 @@ TEST_CASE("a mix packs like any epoch: repeated records are packed as often as d
 
 TEST_CASE("weights share the epoch with fixed counts, as the reference reads them") {
   TempDir dir;
-  std::string body = "[[datasets]]\npath = \"" + data_path("sft/query_response-100.jsonl") +
-                     "\"\nsamples = 60\n"
-                     "[[datasets]]\npath = \"" +
-                     data_path("sft/alpaca-100.jsonl") +
-                     "\"\nweight = 0.25\n"
-                     "[[datasets]]\npath = \"" +
-                     data_path("sft/messages-100.jsonl") + "\"\nweight = 0.15\n" + tok_and_batch() +
+  std::string body = entry(data_path("sft/query_response-100.jsonl"), "samples = 60\n") +
+                     entry(data_path("sft/alpaca-100.jsonl"), "weight = 0.25\n") +
+                     entry(data_path("sft/messages-100.jsonl"), "weight = 0.15\n") + tok_and_batch() +
                      "[schedule]\nepochs = 2\n";
   std::string cfg = write_job(dir, body);
   // T = floor(60 / 0.6 + 0.5) = 100: 40 weighted samples, 25 and 15.
@@ -303,17 +298,11 @@ TEST_CASE("columns rename fields before detection, and each dataset has its own 
     }
   }
   std::string sc = data_path("sft/self_cognition.json");
-  std::string body = "[[datasets]]\npath = \"" + dir.file("renamed.jsonl") +
-                     "\"\ncolumns = { prompt = \"instruction\", completion = \"output\" }\n"
-                     "[[datasets]]\npath = \"" +
-                     sc +
-                     "\"\nsamples = 20\n"
-                     "[datasets.placeholders]\nNAME = \"tokfeed-bot\"\nAUTHOR = \"the tokfeed team\"\n"
-                     "[[datasets]]\npath = \"" +
-                     sc +
-                     "\"\nsamples = 20\n"
-                     "[datasets.placeholders]\nNAME = \"Other\"\nAUTHOR = \"someone else\"\n" +
-                     tok_and_batch() + "[schedule]\nseed = 7\n";
+  std::string body =
+      entry(dir.file("renamed.jsonl"), "columns = { prompt = \"instruction\", completion = \"output\" }\n") +
+      entry(sc, "samples = 20\n[datasets.placeholders]\nNAME = \"tokfeed-bot\"\nAUTHOR = \"the tokfeed team\"\n") +
+      entry(sc, "samples = 20\n[datasets.placeholders]\nNAME = \"Other\"\nAUTHOR = \"someone else\"\n") +
+      tok_and_batch() + "[schedule]\nseed = 7\n";
   std::string cfg = write_job(dir, body);
   Output o = check(cfg);
   REQUIRE_MESSAGE(o.status == 0, o.err);
@@ -386,11 +375,10 @@ TEST_CASE("damaged files: truncated gzip, invalid UTF-8, a trailing comma in a J
         o.err);
   }
   SUBCASE("config errors name the dataset entry") {
-    std::string both = "[[datasets]]\npath = \"" + m + "\"\nsamples = 5\nweight = 0.5\n" + tok_and_batch();
+    std::string both = entry(m, "samples = 5\nweight = 0.5\n") + tok_and_batch();
     Output o = check(write_job(dir, both, "both"));
     CHECK(o.err.find("[datasets.0] weight: give samples or weight, not both") != std::string::npos);
-    std::string over =
-        "[[datasets]]\npath = \"" + m + "\"\n[[datasets]]\npath = \"" + m + "\"\nweight = 1.5\n" + tok_and_batch();
+    std::string over = entry(m) + entry(m, "weight = 1.5\n") + tok_and_batch();
     o = check(write_job(dir, over, "over"));
     CHECK(o.err.find("must add up to less than 1") != std::string::npos);
     o = check(write_job(dir, "[dataset]\npath = \"" + dir.file("none/*.jsonl") + "\"\n" + tok_and_batch(), "none"));
