@@ -2,7 +2,7 @@
 
 #include <simdjson.h>
 
-#include <cstring>
+#include "text/record_fields.hpp"
 
 namespace tokfeed::text {
 
@@ -67,59 +67,21 @@ std::string apply_placeholders(std::string_view text,
 
 namespace {
 
-// k == lit, compared inline (lit is a string literal).
-template <std::size_t N>
-bool is(std::string_view k, const char (&lit)[N]) {
-  return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
-}
+using detail::check_turns;
+using detail::idx;
+using detail::is;
+using detail::Key;
+using detail::key_of;
+using detail::kKeyNames;
+using detail::kKeys;
+using detail::Turns;
+using detail::TurnView;
 
 // Reads a string field into a view of the parser's buffer; returns the
 // reason on failure.
 std::string string_field(dom::element e, std::string_view where, std::string_view& out) {
   if (e.get_string().get(out)) return "field '" + std::string(where) + "': expected a string";
   return {};
-}
-
-// A turn as parsed: views into the parser's buffer, valid until its next
-// parse. Its content is `text`, then "\n" + `suffix` when `suffix` is not
-// empty (alpaca's instruction and input).
-struct TurnView {
-  Role role;
-  std::string_view text;
-  std::string_view suffix;
-  bool empty() const { return text.empty() && suffix.empty(); }
-};
-using Turns = std::vector<TurnView>;
-
-// The top-level fields the formats read.
-enum class Key : uint8_t {
-  kMessages,
-  kConversations,
-  kInstruction,
-  kInput,
-  kOutput,
-  kQuery,
-  kResponse,
-  kHistory,
-  kSystem
-};
-constexpr std::size_t kKeys = 9;
-constexpr std::string_view kKeyNames[kKeys] = {"messages", "conversations", "instruction", "input", "output",
-                                               "query",    "response",      "history",     "system"};
-
-constexpr std::size_t idx(Key k) { return static_cast<std::size_t>(k); }
-
-// The index of the Key named `k`, or kKeys.
-std::size_t key_of(std::string_view k) {
-  switch (k.size()) {
-    case 5: return is(k, "input") ? idx(Key::kInput) : is(k, "query") ? idx(Key::kQuery) : kKeys;
-    case 6: return is(k, "output") ? idx(Key::kOutput) : is(k, "system") ? idx(Key::kSystem) : kKeys;
-    case 7: return is(k, "history") ? idx(Key::kHistory) : kKeys;
-    case 8: return is(k, "messages") ? idx(Key::kMessages) : is(k, "response") ? idx(Key::kResponse) : kKeys;
-    case 11: return is(k, "instruction") ? idx(Key::kInstruction) : kKeys;
-    case 13: return is(k, "conversations") ? idx(Key::kConversations) : kKeys;
-    default: return kKeys;
-  }
 }
 
 // A record's top-level fields, seen through the `columns` renames
@@ -203,10 +165,7 @@ std::string parse_turn_list(dom::array list, bool sharegpt, Turns& out) {
     if (role_el.get_string().get(role)) return "field '" + where(role_key) + "': expected a string";
     if (content_el.get_string().get(content)) return "field '" + where(content_key) + "': expected a string";
     Role r;
-    if (is(role, "system")) r = Role::kSystem;
-    else if (is(role, "user") || (sharegpt && is(role, "human"))) r = Role::kUser;
-    else if (is(role, "assistant") || (sharegpt && is(role, "gpt"))) r = Role::kAssistant;
-    else return "unknown role '" + std::string(role) + "' in '" + where("") + "'";
+    if (!detail::role_of(role, sharegpt, r)) return "unknown role '" + std::string(role) + "' in '" + where("") + "'";
     out.push_back({r, content, {}});
     ++i;
   }
@@ -290,30 +249,6 @@ std::string parse_list_field(const Fields& obj, bool sharegpt, Turns& out) {
   return parse_turn_list(list, sharegpt, out);
 }
 
-// The checks of docs/data_model.md 1 over any list of turns with .role and
-// .empty().
-template <class List, class Empty>
-std::string check_turns(const List& c, bool require_alternation, Empty empty) {
-  bool any_assistant = false;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    Role role = c[i].role;
-    if (role == Role::kSystem && i != 0) return "system message must come first";
-    if (role == Role::kUser && empty(c[i])) return "empty user turn";
-    if (role == Role::kAssistant && empty(c[i])) return "empty assistant turn";
-    any_assistant |= role == Role::kAssistant;
-  }
-  if (!any_assistant) return "no assistant turn";
-  if (require_alternation) {
-    std::size_t k = 0;
-    for (const auto& m : c) {
-      if (m.role == Role::kSystem) continue;
-      if (m.role != (k % 2 == 0 ? Role::kUser : Role::kAssistant)) return "roles must alternate user/assistant";
-      ++k;
-    }
-  }
-  return {};
-}
-
 // Parses `json` into turns by its format. The views live until the parser's
 // next parse (one parser per thread).
 std::string parse_turns(std::string_view json, const RecordRules& rules, bool padded, Turns& out) {
@@ -367,6 +302,10 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
 }
 
 std::string check_record(std::string_view json, const RecordRules& rules, bool padded) {
+  // Most records are valid: the scan shows it in place, several times faster
+  // than a full parse. A record it leaves gets the full parse, whose verdict
+  // and reason are the ones a worker will see.
+  if (padded && detail::scan_accepts(json, rules)) return {};
   static thread_local Turns turns;
   static thread_local Conversation scratch;
   std::string reason = parse_turns(json, rules, padded, turns);

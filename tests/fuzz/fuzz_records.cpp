@@ -8,7 +8,8 @@
 // the rest is the record's JSON text. Beyond "no crash", it checks what the
 // batch builder relies on: trained spans ascending, non-overlapping, and
 // inside the rendered text; and that check_record (what the dataset index
-// runs) gives the verdict parse_record (what a worker runs) gives.
+// runs, also in place with the scan first) gives the verdict parse_record
+// (what a worker runs) gives.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                     Format::kQueryResponse};
   static const Template kTemplates[] = {Template::kMistral, Template::kLlama2, Template::kChatml,
                                         Template::kQwen2_5, Template::kQwen3,  Template::kLlama3};
+  // The record followed by readable bytes, as in a mapped file.
+  std::string padded(json);
+  for (std::size_t i = 0; i < kParsePadding; ++i) padded.push_back("\n{\"a\":[1,\"\\"[i % 11]);
   RecordRules rules;
   rules.format = kFormats[mode % 5];
   if (mode & 0x08) rules.placeholders = {{"NAME", "tokfeed"}, {"EMPTY", ""}, {"LOOP", "{{NAME}}"}};
@@ -38,6 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Conversation conv;
     std::string verdict = parse_record(json, rules, conv);
     fuzz_check(check_record(json, rules) == verdict, "check_record and parse_record agree");
+    // In place, as the index runs it: the scan must accept nothing the full
+    // parser rejects.
+    fuzz_check(check_record(std::string_view(padded.data(), json.size()), rules, /*padded=*/true) == verdict,
+               "check_record in place and parse_record agree");
     if (!verdict.empty()) continue;
     fuzz_check(!conv.empty(), "a valid record has messages");
     RenderOptions opts;

@@ -5,6 +5,7 @@
 
 #include "text/chat_template.hpp"
 #include "text/pystrip.hpp"
+#include "text/record_fields.hpp"
 #include "text/records.hpp"
 #include "text/sample.hpp"
 #include "text/tokenizer.hpp"
@@ -41,6 +42,87 @@ TEST_CASE("bad records say why") {
   rules.require_alternation = true;
   CHECK(parse_record(R"({"messages":[{"role":"assistant","content":"x"}]})", rules, c) ==
         "roles must alternate user/assistant");
+}
+
+namespace {
+
+// The index's verdict on `json` lying in a larger mapping (check_record in
+// place: the scan first) equals the full parser's; returns whether the scan
+// alone accepted it.
+bool scanned_like_full_parse(const std::string& json, const RecordRules& rules) {
+  std::string mapped = json + "\n{\"x\":\"\\\\" + std::string(kParsePadding, 'y');
+  std::string_view in_place(mapped.data(), json.size());
+  Conversation c;
+  std::string full = parse_record(json, rules, c);
+  bool fast = detail::scan_accepts(in_place, rules);
+  CHECK_MESSAGE(check_record(in_place, rules, /*padded=*/true) == full, json);
+  if (fast) CHECK_MESSAGE(full == "", json);
+  return fast;
+}
+
+}  // namespace
+
+TEST_CASE("the index's in-place scan accepts valid records and leaves the rest to the full parser") {
+  RecordRules rules;
+  // Valid records of every format, with every kind of value and escape: the
+  // scan shows them valid by itself.
+  for (
+      const std::string& json : std::vector<std::string>{
+          R"({"m\u0065ssages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]})",
+          R"({"messages":[{"role":"user","content":"hi\n\"x\" \\ \/ \b\f\r\t"},{"role":"assistant","content":"\u4f60\u597d \ud83d\ude00"}]})",
+          R"({"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}],"id":12,"score":-0.5,"ok":true,"no":false,"x":null,"meta":{"a":[1,2,{"b":"c"}]}})",
+          R"({"system":"s","instruction":"do","input":"","output":"done"})",
+          R"({"query":"q2","response":"r2","history":[["q1","r1"],["q\\","r\""]],"system":"s"})",
+          R"({"messages":null,"messages":[1],"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}]})",
+      })
+    CHECK_MESSAGE(scanned_like_full_parse(json, rules), json);
+  // Backslash runs of every length across the 64-byte blocks.
+  for (std::size_t at = 0; at < 140; ++at)
+    for (const char* run : {R"(\\)", R"(\\\\)", R"(\\\")", R"(\n\\\\\\)", R"(\u00e9\\)"}) {
+      std::string json = R"({"instruction":")" + std::string(at, 'a') + run + R"(","output":"o"})";
+      CHECK_MESSAGE(scanned_like_full_parse(json, rules), json);
+    }
+
+  // Bad records and the cases the scan leaves alone: never accepted by it,
+  // and the verdict is the full parser's.
+  for (const std::string& json : std::vector<std::string>{
+           R"({"instruction":"\q","output":"o"})",
+           R"({"instruction":"\u12","output":"o"})",
+           R"({"instruction":"\ud800","output":"o"})",
+           R"({"instruction":"\udc00x","output":"o"})",
+           R"({"instruction":"\ud800\u0041","output":"o"})",
+           R"({"instruction":"i","output":"o"} x)",
+           R"({"instruction":"i","output":"o"}})",
+           R"({"instruction":"i","output":"o")",
+           R"({"instruction":"i","output":"o",\n"id":1})",
+           R"({"instruction":"i","output":"o","id":01})",
+           R"({"instruction":"i","output":"o","id":-})",
+           R"({"instruction":"i","output":"o","id":tru})",
+           R"({"instruction":"i","output":"o","id":1e5})",
+           R"({"instruction":"i","output":"o","id":123456789012345678901234567890})",
+           R"({"instruction":"i" "output":"o"})",
+           R"({"messages":[{"role":"user","content":"a": "b"}},{"role":"assistant","content":"c"}]})",
+           R"({"instruction":"i","output":"o","x":1: 2}, "y":3})",
+           R"({"instruction":"i","output":"o",})",
+           R"({"messages":[{"role":"\u0075ser","content":"q"},{"role":"assistant","content":"a"}]})",
+           R"({"messages":[{"role":"user","content":""},{"role":"assistant","content":"a"}]})",
+           R"({"messages":[{"role":"user","content":["q"]},{"role":"assistant","content":"a"}]})",
+           R"({"query":"q","response":"r","history":[["q1"]]})",
+           R"({"instruction":"i","output":"o","deep":)" + std::string(100, '[') + std::string(100, ']') + "}",
+           R"(["instruction","output"])",
+       })
+    CHECK_MESSAGE(!scanned_like_full_parse(json, rules), json);
+
+  // A placeholder can empty a turn: such turns go to the full parser.
+  rules.placeholders = {{"EMPTY", ""}};
+  CHECK(!scanned_like_full_parse(R"({"instruction":"{{EMPTY}}","output":"o"})", rules));
+  CHECK(scanned_like_full_parse(R"({"instruction":"i","output":"o"})", rules));
+  // Renamed fields, as the full parser reads them.
+  rules.placeholders.clear();
+  rules.columns = {{"prompt", "instruction"}, {"completion", "output"}, {"instruction", "query"}};
+  CHECK(scanned_like_full_parse(R"({"prompt":"p","completion":"c","instruction":"x"})", rules));
+  CHECK(!scanned_like_full_parse(R"({"prompt":null,"instruction":"i","output":"o"})", rules));
+  CHECK(scanned_like_full_parse(R"({"prompt":"p","prompt":null,"completion":"c"})", rules));
 }
 
 TEST_CASE("placeholders are replaced in one pass") {
