@@ -95,6 +95,31 @@ __attribute__((target("avx2"))) uint64_t nonzero_bits(__m256i a, __m256i b) {
   return (lo & 0xFFFFFFFFu) | (hi << 32);
 }
 
+// Bit i: byte i of the 64 in (a, b) is c.
+__attribute__((target("avx2"))) uint64_t byte_bits(__m256i a, __m256i b, char c) {
+  const __m256i v = _mm256_set1_epi8(c);
+  return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, v))) |
+         static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, v)))) << 32;
+}
+
+// Each byte of x in [lo, hi], as signed bytes (no ASCII range wraps).
+__attribute__((target("avx2"))) __m256i in_range(__m256i x, char lo, char hi) {
+  return _mm256_and_si256(_mm256_cmpgt_epi8(x, _mm256_set1_epi8(static_cast<char>(lo - 1))),
+                          _mm256_cmpgt_epi8(_mm256_set1_epi8(static_cast<char>(hi + 1)), x));
+}
+
+__attribute__((target("avx2"))) uint32_t hex_digit_bits32(__m256i x, bool high) {
+  __m256i lower = _mm256_or_si256(x, _mm256_set1_epi8(0x20));
+  __m256i digit = _mm256_or_si256(in_range(x, high ? '8' : '0', '9'), in_range(lower, 'a', 'f'));
+  return static_cast<uint32_t>(_mm256_movemask_epi8(digit));
+}
+
+// Bit i: byte i of the 64 in (a, b) is a hex digit; with `high`, one of 8-f
+// (a surrogate's second digit after d).
+__attribute__((target("avx2"))) uint64_t hex_digit_bits(__m256i a, __m256i b, bool high) {
+  return hex_digit_bits32(a, high) | static_cast<uint64_t>(hex_digit_bits32(b, high)) << 32;
+}
+
 // Each byte's escape class by its two nibbles: bit 0 to 3 for the letters
 // that may follow a backslash alone (" / \ b f n r t), grouped by high nibble,
 // bit 4 for u.
@@ -145,7 +170,17 @@ __attribute__((target("avx2,bmi"))) bool escapes_ok_avx2(std::string_view s) {
     uint64_t u =
         nonzero_bits(_mm256_and_si256(ca, _mm256_set1_epi8(0x10)), _mm256_and_si256(cb, _mm256_set1_epi8(0x10)));
     if (escaped & ~(simple | u)) return false;
-    for (uint64_t m = escaped & u; m; m &= m - 1) {
+    uint64_t ue = escaped & u;
+    if (ue == 0) continue;
+    // \u escapes: four hex digits, checked here for those whose digits lie
+    // in this block and that name no surrogate (first digit d, second 8-f);
+    // the others one at a time.
+    const uint64_t inside = ue & ((1ULL << 60) - 1);
+    const uint64_t hex = (hex_digit_bits(a, b, false) & live), high = hex_digit_bits(a, b, true);
+    const uint64_t d = byte_bits(a, b, 'd') | byte_bits(a, b, 'D');
+    const uint64_t need = (inside << 1) | (inside << 2) | (inside << 3) | (inside << 4);
+    const uint64_t surrogates = ((inside << 1) & d & (high >> 1)) >> 1;
+    for (uint64_t m = (need & ~hex) ? ue : (ue & ~inside) | surrogates; m; m &= m - 1) {
       std::size_t at = i + static_cast<std::size_t>(__builtin_ctzll(m)) - 1;  // the backslash
       if (at >= next && !escape_at(s, at, next)) return false;
     }

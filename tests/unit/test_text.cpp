@@ -78,9 +78,17 @@ TEST_CASE("the index's in-place scan accepts valid records and leaves the rest t
     CHECK_MESSAGE(scanned_like_full_parse(json, rules), json);
   // Backslash runs of every length across the 64-byte blocks.
   for (std::size_t at = 0; at < 140; ++at)
-    for (const char* run : {R"(\\)", R"(\\\\)", R"(\\\")", R"(\n\\\\\\)", R"(\u00e9\\)"}) {
+    for (const char* run :
+         {R"(\\)", R"(\\\\)", R"(\\\")", R"(\n\\\\\\)", R"(\u00e9\\)", R"(\ud83d\ude00)", R"(\uD7FF\uE000\u0041)"}) {
       std::string json = R"({"instruction":")" + std::string(at, 'a') + run + R"(","output":"o"})";
       CHECK_MESSAGE(scanned_like_full_parse(json, rules), json);
+    }
+
+  // Bad \u escapes at every offset: never accepted by the scan.
+  for (std::size_t at = 0; at < 140; ++at)
+    for (const char* run : {R"(\u12x4)", R"(\ud83dx)", R"(\ude00)", R"(\ud83d\u0041)", R"(\uDBFF\\)", R"(\u00)"}) {
+      std::string json = R"({"instruction":")" + std::string(at, 'a') + run + R"(","output":"o"})";
+      CHECK_MESSAGE(!scanned_like_full_parse(json, rules), json);
     }
 
   // Bad records and the cases the scan leaves alone: never accepted by it,
