@@ -18,11 +18,14 @@ In one run, on one generated file:
      median, as `wc -l`), one pinned to one core (`taskset -c 0`: the
      single-core scan and validation rate), then one more (cached start); the
      fixed overhead is the same command on a one-record file;
-  4. HF `datasets.load_dataset("json", data_files=FILE, split="train",
+  4. the record check alone (bench_record_check, built with the project):
+     in place against the full parse, one thread, on --source and on an
+     ensure_ascii copy of it;
+  5. HF `datasets.load_dataset("json", data_files=FILE, split="train",
      cache_dir=...)` in a fresh Python process with a fresh cache (what
      ms-swift does); `datasets` comes from a private --target install under the
      work dir (see bench/dataset/README.md);
-  5. memory: tokfeedd serving the file ([cache] off, longest padding) with 1, 2
+  6. memory: tokfeedd serving the file ([cache] off, longest padding) with 1, 2
      and 4 workers; summed and per-process PSS of the daemon and its children,
      sampled every 100 ms from start until 200 batches are drained.
 
@@ -368,6 +371,28 @@ class HfPython:
         return False
 
 
+def measure_record_check(build, work, source):
+    """bench_record_check (bench/dataset/bench_record_check.cpp) on --source
+    and on a copy of it written with json.dumps(ensure_ascii=True): every
+    non-ASCII character a \\uXXXX escape, as many dumps have it. Returns the
+    table's lines, or None when the binary is not built."""
+    exe = os.path.join(build, "bench", "dataset", "bench_record_check")
+    if not os.access(exe, os.X_OK):
+        log(f"{exe} not built: no record check table")
+        return None
+    ascii_copy = os.path.join(work, "source-ensure-ascii.jsonl")
+    with open(source, encoding="utf-8") as f, open(ascii_copy + ".tmp", "w") as out:
+        for line in f:
+            if line.strip():
+                out.write(json.dumps(json.loads(line), ensure_ascii=True) + "\n")
+    os.replace(ascii_copy + ".tmp", ascii_copy)
+    proc = subprocess.run([exe, "--reps", "5", source, ascii_copy], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"bench_record_check failed ({proc.returncode}):\n{proc.stderr}")
+    return [line.replace(work + "/", "").replace(os.path.dirname(ROOT) + "/", "../")
+            for line in proc.stdout.splitlines()]
+
+
 def measure_hf(work, data, records, keep):
     hf = HfPython(work)
     version = hf.find(os.path.join(work, "one-record.jsonl"), os.path.join(work, "hf-probe"))
@@ -554,7 +579,7 @@ def verdict(ok):
     return "met" if ok else "NOT met"
 
 
-def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, load):
+def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, load, checks=None):
     rel = lambda p: os.path.relpath(p, ROOT) if p.startswith(ROOT + os.sep) else p
     first, second, ovh = tf["first"], tf["second"], tf["overhead"]
     net = max(first["wall"] - ovh, 0.0)
@@ -609,6 +634,12 @@ def report(args, data, size, records, reused, wc, tf, hf, mem, bins, elapsed, lo
         md.append(f"load_dataset gave {hf['rows']:,} rows; its Arrow cache took {hf['cache_bytes'] / GB:.2f} GB "
                   f"({'kept' if args.keep else 'deleted after'}).")
     md += ["", "`tokfeedd --check-config` (first index) printed:", "", "```"] + first["lines"] + ["```", ""]
+
+    if checks:
+        md += ["The record check alone, one thread, the records in memory (`bench_record_check`, best of 5 passes): "
+               "in place, as the index runs it (the On Demand scan, then the full parse for the records it "
+               "leaves), against the full parse alone; on --source and on a copy written with "
+               "`json.dumps(ensure_ascii=True)`. The two gave the same verdict on every record.", ""] + checks + [""]
 
     if mem:
         md += [f"Memory: `tokfeedd --config` on the same file with `[cache] enabled = false`, batch 4, longest "
@@ -712,11 +743,12 @@ def main(argv):
     wc = measure_wc(data, records)
     log(f"wc -l: best {wc['best']:.3f} s, median {wc['median']:.3f} s")
     tf = measure_tokfeed(bins, args.work, data, args.source, records)
+    checks = measure_record_check(args.build, args.work, args.source)
     hf = None if args.skip_hf else measure_hf(args.work, data, records, args.keep)
     mem = None if args.skip_memory else measure_memory(bins, args.work, data, batches=args.batches)
 
     md = report(args, data, size, records, reused, wc, tf, hf, mem, bins, time.monotonic() - t_start,
-                (load0, os.getloadavg()[0]))
+                (load0, os.getloadavg()[0]), checks)
     print("\n".join(md))
     if not args.no_write:
         write_section(args.docs, md)
