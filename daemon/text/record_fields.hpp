@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "text/records.hpp"
@@ -62,6 +63,21 @@ inline std::size_t key_of(std::string_view k) {
     case 13: return is(k, "conversations") ? idx(Key::kConversations) : kKeys;
     default: return kKeys;
   }
+}
+
+// Where key k's value comes from under the `columns` renames (source name →
+// key; docs/data_model.md 1.1): the first column renaming to it whose source
+// field is present (`present(j)` for column j; null counts as absent), else
+// nothing if a column renames the key's own field away, else that field.
+constexpr std::size_t kOwnField = SIZE_MAX, kNoField = SIZE_MAX - 1;
+template <class Present>
+std::size_t rename_source(const std::vector<std::pair<std::string, std::string>>& columns, std::size_t k,
+                          Present present) {
+  for (std::size_t j = 0; j < columns.size(); ++j)
+    if (columns[j].second == kKeyNames[k] && present(j)) return j;
+  for (const auto& [from, to] : columns)
+    if (from == kKeyNames[k]) return kNoField;
+  return kOwnField;
 }
 
 // A turn list's role name → Role; sharegpt also takes "human" and "gpt".

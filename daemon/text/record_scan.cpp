@@ -87,12 +87,12 @@ bool escapes_ok_scalar(std::string_view s) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TOKFEED_SCAN_AVX2 1
 
-// Bit i: byte i of the 64 in (a, b) is nonzero.
-__attribute__((target("avx2"))) uint64_t nonzero_bits(__m256i a, __m256i b) {
-  const __m256i zero = _mm256_setzero_si256();
-  uint64_t lo = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, zero)));
-  uint64_t hi = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, zero)));
-  return (lo & 0xFFFFFFFFu) | (hi << 32);
+// Bit i: byte i of the 64 in (a, b) has a bit of `mask` set.
+__attribute__((target("avx2"))) uint64_t class_bits(__m256i a, __m256i b, char mask) {
+  const __m256i m = _mm256_set1_epi8(mask), zero = _mm256_setzero_si256();
+  uint32_t lo = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(a, m), zero)));
+  uint32_t hi = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(b, m), zero)));
+  return lo | static_cast<uint64_t>(hi) << 32;
 }
 
 // Bit i: byte i of the 64 in (a, b) is c.
@@ -146,15 +146,11 @@ __attribute__((target("avx2,bmi"))) bool escapes_ok_avx2(std::string_view s) {
   const uint64_t even = 0x5555555555555555ULL;
   uint64_t carry = 0;    // the next block's first byte is escaped
   std::size_t next = 0;  // the first byte after the last \u escape read
-  const __m256i backslash = _mm256_set1_epi8('\\');
   for (std::size_t i = 0; i < n; i += 64) {
     __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
     __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32));
     uint64_t live = n - i >= 64 ? ~0ULL : (1ULL << (n - i)) - 1;
-    uint64_t bs =
-        (static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, backslash))) |
-         static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, backslash)))) << 32) &
-        live;
+    uint64_t bs = byte_bits(a, b, '\\') & live;
     if (bs == 0 && carry == 0) continue;
     // Escaped bytes: the byte after each backslash that ends an odd run.
     bs &= ~carry;  // an escaped backslash starts no run
@@ -165,10 +161,7 @@ __attribute__((target("avx2,bmi"))) bool escapes_ok_avx2(std::string_view s) {
     uint64_t escaped = (even ^ (sums << 1)) & follows;
     if (escaped & ~live) return false;  // a backslash ends the text
     __m256i ca = escape_class(a), cb = escape_class(b);
-    uint64_t simple =
-        nonzero_bits(_mm256_and_si256(ca, _mm256_set1_epi8(0x0F)), _mm256_and_si256(cb, _mm256_set1_epi8(0x0F)));
-    uint64_t u =
-        nonzero_bits(_mm256_and_si256(ca, _mm256_set1_epi8(0x10)), _mm256_and_si256(cb, _mm256_set1_epi8(0x10)));
+    uint64_t simple = class_bits(ca, cb, 0x0F), u = class_bits(ca, cb, 0x10);
     if (escaped & ~(simple | u)) return false;
     uint64_t ue = escaped & u;
     if (ue == 0) continue;
@@ -361,18 +354,11 @@ bool Scan::item(od::value v, Item& out) {
   return value(v, nullptr, 2);
 }
 
-// The fields under the `columns` renames, as records.cpp's Fields reads them.
+// The fields under the `columns` renames.
 void Scan::resolve(const RecordRules& rules) {
   for (std::size_t k = 0; k < kKeys; ++k) {
-    field_[k] = key_[k].present() ? key_[k] : Seen{};
-    for (const auto& [from, to] : rules.columns)
-      if (from == kKeyNames[k]) field_[k] = {};  // renamed away
-    for (std::size_t j = 0; j < rules.columns.size(); ++j) {
-      if (rules.columns[j].second == kKeyNames[k] && column_[j].present()) {
-        field_[k] = column_[j];
-        break;
-      }
-    }
+    std::size_t j = rename_source(rules.columns, k, [&](std::size_t c) { return column_[c].present(); });
+    field_[k] = j == kNoField ? Seen{} : j != kOwnField ? column_[j] : key_[k].present() ? key_[k] : Seen{};
   }
 }
 
@@ -408,13 +394,14 @@ bool Scan::accepts(std::string_view json, const RecordRules& rules) {
     if (f.unescaped_key().get(key) || f.value().get(v)) return false;
     std::size_t k = key_of(key);
     Seen* first = k < kKeys && key_[k].type == Seen::kAbsent ? &key_[k] : nullptr;
-    bool renamed = false;
+    bool column_source = false;  // the first member named by some column
     for (std::size_t j = 0; j < rules.columns.size(); ++j)
-      renamed |= column_[j].type == Seen::kAbsent && rules.columns[j].first == key;
+      column_source |= column_[j].type == Seen::kAbsent && rules.columns[j].first == key;
     Seen s;
-    if (!value(v, first || renamed ? &s : nullptr, 1, /*items=*/first || renamed)) return false;
+    const bool wanted = first || column_source;
+    if (!value(v, wanted ? &s : nullptr, 1, /*items=*/wanted)) return false;
     if (first) *first = s;
-    for (std::size_t j = 0; renamed && j < rules.columns.size(); ++j)
+    for (std::size_t j = 0; column_source && j < rules.columns.size(); ++j)
       if (column_[j].type == Seen::kAbsent && rules.columns[j].first == key) column_[j] = s;
   }
   // Nothing may follow the object.

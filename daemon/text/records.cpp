@@ -111,19 +111,17 @@ class Fields {
 
  private:
   void rename(dom::object obj, const std::vector<std::pair<std::string, std::string>>& columns) {
+    // simdjson's lookup finds the first member of that name.
+    dom::element from[kKeys];
     for (std::size_t k = 0; k < kKeys; ++k) {
-      for (const auto& [from, to] : columns)
-        if (from == kKeyNames[k]) found_ &= ~(1u << k);  // renamed away
-      for (const auto& [from, to] : columns) {
-        if (to != kKeyNames[k]) continue;
-        // simdjson's lookup finds the first member of that name.
-        auto r = obj.at_key(from);
-        if (!r.error() && !r.value_unsafe().is_null()) {
-          value_[k] = r.value_unsafe();
-          found_ |= 1u << k;
-          break;
-        }
-      }
+      std::size_t j = detail::rename_source(columns, k, [&](std::size_t c) {
+        auto r = obj.at_key(columns[c].first);
+        if (r.error() || r.value_unsafe().is_null()) return false;
+        from[k] = r.value_unsafe();
+        return true;
+      });
+      if (j == detail::kNoField) found_ &= ~(1u << k);
+      else if (j != detail::kOwnField) value_[k] = from[k], found_ |= 1u << k;
     }
   }
 
@@ -302,8 +300,8 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
 }
 
 std::string check_record(std::string_view json, const RecordRules& rules, bool padded) {
-  // Most records are valid: the scan shows it in place, several times faster
-  // than a full parse. A record it leaves gets the full parse, whose verdict
+  // Most records are valid: the scan shows it in place, faster than a full
+  // parse (docs/benchmarks.md, "Dataset indexing"). A record it leaves gets the full parse, whose verdict
   // and reason are the ones a worker will see.
   if (padded && detail::scan_accepts(json, rules)) return {};
   static thread_local Turns turns;
