@@ -2,7 +2,7 @@
 # Installs the Debian packages tokfeed builds and tests with, if any is missing.
 set -euo pipefail
 packages=(
-  build-essential cmake pkg-config xz-utils clang
+  build-essential cmake pkg-config xz-utils clang clang-format
   libboost-dev libmsgpack-cxx-dev libsentencepiece-dev libsimdjson-dev libtomlplusplus-dev
   libpcre2-dev libutf8proc-dev libxxhash-dev libcli11-dev libspdlog-dev libfmt-dev libsystemd-dev
   libzstd-dev zlib1g-dev zstd libdlpack-dev doctest-dev libbenchmark-dev pybind11-dev

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "tokfeed/shm/cpu_relax.hpp"
 #include "tokfeed/shm/futex.hpp"
 #include "tokfeed/shm/layout.hpp"
 #include "tokfeed/shm/ring.hpp"
@@ -157,7 +158,7 @@ Figures ring_latency(uint64_t payload, bool spin, uint64_t n, Shared* sh) {
     c.adopt(1, 0);
     for (uint64_t seq = 0; seq < n; ++seq) {
       if (spin) {
-        while (!c.available(seq)) __builtin_ia32_pause();
+        while (!c.available(seq)) tokfeed::shm::cpu_relax();
       } else {
         while (!c.available(seq)) c.wait_for_producer(seq, 1s);
       }
@@ -173,14 +174,14 @@ Figures ring_latency(uint64_t payload, bool spin, uint64_t n, Shared* sh) {
   p.sync_session();
   for (uint64_t seq = 0; seq < n; ++seq) {
     // One in flight: wait for the previous slot's release.
-    while (r.line->tail.load(std::memory_order_acquire) != seq) __builtin_ia32_pause();
+    while (r.line->tail.load(std::memory_order_acquire) != seq) tokfeed::shm::cpu_relax();
     r.stamp_header(p, seq);
     if (!spin) {
-      while (r.line->consumer_waiting.load(std::memory_order_seq_cst) == 0) __builtin_ia32_pause();
+      while (r.line->consumer_waiting.load(std::memory_order_seq_cst) == 0) tokfeed::shm::cpu_relax();
       std::this_thread::sleep_for(50us);
     } else {
       // A gap, so the consumer is spinning on a line it already holds.
-      for (uint64_t until = monotonic_ns() + 2000; monotonic_ns() < until;) __builtin_ia32_pause();
+      for (uint64_t until = monotonic_ns() + 2000; monotonic_ns() < until;) tokfeed::shm::cpu_relax();
     }
     // The header is in place before t0 (as a worker's is before publish);
     // SYNC POINT: publish's head.store(release) carries the stamp too.
@@ -199,7 +200,7 @@ double ring_rate(uint64_t payload, uint64_t n, Shared* sh) {
     c.adopt(1, 0);
     uint64_t t0 = 0;
     for (uint64_t seq = 0; seq < n; ++seq) {
-      while (!c.available(seq)) __builtin_ia32_pause();
+      while (!c.available(seq)) tokfeed::shm::cpu_relax();
       if (!consumer_sees(c, seq, r.slot_bytes)) die("invalid slot");
       if (seq == 0) t0 = monotonic_ns();
       c.release_to(seq + 1);
@@ -210,7 +211,7 @@ double ring_rate(uint64_t payload, uint64_t n, Shared* sh) {
   p.start(static_cast<uint32_t>(getpid()));
   p.sync_session();
   for (uint64_t seq = 0; seq < n; ++seq) {
-    while (!p.has_space()) __builtin_ia32_pause();
+    while (!p.has_space()) tokfeed::shm::cpu_relax();
     r.stamp_header(p, seq);
     p.publish();
   }

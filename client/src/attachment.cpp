@@ -8,10 +8,17 @@
 #include <string>
 
 #include "tokfeed/proto/frame.hpp"
+#include "tokfeed/shm/cpu_relax.hpp"
 #include "tokfeed/shm/futex.hpp"
 #include "tokfeed/shm/slot.hpp"
 
 namespace tokfeed::detail {
+
+// The client hands out shm's tensor descriptions as its own public types:
+// the two must not drift apart.
+static_assert(static_cast<uint32_t>(Dtype::kInt32) == static_cast<uint32_t>(shm::Dtype::kInt32));
+static_assert(static_cast<uint32_t>(Dtype::kInt64) == static_cast<uint32_t>(shm::Dtype::kInt64));
+static_assert(kMaxTensors == shm::kMaxTensors, "Batch must hold every tensor a slot may describe");
 
 namespace {
 
@@ -259,7 +266,7 @@ Status Attachment::next(Batch& out) {
   }
   if (!ring.consumer.available(seq)) {
     uint64_t spin_until = t_enter + static_cast<uint64_t>(std::chrono::nanoseconds(opt_.spin).count());
-    while (!ring.consumer.available(seq) && shm::monotonic_ns() < spin_until) __builtin_ia32_pause();
+    while (!ring.consumer.available(seq) && shm::monotonic_ns() < spin_until) tokfeed::shm::cpu_relax();
     while (!ring.consumer.available(seq)) {
       ring.consumer.wait_for_producer(seq, std::chrono::milliseconds(100));
       if (Status st = check_liveness(true); !st.ok()) return st;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "ring_fixture.hpp"
+#include "tokfeed/shm/cpu_relax.hpp"
 
 using namespace tokfeed::shm;
 using namespace tokfeed::shm::testing;
@@ -62,7 +63,7 @@ struct Peer {
 // yielding now and then lets it run instead of burning our slice.
 inline void relax(int spins) {
   if (spins % 64 == 0) sched_yield();
-  else __builtin_ia32_pause();
+  else tokfeed::shm::cpu_relax();
 }
 
 struct Rng {

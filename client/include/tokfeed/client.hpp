@@ -51,6 +51,8 @@ class Status {
 
 enum class Dtype : uint32_t { kInt32 = 1, kInt64 = 2 };
 
+inline constexpr std::size_t kMaxTensors = 8;  // tensors a batch may carry
+
 struct TensorView {
   std::string_view name;
   Dtype dtype;
@@ -117,7 +119,7 @@ class Batch {
   uint32_t rows_ = 0, seq_len_ = 0;
   uint64_t real_tokens_ = 0, checksum_ = 0;
   std::size_t tensor_count_ = 0;
-  TensorView tensors_[8]{};
+  TensorView tensors_[kMaxTensors]{};
 };
 
 class Client {

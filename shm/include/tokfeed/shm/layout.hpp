@@ -77,7 +77,11 @@ struct alignas(kCacheLine) RingHeader {
   std::atomic<uint32_t> generation;        // bumped by every (re)started worker
   std::atomic<uint32_t> producer_pid;
   uint8_t reserved0[kCacheLine - 32];
-  // line 1: identity, written before the segment is ready
+  // line 1: written by the supervisor only. rank and worker are set before
+  // the segment is marked ready. end_seq is set by plan_rank after that, and
+  // again on a replan, always while none of the ring's workers runs: a worker
+  // reads it after its fork, which orders the write before its reads. The
+  // client never reads it.
   uint32_t rank;
   uint32_t worker;
   uint64_t end_seq;  // seqs [0, end_seq) make up the whole stream
