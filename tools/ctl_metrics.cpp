@@ -8,13 +8,14 @@
 #include "ctl.hpp"
 #include "metrics_text.hpp"
 #include "tokfeed/proto/frame.hpp"
+#include "tokfeed/proto/messages.hpp"
 
 namespace tokfeed::ctl {
 
 int metrics(const std::string& socket) {
   msgpack::object_handle reply;
   std::string error;
-  if (!proto::call(socket, proto::make_request("status"), reply, error)) {
+  if (!proto::call(socket, proto::encode_frame(proto::encode_request(proto::Op::kStatus)), reply, error)) {
     std::fprintf(stderr, "tokfeedctl: metrics: %s\n", error.c_str());
     return 1;
   }

@@ -5,6 +5,7 @@
 
 #include "ctl.hpp"
 #include "tokfeed/proto/frame.hpp"
+#include "tokfeed/proto/messages.hpp"
 
 namespace tokfeed::ctl {
 
@@ -97,7 +98,7 @@ void append_json_string(std::string& out, std::string_view s) {
 int status(const std::string& socket, bool json) {
   msgpack::object_handle reply;
   std::string error;
-  if (!proto::call(socket, proto::make_request("status"), reply, error)) {
+  if (!proto::call(socket, proto::encode_frame(proto::encode_request(proto::Op::kStatus)), reply, error)) {
     std::fprintf(stderr, "tokfeedctl: status: %s\n", error.c_str());
     return 1;
   }
@@ -109,7 +110,7 @@ int status(const std::string& socket, bool json) {
 int shutdown(const std::string& socket) {
   msgpack::object_handle reply;
   std::string error;
-  if (!proto::call(socket, proto::make_request("shutdown"), reply, error)) {
+  if (!proto::call(socket, proto::encode_frame(proto::encode_request(proto::Op::kShutdown)), reply, error)) {
     std::fprintf(stderr, "tokfeedctl: shutdown: %s\n", error.c_str());
     return 1;
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tokfeed/proto/frame.hpp"
+#include "tokfeed/proto/messages.hpp"
 #include "tokfeed/shm/cpu_relax.hpp"
 #include "tokfeed/shm/futex.hpp"
 #include "tokfeed/shm/slot.hpp"
@@ -48,11 +49,8 @@ Status Attachment::open(const ClientOptions& opt) {
   for (;;) {
     sock_ = proto::connect_unix(opt.socket, error);
     if (sock_ < 0) return {Code::kIoError, error};
-    std::string req = proto::make_request("attach", {{"rank", opt.rank},
-                                                     {"epoch", static_cast<int64_t>(opt.start.epoch)},
-                                                     {"step", static_cast<int64_t>(opt.start.step)},
-                                                     {"world_size", static_cast<int64_t>(opt.start.world_size)},
-                                                     {"base", static_cast<int64_t>(opt.start.base)}});
+    proto::AttachRequest attach{opt.rank, opt.start.epoch, opt.start.step, opt.start.world_size, opt.start.base};
+    std::string req = proto::encode_frame(attach.encode());
     // A daemon that refuses this peer replies with its reason and closes at
     // once, possibly before the request is sent: read the reason even then.
     std::string send_error;
@@ -65,45 +63,32 @@ Status Attachment::open(const ClientOptions& opt) {
       close_all(fds);
       return {Code::kIoError, "attach: bad reply: " + e};
     }
+    if (proto::reply_ok(reply.get())) break;
+    close_all(fds);
+    proto::ErrorReply refusal;
+    if (std::string e = proto::ErrorReply::decode(reply.get(), refusal); !e.empty())
+      return {Code::kCorrupt, "attach: bad reply: " + e};
     // A daemon still indexing its datasets or building its token cache says
     // so: wait and ask again.
-    if (proto::get_bool(reply.get(), "retry") != true || shm::monotonic_ns() > deadline) break;
-    close_all(fds);
+    if (refusal.code != proto::ErrorCode::kNotReady || shm::monotonic_ns() > deadline)
+      return {refusal.code == proto::ErrorCode::kInvalidArgument ? Code::kInvalidArgument : Code::kRefused,
+              refusal.message};
     ::close(sock_);
     sock_ = -1;
-    int64_t ms = std::clamp<int64_t>(proto::get_int(reply.get(), "retry_ms").value_or(200), 10, 5000);
+    int64_t ms = std::clamp<int64_t>(refusal.retry_ms, 10, 5000);
     ::usleep(static_cast<useconds_t>(ms * 1000));
   }
-  const msgpack::object& r = reply.get();
-  if (proto::get_bool(r, "ok") != true) {
+  proto::AttachReply r;
+  if (std::string e = proto::AttachReply::decode(reply.get(), r); !e.empty() || fds.size() != 2 || r.rank != opt.rank) {
     close_all(fds);
-    Code code = proto::get_str(r, "code") == "invalid_argument" ? Code::kInvalidArgument : Code::kRefused;
-    return {code, std::string(proto::get_str(r, "error").value_or("attach refused"))};
+    return {Code::kCorrupt, "attach: the daemon's reply lacks segments or fields" + (e.empty() ? "" : ": " + e)};
   }
-  auto get = [&](const char* key) { return proto::get_int(r, key).value_or(-1); };
-  int64_t ring_base = get("ring_base"), workers = get("workers"), epochs = get("epochs"), rank = get("rank"),
-          first_epoch = get("first_epoch"), start_base = get("start_base"), world = get("world_size"),
-          start_index = get("start_index");
-  bool fresh = proto::get_bool(r, "replanned").value_or(false);
-  epoch_batches_.clear();
-  if (const msgpack::object* eb = proto::find(r, "epoch_batches"); eb && eb->type == msgpack::type::ARRAY) {
-    for (uint32_t k = 0; k < eb->via.array.size; ++k) {
-      const msgpack::object& o = eb->via.array.ptr[k];
-      if (o.type != msgpack::type::POSITIVE_INTEGER) break;
-      epoch_batches_.push_back(o.via.u64);
-    }
-  }
-  if (fds.size() != 2 || ring_base < 0 || workers <= 0 || epochs < 0 || rank != opt.rank || first_epoch < 0 ||
-      start_base < 0 || world <= 0 || start_index < 0 || first_epoch > epochs ||
-      epoch_batches_.size() != static_cast<uint64_t>(epochs - first_epoch)) {
-    close_all(fds);
-    return {Code::kCorrupt, "attach: the daemon's reply lacks segments or fields"};
-  }
-  workers_ = static_cast<uint32_t>(workers);
-  epochs_ = static_cast<uint64_t>(epochs);
-  first_epoch_ = static_cast<uint64_t>(first_epoch);
-  start_base_ = static_cast<uint64_t>(start_base);
-  world_size_ = static_cast<uint64_t>(world);
+  epoch_batches_ = std::move(r.epoch_batches);
+  workers_ = r.workers;
+  epochs_ = r.epochs;
+  first_epoch_ = r.first_epoch;
+  start_base_ = r.start_base;
+  world_size_ = r.world_size;
   total_ = 0;
   for (uint64_t b : epoch_batches_) total_ += b;
   rank_ = opt.rank;
@@ -116,14 +101,14 @@ Status Attachment::open(const ClientOptions& opt) {
     return {Code::kCorrupt, "consumer segment: " + e.message};
   data_.close_fd();
   consumer_.close_fd();
-  if (Status st = validate_segments(static_cast<uint32_t>(ring_base)); !st.ok()) return st;
+  if (Status st = validate_segments(r.ring_base); !st.ok()) return st;
 
   // The daemon placed the position in its plan (and checked it).
-  uint64_t start = static_cast<uint64_t>(start_index);
+  const uint64_t start = r.start_index;
   if (start > total_) return {Code::kCorrupt, "attach: the daemon's start index is past its stream"};
   consumer_header_->client_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
   consumer_header_->attached.store(1, std::memory_order_relaxed);
-  return position_at(start, fresh);
+  return position_at(start, r.replanned);
 }
 
 uint64_t Attachment::batches_in(uint64_t epoch) const {

@@ -8,34 +8,15 @@
 #include <cerrno>
 
 #include "tokfeed/proto/frame.hpp"
+#include "tokfeed/proto/messages.hpp"
 
 namespace tokfeed {
 
 namespace asio = boost::asio;
 using stream = asio::local::stream_protocol;
 
-std::string error_reply(const std::string& message) {
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(3);
-  pk.pack("v");
-  pk.pack(proto::kVersion);
-  pk.pack("ok");
-  pk.pack(false);
-  pk.pack("error");
-  pk.pack(message);
-  return std::string(buf.data(), buf.size());
-}
-
-std::string ok_reply() {
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(2);
-  pk.pack("v");
-  pk.pack(proto::kVersion);
-  pk.pack("ok");
-  pk.pack(true);
-  return std::string(buf.data(), buf.size());
+std::string error_reply(const std::string& message, proto::ErrorCode code) {
+  return proto::ErrorReply{code, message}.encode();
 }
 
 bool Access::allows(uid_t uid, const std::vector<gid_t>& groups) const {
@@ -113,20 +94,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
         case proto::FrameReader::Next::kNeedMore: read(); return;
         case proto::FrameReader::Next::kError:
           spdlog::warn("control: client pid {} uid {}: {}; disconnecting", peer_.pid, peer_.uid, error);
-          send({error_reply(error), {}, true});
+          send({error_reply(error, proto::ErrorCode::kBadRequest), {}, true});
           return;
         case proto::FrameReader::Next::kFrame: break;
       }
       msgpack::object_handle req;
       if (std::string e = proto::decode_payload(payload, req); !e.empty()) {
-        send({error_reply("bad request: " + e), {}, true});
+        send({error_reply("bad request: " + e, proto::ErrorCode::kBadRequest), {}, true});
         return;
       }
       Reply reply;
       try {
         reply = handler_.handle(peer_, req.get());
       } catch (const std::exception& ex) {
-        reply = {error_reply(std::string("internal error: ") + ex.what()), {}, false};
+        reply = {error_reply(std::string("internal error: ") + ex.what(), proto::ErrorCode::kInternal), {}, false};
       }
       bool close = reply.close_after;
       persistent_ |= reply.persistent;

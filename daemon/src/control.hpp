@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tokfeed/proto/messages.hpp"
+
 namespace tokfeed {
 
 struct Peer {
@@ -71,8 +73,7 @@ class ControlServer {
   std::shared_ptr<std::size_t> live_ = std::make_shared<std::size_t>(0);
 };
 
-// Helpers for building replies.
-std::string error_reply(const std::string& message);
-std::string ok_reply();
+// An ErrorReply (proto/messages.hpp) as a payload.
+std::string error_reply(const std::string& message, proto::ErrorCode code = proto::ErrorCode::kRefused);
 
 }  // namespace tokfeed

@@ -44,14 +44,7 @@ namespace {
 // A refusal the client reports as kInvalidArgument: the position asked for
 // is not in the stream.
 std::string bad_position(const std::string& message) {
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(4);
-  pk.pack("v"), pk.pack(proto::kVersion);
-  pk.pack("ok"), pk.pack(false);
-  pk.pack("code"), pk.pack("invalid_argument");
-  pk.pack("error"), pk.pack(message);
-  return std::string(buf.data(), buf.size());
+  return error_reply(message, proto::ErrorCode::kInvalidArgument);
 }
 
 // An instance lock that cannot outlive its holder: a socket bound in the
@@ -442,58 +435,56 @@ void Supervisor::closed(const Peer& peer) {
 }
 
 Reply Supervisor::handle(const Peer& peer, const msgpack::object& req) {
-  std::string_view op = proto::get_str(req, "op").value_or("");
-  if (op == "status") return {status_payload(), {}, false};
-  if (op == "attach") return attach(peer, req);
-  if (op == "ping") return {ok_reply(), {}, false};
-  if (op == "shutdown") {
-    spdlog::info("shutdown requested by pid {} uid {}", peer.pid, peer.uid);
-    asio::post(io_, [this] { begin_shutdown("tokfeedctl shutdown"); });
-    return {ok_reply(), {}, true};
+  proto::Op op{};
+  if (std::string e = proto::decode_op(req, op); !e.empty())
+    return {error_reply(e, proto::ErrorCode::kBadRequest), {}, false};
+  switch (op) {
+    case proto::Op::kStatus: return {status_payload(), {}, false};
+    case proto::Op::kAttach: {
+      proto::AttachRequest attach_req;
+      if (std::string e = proto::AttachRequest::decode(req, attach_req); !e.empty())
+        return {error_reply(e, proto::ErrorCode::kBadRequest), {}, true};
+      return attach(peer, attach_req);
+    }
+    case proto::Op::kPing: return {proto::encode_ok(), {}, false};
+    case proto::Op::kShutdown:
+      spdlog::info("shutdown requested by pid {} uid {}", peer.pid, peer.uid);
+      asio::post(io_, [this] { begin_shutdown("tokfeedctl shutdown"); });
+      return {proto::encode_ok(), {}, true};
   }
-  return {error_reply(fmt::format("unknown op '{}': expected status, attach, ping or shutdown", op)), {}, false};
+  return {error_reply("unknown op", proto::ErrorCode::kBadRequest), {}, false};
 }
 
-Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
-  auto rank = proto::get_int(req, "rank");
-  if (!rank) return {error_reply("attach: field 'rank' (an integer) is required"), {}, true};
+Reply Supervisor::attach(const Peer& peer, const proto::AttachRequest& req) {
   RankSlot* rs = nullptr;
   uint32_t ri = 0;
   for (uint32_t i = 0; i < ranks_.size(); ++i)
-    if (ranks_[i].rank == *rank) rs = &ranks_[i], ri = i;
+    if (ranks_[i].rank == req.rank) rs = &ranks_[i], ri = i;
   if (!rs) {
-    spdlog::warn("attach by pid {} uid {} refused: rank {} is not served here", peer.pid, peer.uid, *rank);
+    spdlog::warn("attach by pid {} uid {} refused: rank {} is not served here", peer.pid, peer.uid, req.rank);
     return {error_reply(fmt::format("attach: rank {} is not served by this daemon (serves [{}] of world_size {})",
-                                    *rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
+                                    req.rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
             {},
             true};
   }
   if (rs->client) {
-    spdlog::warn("rank {}: attach by pid {} uid {} refused: already attached by pid {}", *rank, peer.pid, peer.uid,
+    spdlog::warn("rank {}: attach by pid {} uid {} refused: already attached by pid {}", req.rank, peer.pid, peer.uid,
                  rs->client->pid);
-    return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", *rank,
+    return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", req.rank,
                                     rs->client->pid)),
             {},
             true};
   }
   if (phase_ != Phase::kServing) {
     // The client retries until the token cache is ready.
-    msgpack::sbuffer buf;
-    msgpack::packer<msgpack::sbuffer> pk(buf);
-    pk.pack_map(5);
-    pk.pack("v"), pk.pack(proto::kVersion);
-    pk.pack("ok"), pk.pack(false);
-    pk.pack("retry"), pk.pack(true);
-    pk.pack("retry_ms"), pk.pack(200);
-    pk.pack("error"), pk.pack("attach: not ready: " + (phase_ == Phase::kIndexing ? index_line() : cache_line()));
-    return {std::string(buf.data(), buf.size()), {}, false};
+    proto::ErrorReply not_ready{proto::ErrorCode::kNotReady,
+                                "attach: not ready: " + (phase_ == Phase::kIndexing ? index_line() : cache_line()),
+                                /*retry_ms=*/200};
+    return {not_ready.encode(), {}, false};
   }
 
   // Where the client wants to be (docs/data_model.md 4.3).
-  auto field = [&](const char* key) {
-    return static_cast<uint64_t>(std::max<int64_t>(0, proto::get_int(req, key).value_or(0)));
-  };
-  uint64_t epoch = field("epoch"), step = field("step"), world = field("world_size"), base = field("base");
+  uint64_t epoch = req.epoch, step = req.step, world = req.world_size, base = req.base;
   if (world == 0) world = cfg_.ranks.world_size;
   if (epoch > cfg_.schedule.epochs || (epoch == cfg_.schedule.epochs && (step || base)))
     return {bad_position(fmt::format("attach: epoch {} is past the job's {} epochs", epoch, cfg_.schedule.epochs)),
@@ -535,27 +526,18 @@ Reply Supervisor::attach(const Peer& peer, const msgpack::object& req) {
   rs->client = peer;
   spdlog::info("rank {}: client pid {} uid {} attached at epoch {} step {}", rs->rank, peer.pid, peer.uid, epoch, step);
 
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(17);
-  pk.pack("v"), pk.pack(proto::kVersion);
-  pk.pack("ok"), pk.pack(true);
-  pk.pack("rank"), pk.pack(rs->rank);
-  pk.pack("ring_base"), pk.pack(ri * cfg_.workers.count);
-  pk.pack("workers"), pk.pack(cfg_.workers.count);
-  pk.pack("first_epoch"), pk.pack(sch->start().epoch);
-  pk.pack("start_base"), pk.pack(sch->start().base);
-  pk.pack("epoch_batches"), pk.pack(sch->epoch_batches());
-  pk.pack("epochs"), pk.pack(sch->epochs());
-  pk.pack("world_size"), pk.pack(cfg_.ranks.world_size);
-  pk.pack("start_index"), pk.pack(start_index);
-  pk.pack("replanned"), pk.pack(replanned);
-  pk.pack("batch_size"), pk.pack(cfg_.batch.size);
-  pk.pack("max_length"), pk.pack(cfg_.batch.max_length);
-  pk.pack("heartbeat_ms"), pk.pack(cfg_.server.heartbeat_ms);
-  pk.pack("padding"), pk.pack(std::string(padding_name(cfg_.batch.padding)));
-  pk.pack("instance_id"), pk.pack(data_seg_.at<shm::SegmentHeader>(0)->instance_id);
-  return {std::string(buf.data(), buf.size()), {data_ro, consumer_rw}, false, /*persistent=*/true};
+  proto::AttachReply reply;
+  reply.rank = rs->rank;
+  reply.ring_base = ri * cfg_.workers.count;
+  reply.workers = cfg_.workers.count;
+  reply.first_epoch = sch->start().epoch;
+  reply.start_base = sch->start().base;
+  reply.epochs = sch->epochs();
+  reply.world_size = cfg_.ranks.world_size;
+  reply.start_index = start_index;
+  reply.replanned = replanned;
+  reply.epoch_batches = sch->epoch_batches();
+  return {reply.encode(), {data_ro, consumer_rw}, false, /*persistent=*/true};
 }
 
 }  // namespace tokfeed

@@ -108,7 +108,7 @@ class Supervisor final : public ControlHandler {
   void begin_shutdown(const char* why);
   void finish_shutdown();
 
-  Reply attach(const Peer& peer, const msgpack::object& req);
+  Reply attach(const Peer& peer, const proto::AttachRequest& req);
   std::string status_payload();
   void pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const;
   std::string summary_line();
