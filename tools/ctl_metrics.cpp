@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "ctl.hpp"
-#include "metrics_text.hpp"
+#include "control/metrics_text.hpp"
 #include "tokfeed/proto/frame.hpp"
 #include "tokfeed/proto/messages.hpp"
 

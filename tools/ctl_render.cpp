@@ -6,11 +6,11 @@
 #include <optional>
 #include <string>
 
-#include "batch_builder.hpp"
-#include "config.hpp"
+#include "pipeline/batch_builder.hpp"
+#include "config/config.hpp"
 #include "ctl.hpp"
-#include "dataset.hpp"
-#include "text/chat_template.hpp"
+#include "dataset/dataset.hpp"
+#include "template/chat_template.hpp"
 
 namespace tokfeed::ctl {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ctl.hpp"
-#include "text/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed::ctl {
 

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "text/record_fields.hpp"
-#include "text/records.hpp"
+#include "records/record_fields.hpp"
+#include "records/records.hpp"
 
 using tokfeed::text::check_record;
 using tokfeed::text::kParsePadding;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "text/hf_tokenizer.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
 
 namespace {
 

@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int kEach = 64;
-constexpr std::size_t kMaxConnections = 256;  // the daemon's limit (daemon/src/control.hpp)
+constexpr std::size_t kMaxConnections = 256;  // the daemon's limit (daemon/control/control.hpp)
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 

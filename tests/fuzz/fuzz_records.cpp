@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "text/chat_template.hpp"
-#include "text/records.hpp"
+#include "template/chat_template.hpp"
+#include "records/records.hpp"
 
 using namespace tokfeed::text;
 

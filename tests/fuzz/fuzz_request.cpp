@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "config.hpp"
-#include "supervisor.hpp"
+#include "config/config.hpp"
+#include "supervisor/supervisor.hpp"
 #include "tokfeed/proto/frame.hpp"
 
 using namespace tokfeed;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "dataset.hpp"
-#include "shard_index.hpp"
+#include "dataset/dataset.hpp"
+#include "dataset/shard_index.hpp"
 
 using namespace tokfeed;
 

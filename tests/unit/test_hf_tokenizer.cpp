@@ -17,8 +17,8 @@
 #include <tuple>
 #include <vector>
 
-#include "text/hf/components.hpp"
-#include "text/hf_tokenizer.hpp"
+#include "tokenizer/hf/components.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using tokfeed::text::load_hf_tokenizer;

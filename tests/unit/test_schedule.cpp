@@ -8,8 +8,8 @@
 #include <map>
 #include <random>
 
-#include "schedule.hpp"
-#include "token_cache.hpp"
+#include "pipeline/schedule.hpp"
+#include "cache/token_cache.hpp"
 
 using tokfeed::BatchRows;
 using tokfeed::JobConfig;

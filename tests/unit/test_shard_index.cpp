@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "shard_index.hpp"
+#include "dataset/shard_index.hpp"
 
 using tokfeed::ShardIndex;
 

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
-#include "text/chat_template.hpp"
-#include "text/pystrip.hpp"
-#include "text/record_fields.hpp"
-#include "text/records.hpp"
-#include "text/sample.hpp"
-#include "text/tokenizer.hpp"
+#include "template/chat_template.hpp"
+#include "records/pystrip.hpp"
+#include "records/record_fields.hpp"
+#include "records/records.hpp"
+#include "template/sample.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 using namespace tokfeed::text;
 

@@ -1,0 +1,83 @@
+// Building the token cache: forked builder processes tokenize contiguous
+// ranges of the valid records in parallel, each into its own part file; the
+// supervisor restarts a builder that dies (isolating a record that keeps
+// crashing it), then joins the parts into the store and renames it into place.
+//
+// Driven by the supervisor's event loop: start(), then on_exit() for each
+// child that exits, until done().
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dataset/dataset.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "cache/token_cache.hpp"
+
+namespace tokfeed {
+
+struct CacheProgress {
+  uint64_t done = 0, total = 0;
+  double seconds = 0;  // since the build started
+  double rate() const { return seconds > 0 ? done / seconds : 0; }
+  double eta() const { return done ? seconds * (total - done) / done : 0; }
+};
+
+class CacheBuild {
+ public:
+  // `fork_child` forks and runs the function in the child (which must not
+  // return); it returns the child's pid or -1.
+  using ForkFn = std::function<pid_t(const std::function<void()>&)>;
+
+  CacheBuild(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, CacheKey key, uint32_t parts,
+             int64_t crash_on_line);
+  ~CacheBuild();
+
+  void start(const ForkFn& fork_child);
+  // A child exited: returns false when it was not a builder. `isolated` gets
+  // a report when a record was isolated.
+  bool on_exit(pid_t pid, int status, const ForkFn& fork_child, std::vector<std::string>& isolated);
+  bool done() const;
+  CacheProgress progress() const;
+  // Joins the parts and publishes the store. Call once done().
+  void publish();
+  // Kills the builders (shutdown).
+  void abort();
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Part {
+    uint64_t from, to;
+    pid_t pid = -1;
+    bool finished = false;
+    std::string path;
+  };
+  void spawn(Part& p, const ForkFn& fork_child);
+  [[noreturn]] void builder_main(std::size_t index, int fd);
+
+  const JobConfig& cfg_;
+  const Dataset& data_;
+  const text::Tokenizer& tok_;
+  CacheKey key_;
+  int64_t crash_on_line_;
+  uint64_t records_;
+  std::vector<Part> parts_;
+  std::map<uint64_t, uint32_t> crashes_;
+  void* shared_ = nullptr;
+  std::size_t shared_bytes_ = 0;
+  uint32_t* lengths_ = nullptr;
+  uint8_t* flags_ = nullptr;
+  std::atomic<uint64_t>* done_ = nullptr;     // per part: records whose tokens are in its file
+  std::atomic<uint64_t>* current_ = nullptr;  // per part: record being encoded + 1
+  uint64_t start_ns_ = 0;
+};
+
+}  // namespace tokfeed

@@ -1,0 +1,82 @@
+// The token cache (docs/data_model.md section 6): every valid record's tokens
+// and labels, tokenized once, in a memory-mapped store shared by every worker
+// and by later runs with the same key.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dataset/dataset.hpp"
+#include "template/sample.hpp"
+
+namespace tokfeed {
+
+namespace cache_flags {
+inline constexpr uint8_t kTruncated = 1;
+inline constexpr uint8_t kDropped = 2;  // longer than max_length under truncation = "drop"
+inline constexpr uint8_t kAllMasked = 4;
+inline constexpr uint8_t kIsolated = 8;  // crashed a worker max_crashes times; left out
+// A sample with either flag takes no place in any batch.
+inline constexpr uint8_t kExcluded = kDropped | kIsolated;
+}  // namespace cache_flags
+
+inline constexpr uint32_t kTrainedBit = 0x80000000u;  // in a stored token: its label is its id
+
+struct CacheKey {
+  uint64_t hi = 0, lo = 0;
+  std::string hex() const;
+};
+
+// The hash of everything that changes a job's tokens.
+CacheKey cache_key(const JobConfig& cfg, const Dataset& data);
+
+// File names of a store in `dir`.
+std::string store_path(const std::string& dir, const CacheKey& key, std::string_view ext);
+
+// A complete store, mapped read-only.
+class TokenStore {
+ public:
+  // Opens the store for `key` in `dir`; nullptr when there is none, or when
+  // it does not match (`why` says how), so it is built again.
+  static std::unique_ptr<TokenStore> open(const std::string& dir, const CacheKey& key, uint64_t records,
+                                          std::string& why);
+  ~TokenStore();
+  TokenStore(const TokenStore&) = delete;
+  TokenStore& operator=(const TokenStore&) = delete;
+
+  uint64_t size() const { return records_; }
+  uint64_t tokens() const { return tokens_; }
+  uint32_t length(uint64_t i) const { return static_cast<uint32_t>(offsets_[i + 1] - offsets_[i]); }
+  uint8_t flags(uint64_t i) const { return flags_[i]; }
+  const uint32_t* data(uint64_t i) const { return bin_ + offsets_[i]; }
+  const std::string& path() const { return idx_path_; }
+  uint64_t file_bytes() const { return idx_bytes_ + bin_bytes_; }
+
+  // The sample as the encoder would give it.
+  void get(uint64_t i, text::EncodedSample& out) const;
+
+  // Writes a complete store from per-record lengths and flags and the token
+  // stream in `bin_tmp` (already written), then renames both into place.
+  static void publish(const std::string& dir, const CacheKey& key, const uint32_t* lengths, const uint8_t* flags,
+                      uint64_t records, const std::string& bin_tmp);
+
+ private:
+  TokenStore() = default;
+  uint64_t records_ = 0, tokens_ = 0;
+  const uint64_t* offsets_ = nullptr;
+  const uint8_t* flags_ = nullptr;
+  const uint32_t* bin_ = nullptr;
+  void* idx_map_ = nullptr;
+  void* bin_map_ = nullptr;
+  uint64_t idx_bytes_ = 0, bin_bytes_ = 0;
+  std::string idx_path_;
+};
+
+// Packs a sample into the store's token format (the builder's side of get()).
+void append_sample(const text::EncodedSample& s, std::vector<uint32_t>& out);
+uint8_t sample_flags(const text::EncodedSample& s);
+
+}  // namespace tokfeed

@@ -1,0 +1,437 @@
+#include "config/config.hpp"
+
+#include <fmt/format.h>
+#include <arpa/inet.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <toml++/toml.h>
+
+namespace tokfeed {
+
+std::string_view padding_name(Padding p) noexcept {
+  switch (p) {
+    case Padding::kLongest: return "longest";
+    case Padding::kMaxLength: return "max_length";
+    case Padding::kPacked: return "packed";
+    case Padding::kPaddingFree: return "padding_free";
+  }
+  return "?";
+}
+
+std::string_view truncation_name(text::Truncation t) noexcept {
+  switch (t) {
+    case text::Truncation::kRight: return "right";
+    case text::Truncation::kLeft: return "left";
+    case text::Truncation::kDrop: return "drop";
+  }
+  return "?";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// "127.0.0.1:9464" or "[::1]:9464" -> host, port; "" or what is wrong. Only IP
+// literals: a name would need a resolver the daemon does not want at start-up.
+std::string parse_listen(const std::string& v, std::string& host, uint16_t& port) {
+  const std::string usage = "expected \"host:port\" with an IP address, e.g. \"127.0.0.1:9464\" or \"[::1]:9464\"";
+  std::size_t colon = v.rfind(':');
+  if (colon == std::string::npos) return fmt::format("'{}' has no port: {}", v, usage);
+  std::string h = v.substr(0, colon), p = v.substr(colon + 1);
+  bool v6 = h.size() >= 2 && h.front() == '[' && h.back() == ']';
+  if (v6) h = h.substr(1, h.size() - 2);
+  else if (h.find(':') != std::string::npos) return fmt::format("'{}': an IPv6 address goes in brackets: {}", v, usage);
+  unsigned char addr[sizeof(in6_addr)];
+  if (h.empty() || inet_pton(v6 ? AF_INET6 : AF_INET, h.c_str(), addr) != 1)
+    return fmt::format("'{}' is not an IP{} address: {}", h, v6 ? "v6" : "v4", usage);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos || std::stoul(p) > 65535)
+    return fmt::format("port '{}' is not a number in [0, 65535] (0 picks a free port): {}", p, usage);
+  host = h;
+  port = static_cast<uint16_t>(std::stoul(p));
+  return {};
+}
+
+// Reads one table, remembering which keys were used so that leftovers can be
+// reported as unknown.
+class Section {
+ public:
+  Section(const std::string& file, const toml::table* table, std::string name)
+      : file_(file), table_(table), name_(std::move(name)) {}
+
+  [[noreturn]] void fail(std::string_view key, std::string_view what) const {
+    throw ConfigError(fmt::format("{}: [{}] {}: {}", file_, name_, key, what));
+  }
+
+  const toml::node* get(std::string_view key) {
+    used_.insert(std::string(key));
+    return table_ ? table_->get(key) : nullptr;
+  }
+
+  std::string str(std::string_view key, std::string def) {
+    const toml::node* n = get(key);
+    if (!n) return def;
+    if (!n->is_string()) fail(key, "expected a string");
+    return std::string(n->as_string()->get());
+  }
+
+  std::optional<std::string> opt_str(std::string_view key) {
+    const toml::node* n = get(key);
+    if (!n) return std::nullopt;
+    if (!n->is_string()) fail(key, "expected a string");
+    return std::string(n->as_string()->get());
+  }
+
+  int64_t integer(std::string_view key, int64_t def, int64_t lo, int64_t hi) {
+    const toml::node* n = get(key);
+    if (!n) return def;
+    if (!n->is_integer()) fail(key, fmt::format("expected an integer in [{}, {}]", lo, hi));
+    int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi) fail(key, fmt::format("{} is out of range: expected an integer in [{}, {}]", v, lo, hi));
+    return v;
+  }
+
+  bool boolean(std::string_view key, bool def) {
+    const toml::node* n = get(key);
+    if (!n) return def;
+    if (!n->is_boolean()) fail(key, "expected true or false");
+    return n->as_boolean()->get();
+  }
+
+  std::string choice(std::string_view key, std::string def, std::initializer_list<std::string_view> allowed) {
+    std::string v = str(key, std::move(def));
+    for (auto a : allowed)
+      if (a == v) return v;
+    std::string list;
+    for (auto a : allowed) list += (list.empty() ? "" : " | ") + std::string(a);
+    fail(key, fmt::format("'{}' is not one of: {}", v, list));
+  }
+
+  // Any key this section did not read is a typo or an unsupported option.
+  void check_unknown() const {
+    if (!table_) return;
+    for (const auto& [k, v] : *table_) {
+      std::string key(k.str());
+      if (!used_.count(key)) throw ConfigError(fmt::format("{}: [{}] unknown key '{}'", file_, name_, key));
+    }
+  }
+
+  const toml::table* table() const { return table_; }
+
+ private:
+  const std::string& file_;
+  const toml::table* table_;
+  std::string name_;
+  std::set<std::string> used_;
+};
+
+std::string resolve(const std::string& file, const std::string& p) {
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return fs::absolute(fs::path(file).parent_path() / p).lexically_normal().string();
+}
+
+void require_file(const std::string& file, std::string_view section, std::string_view key, const std::string& p) {
+  struct stat st;
+  if (p.empty()) throw ConfigError(fmt::format("{}: [{}] {}: a path is required", file, section, key));
+  if (stat(p.c_str(), &st) != 0)
+    throw ConfigError(fmt::format("{}: [{}] {}: file not found: {}", file, section, key, p));
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(fmt::format("{}: [{}] {}: not a regular file: {}", file, section, key, p));
+}
+
+// systemd's CacheDirectory=, then the XDG base directory, then ~/.cache.
+std::string default_cache_dir() {
+  if (const char* d = getenv("CACHE_DIRECTORY"); d && *d) return std::string(d);
+  if (const char* d = getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/tokfeed";
+  if (const char* d = getenv("HOME"); d && *d) return std::string(d) + "/.cache/tokfeed";
+  return "";
+}
+
+const toml::table* subtable(const std::string& file, const toml::table& root, std::string_view name) {
+  const toml::node* n = root.get(name);
+  if (!n) return nullptr;
+  if (!n->is_table()) throw ConfigError(fmt::format("{}: [{}] must be a table", file, name));
+  return n->as_table();
+}
+
+// A table of NAME = "value" strings, in file order.
+std::vector<std::pair<std::string, std::string>> string_table(Section& s, std::string_view key, std::string_view what) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const toml::node* n = s.get(key);
+  if (!n) return out;
+  if (!n->is_table()) s.fail(key, fmt::format("expected a table of {}", what));
+  for (const auto& [k, v] : *n->as_table()) {
+    if (!v.is_string()) s.fail(fmt::format("{}.{}", key, k.str()), "expected a string");
+    out.emplace_back(std::string(k.str()), std::string(v.as_string()->get()));
+  }
+  return out;
+}
+
+DatasetConfig read_dataset(const std::string& file, Section& s) {
+  DatasetConfig d;
+  d.name = s.str("path", "");
+  if (d.name.empty()) s.fail("path", "a path is required: a file, a glob or a directory of shards");
+  d.path = resolve(file, d.name);
+  if (d.path.find_first_of("*?[") == std::string::npos) {
+    struct stat st;
+    if (stat(d.path.c_str(), &st) != 0) s.fail("path", "file not found: " + d.path);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) s.fail("path", "not a regular file or a directory: " + d.path);
+  }
+  text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
+                     d.format);
+  d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
+  d.placeholders = string_table(s, "placeholders", "NAME = \"value\"");
+  d.columns = string_table(s, "columns", "source = \"target\" field names");
+  for (const auto& [from, to] : d.columns)
+    if (from.empty() || to.empty()) s.fail("columns", "field names must not be empty");
+  if (s.get("samples")) d.samples = static_cast<uint64_t>(s.integer("samples", 1, 1, INT64_MAX));
+  if (const toml::node* w = s.get("weight")) {
+    if (d.samples) s.fail("weight", "give samples or weight, not both");
+    if (!w->is_number()) s.fail("weight", "expected a number > 0");
+    double v = w->is_integer() ? static_cast<double>(w->as_integer()->get()) : w->as_floating_point()->get();
+    if (!(v > 0) || !std::isfinite(v)) s.fail("weight", fmt::format("{} is out of range: expected a number > 0", v));
+    d.weight = v;
+  }
+  s.check_unknown();
+  return d;
+}
+
+// [dataset] (one) or [[datasets]] (a list); section 1.1 of docs/data_model.md.
+std::vector<DatasetConfig> read_datasets(const std::string& file, const toml::table& root) {
+  std::vector<DatasetConfig> out;
+  const toml::node* one = root.get("dataset");
+  const toml::node* many = root.get("datasets");
+  if (one && many)
+    throw ConfigError(fmt::format("{}: both [dataset] and [[datasets]]: use [[datasets]] entries only", file));
+  if (many) {
+    const toml::array* list = many->as_array();
+    if (!list || list->empty() || !list->is_array_of_tables())
+      throw ConfigError(fmt::format("{}: [[datasets]] must be a non-empty array of tables", file));
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      Section s(file, list->get(i)->as_table(), fmt::format("datasets.{}", i));
+      out.push_back(read_dataset(file, s));
+    }
+  } else {
+    Section s(file, subtable(file, root, "dataset"), "dataset");
+    out.push_back(read_dataset(file, s));
+  }
+  double weights = 0;
+  bool fixed = false;
+  for (const DatasetConfig& d : out) {
+    if (d.weight) weights += *d.weight;
+    else fixed = true;
+  }
+  if (fixed && weights >= 1.0)
+    throw ConfigError(
+        fmt::format("{}: [[datasets]] weights add up to {} beside datasets without a weight: weights "
+                    "are shares of the epoch and must add up to less than 1 there",
+                    file, weights));
+  return out;
+}
+}  // namespace
+
+JobConfig load_config(const std::string& path) {
+  JobConfig c;
+  c.file = path;
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw ConfigError(
+        fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description()));
+  }
+  static const std::set<std::string> kSections = {"dataset", "datasets", "tokenizer", "batch", "schedule",
+                                                  "workers", "ranks",    "server",    "cache"};
+  for (const auto& [k, v] : root) {
+    if (!kSections.count(std::string(k.str())))
+      throw ConfigError(
+          fmt::format("{}: unknown section [{}]; expected one of dataset, datasets, tokenizer, "
+                      "batch, schedule, workers, ranks, server, cache",
+                      path, k.str()));
+  }
+
+  c.datasets = read_datasets(path, root);
+  {
+    Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
+    c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
+    c.tokenizer.path = resolve(path, s.str("path", ""));
+    text::parse_template(s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5", "qwen3", "llama3"}),
+                         c.tokenizer.tmpl);
+    c.tokenizer.default_system = s.opt_str("default_system");
+    s.check_unknown();
+    require_file(path, "tokenizer", "path", c.tokenizer.path);
+  }
+  {
+    Section s(path, subtable(path, root, "batch"), "batch");
+    c.batch.size = static_cast<uint32_t>(s.integer("size", 4, 1, 65536));
+    c.batch.max_length = static_cast<uint32_t>(s.integer("max_length", 2048, 1, 1 << 20));
+    std::string pad = s.choice("padding", "longest", {"longest", "max_length", "packed", "padding_free"});
+    c.batch.padding = pad == "longest"      ? Padding::kLongest
+                      : pad == "max_length" ? Padding::kMaxLength
+                      : pad == "packed"     ? Padding::kPacked
+                                            : Padding::kPaddingFree;
+    c.batch.pack_window = static_cast<uint32_t>(s.integer("pack_window", 1000, 1, 1 << 24));
+    c.batch.tokens = static_cast<uint32_t>(s.integer("tokens", c.batch.max_length, 1, 1 << 28));
+    if (c.batch.padding == Padding::kPaddingFree && c.batch.tokens < c.batch.max_length)
+      s.fail("tokens", fmt::format("{} is below max_length {}: a padding_free row must fit the longest sample",
+                                   c.batch.tokens, c.batch.max_length));
+    std::string t = s.choice("truncation", "right", {"right", "left", "drop"});
+    c.batch.truncation = t == "right"  ? text::Truncation::kRight
+                         : t == "left" ? text::Truncation::kLeft
+                                       : text::Truncation::kDrop;
+    c.batch.last_assistant_only =
+        s.choice("loss", "all_assistant", {"all_assistant", "last_assistant"}) == "last_assistant";
+    c.batch.dtype = s.choice("dtype", "int64", {"int64", "int32"}) == "int64" ? shm::Dtype::kInt64 : shm::Dtype::kInt32;
+    s.check_unknown();
+    if (uint64_t{c.batch.size} * c.batch.max_length > (uint64_t{1} << 28))
+      s.fail("size", "size x max_length exceeds 2^28 tokens per batch");
+  }
+  {
+    Section s(path, subtable(path, root, "schedule"), "schedule");
+    c.schedule.epochs = static_cast<uint32_t>(s.integer("epochs", 1, 1, 1'000'000));
+    c.schedule.shuffle = s.boolean("shuffle", true);
+    c.schedule.seed = static_cast<uint64_t>(s.integer("seed", 42, INT64_MIN, INT64_MAX));
+    c.schedule.drop_last = s.boolean("drop_last", false);
+    s.check_unknown();
+  }
+  {
+    Section s(path, subtable(path, root, "workers"), "workers");
+    c.workers.count = static_cast<uint32_t>(s.integer("count", 2, 1, 256));
+    c.workers.slots = static_cast<uint32_t>(s.integer("slots", 4, 1, 1024));
+    c.workers.max_crashes = static_cast<uint32_t>(s.integer("max_crashes", 3, 1, 100));
+    s.check_unknown();
+  }
+  {
+    Section s(path, subtable(path, root, "ranks"), "ranks");
+    c.ranks.world_size = static_cast<uint32_t>(s.integer("world_size", 1, 1, 65536));
+    c.ranks.node_rank = static_cast<uint32_t>(s.integer("node_rank", 0, 0, 65535));
+    c.ranks.local_ranks = static_cast<uint32_t>(s.integer("local_ranks", 0, 0, 65536));
+    const toml::node* serve = s.get("serve");
+    if (c.ranks.local_ranks) {
+      // torchrun's numbering: global rank = node_rank * local_ranks + local_rank.
+      if (serve) s.fail("serve", "set either serve or local_ranks, not both");
+      if (c.ranks.world_size % c.ranks.local_ranks)
+        s.fail("local_ranks", fmt::format("world_size {} is not a multiple of local_ranks {}", c.ranks.world_size,
+                                          c.ranks.local_ranks));
+      if (c.ranks.node_rank >= c.ranks.world_size / c.ranks.local_ranks)
+        s.fail("node_rank", fmt::format("{} is outside [0, {}) nodes of {} ranks", c.ranks.node_rank,
+                                        c.ranks.world_size / c.ranks.local_ranks, c.ranks.local_ranks));
+      for (uint32_t l = 0; l < c.ranks.local_ranks; ++l)
+        c.ranks.serve.push_back(c.ranks.node_rank * c.ranks.local_ranks + l);
+    } else if (c.ranks.node_rank) {
+      s.fail("node_rank", "needs local_ranks (the ranks per node)");
+    } else if (const toml::node* n = serve) {
+      if (!n->is_array()) s.fail("serve", "expected an array of rank numbers");
+      for (const auto& el : *n->as_array()) {
+        if (!el.is_integer()) s.fail("serve", "expected an array of rank numbers");
+        int64_t r = el.as_integer()->get();
+        if (r < 0 || r >= c.ranks.world_size)
+          s.fail("serve", fmt::format("rank {} is outside [0, world_size={})", r, c.ranks.world_size));
+        for (uint32_t x : c.ranks.serve)
+          if (x == r) s.fail("serve", fmt::format("rank {} is listed twice", r));
+        c.ranks.serve.push_back(static_cast<uint32_t>(r));
+      }
+      if (c.ranks.serve.empty()) s.fail("serve", "must list at least one rank");
+    } else {
+      for (uint32_t r = 0; r < c.ranks.world_size; ++r) c.ranks.serve.push_back(r);
+    }
+    s.check_unknown();
+  }
+  {
+    Section s(path, subtable(path, root, "server"), "server");
+    c.server.socket = resolve(path, s.str("socket", c.server.socket));
+    c.server.shm_prefix = s.str("shm_prefix", c.server.shm_prefix);
+    c.server.shm_dir = s.str("shm_dir", c.server.shm_dir);
+    c.server.heartbeat_ms = static_cast<uint32_t>(s.integer("heartbeat_ms", 100, 10, 10000));
+    // allow_uids / allow_gids: arrays of numeric ids, each listed once.
+    for (auto [key, out] : {std::pair<const char*, std::vector<uint32_t>*>{"allow_uids", &c.server.allow_uids},
+                            {"allow_gids", &c.server.allow_gids}}) {
+      const toml::node* n = s.get(key);
+      if (!n) continue;
+      const char* what = "expected an array of numeric ids in [0, 4294967294], e.g. [1001, 1002]";
+      if (!n->is_array()) s.fail(key, what);
+      for (const auto& el : *n->as_array()) {
+        if (!el.is_integer()) s.fail(key, what);
+        int64_t id = el.as_integer()->get();
+        if (id < 0 || id > 4294967294LL) s.fail(key, fmt::format("{} is out of range: {}", id, what));
+        for (uint32_t x : *out)
+          if (x == id) s.fail(key, fmt::format("id {} is listed twice", id));
+        out->push_back(static_cast<uint32_t>(id));
+      }
+    }
+    if (auto listen = s.opt_str("metrics_listen")) {
+      std::string why = parse_listen(*listen, c.server.metrics_host, c.server.metrics_port);
+      if (!why.empty()) s.fail("metrics_listen", why);
+      c.server.metrics_listen = *listen;
+    }
+    s.check_unknown();
+    if (c.server.shm_prefix.empty() || c.server.shm_prefix.find('/') != std::string::npos)
+      s.fail("shm_prefix", "expected a non-empty name without '/'");
+    if (c.server.socket.size() >= 100) s.fail("socket", "path too long for a unix socket (max 99 bytes)");
+  }
+  {
+    Section s(path, subtable(path, root, "cache"), "cache");
+    c.cache.enabled = s.boolean("enabled", true);
+    c.cache.dir = resolve(path, s.str("dir", default_cache_dir()));
+    if (const toml::node* m = s.get("max_gb")) {
+      if (!m->is_number()) s.fail("max_gb", "expected a number of GB >= 0 (0: no bound)");
+      double gb = m->is_integer() ? static_cast<double>(m->as_integer()->get()) : m->as_floating_point()->get();
+      if (!(gb >= 0) || !std::isfinite(gb) || gb > 1e9)
+        s.fail("max_gb", fmt::format("{} is out of range: expected a number of GB >= 0 (0: no bound)", gb));
+      c.cache.max_bytes = static_cast<uint64_t>(gb * 1e9);
+    }
+    s.check_unknown();
+    if (!c.cache.enabled && is_packed(c.batch.padding))
+      s.fail("enabled", fmt::format("padding = \"{}\" packs by token counts, which need the token cache; set "
+                                    "enabled = true",
+                                    padding_name(c.batch.padding)));
+    if (c.cache.enabled && c.cache.dir.empty())
+      s.fail("dir", "no default cache directory (no $CACHE_DIRECTORY, $XDG_CACHE_HOME or $HOME): set one");
+  }
+  return c;
+}
+
+std::string describe(const JobConfig& c) {
+  std::string out;
+  auto q = [](const std::string& s) { return "\"" + s + "\""; };
+  for (const DatasetConfig& d : c.datasets) {
+    out += fmt::format("[[datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
+                       text::format_name(d.format), d.skip_bad ? "skip" : "fail");
+    if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
+    if (d.weight) out += fmt::format("weight = {}\n", *d.weight);
+    for (const auto& [k, v] : d.placeholders) out += fmt::format("placeholders.{} = {}\n", q(k), q(v));
+    for (const auto& [k, v] : d.columns) out += fmt::format("columns.{} = {}\n", q(k), q(v));
+  }
+  out += fmt::format("[tokenizer]\ntype = \"{}\"\npath = {}\ntemplate = \"{}\"\n", c.tokenizer.type,
+                     q(c.tokenizer.path), text::template_name(c.tokenizer.tmpl));
+  if (c.tokenizer.default_system) out += fmt::format("default_system = {}\n", q(*c.tokenizer.default_system));
+  out += fmt::format(
+      "[batch]\nsize = {}\nmax_length = {}\npadding = \"{}\"\ntruncation = \"{}\"\nloss = \"{}\"\ndtype = \"{}\"\n",
+      c.batch.size, c.batch.max_length, padding_name(c.batch.padding), truncation_name(c.batch.truncation),
+      c.batch.last_assistant_only ? "last_assistant" : "all_assistant",
+      c.batch.dtype == shm::Dtype::kInt64 ? "int64" : "int32");
+  if (is_packed(c.batch.padding))
+    out += fmt::format("pack_window = {}\ntokens = {}\n", c.batch.pack_window, c.batch.tokens);
+  out += fmt::format("[schedule]\nepochs = {}\nshuffle = {}\nseed = {}\ndrop_last = {}\n", c.schedule.epochs,
+                     c.schedule.shuffle, static_cast<int64_t>(c.schedule.seed), c.schedule.drop_last);
+  out += fmt::format("[workers]\ncount = {}\nslots = {}\nmax_crashes = {}\n", c.workers.count, c.workers.slots,
+                     c.workers.max_crashes);
+  std::string serve;
+  for (uint32_t r : c.ranks.serve) serve += (serve.empty() ? "" : ", ") + std::to_string(r);
+  out += fmt::format("[ranks]\nworld_size = {}\nserve = [{}]\n", c.ranks.world_size, serve);
+  if (c.ranks.local_ranks)
+    out += fmt::format("node_rank = {}\nlocal_ranks = {}\n", c.ranks.node_rank, c.ranks.local_ranks);
+  out += fmt::format("[server]\nsocket = {}\nshm_prefix = {}\nshm_dir = {}\nheartbeat_ms = {}\n", q(c.server.socket),
+                     q(c.server.shm_prefix), q(c.server.shm_dir), c.server.heartbeat_ms);
+  out += fmt::format("allow_uids = [{}]\nallow_gids = [{}]\n", fmt::join(c.server.allow_uids, ", "),
+                     fmt::join(c.server.allow_gids, ", "));
+  if (!c.server.metrics_listen.empty()) out += fmt::format("metrics_listen = {}\n", q(c.server.metrics_listen));
+  out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\n", c.cache.enabled, q(c.cache.dir),
+                     c.cache.max_bytes / 1e9);
+  return out;
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,131 @@
+// The job configuration (TOML). Every key is checked: an unknown key, a wrong
+// type or a bad value is a ConfigError that names the file, the key and what
+// is expected.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "template/chat_template.hpp"
+#include "records/records.hpp"
+#include "template/sample.hpp"
+#include "tokfeed/shm/layout.hpp"
+
+namespace tokfeed {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Padding : uint8_t { kLongest, kMaxLength, kPacked, kPaddingFree };
+
+// True for the modes whose rows hold several samples (docs/data_model.md 4.1).
+inline bool is_packed(Padding p) { return p == Padding::kPacked || p == Padding::kPaddingFree; }
+
+// One dataset of the job (docs/data_model.md section 1.1).
+struct DatasetConfig {
+  std::string name;  // `path` as the config wrote it, for status and messages
+  std::string path;  // a file, a glob or a directory, resolved against the config file's directory
+  text::Format format = text::Format::kAuto;
+  bool skip_bad = true;  // on_bad_record = "skip"
+  std::vector<std::pair<std::string, std::string>> placeholders;
+  std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as
+  std::optional<uint64_t> samples;                           // per epoch, ms-swift's `#N`
+  std::optional<double> weight;                              // a share of the mixed epoch
+};
+
+struct TokenizerConfig {
+  std::string type = "sentencepiece";
+  std::string path;
+  text::Template tmpl = text::Template::kChatml;
+  std::optional<std::string> default_system;
+};
+
+struct BatchConfig {
+  uint32_t size = 4;
+  uint32_t max_length = 2048;
+  Padding padding = Padding::kLongest;
+  text::Truncation truncation = text::Truncation::kRight;
+  bool last_assistant_only = false;
+  shm::Dtype dtype = shm::Dtype::kInt64;
+  uint32_t pack_window = 1000;  // samples packed together, best-fit decreasing
+  uint32_t tokens = 0;          // padding_free: token budget of a batch's one row
+
+  // Row capacity in tokens of a packed row.
+  uint32_t capacity() const { return padding == Padding::kPaddingFree ? tokens : max_length; }
+  // Rows per batch (padding_free has one).
+  uint32_t rows() const { return padding == Padding::kPaddingFree ? 1 : size; }
+};
+
+struct ScheduleConfig {
+  uint32_t epochs = 1;
+  bool shuffle = true;
+  uint64_t seed = 42;
+  bool drop_last = false;
+};
+
+struct WorkersConfig {
+  uint32_t count = 2;
+  uint32_t slots = 4;
+  uint32_t max_crashes = 3;  // crashes on one record before it is isolated
+};
+
+struct RanksConfig {
+  uint32_t world_size = 1;
+  uint32_t node_rank = 0;
+  uint32_t local_ranks = 0;     // ranks per node; 0 = unset
+  std::vector<uint32_t> serve;  // global ranks served here; default: all, or node_rank's local ranks
+};
+
+// The token cache (docs/data_model.md section 6).
+struct CacheConfig {
+  bool enabled = true;
+  std::string dir;  // default: $CACHE_DIRECTORY, $XDG_CACHE_HOME/tokfeed, ~/.cache/tokfeed
+  // Bytes the directory may hold; at start the least recently used entries
+  // go until it fits (0: no bound). Written in GB (10^9 bytes) as max_gb.
+  uint64_t max_bytes = 0;
+};
+
+struct ServerConfig {
+  std::string socket = "/run/tokfeed/default.sock";
+  std::string shm_prefix = "tokfeed-default";
+  std::string shm_dir = "/dev/shm";
+  uint32_t heartbeat_ms = 100;
+  // Peers (by SO_PEERCRED) allowed on the control socket besides the
+  // daemon's own uid and root: these uids, and any peer with a gid in
+  // allow_gids as its primary or a supplementary group.
+  std::vector<uint32_t> allow_uids;
+  std::vector<uint32_t> allow_gids;
+  // metrics_listen = "host:port": serve GET /metrics over HTTP. Empty: off.
+  std::string metrics_listen;
+  std::string metrics_host;   // an IP literal, without brackets
+  uint16_t metrics_port = 0;  // 0: any free port (shown in status)
+};
+
+struct JobConfig {
+  std::string file;                     // the config file itself
+  std::vector<DatasetConfig> datasets;  // [dataset], or [[datasets]]: at least one
+  TokenizerConfig tokenizer;
+  BatchConfig batch;
+  ScheduleConfig schedule;
+  WorkersConfig workers;
+  RanksConfig ranks;
+  ServerConfig server;
+  CacheConfig cache;
+};
+
+// Parses and validates `path`. Throws ConfigError.
+JobConfig load_config(const std::string& path);
+
+// The resolved settings as TOML, for --check-config and status.
+std::string describe(const JobConfig& c);
+
+std::string_view padding_name(Padding p) noexcept;
+std::string_view truncation_name(text::Truncation t) noexcept;
+
+}  // namespace tokfeed

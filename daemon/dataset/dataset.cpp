@@ -1,0 +1,191 @@
+#include "dataset/dataset.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "common/hash128.hpp"
+#include "tokfeed/shm/futex.hpp"
+
+namespace tokfeed {
+
+namespace {
+
+constexpr uint64_t kEdgeBytes = 64 * 1024;
+
+// The name of a shard's saved index: its identity (path, size, mtime, inode;
+// or the spool's content hash), a hash of its first and last 64 KiB, and
+// every rule that decides which records are valid.
+std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
+  Hash128 h;
+  h.field("tokfeed shard index v1");
+  h.field(b.identity());
+  uint64_t head = std::min(b.size(), kEdgeBytes);
+  h.field(std::string_view(b.data(), head));
+  h.field(std::string_view(b.data() + b.size() - std::min(b.size() - head, kEdgeBytes),
+                           std::min(b.size() - head, kEdgeBytes)));
+  h.field(text::format_name(rules.format));
+  h.field(rules.require_alternation ? "alternate" : "any order");
+  for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
+  h.field("columns");
+  for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
+  return h.hex() + ".tfx";
+}
+
+}  // namespace
+
+text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
+  const DatasetConfig& d = cfg.datasets[dataset];
+  text::RecordRules r;
+  r.format = d.format;
+  r.require_alternation = text::template_requires_alternation(cfg.tokenizer.tmpl);
+  r.placeholders = d.placeholders;
+  r.columns = d.columns;
+  return r;
+}
+
+Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
+  const uint64_t t0 = shm::monotonic_ns();
+  // Each dataset's shards, with their sizes as stored (for progress).
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> shards;
+  uint64_t on_disk = 0, count = 0;
+  for (const DatasetConfig& d : cfg.datasets) {
+    auto& list = shards.emplace_back();
+    for (std::string& p : resolve_shards(d.name, d.path)) {
+      struct stat st;
+      uint64_t bytes = ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+      on_disk += bytes;
+      ++count;
+      list.emplace_back(std::move(p), bytes);
+    }
+  }
+  if (progress) {
+    progress->bytes_total.store(on_disk, std::memory_order_relaxed);
+    progress->shards_total.store(count, std::memory_order_relaxed);
+  }
+  std::vector<uint64_t> valid;
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
+    DatasetInfo info;
+    info.name = cfg.datasets[d].name;
+    info.shards = shards[d].size();
+    const std::size_t shards_before = shards_.size();
+    for (const auto& [path, bytes] : shards[d]) load_shard(cfg, d, path, bytes, progress);
+    for (std::size_t s = shards_before; s < shards_.size(); ++s) {
+      info.bytes += shards_[s].bytes.size();
+      info.valid += shards_[s].index.valid();
+      info.bad += shards_[s].index.bad().size();
+      info.indexed += shards_[s].indexed;
+    }
+    info.records = info.valid + info.bad;
+    if (info.valid == 0) {
+      if (info.bad == 0) throw DatasetError(fmt::format("{}: no valid records: it holds no records", info.name));
+      const BadRecord& b = bad_[bad_.size() - info.bad];  // this dataset's first
+      throw DatasetError(
+          fmt::format("{}: no valid records: all {} records are bad; the first: {}:{}: {} (check the "
+                      "dataset's format and columns)",
+                      info.name, info.bad, b.file, b.line, b.reason));
+    }
+    valid.push_back(info.valid);
+    bytes_ += info.bytes;
+    info_.push_back(std::move(info));
+  }
+  std::vector<uint64_t> counts = mix_counts(cfg.datasets, valid, cfg.file);
+  std::vector<MixPart> parts;
+  uint64_t first = 0;
+  for (std::size_t d = 0; d < info_.size(); ++d) {
+    info_[d].samples = counts[d];
+    parts.push_back({first, valid[d], counts[d]});
+    first += valid[d];
+  }
+  if (first > UINT32_MAX) throw DatasetError(fmt::format("{} valid records: at most 2^32 are supported", first));
+  mixture_ = Mixture(std::move(parts));
+  if (mixture_.per_epoch() > UINT32_MAX)
+    throw DatasetError(
+        fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`", mixture_.per_epoch()));
+  seconds_ = (shm::monotonic_ns() - t0) / 1e9;
+}
+
+void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+                         IndexProgress* progress) {
+  const DatasetConfig& dc = cfg.datasets[d];
+  const text::RecordRules rules = record_rules(cfg, d);
+  const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
+  const bool compressed = compression_of(path) != Compression::kNone;
+  const uint64_t before = progress ? progress->bytes_done.load(std::memory_order_relaxed) : 0;
+
+  Shard s;
+  s.path = path;
+  s.dataset = d;
+  s.first = shard_first_.back();
+  ShardProgress report;
+  if (progress) {
+    report.bytes = &progress->bytes_done;
+    report.records = &progress->records;
+    report.cancel = &progress->cancel;
+    report.slow_chunk_ms = progress->slow_chunk_ms;
+  }
+  s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
+
+  s.index_name = index_name(s.bytes, rules);
+  std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
+  std::optional<ShardIndex> hit;
+  if (cache) hit = ShardIndex::load(saved, s.bytes.size());
+  if (hit) {
+    s.index = std::move(*hit);
+  } else {
+    s.indexed = true;
+    unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    if (compressed) report.bytes = nullptr;  // counted as read
+    // The shard is a read-only shared file mapping; the daemon reads it again
+    // only to name a record's line.
+    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);
+    if (cache) {
+      std::error_code ec;
+      std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
+      // A cache that cannot be written costs the next start an index, no more.
+      if (std::string err = s.index.save(saved); !err.empty()) {
+        spdlog::warn("{}: the shard index is not kept ({}); the next start indexes it again", path, err);
+      } else if (auto mapped = ShardIndex::load(saved, s.bytes.size())) {
+        s.index = std::move(*mapped);  // the page cache holds it, shared with later starts
+      }
+    }
+  }
+  if (progress) {
+    progress->bytes_done.store(before + disk_bytes, std::memory_order_relaxed);
+    progress->shards_done.fetch_add(1, std::memory_order_relaxed);
+    if (!s.indexed) progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
+  }
+  if (!s.index.bad().empty() && !dc.skip_bad) {
+    const ShardBad& b = s.index.bad()[0];
+    throw DatasetError(
+        fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
+                    "such records)",
+                    path, b.line, b.reason));
+  }
+  for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, b.reason});
+  shard_first_.push_back(s.first + s.index.valid());
+  shards_.push_back(std::move(s));
+}
+
+const Dataset::Shard& Dataset::shard_of(uint64_t i) const {
+  if (shards_.size() == 1) return shards_[0];
+  auto it = std::upper_bound(shard_first_.begin(), shard_first_.end(), i);
+  return shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
+}
+
+uint32_t Dataset::line(uint64_t i) const {
+  const Shard& s = shard_of(i);
+  return line_at(s.bytes.data(), s.index.offset(i - s.first));
+}
+
+std::string Dataset::where(uint64_t i) const {
+  const Shard& s = shard_of(i);
+  return fmt::format("{}:{}", s.path, line_at(s.bytes.data(), s.index.offset(i - s.first)));
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,142 @@
+// The job's datasets (docs/data_model.md 1 and 1.1): every shard mapped once
+// in the supervisor, indexed and validated before the workers fork, so every
+// worker shares the same pages and the same index.
+//
+// Valid records are numbered over the datasets in config order, each one's
+// shards in sorted order, each shard in file order. The index keeps 8 bytes
+// per valid record (where it starts); a record's end is found when it is read.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dataset/dataset_error.hpp"
+#include "dataset/mixture.hpp"
+#include "dataset/shard_index.hpp"
+#include "dataset/shard_source.hpp"
+#include "records/records.hpp"
+
+namespace tokfeed {
+
+struct BadRecord {
+  std::string file;  // the shard
+  uint32_t line;
+  std::string reason;
+};
+
+// One dataset of the job, as status shows it.
+struct DatasetInfo {
+  std::string name;  // its path as the config wrote it
+  uint64_t shards = 0;
+  uint64_t bytes = 0;    // shard bytes, decompressed
+  uint64_t records = 0;  // valid + bad
+  uint64_t valid = 0;
+  uint64_t bad = 0;
+  uint64_t samples = 0;  // per epoch (c_d)
+  uint64_t indexed = 0;  // shards indexed at this start (the others came from the index cache)
+};
+
+// Where indexing stands, for the log, status and systemd while it runs.
+struct IndexProgress {
+  std::atomic<uint64_t> bytes_done{0};  // of the shards' files as stored (compressed ones count compressed)
+  std::atomic<uint64_t> bytes_total{0};
+  std::atomic<uint64_t> shards_done{0};
+  std::atomic<uint64_t> shards_total{0};
+  std::atomic<uint64_t> records{0};
+  // Set by the supervisor on shutdown: indexing stops at the next chunk with
+  // a DatasetError, so a stop is not held up by a long index.
+  std::atomic<bool> cancel{false};
+  // Test-only fault hook (TOKFEED_FAULT_HOOKS): every chunk waits this long.
+  uint32_t slow_chunk_ms = 0;
+};
+
+// The rules a dataset's records are checked against (its format, columns and
+// placeholders, and the template's alternation rule).
+text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset);
+
+class Dataset {
+ public:
+  // Resolves, maps and indexes every dataset of `cfg`, reusing and writing
+  // the index cache and spool in `[cache] dir` when the cache is enabled.
+  // Throws DatasetError for an unreadable or damaged file, a dataset without
+  // valid records, or a bad record under on_bad_record = "fail"; ConfigError
+  // for weights that leave no room.
+  explicit Dataset(const JobConfig& cfg, IndexProgress* progress = nullptr);
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+
+  // Valid records, 0..size()-1.
+  uint64_t size() const { return shard_first_.back(); }
+  std::string_view record(uint64_t i) const {
+    const Shard& s = shard_of(i);
+    return record_at(s.bytes.data(), s.bytes.size(), s.index.kind(), s.index.offset(i - s.first));
+  }
+  // "shard:line" of valid record i, and its line alone (both count the
+  // shard's newlines up to it: for messages, not for hot paths).
+  std::string where(uint64_t i) const;
+  uint32_t line(uint64_t i) const;
+  // The dataset record i belongs to.
+  std::size_t dataset_of(uint64_t i) const { return shard_of(i).dataset; }
+
+  uint64_t file_bytes() const { return bytes_; }
+  uint64_t records_total() const { return size() + bad_.size(); }
+  const std::vector<BadRecord>& bad() const { return bad_; }
+  const std::vector<DatasetInfo>& datasets() const { return info_; }
+  const Mixture& mixture() const { return mixture_; }
+  double index_seconds() const { return seconds_; }
+  // The files of `[cache] dir` (`dir`) this job reads: each shard's saved
+  // index and spool.
+  std::vector<std::string> cache_files(const std::string& dir) const {
+    std::vector<std::string> out;
+    for (const Shard& s : shards_) {
+      out.push_back(dir + "/index/" + s.index_name);
+      if (!s.bytes.file().empty() && s.bytes.file() != s.path) out.push_back(s.bytes.file());
+    }
+    return out;
+  }
+  // "" while every shard's file is whole; else the first that shrank under
+  // its mapping (ShardBytes::shrunk()).
+  std::string shrunk() const {
+    for (const Shard& s : shards_)
+      if (std::string why = s.bytes.shrunk(); !why.empty()) return why;
+    return {};
+  }
+  // Each shard's valid record count and the name of its index, in order: the
+  // index's identity of the shard (path, size, mtime, inode and edges, or a
+  // spool's content hash) and the rules that chose its valid records.
+  std::vector<std::pair<uint64_t, std::string>> identities() const {
+    std::vector<std::pair<uint64_t, std::string>> out;
+    for (const Shard& s : shards_) out.emplace_back(s.index.valid(), s.index_name);
+    return out;
+  }
+
+ private:
+  struct Shard {
+    std::string path;
+    std::size_t dataset;
+    uint64_t first;          // its first valid record
+    bool indexed = false;    // at this start, not read from the index cache
+    std::string index_name;  // its saved index's file name in `[cache] dir/index/`
+    ShardBytes bytes;
+    ShardIndex index;
+  };
+  const Shard& shard_of(uint64_t i) const;
+  // `disk_bytes`: the file's size as stored, which progress counts.
+  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+                  IndexProgress* progress);
+
+  std::vector<Shard> shards_;
+  std::vector<uint64_t> shard_first_{0};  // shards + 1 entries
+  std::vector<BadRecord> bad_;
+  std::vector<DatasetInfo> info_;
+  Mixture mixture_;
+  uint64_t bytes_ = 0;
+  double seconds_ = 0;
+};
+
+}  // namespace tokfeed

@@ -1,0 +1,26 @@
+#include "encode/sample_encoder.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace tokfeed {
+
+SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok)
+    : cfg_(cfg), data_(data), tok_(tok) {
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules_.push_back(record_rules(cfg, d));
+  render_.tmpl = cfg.tokenizer.tmpl;
+  render_.default_system = cfg.tokenizer.default_system;
+  render_.last_assistant_only = cfg.batch.last_assistant_only;
+}
+
+bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
+  std::string reason = text::parse_record(data_.record(rec), rules_[data_.dataset_of(rec)], conv_);
+  if (!reason.empty()) {
+    spdlog::error("{}: record no longer parses ({}); the file changed after indexing", data_.where(rec), reason);
+    return false;
+  }
+  text::render(conv_, render_, rendered_);
+  text::encode_sample(tok_, rendered_, cfg_.batch.max_length, cfg_.batch.truncation, out, tokens_);
+  return true;
+}
+
+}  // namespace tokfeed

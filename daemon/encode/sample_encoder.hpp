@@ -1,0 +1,38 @@
+// Valid record -> tokens and labels (docs/data_model.md sections 1-3): the
+// one path both the token cache builder and the uncached batch builder take.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dataset/dataset.hpp"
+#include "template/chat_template.hpp"
+#include "records/records.hpp"
+#include "template/sample.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokfeed {
+
+class SampleEncoder {
+ public:
+  SampleEncoder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok);
+
+  // Encodes valid record `rec` into `out`. Returns false when the record no
+  // longer parses: the index validated it before fork, so the file changed
+  // under us (logged; the caller leaves the sample out).
+  bool encode(uint64_t rec, text::EncodedSample& out);
+
+ private:
+  const JobConfig& cfg_;
+  const Dataset& data_;
+  const text::Tokenizer& tok_;
+  std::vector<text::RecordRules> rules_;  // per dataset
+  text::RenderOptions render_;
+  // Reused across samples, so the steady state allocates nothing.
+  text::Conversation conv_;
+  text::Rendered rendered_;
+  std::vector<text::Token> tokens_;
+};
+
+}  // namespace tokfeed

@@ -1,0 +1,144 @@
+#include "pipeline/batch_builder.hpp"
+
+#include <algorithm>
+
+#include "tokfeed/shm/slot.hpp"
+
+namespace tokfeed {
+
+BatchBuilder::BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok,
+                           const TokenStore* store, Schedule& schedule, const std::unordered_set<uint64_t>& poisoned)
+    : cfg_(cfg), tok_(tok), store_(store), schedule_(schedule), poisoned_(poisoned), encoder_(cfg, data, tok) {}
+
+uint64_t BatchBuilder::slot_bytes(const JobConfig& cfg) {
+  const uint32_t rows = cfg.batch.rows();
+  if (!is_packed(cfg.batch.padding)) return shm::slot_bytes_for(4, rows, cfg.batch.max_length, cfg.batch.dtype, 0, 0);
+  // Packed: four [rows, capacity] tensors at most, and cu_seqlens for at most
+  // one sample per token (max_seqlen fits in the same bound).
+  uint64_t cap = cfg.batch.capacity();
+  return shm::slot_bytes_for(4, rows, cap, cfg.batch.dtype, 2, uint64_t{rows} * cap + 1);
+}
+
+namespace {
+
+// The four [rows, L] tensors. A row is samples [row_start[r], row_start[r+1])
+// of `kept`, one after the other (one sample per row in padded modes).
+template <class T>
+void fill_rows(shm::SlotWriter& w, const char* name, shm::Dtype dtype, uint32_t len,
+               const std::vector<const text::EncodedSample*>& kept, const std::vector<uint32_t>& row_start, int which,
+               int32_t pad_id, bool packed) {
+  const uint32_t rows = static_cast<uint32_t>(row_start.size() - 1);
+  T* out = static_cast<T*>(w.add(name, dtype, 2, rows, len));
+  for (uint32_t r = 0; r < rows; ++r) {
+    T* row = out + uint64_t{r} * len;
+    T* at = row;
+    for (uint32_t k = row_start[r]; k < row_start[r + 1]; ++k) {
+      const text::EncodedSample& s = *kept[k];
+      const uint32_t n = static_cast<uint32_t>(s.ids.size());
+      switch (which) {
+        case 0: std::copy(s.ids.begin(), s.ids.end(), at); break;
+        case 1: std::fill(at, at + n, T{1}); break;
+        case 2:
+          std::copy(s.labels.begin(), s.labels.end(), at);
+          // No sample learns to predict its first token from the one before.
+          if (packed && n) at[0] = static_cast<T>(text::kIgnoreIndex);
+          break;
+        default:
+          for (uint32_t t = 0; t < n; ++t) at[t] = static_cast<T>(t);
+      }
+      at += n;
+    }
+    T fill = which == 0 ? static_cast<T>(pad_id) : which == 2 ? static_cast<T>(text::kIgnoreIndex) : T{0};
+    std::fill(at, row + len, fill);
+  }
+}
+
+}  // namespace
+
+const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, BuildStats& st,
+                                                const std::function<void(uint64_t)>& on_record) {
+  if (poisoned_.count(rec)) return nullptr;
+  text::EncodedSample& s = samples_[k];
+  if (store_) {
+    if (store_->flags(rec) & cache_flags::kIsolated) return nullptr;
+    store_->get(rec, s);
+  } else {
+    on_record(rec);
+    if (!encoder_.encode(rec, s)) {
+      ++st.dropped;
+      return nullptr;
+    }
+  }
+  if (s.dropped) {
+    ++st.dropped;
+    return nullptr;
+  }
+  st.truncated += s.truncated;
+  st.all_masked += s.all_masked;
+  return &s;
+}
+
+BuildStats BatchBuilder::build(uint64_t i, char* slot, uint64_t slot_bytes, uint64_t seq, uint64_t session,
+                               const std::function<void(uint64_t)>& on_record) {
+  BuildStats st;
+  const bool packed = is_packed(cfg_.batch.padding);
+  schedule_.batch_rows(i, rows_);
+  // Sized before any pointer into it is taken.
+  if (samples_.size() < rows_.samples.size()) samples_.resize(rows_.samples.size());
+  kept_.clear();
+  kept_row_start_.assign(1, 0);
+  for (uint32_t r = 0; r < rows_.rows(); ++r) {
+    for (uint32_t k = rows_.row_start[r]; k < rows_.row_start[r + 1]; ++k)
+      if (const text::EncodedSample* s = sample(rows_.samples[k], k, st, on_record)) kept_.push_back(s);
+    // A padded row whose one sample is left out is no row at all; a packed
+    // row never holds an excluded sample.
+    if (kept_.size() > kept_row_start_.back()) kept_row_start_.push_back(static_cast<uint32_t>(kept_.size()));
+  }
+
+  const uint32_t rows = static_cast<uint32_t>(kept_row_start_.size() - 1);
+  uint32_t len = 0, longest_row = 0, longest_sample = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    uint32_t n = 0;
+    for (uint32_t k = kept_row_start_[r]; k < kept_row_start_[r + 1]; ++k) {
+      uint32_t l = static_cast<uint32_t>(kept_[k]->ids.size());
+      n += l;
+      longest_sample = std::max(longest_sample, l);
+    }
+    longest_row = std::max(longest_row, n);
+    st.real_tokens += n;
+  }
+  switch (cfg_.batch.padding) {
+    case Padding::kLongest: len = longest_row; break;
+    case Padding::kMaxLength:
+    case Padding::kPacked: len = cfg_.batch.max_length; break;
+    case Padding::kPaddingFree: len = longest_row; break;
+  }
+
+  shm::SlotWriter w(slot, slot_bytes);
+  const int32_t pad = tok_.pad_id();
+  const shm::Dtype dt = cfg_.batch.dtype;
+  static const char* kNames[4] = {"input_ids", "attention_mask", "labels", "position_ids"};
+  for (int t = 0; t < 4; ++t) {
+    // padding_free rows have no padding to mask (HF DataCollatorWithFlattening).
+    if (t == 1 && cfg_.batch.padding == Padding::kPaddingFree) continue;
+    if (dt == shm::Dtype::kInt64) fill_rows<int64_t>(w, kNames[t], dt, len, kept_, kept_row_start_, t, pad, packed);
+    else fill_rows<int32_t>(w, kNames[t], dt, len, kept_, kept_row_start_, t, pad, packed);
+  }
+  if (packed) {
+    auto* cu = static_cast<int32_t*>(w.add("cu_seqlens", shm::Dtype::kInt32, 1, int64_t(kept_.size() + 1), 0));
+    cu[0] = 0;
+    for (std::size_t k = 0; k < kept_.size(); ++k) cu[k + 1] = cu[k] + static_cast<int32_t>(kept_[k]->ids.size());
+    auto* mx = static_cast<int32_t*>(w.add("max_seqlen", shm::Dtype::kInt32, 1, 1, 0));
+    mx[0] = static_cast<int32_t>(longest_sample);
+  }
+  uint64_t epoch, step;
+  schedule_.locate(i, epoch, step);
+  w.finish(seq, session, i, static_cast<uint32_t>(epoch), static_cast<uint32_t>(step), rows, len, st.real_tokens);
+  st.rows = rows;
+  st.seq_len = len;
+  st.samples = kept_.size();
+  st.tokens = uint64_t{rows} * len;
+  return st;
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,62 @@
+// Builds one batch straight into a ring slot (docs/data_model.md section 5).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_set>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dataset/dataset.hpp"
+#include "encode/sample_encoder.hpp"
+#include "pipeline/schedule.hpp"
+#include "template/sample.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "cache/token_cache.hpp"
+
+namespace tokfeed {
+
+struct BuildStats {
+  uint32_t rows = 0;
+  uint32_t seq_len = 0;
+  uint64_t samples = 0;  // samples in the batch
+  uint64_t tokens = 0;   // rows x L
+  uint64_t real_tokens = 0;
+  uint64_t truncated = 0;
+  uint64_t dropped = 0;
+  uint64_t all_masked = 0;
+};
+
+class BatchBuilder {
+ public:
+  // Samples come from `store` when there is one, else are encoded here.
+  BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, const TokenStore* store,
+               Schedule& schedule, const std::unordered_set<uint64_t>& poisoned);
+
+  // Bytes one slot needs for this job's largest batch.
+  static uint64_t slot_bytes(const JobConfig& cfg);
+
+  // Encodes stream batch `i` into `slot`. `on_record` is told each valid
+  // record index before it is encoded, so a crash can be traced to it.
+  BuildStats build(uint64_t i, char* slot, uint64_t slot_bytes, uint64_t seq, uint64_t session,
+                   const std::function<void(uint64_t)>& on_record);
+
+ private:
+  // The sample of valid record `rec`, or nullptr when it is left out.
+  const text::EncodedSample* sample(uint64_t rec, std::size_t k, BuildStats& st,
+                                    const std::function<void(uint64_t)>& on_record);
+
+  const JobConfig& cfg_;
+  const text::Tokenizer& tok_;
+  const TokenStore* store_;
+  Schedule& schedule_;
+  const std::unordered_set<uint64_t>& poisoned_;
+  SampleEncoder encoder_;
+  // Reused across batches, so the steady state allocates nothing.
+  BatchRows rows_;
+  std::vector<text::EncodedSample> samples_;
+  std::vector<const text::EncodedSample*> kept_;
+  std::vector<uint32_t> kept_row_start_;
+};
+
+}  // namespace tokfeed

@@ -1,0 +1,196 @@
+#include "pipeline/schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+
+#include "cache/token_cache.hpp"
+
+namespace tokfeed {
+
+void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(uint32_t)>& length, uint32_t capacity,
+               uint32_t window, EpochRows& out) {
+  out.samples.clear();
+  out.row_start.assign(1, 0);
+  std::vector<uint32_t> by_length;
+  std::vector<std::vector<uint32_t>> bins;
+  // Open rows by (free space, opening order): lower_bound finds the best fit,
+  // and among equal free space the row opened first.
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> open;
+  for (std::size_t w0 = 0; w0 < order.size(); w0 += window) {
+    std::size_t w1 = std::min(order.size(), w0 + window);
+    by_length.assign(order.begin() + static_cast<std::ptrdiff_t>(w0), order.begin() + static_cast<std::ptrdiff_t>(w1));
+    std::stable_sort(by_length.begin(), by_length.end(), [&](uint32_t a, uint32_t b) { return length(a) > length(b); });
+    bins.clear();
+    open.clear();
+    for (uint32_t s : by_length) {
+      uint32_t len = length(s);
+      auto it = open.lower_bound({len, 0});
+      uint32_t bin;
+      uint32_t free_after;
+      if (it == open.end()) {
+        bin = static_cast<uint32_t>(bins.size());
+        bins.emplace_back();
+        free_after = capacity - len;
+      } else {
+        bin = it->second;
+        free_after = it->first.first - len;
+        open.erase(it);
+      }
+      bins[bin].push_back(s);
+      open.emplace(std::pair{free_after, bin}, bin);
+    }
+    for (const auto& b : bins) {
+      out.samples.insert(out.samples.end(), b.begin(), b.end());
+      out.row_start.push_back(static_cast<uint32_t>(out.samples.size()));
+    }
+  }
+}
+
+Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store)
+    : cfg_(cfg),
+      mix_(mix),
+      n_(mix.per_epoch()),
+      world_(cfg.ranks.world_size),
+      rank_(rank),
+      rows_per_batch_(cfg.batch.rows()),
+      packed_(is_packed(cfg.batch.padding)),
+      start_(start),
+      store_(store),
+      epochs_(cfg.schedule.epochs) {
+  if (n_ > UINT32_MAX) throw std::invalid_argument("more than 2^32 records");
+  if (packed_ && !store_) throw std::invalid_argument("packed modes need the token cache");
+  uint64_t index = 0;
+  for (uint64_t e = start_.epoch; e < epochs_; ++e) {
+    uint64_t rows = epoch_rows(e);
+    uint64_t b = std::min(base(e), rows);
+    first_index_.push_back(index);
+    epoch_batches_.push_back(segment_batches(rows - b));
+    index += epoch_batches_.back();
+  }
+  total_ = index;
+}
+
+uint64_t Schedule::segment_batches(uint64_t n) const {
+  const uint64_t S = rows_per_batch_;
+  const bool drop = cfg_.schedule.drop_last;
+  if (packed_) return drop ? n / (world_ * S) : (n + world_ * S - 1) / (world_ * S);
+  // DistributedSampler: pad by wrap-around to a multiple of the world size,
+  // or cut down to one with drop_last.
+  uint64_t total = drop ? n / world_ * world_ : (n + world_ - 1) / world_ * world_;
+  uint64_t per_rank = total / world_;
+  return drop ? per_rank / S : (per_rank + S - 1) / S;
+}
+
+void Schedule::permutation(uint64_t epoch, std::vector<uint32_t>& perm) const {
+  perm.resize(n_);
+  std::iota(perm.begin(), perm.end(), 0u);
+  if (cfg_.schedule.shuffle && n_ > 1) {
+    uint64_t state = cfg_.schedule.seed ^ (epoch * 0x9E3779B97F4A7C15ULL);
+    for (uint64_t i = n_ - 1; i >= 1; --i) {
+      uint64_t j = splitmix64(state) % (i + 1);
+      std::swap(perm[i], perm[j]);
+    }
+  }
+  if (!mix_.whole()) {
+    // Positions of the sample list -> the records they hold (1.1).
+    std::vector<uint32_t> list;
+    mix_.sample_list(cfg_.schedule.seed, epoch, list);
+    for (uint32_t& p : perm) p = list[p];
+  }
+}
+
+// One epoch's rows at a time, and nothing else per sample (4 bytes a sample);
+// a worker reads the supervisor's copy of the epoch it starts in.
+const EpochRows& Schedule::rows(uint64_t epoch) {
+  if (shared_ && epoch == shared_epoch_) return *shared_;
+  if (epoch == rows_epoch_) return rows_;
+  if (!packed_) {
+    permutation(epoch, rows_.samples);
+    rows_.row_start.clear();
+  } else {
+    std::vector<uint32_t> order;
+    permutation(epoch, order);
+    std::erase_if(order, [this](uint32_t s) { return store_->flags(s) & cache_flags::kExcluded; });
+    pack_rows(
+        order, [this](uint32_t s) { return store_->length(s); }, cfg_.batch.capacity(), cfg_.batch.pack_window, rows_);
+  }
+  rows_epoch_ = epoch;
+  return rows_;
+}
+
+// Unpacked, every sample of the epoch is a row: no permutation needed.
+uint64_t Schedule::epoch_rows(uint64_t epoch) { return packed_ ? rows(epoch).rows() : n_; }
+
+void Schedule::locate(uint64_t i, uint64_t& epoch, uint64_t& step) const {
+  auto it = std::upper_bound(first_index_.begin(), first_index_.end(), i);
+  // The last epoch starting at or before i (epochs without batches share
+  // their successor's first index, so they are passed over).
+  std::size_t k = static_cast<std::size_t>(it - first_index_.begin()) - 1;
+  epoch = start_.epoch + k;
+  step = i - first_index_[k];
+}
+
+uint64_t Schedule::index_of(uint64_t epoch, uint64_t step) const {
+  if (epoch < start_.epoch) return 0;
+  uint64_t k = epoch - start_.epoch;
+  if (k >= epoch_batches_.size()) return total_;
+  return first_index_[k] + std::min(step, epoch_batches_[k]);
+}
+
+void Schedule::batch_rows(uint64_t i, BatchRows& out) {
+  out.samples.clear();
+  out.row_start.assign(1, 0);
+  if (i >= total_) return;
+  uint64_t epoch, k;
+  locate(i, epoch, k);
+  const EpochRows& er = rows(epoch);
+  const uint64_t b = std::min(base(epoch), er.rows());
+  const uint64_t n = er.rows() - b;
+  const uint64_t S = rows_per_batch_, W = world_, r = rank_;
+  auto push_row = [&](uint64_t row) {  // row of the segment Q
+    if (er.row_start.empty()) {
+      out.samples.push_back(er.samples[b + row]);
+    } else {
+      for (uint32_t s = er.row_start[b + row]; s < er.row_start[b + row + 1]; ++s) out.samples.push_back(er.samples[s]);
+    }
+    out.row_start.push_back(static_cast<uint32_t>(out.samples.size()));
+  };
+
+  if (!packed_) {
+    // DistributedSampler: this rank's sample j sits at r + j*W of the padded
+    // segment, and the padding repeats the segment from its start.
+    uint64_t total = cfg_.schedule.drop_last ? n / W * W : (n + W - 1) / W * W;
+    uint64_t per_rank = total / W;
+    for (uint64_t j = k * S; j < std::min((k + 1) * S, per_rank); ++j) push_row((r + j * W) % n);
+    return;
+  }
+  const uint64_t B = epoch_batches_[epoch - start_.epoch];
+  if (cfg_.schedule.drop_last || k + 1 < B) {
+    for (uint64_t t = 0; t < S; ++t) push_row(k * W * S + r + t * W);
+    return;
+  }
+  // The last step: split the tail's fullest rows until every rank has one,
+  // when there are samples enough (4.2).
+  std::vector<std::vector<uint32_t>> tail;
+  for (uint64_t row = k * W * S; row < n; ++row) {
+    auto& t = tail.emplace_back();
+    for (uint32_t s = er.row_start[b + row]; s < er.row_start[b + row + 1]; ++s) t.push_back(er.samples[s]);
+  }
+  while (tail.size() < W) {
+    std::size_t most = 0;
+    for (std::size_t t = 1; t < tail.size(); ++t)
+      if (tail[t].size() > tail[most].size()) most = t;
+    if (tail.empty() || tail[most].size() < 2) break;
+    uint32_t s = tail[most].back();
+    tail[most].pop_back();
+    tail.push_back({s});
+  }
+  for (std::size_t p = r; p < tail.size(); p += W) {
+    out.samples.insert(out.samples.end(), tail[p].begin(), tail[p].end());
+    out.row_start.push_back(static_cast<uint32_t>(out.samples.size()));
+  }
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,110 @@
+// The order of samples and batches (docs/data_model.md section 4): a pure
+// function of the job, the rank and the stream's start.
+//
+//   epoch order (4)  ->  rows (4.1: one sample each, or packed)
+//                    ->  this rank's batches (4.2: from the start (e0, s0))
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "common/random.hpp"
+#include "config/config.hpp"
+#include "dataset/mixture.hpp"
+
+namespace tokfeed {
+
+class TokenStore;
+
+// Where a rank's stream begins: epoch e0, from row s0 of it (4.3).
+struct StreamStart {
+  uint64_t epoch = 0;
+  uint64_t base = 0;
+  bool operator==(const StreamStart&) const = default;
+};
+
+// The rows of one epoch, world-independent (4.1). Packed: `samples` in row
+// order, row j is samples[row_start[j] .. row_start[j+1]). Padded: one sample
+// per row, and row_start is empty.
+struct EpochRows {
+  std::vector<uint32_t> samples;
+  std::vector<uint32_t> row_start;
+  uint64_t rows() const { return row_start.empty() ? samples.size() : row_start.size() - 1; }
+};
+
+// Best-fit decreasing over windows of `window` samples (4.1). `order` is the
+// epoch order with excluded samples already taken out; `length(s)` is a
+// sample's token count.
+void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(uint32_t)>& length, uint32_t capacity,
+               uint32_t window, EpochRows& out);
+
+// One batch: rows of samples (valid-record indices), flat.
+struct BatchRows {
+  std::vector<uint64_t> samples;
+  std::vector<uint32_t> row_start;  // rows + 1 offsets into samples
+  uint32_t rows() const { return static_cast<uint32_t>(row_start.size() - 1); }
+};
+
+class Schedule {
+ public:
+  // `mix` gives each epoch's sample list (1.1); `store` gives token counts,
+  // required for packed modes.
+  Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store);
+
+  StreamStart start() const { return start_; }
+  // Batches of each epoch from start().epoch on.
+  const std::vector<uint64_t>& epoch_batches() const { return epoch_batches_; }
+  uint64_t total_batches() const { return total_; }
+  uint64_t epochs() const { return epochs_; }
+  // Rows of epoch e (4.1), and the base of its segment.
+  uint64_t epoch_rows(uint64_t epoch);
+  uint64_t base(uint64_t epoch) const { return epoch == start_.epoch ? start_.base : 0; }
+  // Rows every step deals over all ranks (R x S).
+  uint64_t rows_per_step() const { return world_ * rows_per_batch_; }
+
+  // Epoch and step of stream batch i (i < total_batches()).
+  void locate(uint64_t i, uint64_t& epoch, uint64_t& step) const;
+  // The stream index of (epoch, step), or total_batches() past the end.
+  uint64_t index_of(uint64_t epoch, uint64_t step) const;
+
+  // The rows of stream batch i.
+  void batch_rows(uint64_t i, BatchRows& out);
+
+  // Epoch e's rows (the same for every rank), computed once and kept until
+  // another epoch's are asked for.
+  const EpochRows& epoch_order(uint64_t epoch) { return rows(epoch); }
+  // Reads epoch e's rows from `rows` instead of computing its own: a worker
+  // shares the pages its supervisor computed before fork (4 bytes per sample
+  // once, not once per worker). `rows` must outlive this schedule.
+  void share_rows(uint64_t epoch, const EpochRows* rows) {
+    shared_epoch_ = epoch;
+    shared_ = rows;
+  }
+
+ private:
+  // Epoch e's samples in order (4.1 and 1.1) into `perm`.
+  void permutation(uint64_t epoch, std::vector<uint32_t>& perm) const;
+  const EpochRows& rows(uint64_t epoch);
+  uint64_t segment_batches(uint64_t n) const;
+
+  const JobConfig& cfg_;
+  Mixture mix_;
+  uint64_t n_;  // samples per epoch
+  uint64_t world_;
+  uint64_t rank_;
+  uint64_t rows_per_batch_;
+  bool packed_;
+  StreamStart start_;
+  const TokenStore* store_;
+  uint64_t epochs_;
+  std::vector<uint64_t> epoch_batches_;
+  std::vector<uint64_t> first_index_;  // stream index of each epoch's step 0
+  uint64_t total_ = 0;
+  uint64_t rows_epoch_ = UINT64_MAX;
+  EpochRows rows_;
+  uint64_t shared_epoch_ = UINT64_MAX;
+  const EpochRows* shared_ = nullptr;
+};
+
+}  // namespace tokfeed

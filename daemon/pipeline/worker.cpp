@@ -1,0 +1,85 @@
+#include "pipeline/worker.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "pipeline/batch_builder.hpp"
+#include "pipeline/schedule.hpp"
+#include "tokfeed/shm/futex.hpp"
+#include "tokfeed/shm/ring.hpp"
+
+namespace tokfeed {
+
+namespace {
+
+void become_worker(const WorkerContext& ctx) {
+  // Die with the supervisor: a worker must never outlive it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != ctx.supervisor_pid) _exit(0);
+  // The supervisor's signal handling (Asio) is not ours: default actions and
+  // an empty mask.
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Keep stdin/stdout/stderr only: the mappings stay, but the supervisor's
+  // sockets and segment descriptors are not ours to hold open.
+  close_range(3, ~0U, 0);
+  std::string name = "tokfeed-w" + std::to_string(ctx.rank) + "." + std::to_string(ctx.worker);
+  prctl(PR_SET_NAME, name.c_str());
+}
+
+}  // namespace
+
+void worker_main(const WorkerContext& ctx) {
+  become_worker(ctx);
+  const JobConfig& cfg = *ctx.cfg;
+  Schedule schedule(cfg, ctx.data->mixture(), ctx.rank, ctx.start, ctx.store);
+  if (ctx.shared_rows) schedule.share_rows(ctx.shared_epoch, ctx.shared_rows);
+  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, schedule, *ctx.poisoned);
+  const uint32_t workers = cfg.workers.count;
+  shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);
+  ring.start(static_cast<uint32_t>(getpid()));
+  shm::RingHeader& stats = *ctx.ring;
+  auto on_record = [&](uint64_t rec) {
+    stats.building_record.store(rec + 1, std::memory_order_relaxed);
+#ifdef TOKFEED_FAULT_HOOKS
+    if (ctx.crash_on_line >= 0 && ctx.data->line(rec) == ctx.crash_on_line) abort();
+#endif
+  };
+
+  for (;;) {
+    ring.sync_session();
+    if (ring.head() >= ring.end_seq() || !ring.has_space()) {
+      ring.wait_for_consumer(std::chrono::milliseconds(200));
+      if (getppid() != ctx.supervisor_pid) _exit(0);
+      continue;
+    }
+    uint64_t seq = ring.head();
+    uint64_t index = seq * workers + ctx.worker;
+    stats.building_index.store(index + 1, std::memory_order_relaxed);
+    uint64_t t0 = shm::monotonic_ns();
+    BuildStats st = builder.build(index, ring.slot(seq), ring.slot_bytes(), seq, ring.session(), on_record);
+    stats.building_record.store(0, std::memory_order_relaxed);
+    stats.building_index.store(0, std::memory_order_relaxed);
+    // A client that repositioned while we built wants other batches: drop this one.
+    if (ring.sync_session()) continue;
+    // Counted before it is published, so a client that has consumed a batch
+    // never sees a status that lacks it.
+    stats.batches.fetch_add(1, std::memory_order_relaxed);
+    stats.samples.fetch_add(st.samples, std::memory_order_relaxed);
+    stats.tokens.fetch_add(st.tokens, std::memory_order_relaxed);
+    stats.real_tokens.fetch_add(st.real_tokens, std::memory_order_relaxed);
+    stats.truncated.fetch_add(st.truncated, std::memory_order_relaxed);
+    stats.dropped.fetch_add(st.dropped, std::memory_order_relaxed);
+    stats.all_masked.fetch_add(st.all_masked, std::memory_order_relaxed);
+    stats.build_ns.fetch_add(shm::monotonic_ns() - t0, std::memory_order_relaxed);
+    ring.publish();
+  }
+}
+
+}  // namespace tokfeed

@@ -1,0 +1,44 @@
+// A forked worker: builds its share of one rank's batches into its ring.
+//
+// Batch i of a rank is built by worker i mod W and goes to ring seq i / W of
+// that worker's ring, so a restarted worker resumes at its ring's head and
+// the stream is unchanged (DESIGN.md contract 1).
+#pragma once
+
+#include <cstdint>
+#include <unordered_set>
+
+#include "config/config.hpp"
+#include "dataset/dataset.hpp"
+#include "pipeline/schedule.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "cache/token_cache.hpp"
+#include "tokfeed/shm/layout.hpp"
+
+namespace tokfeed {
+
+struct WorkerContext {
+  const JobConfig* cfg;
+  const Dataset* data;
+  const text::Tokenizer* tok;
+  const TokenStore* store;  // nullptr without the token cache
+  StreamStart start;
+  // The rows of epoch `shared_epoch`, computed by the supervisor before fork
+  // and read, never written, by every worker (nullptr: none).
+  const EpochRows* shared_rows = nullptr;
+  uint64_t shared_epoch = 0;
+  const std::unordered_set<uint64_t>* poisoned;  // valid-record indices to skip
+  shm::SegmentHeader* segment;
+  shm::RingHeader* ring;
+  const shm::ConsumerLine* consumer;
+  char* slots;
+  uint32_t rank;
+  uint32_t worker;
+  int supervisor_pid;
+  int64_t crash_on_line;  // test-only fault hook: abort when building this record line; -1 none
+};
+
+// Runs in the child after fork(); never returns.
+[[noreturn]] void worker_main(const WorkerContext& ctx);
+
+}  // namespace tokfeed

@@ -1,0 +1,104 @@
+// tokfeedd: the tokfeed daemon. Runs in the foreground, as systemd wants.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "pipeline/batch_builder.hpp"
+#include "config/config.hpp"
+#include "dataset/dataset.hpp"
+#include "pipeline/schedule.hpp"
+#include "supervisor/supervisor.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "cache/token_cache.hpp"
+#include "tokfeed/shm/segment.hpp"
+
+namespace {
+
+int check_config(const std::string& path) {
+  using namespace tokfeed;
+  JobConfig cfg = load_config(path);
+  std::printf("# resolved settings of %s\n%s", path.c_str(), describe(cfg).c_str());
+  auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
+  std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
+              tok->pad_id());
+  Dataset data(cfg);
+  for (const DatasetInfo& d : data.datasets())
+    std::printf("# dataset: %s: %llu shard(s), %llu records, %llu valid, %llu bad, %llu samples per epoch\n",
+                d.name.c_str(), static_cast<unsigned long long>(d.shards), static_cast<unsigned long long>(d.records),
+                static_cast<unsigned long long>(d.valid), static_cast<unsigned long long>(d.bad),
+                static_cast<unsigned long long>(d.samples));
+  uint64_t indexed = 0, shards = 0;
+  for (const DatasetInfo& d : data.datasets()) indexed += d.indexed, shards += d.shards;
+  std::printf(
+      "# dataset index: %llu records, %llu bytes in %.3f s (%llu of %llu shards indexed, the others from "
+      "the index cache)\n",
+      static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.file_bytes()),
+      data.index_seconds(), static_cast<unsigned long long>(indexed), static_cast<unsigned long long>(shards));
+  for (std::size_t i = 0; i < data.bad().size() && i < 20; ++i)
+    std::printf("#   %s:%u: %s\n", data.bad()[i].file.c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
+  if (data.bad().size() > 20) std::printf("#   ... %zu more\n", data.bad().size() - 20);
+  std::unique_ptr<TokenStore> store;
+  if (cfg.cache.enabled) {
+    std::string why;
+    CacheKey key = cache_key(cfg, data);
+    store = TokenStore::open(cfg.cache.dir, key, data.size(), why);
+    std::printf("# token cache: %s (%s)\n", store_path(cfg.cache.dir, key, "idx").c_str(),
+                store ? "built" : ("to build: " + why).c_str());
+  }
+  if (is_packed(cfg.batch.padding) && !store) {
+    std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
+  } else {
+    for (uint32_t r : cfg.ranks.serve) {
+      Schedule s(cfg, data.mixture(), r, {}, store.get());
+      std::printf("# rank %u: %llu batches in epoch 0, %llu in all %llu epochs\n", r,
+                  static_cast<unsigned long long>(s.epoch_batches().empty() ? 0 : s.epoch_batches()[0]),
+                  static_cast<unsigned long long>(s.total_batches()), static_cast<unsigned long long>(s.epochs()));
+    }
+  }
+  ShmPlan plan = plan_shm(cfg);
+  uint64_t need = plan.total();
+  uint64_t free = shm::free_bytes(cfg.server.shm_dir);
+  std::printf("# shared memory: %llu bytes needed (slot %llu bytes), %llu bytes free in %s\n",
+              static_cast<unsigned long long>(need), static_cast<unsigned long long>(plan.slot_bytes),
+              static_cast<unsigned long long>(free), cfg.server.shm_dir.c_str());
+  if (need > free) {
+    std::fprintf(stderr, "error: %s needs %llu bytes of shared memory but only %llu are free\n",
+                 cfg.server.shm_dir.c_str(), static_cast<unsigned long long>(need),
+                 static_cast<unsigned long long>(free));
+    return 1;
+  }
+  std::printf("# ok\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tokfeedd: tokenizes and batches SFT data into shared-memory rings for trainers"};
+  std::string config, check, level = "info";
+  app.add_option("--config", config, "job config (TOML) to serve");
+  app.add_option("--check-config", check, "validate a job config, print what it resolves to, and exit");
+  app.add_option("--log-level", level, "trace | debug | info | warn | error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto logger = spdlog::stderr_color_mt("tokfeedd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%P] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+
+  try {
+    if (!check.empty()) return check_config(check);
+    if (config.empty()) {
+      std::fprintf(stderr, "error: --config or --check-config is required\n%s", app.help().c_str());
+      return 2;
+    }
+    tokfeed::Supervisor sup(tokfeed::load_config(config));
+    return sup.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,543 @@
+#include "supervisor/supervisor.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <filesystem>
+
+#include "pipeline/batch_builder.hpp"
+#include "control/metrics_text.hpp"
+#include "tokfeed/proto/frame.hpp"
+#include "tokfeed/shm/futex.hpp"
+#include "pipeline/worker.hpp"
+
+namespace tokfeed {
+
+namespace asio = boost::asio;
+
+ShmPlan plan_shm(const JobConfig& cfg) {
+  ShmPlan p;
+  p.slot_bytes = BatchBuilder::slot_bytes(cfg);
+  shm::SegmentGeometry g{static_cast<uint32_t>(cfg.ranks.serve.size() * cfg.workers.count), cfg.workers.slots,
+                         p.slot_bytes};
+  p.data_bytes = g.data_bytes();
+  p.consumer_bytes = shm::SegmentGeometry::consumer_bytes(cfg.workers.count);
+  p.ranks = cfg.ranks.serve.size();
+  return p;
+}
+
+namespace {
+
+// A refusal the client reports as kInvalidArgument: the position asked for
+// is not in the stream.
+std::string bad_position(const std::string& message) {
+  return error_reply(message, proto::ErrorCode::kInvalidArgument);
+}
+
+// An instance lock that cannot outlive its holder: a socket bound in the
+// abstract namespace, released by the kernel when the process dies. No file
+// is left behind after kill -9.
+int abstract_lock(const std::string& name, std::string& error) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::size_t n = std::min(name.size(), sizeof(addr.sun_path) - 2);
+  std::memcpy(addr.sun_path + 1, name.data(), n);
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    error = std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+}  // namespace
+
+Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
+  start_ns_ = shm::monotonic_ns();
+  acquire_instance_locks();
+  tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
+#ifdef TOKFEED_FAULT_HOOKS
+  if (const char* s = getenv("TOKFEED_FAULT_CRASH_LINE")) crash_on_line_ = std::atoll(s);
+  if (const char* s = getenv("TOKFEED_FAULT_INDEX_CHUNK_MS")) index_progress_.slow_chunk_ms = std::atoi(s);
+#endif
+  create_segments();
+}
+
+Supervisor::~Supervisor() {
+  if (index_thread_.joinable()) index_thread_.join();
+  for (int fd : lock_fds_) ::close(fd);
+}
+
+void Supervisor::acquire_instance_locks() {
+  std::string error;
+  for (const auto& [what, key] :
+       {std::pair<std::string, std::string>{"socket", cfg_.server.socket}, {"shm_prefix", cfg_.server.shm_prefix}}) {
+    int fd = abstract_lock("tokfeed/" + what + "/" + key, error);
+    if (fd < 0) {
+      throw std::runtime_error(
+          fmt::format("another tokfeedd is running with [server] {} = \"{}\" ({}); stop it first or choose another {}",
+                      what, key, error, what));
+    }
+    lock_fds_.push_back(fd);
+  }
+  // We hold the locks, so a socket file left here is stale (its daemon died).
+  if (::unlink(cfg_.server.socket.c_str()) == 0)
+    spdlog::info("removed stale socket {} left by a daemon that died", cfg_.server.socket);
+}
+
+void Supervisor::create_segments() {
+  plan_ = plan_shm(cfg_);
+  const uint32_t W = cfg_.workers.count;
+  const uint32_t rings = static_cast<uint32_t>(cfg_.ranks.serve.size() * W);
+  if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.data_bytes, "data", data_seg_))
+    throw std::runtime_error(e.message);
+
+  auto* h = data_seg_.at<shm::SegmentHeader>(0);
+  h->magic = shm::kDataMagic;
+  h->version_major = shm::kVersionMajor;
+  h->version_minor = shm::kVersionMinor;
+  h->header_bytes = sizeof(shm::SegmentHeader);
+  h->segment_bytes = plan_.data_bytes;
+  h->ring_count = rings;
+  h->slots_per_ring = cfg_.workers.slots;
+  h->slot_bytes = plan_.slot_bytes;
+  shm::SegmentGeometry g{rings, cfg_.workers.slots, plan_.slot_bytes};
+  h->rings_offset = g.rings_offset();
+  h->ring_stride = sizeof(shm::RingHeader);
+  h->slots_offset = g.slots_offset();
+  h->daemon_pid = static_cast<uint32_t>(getpid());
+  h->instance_id = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  h->heartbeat_ns.store(shm::monotonic_ns(), std::memory_order_relaxed);
+
+  for (uint32_t ri = 0; ri < cfg_.ranks.serve.size(); ++ri) {
+    RankSlot rs;
+    rs.rank = cfg_.ranks.serve[ri];
+    for (uint32_t w = 0; w < W; ++w) {
+      shm::RingHeader& r = ring(ri * W + w);
+      r.rank = rs.rank;
+      r.worker = w;
+      r.end_seq = 0;  // set by plan_rank once the token counts are known
+    }
+    if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.consumer_bytes,
+                                     fmt::format("rank {} consumer", rs.rank), rs.consumer))
+      throw std::runtime_error(e.message);
+    auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
+    c->magic = shm::kConsumerMagic;
+    c->version_major = shm::kVersionMajor;
+    c->version_minor = shm::kVersionMinor;
+    c->header_bytes = sizeof(shm::ConsumerHeader);
+    c->segment_bytes = plan_.consumer_bytes;
+    c->rank = rs.rank;
+    c->ring_count = W;
+    c->lines_offset = sizeof(shm::ConsumerHeader);
+    c->line_stride = sizeof(shm::ConsumerLine);
+    // SYNC POINT: pairs with the client's state.load(acquire) in validation.
+    c->state.store(shm::kStateReady, std::memory_order_release);
+    ranks_.push_back(std::move(rs));
+    for (uint32_t w = 0; w < W; ++w) workers_.push_back(WorkerSlot{ri, w, -1, 0, 0, 0, {}});
+  }
+  // SYNC POINT: pairs with the client's state.load(acquire): every field
+  // above is visible before the segment reads as ready.
+  h->state.store(shm::kStateReady, std::memory_order_release);
+  spdlog::info("shared memory: {} bytes of rings in {} ({} rings x {} slots x {} bytes), anonymous", plan_.data_bytes,
+               cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
+}
+
+pid_t Supervisor::fork_child(const std::function<void()>& child) {
+  io_.notify_fork(asio::io_context::fork_prepare);
+  pid_t pid = fork();
+  if (pid == 0) {
+    child();  // never returns
+    _exit(0);
+  }
+  io_.notify_fork(asio::io_context::fork_parent);
+  return pid;
+}
+
+// ------------------------------------------------------------ serving
+
+void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
+  const uint32_t W = cfg_.workers.count;
+  RankSlot& rs = ranks_[ri];
+  rs.schedule = std::make_unique<Schedule>(cfg_, data_->mixture(), rs.rank, start, store_.get());
+  uint64_t total = rs.schedule->total_batches();
+  for (uint32_t w = 0; w < W; ++w) ring(ri * W + w).end_seq = total > w ? (total - w + W - 1) / W : 0;
+}
+
+// A new start for one rank: its workers are stopped, the stream is planned
+// again from `start`, and fresh workers build it. The client that asked
+// repositions, so nothing built for the old plan is delivered.
+void Supervisor::replan_rank(uint32_t ri, StreamStart start) {
+  for (WorkerSlot& w : workers_) {
+    if (w.rank_index != ri || w.pid <= 0) continue;
+    ::kill(w.pid, SIGKILL);
+    ::waitpid(w.pid, nullptr, 0);
+    w.pid = -1;
+  }
+  plan_rank(ri, start);
+  for (WorkerSlot& w : workers_)
+    if (w.rank_index == ri) spawn(w);
+}
+
+void Supervisor::start_serving() {
+  phase_ = Phase::kServing;
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri) plan_rank(ri, {});
+  for (WorkerSlot& w : workers_) spawn(w);
+  spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
+               cfg_.workers.count, cfg_.server.socket);
+  sd_notify(0, ("STATUS=" + summary_line()).c_str());
+}
+
+shm::RingHeader& Supervisor::ring(std::size_t index) const {
+  auto* h = data_seg_.at<shm::SegmentHeader>(0);
+  return *data_seg_.at<shm::RingHeader>(h->rings_offset + index * sizeof(shm::RingHeader));
+}
+
+void Supervisor::spawn(WorkerSlot& w) {
+  const uint32_t W = cfg_.workers.count;
+  std::size_t index = w.rank_index * W + w.worker;
+  RankSlot& rs = ranks_[w.rank_index];
+  WorkerContext ctx;
+  ctx.cfg = &cfg_;
+  ctx.data = data_.get();
+  ctx.tok = tok_.get();
+  ctx.poisoned = &poisoned_;
+  ctx.segment = data_seg_.at<shm::SegmentHeader>(0);
+  ctx.ring = &ring(index);
+  auto* ch = rs.consumer.at<shm::ConsumerHeader>(0);
+  ctx.consumer = rs.consumer.at<shm::ConsumerLine>(ch->lines_offset + w.worker * sizeof(shm::ConsumerLine));
+  ctx.slots = data_seg_.at<char>(ctx.segment->slots_offset + index * cfg_.workers.slots * plan_.slot_bytes);
+  ctx.rank = rs.rank;
+  ctx.worker = w.worker;
+  ctx.supervisor_pid = getpid();
+  ctx.crash_on_line = crash_on_line_;
+
+  ctx.store = store_.get();
+  ctx.start = rs.schedule->start();
+  // The order of the epoch the worker starts in, computed here once: forked
+  // workers read these pages instead of each holding its own copy. An epoch's
+  // rows do not depend on the rank, so rank 0's schedule keeps them for all.
+  if (ctx.start.epoch < rs.schedule->epochs()) {
+    ctx.shared_rows = &ranks_[0].schedule->epoch_order(ctx.start.epoch);
+    ctx.shared_epoch = ctx.start.epoch;
+  }
+  pid_t pid = fork_child([&ctx] { worker_main(ctx); });
+  if (pid < 0) {
+    spdlog::error("rank {} worker {}: fork failed: {}", rs.rank, w.worker, std::strerror(errno));
+    return;
+  }
+  w.pid = pid;
+  w.started_ns = shm::monotonic_ns();
+}
+
+void Supervisor::on_sigchld() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    if (stop_if_dataset_shrank(status)) {
+      for (WorkerSlot& w : workers_)
+        if (w.pid == pid) w.pid = -1, w.last_exit = describe_exit(status);
+      continue;
+    }
+    if (cache_build_ && !stopping_) {
+      std::vector<std::string> isolated;
+      auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
+      if (cache_build_->on_exit(pid, status, fork_fn, isolated)) {
+        for (std::string& r : isolated) {
+          spdlog::error("{}", r);
+          poison_reports_.push_back(std::move(r));
+        }
+        if (cache_build_->done()) cache_ready();
+        continue;
+      }
+    }
+    for (WorkerSlot& w : workers_)
+      if (w.pid == pid) on_worker_exit(w, status);
+  }
+  if (stopping_) {
+    bool any = false;
+    for (const WorkerSlot& w : workers_) any |= w.pid > 0;
+    if (!any && !cache_build_) finish_shutdown();
+  }
+}
+
+bool Supervisor::stop_if_dataset_shrank(int status) {
+  if (stopping_ || !data_ || !WIFSIGNALED(status) || WTERMSIG(status) != SIGBUS) return false;
+  // Every record past the new end would crash a worker: restarting them, or
+  // isolating records one by one, cannot help.
+  std::string why = data_->shrunk();
+  if (why.empty()) return false;
+  spdlog::error("{}", why);
+  sd_notifyf(0, "STATUS=error: %s", why.c_str());
+  poison_reports_.push_back(why);
+  exit_code_ = 1;
+  begin_shutdown("a dataset file shrank while it was served");
+  return true;
+}
+
+void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
+  uint64_t died_ns = shm::monotonic_ns();
+  const uint32_t W = cfg_.workers.count;
+  RankSlot& rs = ranks_[w.rank_index];
+  shm::RingHeader& r = ring(w.rank_index * W + w.worker);
+  w.pid = -1;
+  w.last_exit = describe_exit(status);
+  if (stopping_) return;
+  // The worker published which record it was encoding; a record that keeps
+  // killing workers is isolated so the stream can go on (deterministically:
+  // the same record crashes every time).
+  // Only a death the record can cause counts against it: a kill from outside
+  // (SIGKILL, SIGTERM, SIGINT: an operator, a test, the OOM killer) hits
+  // whatever was being built, and must not get a good record skipped.
+  uint64_t rec = r.building_record.load(std::memory_order_relaxed);
+  bool external =
+      WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
+  std::string where;
+  if (rec > 0 && rec - 1 < data_->size()) {
+    uint64_t v = rec - 1;
+    where = " while encoding " + data_->where(v);
+    if (!external && ++crashes_[v] >= cfg_.workers.max_crashes && poisoned_.insert(v).second) {
+      std::string report =
+          fmt::format("{}: record crashed a worker {} times; skipping it", data_->where(v), crashes_[v]);
+      spdlog::error("{}", report);
+      poison_reports_.push_back(report);
+    }
+  }
+  spdlog::warn("rank {} worker {} (pid {}) {}{}; restarting it", rs.rank, w.worker,
+               r.producer_pid.load(std::memory_order_relaxed), w.last_exit, where);
+  ++w.restarts;
+  spawn(w);
+  w.last_restart_ms = (shm::monotonic_ns() - died_ns) / 1'000'000;
+}
+
+void Supervisor::heartbeat() {
+  auto* h = data_seg_.at<shm::SegmentHeader>(0);
+  uint64_t now = shm::monotonic_ns();
+  // The only word the supervisor writes once the workers run.
+  h->heartbeat_ns.store(now, std::memory_order_relaxed);
+  if (now - last_rates_.t_ns >= 1'000'000'000ULL) {
+    prev_rates_ = last_rates_;
+    last_rates_ = {now, 0, 0, 0};
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      last_rates_.samples += ring(i).samples.load(std::memory_order_relaxed);
+      last_rates_.tokens += ring(i).tokens.load(std::memory_order_relaxed);
+      last_rates_.real_tokens += ring(i).real_tokens.load(std::memory_order_relaxed);
+    }
+    sd_notify(0, ("STATUS=" + summary_line()).c_str());
+    if (cache_build_) spdlog::info("{}", cache_line());
+    if (phase_ == Phase::kIndexing && now - start_ns_ >= 1'000'000'000ULL) spdlog::info("{}", index_line());
+  }
+  if (stopping_) return;
+  beat_.expires_after(std::chrono::milliseconds(cfg_.server.heartbeat_ms));
+  beat_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) heartbeat();
+  });
+}
+
+int Supervisor::run() {
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.async_wait([this](boost::system::error_code ec, int sig) {
+    if (!ec) begin_shutdown(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  });
+  ::signal(SIGPIPE, SIG_IGN);
+  sigchld_.add(SIGCHLD);
+  std::function<void(boost::system::error_code, int)> on_child = [this, &on_child](boost::system::error_code ec, int) {
+    if (ec) return;
+    on_sigchld();
+    if (!stopping_ || !workers_.empty()) sigchld_.async_wait(on_child);
+  };
+  sigchld_.async_wait(on_child);
+
+  if (!cfg_.server.metrics_listen.empty()) {
+    // Bound before the workers fork (they close every inherited descriptor),
+    // so a taken port is a start-up error with nothing left running.
+    metrics_ = std::make_unique<MetricsHttpServer>(io_, cfg_.server.metrics_host, cfg_.server.metrics_port, [this] {
+      std::string payload = status_payload();
+      msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size());
+      return prometheus_text(h.get());
+    });
+    spdlog::info("metrics: serving http://{}/metrics", metrics_->endpoint());
+  }
+  server_ = std::make_unique<ControlServer>(io_, cfg_.server.socket, *this,
+                                            Access{cfg_.server.allow_uids, cfg_.server.allow_gids});
+  heartbeat();
+  // Ready once the socket answers: status shows the token cache's progress.
+  sd_notify(0, "READY=1");
+  start_indexing();
+  io_.run();
+  return exit_code_;
+}
+
+void Supervisor::begin_shutdown(const char* why) {
+  if (stopping_) return;
+  stopping_ = true;
+  spdlog::info("shutting down ({})", why);
+  sd_notify(0, "STOPPING=1");
+  if (server_) server_->close();
+  if (metrics_) metrics_->close();
+  beat_.cancel();
+  cache_timer_.cancel();
+  index_timer_.cancel();
+  index_progress_.cancel.store(true, std::memory_order_relaxed);
+  signals_.cancel();
+  if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
+  bool any = false;
+  for (WorkerSlot& w : workers_) {
+    if (w.pid > 0) {
+      ::kill(w.pid, SIGKILL);  // workers hold no state worth flushing
+      any = true;
+    }
+  }
+  if (!any) finish_shutdown();
+}
+
+void Supervisor::finish_shutdown() {
+  sigchld_.cancel();
+  // Rings and consumer segments are anonymous: unmapping them here (and the
+  // clients unmapping theirs) frees them; nothing is left in shm_dir.
+  server_.reset();
+  io_.stop();
+}
+
+void Supervisor::closed(const Peer& peer) {
+  for (RankSlot& rs : ranks_) {
+    if (rs.client && rs.client->id == peer.id) {
+      auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
+      spdlog::info("rank {}: client pid {} detached at batch {}", rs.rank, peer.pid,
+                   c->next_index.load(std::memory_order_relaxed));
+      rs.client.reset();
+    }
+  }
+}
+
+Reply Supervisor::handle(const Peer& peer, const msgpack::object& req) {
+  proto::Op op{};
+  if (std::string e = proto::decode_op(req, op); !e.empty())
+    return {error_reply(e, proto::ErrorCode::kBadRequest), {}, false};
+  switch (op) {
+    case proto::Op::kStatus: return {status_payload(), {}, false};
+    case proto::Op::kAttach: {
+      proto::AttachRequest attach_req;
+      if (std::string e = proto::AttachRequest::decode(req, attach_req); !e.empty())
+        return {error_reply(e, proto::ErrorCode::kBadRequest), {}, true};
+      return attach(peer, attach_req);
+    }
+    case proto::Op::kPing: return {proto::encode_ok(), {}, false};
+    case proto::Op::kShutdown:
+      spdlog::info("shutdown requested by pid {} uid {}", peer.pid, peer.uid);
+      asio::post(io_, [this] { begin_shutdown("tokfeedctl shutdown"); });
+      return {proto::encode_ok(), {}, true};
+  }
+  return {error_reply("unknown op", proto::ErrorCode::kBadRequest), {}, false};
+}
+
+Reply Supervisor::attach(const Peer& peer, const proto::AttachRequest& req) {
+  RankSlot* rs = nullptr;
+  uint32_t ri = 0;
+  for (uint32_t i = 0; i < ranks_.size(); ++i)
+    if (ranks_[i].rank == req.rank) rs = &ranks_[i], ri = i;
+  if (!rs) {
+    spdlog::warn("attach by pid {} uid {} refused: rank {} is not served here", peer.pid, peer.uid, req.rank);
+    return {error_reply(fmt::format("attach: rank {} is not served by this daemon (serves [{}] of world_size {})",
+                                    req.rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
+            {},
+            true};
+  }
+  if (rs->client) {
+    spdlog::warn("rank {}: attach by pid {} uid {} refused: already attached by pid {}", req.rank, peer.pid, peer.uid,
+                 rs->client->pid);
+    return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", req.rank,
+                                    rs->client->pid)),
+            {},
+            true};
+  }
+  if (phase_ != Phase::kServing) {
+    // The client retries until the token cache is ready.
+    proto::ErrorReply not_ready{proto::ErrorCode::kNotReady,
+                                "attach: not ready: " + (phase_ == Phase::kIndexing ? index_line() : cache_line()),
+                                /*retry_ms=*/200};
+    return {not_ready.encode(), {}, false};
+  }
+
+  // Where the client wants to be (docs/data_model.md 4.3).
+  uint64_t epoch = req.epoch, step = req.step, world = req.world_size, base = req.base;
+  if (world == 0) world = cfg_.ranks.world_size;
+  if (epoch > cfg_.schedule.epochs || (epoch == cfg_.schedule.epochs && (step || base)))
+    return {bad_position(fmt::format("attach: epoch {} is past the job's {} epochs", epoch, cfg_.schedule.epochs)),
+            {},
+            true};
+  bool replanned = false;
+  const Schedule* sch = rs->schedule.get();
+  bool same_segment = world == cfg_.ranks.world_size && epoch >= sch->start().epoch && base == sch->base(epoch);
+  if (!same_segment && epoch < cfg_.schedule.epochs) {
+    StreamStart start{epoch, base};
+    if (world != cfg_.ranks.world_size) {
+      // Elastic: the rows dealt before this position, over the old world
+      // size, are a prefix of the epoch; the new world continues after it.
+      start.base = base + step * world * cfg_.batch.rows();
+      step = 0;
+    }
+    replan_rank(ri, start);
+    replanned = true;
+    sch = rs->schedule.get();
+    spdlog::info(
+        "rank {}: stream planned again from epoch {} row {} (client position: epoch {} step {}, world "
+        "size {}, base {})",
+        rs->rank, start.epoch, start.base, epoch, step, world, base);
+  }
+  if (epoch < cfg_.schedule.epochs && step > sch->epoch_batches()[epoch - sch->start().epoch])
+    return {bad_position(fmt::format("attach: step {} is past epoch {}'s {} batches", step, epoch,
+                                     sch->epoch_batches()[epoch - sch->start().epoch])),
+            {},
+            true};
+  uint64_t start_index = sch->index_of(epoch, step);
+
+  int data_ro = shm::reopen_read_only(data_seg_.fd());
+  int consumer_rw = ::fcntl(rs->consumer.fd(), F_DUPFD_CLOEXEC, 0);
+  if (data_ro < 0 || consumer_rw < 0) {
+    if (data_ro >= 0) ::close(data_ro);
+    if (consumer_rw >= 0) ::close(consumer_rw);
+    return {error_reply(std::string("attach: cannot share the segments: ") + std::strerror(errno)), {}, true};
+  }
+  rs->client = peer;
+  spdlog::info("rank {}: client pid {} uid {} attached at epoch {} step {}", rs->rank, peer.pid, peer.uid, epoch, step);
+
+  proto::AttachReply reply;
+  reply.rank = rs->rank;
+  reply.ring_base = ri * cfg_.workers.count;
+  reply.workers = cfg_.workers.count;
+  reply.first_epoch = sch->start().epoch;
+  reply.start_base = sch->start().base;
+  reply.epochs = sch->epochs();
+  reply.world_size = cfg_.ranks.world_size;
+  reply.start_index = start_index;
+  reply.replanned = replanned;
+  reply.epoch_batches = sch->epoch_batches();
+  return {reply.encode(), {data_ro, consumer_rw}, false, /*persistent=*/true};
+}
+
+}  // namespace tokfeed

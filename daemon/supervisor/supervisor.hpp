@@ -1,0 +1,160 @@
+// The supervisor: owns the config, the dataset index, the tokenizer and the
+// segments; forks one worker per (rank, worker) ring and restarts any that
+// dies; serves the control socket.
+//
+// Like PostgreSQL's postmaster, it never writes into the rings: after the
+// segments are initialised it only bumps the heartbeat word and reads the
+// workers' counters (as untrusted numbers), so a worker that corrupts its
+// ring cannot take the supervisor down with it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <utility>  // Boost 1.74 Asio uses std::exchange without it
+#include <boost/asio.hpp>
+#include <map>
+#include <memory>
+#include <atomic>
+#include <exception>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/cache_build.hpp"
+#include "config/config.hpp"
+#include "control/control.hpp"
+#include "dataset/dataset.hpp"
+#include "control/metrics_http.hpp"
+#include "pipeline/schedule.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "cache/token_cache.hpp"
+#include "tokfeed/shm/layout.hpp"
+#include "tokfeed/shm/segment.hpp"
+
+namespace tokfeed {
+
+// Shared memory a job needs, for --check-config and start-up errors.
+struct ShmPlan {
+  uint64_t slot_bytes;
+  uint64_t data_bytes;
+  uint64_t consumer_bytes;  // per served rank
+  uint64_t ranks;
+  uint64_t total() const { return data_bytes + consumer_bytes * ranks; }
+};
+ShmPlan plan_shm(const JobConfig& cfg);
+
+class Supervisor final : public ControlHandler {
+ public:
+  // Loads everything and creates the segments; throws std::runtime_error
+  // with a message for the operator on any failure.
+  explicit Supervisor(JobConfig cfg);
+  ~Supervisor() override;
+
+  // Forks the workers, binds the socket, notifies systemd, and serves until
+  // shutdown. Returns the process exit code.
+  int run();
+
+  Reply handle(const Peer& peer, const msgpack::object& request) override;
+  void closed(const Peer& peer) override;
+
+ private:
+  struct WorkerSlot {
+    uint32_t rank_index;
+    uint32_t worker;
+    pid_t pid = -1;
+    uint64_t restarts = 0;
+    uint64_t started_ns = 0;
+    uint64_t last_restart_ms = 0;  // time from death to respawn
+    std::string last_exit;
+  };
+  struct RankSlot {
+    uint32_t rank;
+    shm::Mapping consumer;
+    std::unique_ptr<Schedule> schedule;  // set once the token cache is ready
+    std::optional<Peer> client;
+  };
+  // Where start-up stands: the token cache comes before the workers.
+  enum class Phase { kIndexing, kCacheWait, kCacheBuild, kServing };
+  struct Rates {
+    uint64_t t_ns = 0, samples = 0, tokens = 0, real_tokens = 0;
+  };
+
+  void acquire_instance_locks();
+  void start_indexing();
+  void poll_indexing();
+  std::string index_line() const;
+  void create_segments();
+  void prepare_cache();
+  void try_cache_lock();
+  void cache_ready();
+  void start_serving();
+  void plan_rank(uint32_t ri, StreamStart start);
+  void replan_rank(uint32_t ri, StreamStart start);
+  pid_t fork_child(const std::function<void()>& child);
+  void spawn(WorkerSlot& w);
+  void on_sigchld();
+  // A child died of SIGBUS because a dataset file shrank under its mapping:
+  // logs which and why, and stops the daemon (exit 1). False otherwise.
+  bool stop_if_dataset_shrank(int status);
+  // Takes a shared lock on `<key>.use` for the daemon's life: no cache trim
+  // removes a store in use.
+  void hold_store();
+  // Keeps [cache] dir under max_gb once this job's store is ready.
+  void trim_cache_dir();
+  void on_worker_exit(WorkerSlot& w, int status);
+  void heartbeat();
+  void begin_shutdown(const char* why);
+  void finish_shutdown();
+
+  Reply attach(const Peer& peer, const proto::AttachRequest& req);
+  std::string status_payload();
+  void pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const;
+  std::string summary_line();
+  std::string cache_line() const;
+
+  shm::RingHeader& ring(std::size_t index) const;
+
+  JobConfig cfg_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<Dataset> data_;  // set once indexing is done
+  Phase phase_ = Phase::kIndexing;
+  IndexProgress index_progress_;
+  std::thread index_thread_;
+  std::unique_ptr<Dataset> indexed_;  // written by index_thread_
+  std::exception_ptr index_error_;
+  std::atomic<bool> index_done_{false};
+  int exit_code_ = 0;
+  CacheKey cache_key_{};
+  std::unique_ptr<TokenStore> store_;
+  std::unique_ptr<CacheBuild> cache_build_;
+  int cache_lock_fd_ = -1;  // `<key>.lock`, held exclusively while building
+  int store_use_fd_ = -1;   // `<key>.use`, held shared while the store is in use
+  bool cache_hit_ = false;
+  double cache_seconds_ = 0;
+  uint64_t cache_log_ns_ = 0;
+  ShmPlan plan_{};
+  shm::Mapping data_seg_;
+  std::vector<RankSlot> ranks_;
+  std::vector<WorkerSlot> workers_;
+  std::unordered_set<uint64_t> poisoned_;
+  std::map<uint64_t, uint32_t> crashes_;  // valid record → crashes while building it
+  std::vector<std::string> poison_reports_;
+  std::vector<int> lock_fds_;
+  int64_t crash_on_line_ = -1;
+  uint64_t start_ns_ = 0;
+  Rates last_rates_{}, prev_rates_{};
+  bool stopping_ = false;
+
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_{io_};
+  boost::asio::signal_set sigchld_{io_};
+  boost::asio::steady_timer beat_{io_};
+  boost::asio::steady_timer cache_timer_{io_};
+  boost::asio::steady_timer index_timer_{io_};
+  std::unique_ptr<ControlServer> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;  // [server] metrics_listen
+};
+
+}  // namespace tokfeed

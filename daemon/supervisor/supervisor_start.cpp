@@ -1,0 +1,230 @@
+// The supervisor's start-up phases before serving: the datasets are indexed
+// (on a thread, while the control socket answers), then the token cache is
+// reused or built by forked builders. Nothing here forks while the index
+// thread runs.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "supervisor/supervisor.hpp"
+
+#include "cache/cache_trim.hpp"
+#include "tokfeed/shm/futex.hpp"
+
+namespace tokfeed {
+
+// ------------------------------------------------------------ dataset index
+
+// The datasets are indexed on a thread while the control socket already
+// answers (status shows the progress); the thread is joined before anything
+// forks.
+void Supervisor::start_indexing() {
+  phase_ = Phase::kIndexing;
+  index_thread_ = std::thread([this] {
+    try {
+      indexed_ = std::make_unique<Dataset>(cfg_, &index_progress_);
+    } catch (...) {
+      index_error_ = std::current_exception();
+    }
+    index_done_.store(true, std::memory_order_release);
+  });
+  poll_indexing();
+}
+
+void Supervisor::poll_indexing() {
+  if (!index_done_.load(std::memory_order_acquire)) {
+    index_timer_.expires_after(std::chrono::milliseconds(50));
+    index_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) poll_indexing();
+    });
+    return;
+  }
+  index_thread_.join();
+  if (stopping_) return;
+  if (index_error_) {
+    try {
+      std::rethrow_exception(index_error_);
+    } catch (const std::exception& e) {
+      // As main() reports every other start-up error.
+      std::fprintf(stderr, "error: %s\n", e.what());
+      sd_notifyf(0, "STATUS=error: %s", e.what());
+    }
+    exit_code_ = 1;
+    begin_shutdown("the dataset cannot be served");
+    return;
+  }
+  data_ = std::move(indexed_);
+  for (const BadRecord& b : data_->bad()) spdlog::warn("{}:{}: bad record skipped: {}", b.file, b.line, b.reason);
+  for (const DatasetInfo& d : data_->datasets())
+    spdlog::info(
+        "dataset {}: {} shard(s), {} records, {} valid, {} bad, {} samples per epoch ({} shard(s) indexed, "
+        "the others from the index cache)",
+        d.name, d.shards, d.records, d.valid, d.bad, d.samples, d.indexed);
+  spdlog::info("datasets indexed in {:.2f} s: {} valid records, {} samples per epoch", data_->index_seconds(),
+               data_->size(), data_->mixture().per_epoch());
+  prepare_cache();
+}
+
+std::string Supervisor::index_line() const {
+  const IndexProgress& p = index_progress_;
+  double seconds = (shm::monotonic_ns() - start_ns_) / 1e9;
+  uint64_t done = p.bytes_done.load(std::memory_order_relaxed), total = p.bytes_total.load(std::memory_order_relaxed);
+  double rate = seconds > 0 ? done / seconds : 0;
+  double eta = rate > 0 && total > done ? (total - done) / rate : 0;
+  return fmt::format(
+      "indexing datasets: shard {}/{}, {:.1f}/{:.1f} MB ({:.1f}%), {} records, {:.0f} MB/s, ETA {:.0f} s",
+      p.shards_done.load(std::memory_order_relaxed), p.shards_total.load(std::memory_order_relaxed), done / 1e6,
+      total / 1e6, total ? 100.0 * done / total : 100.0, p.records.load(std::memory_order_relaxed), rate / 1e6, eta);
+}
+
+// ------------------------------------------------------------ token cache
+
+void Supervisor::prepare_cache() {
+  if (!cfg_.cache.enabled) {
+    start_serving();
+    return;
+  }
+  uint64_t t0 = shm::monotonic_ns();
+  cache_key_ = cache_key(cfg_, *data_);
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.cache.dir, ec);
+  if (ec)
+    throw std::runtime_error(
+        fmt::format("[cache] dir {}: cannot create it: {}; set [cache] dir to a writable "
+                    "directory",
+                    cfg_.cache.dir, ec.message()));
+  hold_store();
+  std::string why;
+  store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
+  if (store_) {
+    cache_hit_ = true;
+    cache_seconds_ = (shm::monotonic_ns() - t0) / 1e9;
+    spdlog::info("token cache: {} ({} tokens), reused in {:.3f} s", store_->path(), store_->tokens(), cache_seconds_);
+    trim_cache_dir();
+    start_serving();
+    return;
+  }
+  spdlog::info("token cache: {} ({}): building it", store_path(cfg_.cache.dir, cache_key_, "idx"), why);
+  std::string lock = store_path(cfg_.cache.dir, cache_key_, "lock");
+  cache_lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (cache_lock_fd_ < 0)
+    throw std::runtime_error(
+        fmt::format("{}: cannot create the cache lock: {}; set [cache] dir to a writable "
+                    "directory",
+                    lock, std::strerror(errno)));
+  try_cache_lock();
+}
+
+// Daemons that share a key build it once: the one holding the lock builds,
+// the others wait for it and then map what it built.
+void Supervisor::try_cache_lock() {
+  if (::flock(cache_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (phase_ != Phase::kCacheWait || cache_log_ns_ == 0) {
+      spdlog::info("token cache: another tokfeedd is building {}; waiting for it",
+                   store_path(cfg_.cache.dir, cache_key_, "idx"));
+      cache_log_ns_ = shm::monotonic_ns();
+    }
+    cache_timer_.expires_after(std::chrono::milliseconds(200));
+    cache_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec && !stopping_) try_cache_lock();
+    });
+    return;
+  }
+  std::string why;
+  if ((store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why))) {
+    cache_hit_ = true;
+    spdlog::info("token cache: {} was built by another tokfeedd; using it", store_->path());
+    cache_ready();
+    return;
+  }
+  // Under the lock no one else builds this key: temporary files of it are
+  // left by a daemon that died while building.
+  std::error_code ec;
+  const std::string prefix = cache_key_.hex() + ".";
+  for (const auto& e : std::filesystem::directory_iterator(cfg_.cache.dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.find(".tmp.") != std::string::npos) {
+      spdlog::info("token cache: removing {} left by an interrupted build", e.path().string());
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
+  phase_ = Phase::kCacheBuild;
+  uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
+  cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, cache_key_, parts, crash_on_line_);
+  cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
+}
+
+void Supervisor::cache_ready() {
+  if (cache_build_) {
+    cache_build_->publish();
+    CacheProgress pr = cache_build_->progress();
+    cache_seconds_ = pr.seconds;
+    cache_build_.reset();
+    std::string why;
+    store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
+    if (!store_) throw std::runtime_error("token cache: the store just built does not open: " + why);
+    spdlog::info("token cache: built {} ({} records, {} tokens) in {:.2f} s, {:.0f} records/s", store_->path(),
+                 store_->size(), store_->tokens(), pr.seconds, pr.rate());
+  }
+  ::close(cache_lock_fd_);  // releases the lock
+  cache_lock_fd_ = -1;
+  trim_cache_dir();
+  start_serving();
+}
+
+void Supervisor::hold_store() {
+  std::string use = store_path(cfg_.cache.dir, cache_key_, "use");
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    store_use_fd_ = ::open(use.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);  // flock needs no write access
+    // A trim holds it exclusively only while it removes the store.
+    if (store_use_fd_ < 0 || ::flock(store_use_fd_, LOCK_SH) != 0) break;
+    // A trim that removed the file while this waited leaves the lock on a
+    // file no one else can open: take it again on the new one.
+    struct stat held, now;
+    if (::fstat(store_use_fd_, &held) == 0 && ::stat(use.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev)
+      return;
+    ::close(store_use_fd_);
+    store_use_fd_ = -1;
+  }
+  spdlog::warn("{}: cannot hold the store in use ({}): a cache trim by another daemon may remove it", use,
+               std::strerror(errno));
+}
+
+void Supervisor::trim_cache_dir() {
+  if (!cfg_.cache.max_bytes) return;
+  std::vector<std::string> used = data_->cache_files(cfg_.cache.dir);
+  for (const char* ext : {"idx", "bin", "lock", "use"}) used.push_back(store_path(cfg_.cache.dir, cache_key_, ext));
+  mark_used(used);
+  TrimReport r = trim_cache(cfg_.cache.dir, cfg_.cache.max_bytes, used);
+  for (const std::string& e : r.removed) spdlog::info("cache trim: removed {}", e);
+  if (!r.removed.empty() || r.bytes_after > cfg_.cache.max_bytes)
+    spdlog::info(
+        "cache trim: {} holds {} bytes ({} before; max_gb = {:g}){}", cfg_.cache.dir, r.bytes_after, r.bytes_before,
+        cfg_.cache.max_bytes / 1e9,
+        r.bytes_after > cfg_.cache.max_bytes
+            ? fmt::format(": still over, what is left is in use ({} token store(s) held by other daemons)", r.in_use)
+            : "");
+}
+
+std::string Supervisor::cache_line() const {
+  if (!cfg_.cache.enabled) return "token cache off";
+  if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
+  if (cache_build_) {
+    CacheProgress p = cache_build_->progress();
+    return fmt::format("building token cache: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s", p.done, p.total,
+                       p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
+  }
+  return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);
+}
+
+}  // namespace tokfeed

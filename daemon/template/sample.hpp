@@ -1,0 +1,29 @@
+// A rendered conversation → input ids and labels (docs/data_model.md section 3).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "template/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokfeed::text {
+
+inline constexpr int32_t kIgnoreIndex = -100;
+
+enum class Truncation : uint8_t { kRight, kLeft, kDrop };
+
+struct EncodedSample {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> labels;
+  bool truncated = false;   // cut to max_length
+  bool dropped = false;     // longer than max_length under kDrop; ids are empty
+  bool all_masked = false;  // no label survives truncation
+};
+
+// Tokenizes `r` and labels every token that overlaps a trained span.
+// `scratch` is reused across calls to avoid allocation.
+void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
+                   std::vector<Token>& scratch);
+
+}  // namespace tokfeed::text

@@ -1,0 +1,115 @@
+#include "tokenizer/hf/added_vocab.hpp"
+
+#include <algorithm>
+
+#include "tokenizer/hf/unicode.hpp"
+
+namespace tokfeed::text::hf {
+
+void AddedTokenMatcher::build(std::vector<AddedToken> tokens, const std::vector<std::string>& patterns) {
+  tokens_ = std::move(tokens);
+  nodes_.assign(1, Node{});
+  for (size_t t = 0; t < tokens_.size(); ++t) {
+    const std::string& p = patterns[t];
+    if (p.empty()) continue;  // HF never matches an empty token
+    first_byte_[static_cast<unsigned char>(p[0])] = true;
+    int32_t node = 0;
+    for (char ch : p) {
+      auto c = static_cast<unsigned char>(ch);
+      auto& kids = nodes_[size_t(node)].children;
+      auto it =
+          std::lower_bound(kids.begin(), kids.end(), c,
+                           [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
+      if (it != kids.end() && it->first == c) {
+        node = it->second;
+      } else {
+        auto child = int32_t(nodes_.size());
+        kids.insert(it, {c, child});
+        nodes_.push_back(Node{});
+        node = child;
+      }
+    }
+    // Two tokens with one string: the first listed wins, like HF's pattern order.
+    if (nodes_[size_t(node)].token < 0) nodes_[size_t(node)].token = int32_t(t);
+  }
+}
+
+int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t* len) const {
+  int32_t node = 0, best = -1;
+  for (size_t i = pos; i < text.size(); ++i) {
+    const auto& kids = nodes_[size_t(node)].children;
+    auto c = static_cast<unsigned char>(text[i]);
+    auto it = std::lower_bound(kids.begin(), kids.end(), c,
+                               [](const std::pair<unsigned char, int32_t>& e, unsigned char v) { return e.first < v; });
+    if (it == kids.end() || it->first != c) break;
+    node = it->second;
+    if (nodes_[size_t(node)].token >= 0) best = nodes_[size_t(node)].token, *len = i + 1 - pos;
+  }
+  return best;
+}
+
+namespace {
+
+char32_t last_char(std::string_view s) {
+  if (s.empty()) return kInvalidChar;
+  size_t i = s.size() - 1;
+  while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80 && s.size() - i < 4) --i;
+  DecodedChar d = decode_utf8(s, i);
+  return i + d.len == s.size() ? d.cp : kInvalidChar;
+}
+
+}  // namespace
+
+void AddedTokenMatcher::split(std::string_view text, std::vector<AddedSplit>& out) const {
+  size_t start_offset = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
+      ++pos;
+      continue;
+    }
+    size_t len = 0;
+    int32_t t = longest_at(text, pos, &len);
+    if (t < 0) {
+      ++pos;
+      continue;
+    }
+    const AddedToken& tok = tokens_[size_t(t)];
+    size_t start = pos, stop = pos + len;
+    if (tok.single_word) {
+      // A whole word only: no word char just before or just after.
+      bool start_space = start == 0 || !is_word_char(last_char(text.substr(0, start)));
+      bool stop_space = stop == text.size() || !is_word_char(decode_utf8(text, stop).cp);
+      if (!start_space || !stop_space) {
+        // HF's matcher then resumes after this match, not inside it.
+        pos = stop;
+        continue;
+      }
+    }
+    if (tok.lstrip) {
+      size_t s = start;
+      while (s > start_offset) {
+        size_t p = s - 1;
+        while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80 && s - p < 4) --p;
+        DecodedChar d = decode_utf8(text, p);
+        if (p + d.len != s || !is_whitespace(d.cp)) break;
+        s = p;
+      }
+      start = s;
+    }
+    if (tok.rstrip) {
+      while (stop < text.size()) {
+        DecodedChar d = decode_utf8(text, stop);
+        if (!is_whitespace(d.cp)) break;
+        stop += d.len;
+      }
+    }
+    if (start_offset < start) out.push_back({-1, uint32_t(start_offset), uint32_t(start)});
+    out.push_back({tok.id, uint32_t(start), uint32_t(stop)});
+    start_offset = stop;
+    pos = stop;
+  }
+  if (start_offset < text.size() || out.empty()) out.push_back({-1, uint32_t(start_offset), uint32_t(text.size())});
+}
+
+}  // namespace tokfeed::text::hf

@@ -1,0 +1,313 @@
+#include "tokenizer/hf/bpe.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tokenizer/hf/unicode.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokfeed::text::hf {
+
+uint64_t hash_bytes(std::string_view s) {
+  // A small multiply-xorshift hash over 8-byte chunks; words are short.
+  const uint64_t m = 0xff51afd7ed558ccdull;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * m);
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s.data() + i, 8);
+    h = (h ^ v) * m;
+    h ^= h >> 32;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, s.data() + i, s.size() - i);
+  h = (h ^ tail) * m;
+  h ^= h >> 29;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 32);
+}
+
+size_t StringHash::operator()(std::string_view s) const noexcept { return size_t(hash_bytes(s)); }
+
+// ---- MergeTable ----
+
+void BpeModel::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
+  size_t cap = 16;
+  shift_ = 60;
+  while (cap < entries.size() * 2) cap <<= 1, --shift_;
+  keys_.assign(cap, kEmpty);
+  values_.assign(cap, Merge{0, 0});
+  mask_ = cap - 1;
+  for (const auto& [key, merge] : entries) {
+    uint64_t i = slot(key);
+    while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask_;
+    // A repeated merge keeps its last rank, as HF's map does.
+    keys_[i] = key;
+    values_[i] = merge;
+  }
+}
+
+// ---- WordCache ----
+
+bool BpeModel::WordCache::find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const {
+  if (count_ == 0) return false;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Entry& e = slots_[i];
+    if (e.key_len == UINT32_MAX) return false;
+    if (e.hash == hash && e.key_len == word.size() &&
+        std::memcmp(keys_.data() + e.key_off, word.data(), word.size()) == 0) {
+      out.insert(out.end(), values_.begin() + e.val_off, values_.begin() + e.val_off + e.val_len);
+      return true;
+    }
+  }
+}
+
+void BpeModel::WordCache::grow() {
+  constexpr Entry kFree{0, 0, UINT32_MAX, 0, 0};
+  if (slots_.empty() || slots_.size() >= kMaxSlots) {
+    slots_.assign(slots_.empty() ? kMinSlots : kMaxSlots, kFree);
+    keys_.clear();
+    values_.clear();
+    count_ = 0;
+    return;
+  }
+  // Double, keeping every entry: keys and values stay where they are.
+  std::vector<Entry> old(slots_.size() * 2, kFree);
+  old.swap(slots_);
+  const size_t mask = slots_.size() - 1;
+  for (const Entry& e : old) {
+    if (e.key_len == UINT32_MAX) continue;
+    size_t i = e.hash & mask;
+    while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
+    slots_[i] = e;
+  }
+}
+
+void BpeModel::WordCache::insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n) {
+  if (count_ >= slots_.size() / 2) grow();
+  const size_t mask = slots_.size() - 1;
+  size_t i = hash & mask;
+  while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
+  slots_[i] = Entry{hash, uint32_t(keys_.size()), uint32_t(word.size()), uint32_t(values_.size()), uint32_t(n)};
+  keys_.append(word);
+  values_.insert(values_.end(), pieces, pieces + n);
+  ++count_;
+}
+
+// ---- BpeModel ----
+
+namespace {
+
+// The bytes a byte-level token stands for; false if a char is outside the alphabet.
+bool byte_level_to_raw(std::string_view token, std::string& raw) {
+  raw.clear();
+  for (size_t i = 0; i < token.size();) {
+    DecodedChar d = decode_utf8(token, i);
+    int b = unicode_to_byte(d.cp);
+    if (b < 0) return false;
+    raw.push_back(char(b));
+    i += d.len;
+  }
+  return true;
+}
+
+}  // namespace
+
+BpeModel::BpeModel(BpeConfig config, const std::string& where)
+    : byte_level_(config.byte_level),
+      byte_fallback_(config.byte_fallback),
+      ignore_merges_(config.ignore_merges),
+      fuse_unk_(config.fuse_unk) {
+  int32_t max_id = -1;
+  for (const auto& [token, id] : config.vocab) {
+    if (id < 0) throw TokenizerError(where + ": model.vocab has a negative id for '" + token + "'");
+    max_id = std::max(max_id, id);
+  }
+  id_to_token_.resize(size_t(max_id) + 1);  // max_id >= -1: 0 entries for an empty vocabulary
+  id_valid_.assign(size_t(max_id) + 1, false);
+  std::fill(std::begin(byte_unit_id_), std::end(byte_unit_id_), -1);
+  std::fill(std::begin(byte_fallback_id_), std::end(byte_fallback_id_), -1);
+  raw_vocab_.reserve(config.vocab.size());
+  std::string raw;
+  for (const auto& [token, id] : config.vocab) {
+    id_to_token_[size_t(id)] = token;
+    id_valid_[size_t(id)] = true;
+    if (byte_level_) {
+      // Tokens outside the byte-level alphabet can never be produced from bytes.
+      if (byte_level_to_raw(token, raw)) raw_vocab_.emplace(raw, id);
+    } else {
+      raw_vocab_.emplace(token, id);
+    }
+  }
+  if (byte_level_) {
+    for (int b = 0; b < 256; ++b) {
+      auto it = raw_vocab_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+      if (it != raw_vocab_.end()) byte_unit_id_[b] = it->second;
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    auto it = config.vocab.find(std::string_view(name));
+    if (it != config.vocab.end()) byte_fallback_id_[b] = it->second;
+  }
+  if (!config.unk_token.empty()) {
+    auto it = config.vocab.find(config.unk_token);
+    if (it == config.vocab.end())
+      throw TokenizerError(where + ": model.unk_token '" + config.unk_token + "' is not in model.vocab");
+    unk_id_ = it->second;
+  }
+
+  std::vector<std::pair<uint64_t, Merge>> entries;
+  entries.reserve(config.merges.size());
+  for (size_t rank = 0; rank < config.merges.size(); ++rank) {
+    const auto& [a, b] = config.merges[rank];
+    auto ia = config.vocab.find(a), ib = config.vocab.find(b), inew = config.vocab.find(a + b);
+    if (ia == config.vocab.end() || ib == config.vocab.end())
+      throw TokenizerError(where + ": model.merges[" + std::to_string(rank) + "] '" + a + " " + b +
+                           "' uses a token that is not in model.vocab");
+    if (inew == config.vocab.end())
+      throw TokenizerError(where + ": model.merges[" + std::to_string(rank) + "] makes '" + a + b +
+                           "', which is not in model.vocab");
+    uint64_t key = uint64_t(uint32_t(ia->second)) << 32 | uint32_t(ib->second);
+    entries.push_back({key, Merge{int32_t(rank), inew->second}});
+  }
+  merges_.build(entries);
+}
+
+int32_t BpeModel::token_to_id(std::string_view token) const {
+  std::string raw;
+  if (byte_level_) {
+    if (!byte_level_to_raw(token, raw)) {
+      // Not producible from bytes, but it may still be a vocab entry.
+      for (size_t id = 0; id < id_to_token_.size(); ++id)
+        if (id_valid_[id] && id_to_token_[id] == token) return int32_t(id);
+      return -1;
+    }
+    token = raw;
+  }
+  auto it = raw_vocab_.find(token);
+  return it == raw_vocab_.end() ? -1 : it->second;
+}
+
+void BpeModel::tokenize(std::string_view word, std::vector<WordPiece>& out) const {
+  if (word.empty()) return;
+  const uint64_t hash = hash_bytes(word);
+  const bool cacheable = word.size() <= WordCache::kMaxWordLen;
+  if (cacheable && cache_.find(word, hash, out)) return;
+  const size_t first = out.size();
+  if (ignore_merges_) {
+    auto it = raw_vocab_.find(word);
+    if (it != raw_vocab_.end()) out.push_back({it->second, uint32_t(word.size())});
+  }
+  if (out.size() == first) merge_word(word, out);
+  if (cacheable) cache_.insert(word, hash, out.data() + first, out.size() - first);
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) const {
+  symbols_.clear();
+  auto push = [&](int32_t id, uint32_t len) {
+    symbols_.push_back(Symbol{id, int32_t(symbols_.size()) - 1, -1, len});
+    if (symbols_.size() > 1) symbols_[symbols_.size() - 2].next = int32_t(symbols_.size()) - 1;
+  };
+  // Unknown units, as HF: a pending unk is emitted before the next known
+  // unit (not before byte-fallback pieces), and fused runs add up.
+  int32_t unk_len = -1;
+  auto flush_unk = [&] {
+    if (unk_len >= 0) push(unk_id_, uint32_t(unk_len));
+    unk_len = -1;
+  };
+  std::string mapped;
+  for (size_t i = 0; i < word.size();) {
+    uint32_t len;
+    int32_t id = -1;
+    std::string_view unit;
+    if (byte_level_) {
+      len = 1;
+      id = byte_unit_id_[static_cast<unsigned char>(word[i])];
+      if (id < 0) {
+        mapped.clear();
+        append_utf8(mapped, byte_to_unicode()[static_cast<unsigned char>(word[i])]);
+        unit = mapped;
+      }
+    } else {
+      len = utf8_char_len(word, i);
+      unit = word.substr(i, len);
+      auto it = raw_vocab_.find(unit);
+      if (it != raw_vocab_.end()) id = it->second;
+    }
+    if (id >= 0) {
+      flush_unk();
+      push(id, len);
+    } else {
+      bool done = false;
+      if (byte_fallback_) {
+        bool all = true;
+        for (char c : unit) all &= byte_fallback_id_[static_cast<unsigned char>(c)] >= 0;
+        if (all) {
+          // One piece per byte, each covering one byte of the word (the
+          // byte-level case, where a unit is one byte, gives the byte to the first).
+          for (size_t k = 0; k < unit.size(); ++k)
+            push(byte_fallback_id_[static_cast<unsigned char>(unit[k])], k < len ? 1 : 0);
+          done = true;
+        }
+      }
+      if (!done && unk_id_ >= 0) {
+        if (unk_len >= 0 && fuse_unk_) {
+          unk_len += int32_t(len);
+        } else {
+          flush_unk();
+          unk_len = int32_t(len);
+        }
+      }
+    }
+    i += len;
+  }
+  flush_unk();
+
+  // Merge the lowest-ranked pair first, the leftmost among equals, as HF's
+  // heap does (including its check that an entry is still current).
+  auto lower_priority = [](const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  };
+  heap_.clear();
+  for (size_t i = 0; i + 1 < symbols_.size(); ++i) {
+    if (const Merge* m = merges_.find(symbols_[i].id, symbols_[i + 1].id))
+      heap_.push_back({m->rank, int32_t(i), m->new_id});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), lower_priority);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), lower_priority);
+    Candidate top = heap_.back();
+    heap_.pop_back();
+    Symbol& s = symbols_[size_t(top.pos)];
+    if (s.len == 0 && s.id < 0) continue;
+    if (s.next < 0) continue;
+    Symbol& right = symbols_[size_t(s.next)];
+    const Merge* current = merges_.find(s.id, right.id);
+    if (current == nullptr || current->new_id != top.new_id) continue;
+    s.id = top.new_id;
+    s.len += right.len;
+    s.next = right.next;
+    right.id = -1;
+    right.len = 0;
+    if (s.next >= 0) symbols_[size_t(s.next)].prev = top.pos;
+    if (s.prev >= 0) {
+      if (const Merge* m = merges_.find(symbols_[size_t(s.prev)].id, s.id)) {
+        heap_.push_back({m->rank, s.prev, m->new_id});
+        std::push_heap(heap_.begin(), heap_.end(), lower_priority);
+      }
+    }
+    if (s.next >= 0) {
+      if (const Merge* m = merges_.find(s.id, symbols_[size_t(s.next)].id)) {
+        heap_.push_back({m->rank, top.pos, m->new_id});
+        std::push_heap(heap_.begin(), heap_.end(), lower_priority);
+      }
+    }
+  }
+  for (int32_t i = symbols_.empty() ? -1 : 0; i >= 0; i = symbols_[size_t(i)].next)
+    out.push_back({symbols_[size_t(i)].id, symbols_[size_t(i)].len});
+}
+
+}  // namespace tokfeed::text::hf

@@ -1,0 +1,190 @@
+#include "tokenizer/hf/components.hpp"
+
+#include <algorithm>
+
+#include "tokenizer/hf/unicode.hpp"
+
+namespace tokfeed::text::hf {
+
+// ---- normalizers ----
+
+void NfcNormalizer::normalize(NormalizedText& text) const {
+  std::string out;
+  std::vector<NfcRegion> regions;
+  if (!nfc_append(text.text(), out, regions)) return;  // already NFC: keep the cheap view
+  std::vector<NormalizedText::Piece> pieces;
+  pieces.reserve(regions.size());
+  for (const auto& r : regions) pieces.push_back({r.in_begin, r.in_len, r.out_len, r.changed});
+  text.replace_all(std::move(out), pieces);
+}
+
+void PrependNormalizer::normalize(NormalizedText& text) const {
+  // HF prepends only to non-empty text.
+  if (text.empty()) return;
+  text.apply_edits({Edit{0, 0, prepend_}});
+}
+
+void ReplaceNormalizer::normalize(NormalizedText& text) const {
+  std::string_view s = text.text();
+  std::vector<Edit> edits;
+  if (regex_) {
+    matches_.clear();
+    regex_->find_all(s, matches_);
+    for (auto [b, e] : matches_) edits.push_back({b, e, content_});
+  } else if (!literal_.empty()) {
+    for (size_t at = s.find(literal_); at != std::string_view::npos; at = s.find(literal_, at + literal_.size()))
+      edits.push_back({uint32_t(at), uint32_t(at + literal_.size()), content_});
+  }
+  text.apply_edits(edits);
+}
+
+// ---- pre-tokenizers ----
+
+void split_by_matches(PreTokenized& pt, const PreSpan& span, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                      SplitBehavior behavior, bool invert) {
+  struct Piece {
+    uint32_t b, e;
+    bool is_match;
+  };
+  const uint32_t len = span.end - span.begin;
+  // Fast path for the common case: every piece is kept as it is.
+  if (behavior == SplitBehavior::kIsolated) {
+    uint32_t prev = 0;
+    for (auto [b, e] : matches) {
+      if (prev < b) pt.next.push_back({span.text, span.begin + prev, span.begin + b});
+      if (b < e) pt.next.push_back({span.text, span.begin + b, span.begin + e});
+      prev = e;
+    }
+    if (prev < len) pt.next.push_back({span.text, span.begin + prev, span.end});
+    return;
+  }
+  std::vector<Piece> pieces;
+  pieces.reserve(matches.size() * 2 + 1);
+  uint32_t prev = 0;
+  for (auto [b, e] : matches) {
+    if (prev != b) pieces.push_back({prev, b, invert});
+    pieces.push_back({b, e, !invert});
+    prev = e;
+  }
+  if (prev != len) pieces.push_back({prev, len, invert});
+
+  // The folds below follow HF's SplitDelimiterBehavior; `is_match` of an
+  // output piece means "remove it" only for kRemoved.
+  std::vector<Piece> out;
+  bool previous_match = false;
+  switch (behavior) {
+    case SplitBehavior::kIsolated: break;
+    case SplitBehavior::kRemoved: out = pieces; break;
+    case SplitBehavior::kContiguous:
+      for (const Piece& p : pieces) {
+        if (p.is_match == previous_match && !out.empty()) out.back().e = p.e;
+        else out.push_back({p.b, p.e, false});
+        previous_match = p.is_match;
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Piece& p : pieces) {
+        if (p.is_match && !previous_match && !out.empty()) out.back().e = p.e;
+        else out.push_back({p.b, p.e, false});
+        previous_match = p.is_match;
+      }
+      break;
+    case SplitBehavior::kMergedWithNext:
+      for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
+        if (it->is_match && !previous_match && !out.empty()) out.back().b = it->b;
+        else out.push_back({it->b, it->e, false});
+        previous_match = it->is_match;
+      }
+      std::reverse(out.begin(), out.end());
+      break;
+  }
+  for (const Piece& p : out)
+    if (!p.is_match && p.b < p.e) pt.next.push_back({span.text, span.begin + p.b, span.begin + p.e});
+}
+
+namespace {
+
+std::string_view span_text(const PreTokenized& pt, const PreSpan& s) {
+  return pt.texts[s.text].text().substr(s.begin, s.end - s.begin);
+}
+
+// Runs `split_one(span)` over all spans, collecting the pieces in pt.next.
+template <class F>
+void for_each_span(PreTokenized& pt, F&& split_one) {
+  pt.next.clear();
+  for (size_t i = 0; i < pt.spans.size(); ++i) split_one(PreSpan(pt.spans[i]));
+  pt.spans.swap(pt.next);
+}
+
+}  // namespace
+
+void SplitPreTokenizer::pre_tokenize(PreTokenized& pt) const {
+  for_each_span(pt, [&](const PreSpan& span) {
+    pt.matches.clear();
+    regex_->find_all(span_text(pt, span), pt.matches);
+    split_by_matches(pt, span, pt.matches, behavior_, invert_);
+  });
+}
+
+void DigitsPreTokenizer::pre_tokenize(PreTokenized& pt) const {
+  for_each_span(pt, [&](const PreSpan& span) {
+    std::string_view s = span_text(pt, span);
+    pt.matches.clear();
+    for (size_t i = 0; i < s.size();) {
+      DecodedChar d = decode_utf8(s, i);
+      if (is_numeric(d.cp)) pt.matches.emplace_back(uint32_t(i), uint32_t(i + d.len));
+      i += d.len;
+    }
+    split_by_matches(pt, span, pt.matches, individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false);
+  });
+}
+
+void MetaspacePreTokenizer::pre_tokenize(PreTokenized& pt) const {
+  for_each_span(pt, [&](const PreSpan& span) {
+    NormalizedText t = pt.texts[span.text].slice(span.begin, span.end);
+    std::string_view s = t.text();
+    std::vector<Edit> edits;
+    bool starts_with_replacement = s.substr(0, replacement_.size()) == replacement_ || (!s.empty() && s[0] == ' ');
+    bool prepend = !starts_with_replacement &&
+                   (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && t.original_begin() == 0));
+    if (prepend) edits.push_back({0, 0, replacement_});
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == ' ') edits.push_back({uint32_t(i), uint32_t(i + 1), replacement_});
+    t.apply_edits(edits);
+    const auto index = uint32_t(pt.texts.size());
+    pt.texts.push_back(std::move(t));
+    PreSpan whole{index, 0, uint32_t(pt.texts.back().size())};
+    if (!split_) {
+      if (whole.end > 0) pt.next.push_back(whole);
+      return;
+    }
+    std::string_view r = pt.texts.back().text();
+    pt.matches.clear();
+    for (size_t at = r.find(replacement_); at != std::string_view::npos;
+         at = r.find(replacement_, at + replacement_.size()))
+      pt.matches.emplace_back(uint32_t(at), uint32_t(at + replacement_.size()));
+    split_by_matches(pt, whole, pt.matches, SplitBehavior::kMergedWithNext, false);
+  });
+}
+
+void ByteLevelPreTokenizer::pre_tokenize(PreTokenized& pt) const {
+  if (!add_prefix_space_ && !regex_) return;  // bytes are mapped by the model
+  for_each_span(pt, [&](const PreSpan& in) {
+    PreSpan span = in;
+    if (add_prefix_space_ && span_text(pt, span)[0] != ' ') {
+      NormalizedText t = pt.texts[span.text].slice(span.begin, span.end);
+      t.apply_edits({Edit{0, 0, " "}});
+      span = {uint32_t(pt.texts.size()), 0, uint32_t(t.size())};
+      pt.texts.push_back(std::move(t));
+    }
+    if (!regex_) {
+      pt.next.push_back(span);
+      return;
+    }
+    pt.matches.clear();
+    regex_->find_all(span_text(pt, span), pt.matches);
+    split_by_matches(pt, span, pt.matches, SplitBehavior::kIsolated, false);
+  });
+}
+
+}  // namespace tokfeed::text::hf

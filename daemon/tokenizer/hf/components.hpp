@@ -1,0 +1,153 @@
+// Normalizers and pre-tokenizers of the HF tokenizer.json pipeline. Each
+// class mirrors the HF component of the same name; only the options listed
+// in load_* (json_load.cpp) are supported, anything else is a load error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/hf/normalized_text.hpp"
+#include "tokenizer/hf/regex.hpp"
+
+namespace tokfeed::text::hf {
+
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  virtual void normalize(NormalizedText& text) const = 0;
+};
+
+class NfcNormalizer final : public Normalizer {
+ public:
+  void normalize(NormalizedText& text) const override;
+};
+
+class PrependNormalizer final : public Normalizer {
+ public:
+  explicit PrependNormalizer(std::string prepend) : prepend_(std::move(prepend)) {}
+  void normalize(NormalizedText& text) const override;
+
+ private:
+  std::string prepend_;
+};
+
+class ReplaceNormalizer final : public Normalizer {
+ public:
+  // Either a literal (regex == nullptr) or a regex pattern.
+  ReplaceNormalizer(std::string literal, std::unique_ptr<Regex> regex, std::string content)
+      : literal_(std::move(literal)), regex_(std::move(regex)), content_(std::move(content)) {}
+  void normalize(NormalizedText& text) const override;
+
+ private:
+  std::string literal_;
+  std::unique_ptr<Regex> regex_;
+  std::string content_;
+  mutable std::vector<std::pair<uint32_t, uint32_t>> matches_;
+};
+
+class SequenceNormalizer final : public Normalizer {
+ public:
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> steps) : steps_(std::move(steps)) {}
+  void normalize(NormalizedText& text) const override {
+    for (const auto& s : steps_) s->normalize(text);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> steps_;
+};
+
+// Pre-tokenization state: spans of texts; a pre-tokenizer that rewrites text
+// (Metaspace, a ByteLevel prefix space) adds a new text for the span.
+struct PreSpan {
+  uint32_t text;  // index into PreTokenized::texts
+  uint32_t begin, end;
+};
+
+struct PreTokenized {
+  std::vector<NormalizedText> texts;
+  std::vector<PreSpan> spans;
+  std::vector<PreSpan> next;                           // scratch for the pre-tokenizer running now
+  std::vector<std::pair<uint32_t, uint32_t>> matches;  // scratch
+  void reset() {
+    texts.clear();
+    spans.clear();
+  }
+};
+
+enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+class PreTokenizer {
+ public:
+  virtual ~PreTokenizer() = default;
+  virtual void pre_tokenize(PreTokenized& pt) const = 0;
+};
+
+class SplitPreTokenizer final : public PreTokenizer {
+ public:
+  SplitPreTokenizer(std::unique_ptr<Regex> regex, SplitBehavior behavior, bool invert)
+      : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
+  void pre_tokenize(PreTokenized& pt) const override;
+
+ private:
+  std::unique_ptr<Regex> regex_;
+  SplitBehavior behavior_;
+  bool invert_;
+};
+
+class DigitsPreTokenizer final : public PreTokenizer {
+ public:
+  explicit DigitsPreTokenizer(bool individual) : individual_(individual) {}
+  void pre_tokenize(PreTokenized& pt) const override;
+
+ private:
+  bool individual_;
+};
+
+enum class PrependScheme { kFirst, kAlways, kNever };
+
+class MetaspacePreTokenizer final : public PreTokenizer {
+ public:
+  MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, bool split)
+      : replacement_(std::move(replacement)), scheme_(scheme), split_(split) {}
+  void pre_tokenize(PreTokenized& pt) const override;
+
+ private:
+  std::string replacement_;  // one char, UTF-8
+  PrependScheme scheme_;
+  bool split_;
+};
+
+// Splits with the GPT-2 regex when asked and prepends a space; the mapping of
+// bytes to the byte-level alphabet is left to the model, which then works on
+// bytes (BpeModel with byte_level).
+class ByteLevelPreTokenizer final : public PreTokenizer {
+ public:
+  ByteLevelPreTokenizer(bool add_prefix_space, std::unique_ptr<Regex> gpt2_regex)
+      : add_prefix_space_(add_prefix_space), regex_(std::move(gpt2_regex)) {}
+  void pre_tokenize(PreTokenized& pt) const override;
+
+ private:
+  bool add_prefix_space_;
+  std::unique_ptr<Regex> regex_;  // null when use_regex is false
+};
+
+class SequencePreTokenizer final : public PreTokenizer {
+ public:
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
+  void pre_tokenize(PreTokenized& pt) const override {
+    for (const auto& s : steps_) s->pre_tokenize(pt);
+  }
+
+ private:
+  std::vector<std::unique_ptr<PreTokenizer>> steps_;
+};
+
+// Applies HF's SplitDelimiterBehavior to the matches of one span and appends
+// the non-empty pieces to pt.next. `matches` are sorted [begin, end) pairs
+// relative to the span.
+void split_by_matches(PreTokenized& pt, const PreSpan& span, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                      SplitBehavior behavior, bool invert);
+
+}  // namespace tokfeed::text::hf

@@ -1,0 +1,55 @@
+// HfTokenizer: the tokenizer.json pipeline put together (see hf_tokenizer.hpp).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/hf/added_vocab.hpp"
+#include "tokenizer/hf/bpe.hpp"
+#include "tokenizer/hf/components.hpp"
+#include "tokenizer/hf/decoders.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace tokfeed::text::hf {
+
+struct HfParts {
+  std::unique_ptr<Normalizer> normalizer;       // may be null
+  std::unique_ptr<PreTokenizer> pre_tokenizer;  // may be null
+  std::unique_ptr<BpeModel> model;
+  std::unique_ptr<Decoder> decoder;    // may be null: tokens joined with spaces
+  AddedTokenMatcher raw_added;         // added tokens with normalized == false
+  AddedTokenMatcher normalized_added;  // normalized == true, matched after normalizing
+  Vocab added_by_content;
+  std::unordered_map<int32_t, std::string> added_by_id;
+  int32_t pad_id = 0;
+  size_t vocab_size = 0;
+};
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  explicit HfTokenizer(HfParts parts) : p_(std::move(parts)) {}
+
+  void encode(std::string_view text, std::vector<Token>& out) const override;
+  std::string decode(std::span<const int32_t> ids) const override;
+  std::optional<int32_t> special_token_id(std::string_view text) const override;
+  int32_t pad_id() const override { return p_.pad_id; }
+  size_t vocab_size() const override { return p_.vocab_size; }
+  std::string_view kind() const override { return "hf"; }
+
+ private:
+  void encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;
+  void encode_normalized(PreTokenized& pt, std::vector<Token>& out) const;
+
+  HfParts p_;
+  // Scratch reused across calls (encode is not reentrant, see hf_tokenizer.hpp).
+  mutable std::vector<AddedSplit> raw_splits_, normalized_splits_;
+  mutable PreTokenized pre_;
+  mutable std::vector<WordPiece> pieces_;
+};
+
+// Builds the parts from a parsed tokenizer.json (json_load.cpp).
+HfParts load_hf_parts(const std::string& path);
+
+}  // namespace tokfeed::text::hf

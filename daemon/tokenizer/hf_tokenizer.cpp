@@ -1,0 +1,103 @@
+#include "tokenizer/hf_tokenizer.hpp"
+
+#include "tokenizer/hf/hf_model.hpp"
+
+namespace tokfeed::text {
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_path) {
+  return std::make_unique<hf::HfTokenizer>(hf::load_hf_parts(tokenizer_json_path));
+}
+
+namespace hf {
+
+void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
+  // Added tokens that match the raw text come out first; HF does the same.
+  raw_splits_.clear();
+  if (p_.raw_added.empty()) raw_splits_.push_back({-1, 0, uint32_t(text.size())});
+  else p_.raw_added.split(text, raw_splits_);
+  // encode_piece may not touch raw_splits_, so iterate by index over a stable vector.
+  for (size_t i = 0; i < raw_splits_.size(); ++i) {
+    const AddedSplit s = raw_splits_[i];
+    if (s.id >= 0) out.push_back({s.id, s.begin, s.end});
+    else if (s.begin < s.end) encode_piece(text, s.begin, s.end, out);
+  }
+}
+
+void HfTokenizer::encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {
+  PreTokenized& pt = pre_;
+  pt.reset();
+  pt.texts.emplace_back(text, begin, end);
+  if (p_.normalizer) p_.normalizer->normalize(pt.texts[0]);
+  const uint32_t n = uint32_t(pt.texts[0].size());
+  if (n == 0) return;
+  if (p_.normalized_added.empty()) {
+    pt.spans.push_back({0, 0, n});
+    encode_normalized(pt, out);
+    return;
+  }
+  // Added tokens marked `normalized` match the normalized text; each text
+  // piece between them is pre-tokenized on its own, as a slice.
+  NormalizedText whole = std::move(pt.texts[0]);
+  normalized_splits_.clear();
+  p_.normalized_added.split(whole.text(), normalized_splits_);
+  for (const AddedSplit& s : normalized_splits_) {
+    if (s.begin >= s.end) continue;
+    if (s.id >= 0) {
+      OrigRange o = whole.to_original(s.begin, s.end);
+      out.push_back({s.id, o.begin, o.end});
+      continue;
+    }
+    pt.reset();
+    pt.texts.push_back(whole.slice(s.begin, s.end));
+    pt.spans.push_back({0, 0, s.end - s.begin});
+    encode_normalized(pt, out);
+  }
+}
+
+void HfTokenizer::encode_normalized(PreTokenized& pt, std::vector<Token>& out) const {
+  if (p_.pre_tokenizer) p_.pre_tokenizer->pre_tokenize(pt);
+  for (const PreSpan& span : pt.spans) {
+    const NormalizedText& t = pt.texts[span.text];
+    pieces_.clear();
+    p_.model->tokenize(t.text().substr(span.begin, span.end - span.begin), pieces_);
+    uint32_t nb = span.begin;
+    for (const WordPiece& w : pieces_) {
+      if (w.len == 0) {
+        // A byte-fallback piece after the first of a byte-level unit: it
+        // shares the previous piece's range.
+        OrigRange o = nb > span.begin ? t.to_original(nb - 1, nb) : t.to_original(nb, nb + 1);
+        out.push_back({w.id, o.begin, o.end});
+        continue;
+      }
+      OrigRange o = t.to_original(nb, nb + w.len);
+      out.push_back({w.id, o.begin, o.end});
+      nb += w.len;
+    }
+  }
+}
+
+std::string HfTokenizer::decode(std::span<const int32_t> ids) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (auto it = p_.added_by_id.find(id); it != p_.added_by_id.end()) tokens.push_back(it->second);
+    else if (const std::string* t = p_.model->id_to_token(id)) tokens.push_back(*t);
+    // Unknown ids are skipped, as HF does.
+  }
+  if (p_.decoder) p_.decoder->decode_chain(tokens);
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0 && !p_.decoder) out.push_back(' ');
+    out += tokens[i];
+  }
+  return out;
+}
+
+std::optional<int32_t> HfTokenizer::special_token_id(std::string_view text) const {
+  auto it = p_.added_by_content.find(text);
+  if (it == p_.added_by_content.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace hf
+}  // namespace tokfeed::text
