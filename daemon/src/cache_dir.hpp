@@ -15,7 +15,8 @@ namespace tokfeed {
 mode_t cache_umask(const CacheConfig& c);
 
 // Sets that umask, then creates `[cache] dir` with index/ and spool/ in that
-// mode; a directory of ours that allows more is narrowed to it (logged).
+// mode; existing index/ and spool/ of this user are set to it, an existing
+// `[cache] dir` keeps its own (a warning when others can list it).
 // Then checks that a file can be created there. Returns "" or what is wrong,
 // naming the directory and what to do.
 std::string prepare_cache_dir(const CacheConfig& c);

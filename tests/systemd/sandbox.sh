@@ -28,7 +28,9 @@ start=$(key ExecStart)
 
 work=$(mktemp -d /var/tmp/tokfeed-sandbox.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/etc" "$work/cache/$cache_name" "$work/run/$runtime_name" "$work/home"
+mkdir -p "$work/etc" "$work/cache" "$work/run/$runtime_name" "$work/home"
+# As systemd makes it: CacheDirectoryMode= (0755 when the unit leaves it out).
+mkdir -m "$(key CacheDirectoryMode || true)" "$work/cache/$cache_name" 2>/dev/null || mkdir -m 0755 "$work/cache/$cache_name"
 cat > "$work/etc/job.toml" <<TOML
 [dataset]
 path = "$data/sft/mixed-300.jsonl"
