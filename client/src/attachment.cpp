@@ -264,7 +264,8 @@ Status Attachment::next(Batch& out) {
     // A closed control connection still ends the stream at once.
     if (Status st = check_liveness(false); !st.ok()) return st;
   } else {
-    if (Status st = check_liveness(false); !st.ok()) return st;
+    // Liveness is judged after a first wait, not before: right after the
+    // daemon is continued its heartbeat is stale for one period.
     uint64_t spin_until = t_enter + static_cast<uint64_t>(std::chrono::nanoseconds(opt_.spin).count());
     while (!ring.consumer.available(seq) && shm::monotonic_ns() < spin_until) __builtin_ia32_pause();
     while (!ring.consumer.available(seq)) {

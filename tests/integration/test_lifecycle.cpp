@@ -202,6 +202,6 @@ TEST_CASE("a stopped daemon: no error while stopped briefly or while its workers
   CHECK(st.message().find("calling next() again resumes") != std::string::npos);
   CHECK(after >= 1.4);
   CHECK(after < 2.0);
-  // And it does: nothing was consumed by the error.
+  // And it does, at once: nothing was consumed by the error.
   for (int i = 0; i < 5; ++i) REQUIRE_MESSAGE(c->next(b).ok(), "batch " << i << " after SIGCONT");
 }
