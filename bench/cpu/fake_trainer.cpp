@@ -57,12 +57,13 @@ int main(int argc, char** argv) {
     if (s >= 10) ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("{\"p50\": %.3f, \"p90\": %.3f, \"mean\": %.3f, \"sink\": %llu}\n", ms[ms.size() / 2],
-              ms[ms.size() * 9 / 10], [&] {
-                double a = 0;
-                for (double x : ms) a += x;
-                return a / ms.size();
-              }(),
-              static_cast<unsigned long long>(sink % 10));
+  std::printf(
+      "{\"p50\": %.3f, \"p90\": %.3f, \"mean\": %.3f, \"sink\": %llu}\n", ms[ms.size() / 2], ms[ms.size() * 9 / 10],
+      [&] {
+        double a = 0;
+        for (double x : ms) a += x;
+        return a / ms.size();
+      }(),
+      static_cast<unsigned long long>(sink % 10));
   return 0;
 }

@@ -73,7 +73,8 @@ bool tail(const text::Tokenizer& tok, std::string_view t, std::size_t need, std:
     std::size_t safe = 0;
     while (safe < scratch.size() && scratch[scratch.size() - 1 - safe].begin >= s + kMargin) ++safe;
     if (safe >= need) {
-      std::size_t s2 = s > 2 * kMargin ? prev_cut(t, s - 2 * kMargin, n - 2 * n / kWorthFactor) : std::string_view::npos;
+      std::size_t s2 =
+          s > 2 * kMargin ? prev_cut(t, s - 2 * kMargin, n - 2 * n / kWorthFactor) : std::string_view::npos;
       if (s2 == std::string_view::npos) return false;
       encode_from(s2, check);
       if (check.size() < need || !std::equal(scratch.end() - need, scratch.end(), check.end() - need, same))
@@ -105,7 +106,7 @@ bool encode_bounded(const text::Tokenizer& tok, const text::Rendered& r, uint32_
   // One token more than is kept: it proves the whole is longer.
   const std::size_t need = std::size_t{max_length} + 1;
   const bool ok = trunc == text::Truncation::kLeft ? tail(tok, r.text, need, scratch, check)
-                                                    : head(tok, r.text, need, scratch, check);
+                                                   : head(tok, r.text, need, scratch, check);
   if (!ok) return false;
   out.ids.clear();
   out.labels.clear();

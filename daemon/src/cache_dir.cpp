@@ -49,16 +49,18 @@ std::string prepare_cache_dir(const CacheConfig& c) {
   const mode_t mode = c.group ? 02770 : 0700;
   for (const std::string& d : {c.dir, c.dir + "/index", c.dir + "/spool"}) {
     if (std::string why = make_dir(d, mode, d != c.dir); !why.empty())
-      return fmt::format("[cache] dir {}: {}; set [cache] dir to a directory this user can write (under systemd, "
-                         "CacheDirectory= gives one in $CACHE_DIRECTORY)",
-                         d, why);
+      return fmt::format(
+          "[cache] dir {}: {}; set [cache] dir to a directory this user can write (under systemd, "
+          "CacheDirectory= gives one in $CACHE_DIRECTORY)",
+          d, why);
   }
   std::string probe = fmt::format("{}/.write-check.{}", c.dir, ::getpid());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
-    return fmt::format("[cache] dir {}: cannot write in it: {}; set [cache] dir to a directory this user can write "
-                       "(under systemd, CacheDirectory= gives one in $CACHE_DIRECTORY)",
-                       c.dir, std::strerror(errno));
+    return fmt::format(
+        "[cache] dir {}: cannot write in it: {}; set [cache] dir to a directory this user can write "
+        "(under systemd, CacheDirectory= gives one in $CACHE_DIRECTORY)",
+        c.dir, std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
   return {};

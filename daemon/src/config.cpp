@@ -184,8 +184,8 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
                      d.format);
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
-  d.max_record_bytes = static_cast<uint64_t>(
-      s.integer("max_record_bytes", DatasetConfig::kDefaultMaxRecordBytes, 0, int64_t{1} << 32));
+  d.max_record_bytes =
+      static_cast<uint64_t>(s.integer("max_record_bytes", DatasetConfig::kDefaultMaxRecordBytes, 0, int64_t{1} << 32));
   d.placeholders = string_table(s, "placeholders", "NAME = \"value\"");
   d.columns = string_table(s, "columns", "source = \"target\" field names");
   for (const auto& [from, to] : d.columns)
@@ -442,8 +442,8 @@ std::string describe(const JobConfig& c) {
   out += fmt::format("allow_uids = [{}]\nallow_gids = [{}]\n", fmt::join(c.server.allow_uids, ", "),
                      fmt::join(c.server.allow_gids, ", "));
   if (!c.server.metrics_listen.empty()) out += fmt::format("metrics_listen = {}\n", q(c.server.metrics_listen));
-  out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\nmode = \"{}\"\n", c.cache.enabled,
-                     q(c.cache.dir), c.cache.max_bytes / 1e9, c.cache.group ? "group" : "private");
+  out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\nmode = \"{}\"\n", c.cache.enabled, q(c.cache.dir),
+                     c.cache.max_bytes / 1e9, c.cache.group ? "group" : "private");
   return out;
 }
 

@@ -144,8 +144,8 @@ CpuPlan plan_cpus(const JobConfig& cfg) {
     parse_cpu_list(want, list);  // checked by load_config
     std::vector<int> use = intersect(list, allowed);
     if (use.empty()) {
-      plan.summary = fmt::format("unpinned: none of cpus {} is among the daemon's cores {}", want,
-                                 format_cpu_list(allowed));
+      plan.summary =
+          fmt::format("unpinned: none of cpus {} is among the daemon's cores {}", want, format_cpu_list(allowed));
       return plan;
     }
     for (auto& r : plan.per_rank) r = use;

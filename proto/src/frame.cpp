@@ -211,8 +211,7 @@ int connect_unix(const std::string& path, std::string& error) noexcept {
       error += " (no access: this user, uid " + std::to_string(::geteuid()) +
                ", may not open the socket or a folder above it; the daemon's user or group may, and [server] "
                "allow_uids / allow_gids name who else may talk to it)";
-    else
-      error += " (is tokfeedd running with this [server] socket?)";
+    else error += " (is tokfeedd running with this [server] socket?)";
     ::close(fd);
     return -1;
   }

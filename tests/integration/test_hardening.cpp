@@ -57,10 +57,9 @@ TEST_CASE("max_record_bytes: a longer record is a bad record naming file:line, p
     g << record(5000) << "\n" << record(30) << "\n";
   }
   // Each entry its own bound: a.jsonl's 5 KB record is over 1000 bytes, b.jsonl's under 10000.
-  std::string cfg = write_job(dir,
-                              "[[datasets]]\npath = \"" + dir.file("a.jsonl") +
-                                  "\"\nmax_record_bytes = 1000\n[[datasets]]\npath = \"" + dir.file("b.jsonl") +
-                                  "\"\nmax_record_bytes = 10000\n" + sp_tok());
+  std::string cfg = write_job(dir, "[[datasets]]\npath = \"" + dir.file("a.jsonl") +
+                                       "\"\nmax_record_bytes = 1000\n[[datasets]]\npath = \"" + dir.file("b.jsonl") +
+                                       "\"\nmax_record_bytes = 10000\n" + sp_tok());
   Output o = run(bin("tokfeedd") + " --check-config '" + cfg + "'");
   REQUIRE_MESSAGE(o.status == 0, o.err);
   CHECK_MESSAGE(o.out.find(dir.file("a.jsonl") + ":2: record of 5078 bytes is longer than max_record_bytes = 1000") !=
@@ -83,11 +82,11 @@ TEST_CASE("max_record_bytes: a longer record is a bad record naming file:line, p
   std::string dflt = write_job(dir, "[dataset]\npath = \"" + dir.file("a.jsonl") + "\"\n" + sp_tok(), "dflt");
   CHECK(run(bin("tokfeedd") + " --check-config '" + dflt + "'").out.find("max_record_bytes = 8388608\n") !=
         std::string::npos);
-  std::string neg = write_job(dir, "[dataset]\npath = \"" + dir.file("a.jsonl") + "\"\nmax_record_bytes = -1\n" +
-                                       sp_tok(),
-                              "neg");
-  CHECK(run(bin("tokfeedd") + " --check-config '" + neg + "'").err.find("[dataset] max_record_bytes: -1 is out of "
-                                                                        "range") != std::string::npos);
+  std::string neg =
+      write_job(dir, "[dataset]\npath = \"" + dir.file("a.jsonl") + "\"\nmax_record_bytes = -1\n" + sp_tok(), "neg");
+  CHECK(run(bin("tokfeedd") + " --check-config '" + neg + "'")
+            .err.find("[dataset] max_record_bytes: -1 is out of "
+                      "range") != std::string::npos);
 }
 
 TEST_CASE("[workers] cpus, nice and policy: each worker's affinity, nice and SCHED_BATCH as the kernel reports them") {
@@ -117,8 +116,7 @@ TEST_CASE("[workers] cpus, nice and policy: each worker's affinity, nice and SCH
         std::string::npos);
   // Status shows each worker's cores, CPU seconds, nice and policy.
   Output st = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json");
-  CHECK(st.out.find("\"cpus\":\"" + std::to_string(core) + "\",\"nice\":7,\"policy\":\"batch\"") !=
-        std::string::npos);
+  CHECK(st.out.find("\"cpus\":\"" + std::to_string(core) + "\",\"nice\":7,\"policy\":\"batch\"") != std::string::npos);
   CHECK(st.out.find("\"cpu_s\":") != std::string::npos);
   Output table = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status");
   CHECK(table.out.find("cpus") != std::string::npos);
@@ -140,8 +138,9 @@ TEST_CASE("[workers] cpus = \"auto\" says what it chose; a bad list is a config 
   }
   for (const char* bad : {"16-", "a-b", "3-1", "", "1,,2"}) {
     INFO(bad);
-    std::string c = write_job(dir, "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") + "\"\n" + sp_tok() +
-                                       "[workers]\ncpus = \"" + bad + "\"\n",
+    std::string c = write_job(dir,
+                              "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") + "\"\n" + sp_tok() +
+                                  "[workers]\ncpus = \"" + bad + "\"\n",
                               "bad");
     Output o = run(bin("tokfeedd") + " --check-config '" + c + "'");
     if (std::string(bad).empty()) {

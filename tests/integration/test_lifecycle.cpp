@@ -155,7 +155,9 @@ TEST_CASE("kill -9 at random moments, start-up included, leaves nothing in /dev/
   CHECK(dump(d.socket(), 0, "--count 1").size() == 1);
 }
 
-TEST_CASE("a stopped daemon: no error while stopped briefly or while its workers deliver, typed 'daemon lost' once all is stopped past the timeout, and next() resumes") {
+TEST_CASE(
+    "a stopped daemon: no error while stopped briefly or while its workers deliver, typed 'daemon lost' once all is "
+    "stopped past the timeout, and next() resumes") {
   TempDir dir;
   Daemon d(write_job(dir, job() + "[schedule]\nepochs = 100\n"), socket_of(dir));
   tokfeed::ClientOptions opt;

@@ -77,12 +77,14 @@ void check_exact(const Case& k, const Rendered& r, uint32_t max_length, Truncati
 
 TEST_CASE("bounded encoding keeps exactly the tokens and labels of the whole text, both tokenizer types") {
   std::vector<Case> cases;
-  cases.push_back({"sp32k.model mistral",
-                   load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model"),
-                   Template::kMistral});
-  cases.push_back({"sp32k.model llama2",
-                   load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model"),
-                   Template::kLlama2});
+  cases.push_back(
+      {"sp32k.model mistral",
+       load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model"),
+       Template::kMistral});
+  cases.push_back(
+      {"sp32k.model llama2",
+       load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model"),
+       Template::kLlama2});
   REQUIRE(!hf_json("qwen3").empty());
   cases.push_back({"qwen3.json qwen2_5", load_tokenizer("hf", hf_json("qwen3")), Template::kQwen2_5});
   cases.push_back({"qwen3.json chatml", load_tokenizer("hf", hf_json("qwen3")), Template::kChatml});
