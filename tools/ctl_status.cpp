@@ -54,14 +54,16 @@ void print_table(const msgpack::object& s) {
   }
   if (const msgpack::object* c = find(s, "cache"))
     fmt::print("cache      {}  {}\n", str(*c, "summary"), str(*c, "path"));
-  fmt::print("\n{:>5} {:>6} {:>8} {:>10} {:>9} {:>8}  {}\n", "rank", "worker", "pid", "state", "batches", "restarts",
-             "last exit");
+  fmt::print("\n{:>5} {:>6} {:>8} {:>10} {:>9} {:>8} {:>8} {:>5} {:>6}  {:<12} {}\n", "rank", "worker", "pid", "state",
+             "batches", "restarts", "cpu_s", "nice", "policy", "cpus", "last exit");
   if (const msgpack::object* ws = find(s, "workers"); ws && ws->type == msgpack::type::ARRAY) {
     for (uint32_t i = 0; i < ws->via.array.size; ++i) {
       const msgpack::object& w = ws->via.array.ptr[i];
-      fmt::print("{:>5} {:>6} {:>8} {:>10} {:>9} {:>8}  {}\n", get_int(w, "rank").value_or(0),
-                 get_int(w, "worker").value_or(0), get_int(w, "pid").value_or(0), str(w, "state"),
-                 get_int(w, "batches").value_or(0), get_int(w, "restarts").value_or(0), str(w, "last_exit"));
+      fmt::print("{:>5} {:>6} {:>8} {:>10} {:>9} {:>8} {:>8.1f} {:>5} {:>6}  {:<12} {}\n",
+                 get_int(w, "rank").value_or(0), get_int(w, "worker").value_or(0), get_int(w, "pid").value_or(0),
+                 str(w, "state"), get_int(w, "batches").value_or(0), get_int(w, "restarts").value_or(0),
+                 get_num(w, "cpu_s"), get_int(w, "nice").value_or(0), str(w, "policy"), str(w, "cpus"),
+                 str(w, "last_exit"));
     }
   }
   fmt::print("\n{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>7}\n", "rank", "attached", "ring", "epoch", "step", "consumed",

@@ -210,11 +210,15 @@ Status Attachment::position_at(uint64_t index, bool fresh) {
 
 Status Attachment::check_liveness(bool force) {
   uint64_t now = shm::monotonic_ns();
-  uint64_t beat = header_->heartbeat_ns.load(std::memory_order_relaxed);
+  // Workers that still deliver keep the stream alive while the supervisor's
+  // heartbeat is late (stopped, or busy): a batch found ready counts as a beat.
+  uint64_t beat = std::max(header_->heartbeat_ns.load(std::memory_order_relaxed), last_batch_ns_);
   uint64_t limit = static_cast<uint64_t>(std::chrono::nanoseconds(opt_.liveness_timeout).count());
   if (now > beat && now - beat > limit) {
-    return {Code::kDaemonLost, "daemon lost: no heartbeat for " + num((now - beat) / 1'000'000) +
-                                   " ms (stopped or hung); rank " + num(rank_)};
+    return {Code::kDaemonLost, "daemon lost: no heartbeat and no batch for " + num((now - beat) / 1'000'000) +
+                                   " ms (stopped or hung); rank " + num(rank_) +
+                                   "; nothing is consumed: calling next() again resumes where it stopped once the "
+                                   "daemon runs again"};
   }
   if (force || now - last_poll_ns_ > 20'000'000) {
     last_poll_ns_ = now;
@@ -237,8 +241,6 @@ Status Attachment::next(Batch& out) {
   uint64_t t_enter = shm::monotonic_ns();
   if (last_return_ns_) consumer_header_->busy_ns.fetch_add(t_enter - last_return_ns_, std::memory_order_relaxed);
   if (next_index_ >= total_) return {Code::kEndOfStream, "end of stream: " + num(epochs_) + " epochs delivered"};
-  if (Status st = check_liveness(false); !st.ok()) return st;
-
   const uint32_t w = static_cast<uint32_t>(next_index_ % workers_);
   const uint64_t seq = next_index_ / workers_;
   Ring& ring = rings_[w];
@@ -249,13 +251,21 @@ Status Attachment::next(Batch& out) {
                                           " slots of worker " + num(w) +
                                           "'s ring; release (free) old batches before asking for more"};
   }
-  if (!ring.consumer.available(seq)) {
+  if (ring.consumer.available(seq)) {
+    last_batch_ns_ = t_enter;
+    // A closed control connection still ends the stream at once.
+    if (Status st = check_liveness(false); !st.ok()) return st;
+  } else {
+    // Liveness is judged after a first wait, not before: right after the
+    // daemon is continued its heartbeat is stale for one period.
     uint64_t spin_until = t_enter + static_cast<uint64_t>(std::chrono::nanoseconds(opt_.spin).count());
     while (!ring.consumer.available(seq) && shm::monotonic_ns() < spin_until) tokfeed::shm::cpu_relax();
     while (!ring.consumer.available(seq)) {
       ring.consumer.wait_for_producer(seq, std::chrono::milliseconds(100));
+      if (ring.consumer.available(seq)) break;
       if (Status st = check_liveness(true); !st.ok()) return st;
     }
+    last_batch_ns_ = shm::monotonic_ns();
   }
 
   // Copy the header out of shared memory before checking it, so the producer

@@ -58,6 +58,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   std::vector<uint64_t> epoch_batches_;  // from first_epoch_ on
   uint64_t next_index_ = 0;
   uint64_t last_poll_ns_ = 0;
+  uint64_t last_batch_ns_ = 0;  // when a batch was last found ready: as good a sign of life as a heartbeat
   uint64_t last_return_ns_ = 0;
 };
 

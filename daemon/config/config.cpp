@@ -1,5 +1,7 @@
 #include "config/config.hpp"
 
+#include "config/cpu_policy.hpp"
+
 #include <fmt/format.h>
 #include <arpa/inet.h>
 #include <sys/stat.h>
@@ -182,6 +184,8 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
                      d.format);
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
+  d.max_record_bytes =
+      static_cast<uint64_t>(s.integer("max_record_bytes", DatasetConfig::kDefaultMaxRecordBytes, 0, int64_t{1} << 32));
   d.placeholders = string_table(s, "placeholders", "NAME = \"value\"");
   d.columns = string_table(s, "columns", "source = \"target\" field names");
   for (const auto& [from, to] : d.columns)
@@ -302,6 +306,12 @@ JobConfig load_config(const std::string& path) {
     c.workers.count = static_cast<uint32_t>(s.integer("count", 2, 1, 256));
     c.workers.slots = static_cast<uint32_t>(s.integer("slots", 4, 1, 1024));
     c.workers.max_crashes = static_cast<uint32_t>(s.integer("max_crashes", 3, 1, 100));
+    c.workers.cpus = s.str("cpus", "");
+    if (std::vector<int> cpus; !c.workers.cpus.empty() && c.workers.cpus != "auto")
+      if (std::string why = parse_cpu_list(c.workers.cpus, cpus); !why.empty())
+        s.fail("cpus", why + ": expected \"auto\" or a list such as \"16-23,30\"");
+    c.workers.nice = static_cast<int32_t>(s.integer("nice", 0, 0, 19));
+    c.workers.batch_policy = s.choice("policy", "other", {"other", "batch"}) == "batch";
     s.check_unknown();
   }
   {
@@ -376,6 +386,7 @@ JobConfig load_config(const std::string& path) {
     Section s(path, subtable(path, root, "cache"), "cache");
     c.cache.enabled = s.boolean("enabled", true);
     c.cache.dir = resolve(path, s.str("dir", default_cache_dir()));
+    c.cache.group = s.choice("mode", "private", {"private", "group"}) == "group";
     if (const toml::node* m = s.get("max_gb")) {
       if (!m->is_number()) s.fail("max_gb", "expected a number of GB >= 0 (0: no bound)");
       double gb = m->is_integer() ? static_cast<double>(m->as_integer()->get()) : m->as_floating_point()->get();
@@ -402,6 +413,7 @@ std::string describe(const JobConfig& c) {
                        text::format_name(d.format), d.skip_bad ? "skip" : "fail");
     if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
     if (d.weight) out += fmt::format("weight = {}\n", *d.weight);
+    out += fmt::format("max_record_bytes = {}\n", d.max_record_bytes);
     for (const auto& [k, v] : d.placeholders) out += fmt::format("placeholders.{} = {}\n", q(k), q(v));
     for (const auto& [k, v] : d.columns) out += fmt::format("columns.{} = {}\n", q(k), q(v));
   }
@@ -417,8 +429,9 @@ std::string describe(const JobConfig& c) {
     out += fmt::format("pack_window = {}\ntokens = {}\n", c.batch.pack_window, c.batch.tokens);
   out += fmt::format("[schedule]\nepochs = {}\nshuffle = {}\nseed = {}\ndrop_last = {}\n", c.schedule.epochs,
                      c.schedule.shuffle, static_cast<int64_t>(c.schedule.seed), c.schedule.drop_last);
-  out += fmt::format("[workers]\ncount = {}\nslots = {}\nmax_crashes = {}\n", c.workers.count, c.workers.slots,
-                     c.workers.max_crashes);
+  out += fmt::format("[workers]\ncount = {}\nslots = {}\nmax_crashes = {}\ncpus = {}\nnice = {}\npolicy = \"{}\"\n",
+                     c.workers.count, c.workers.slots, c.workers.max_crashes, q(c.workers.cpus), c.workers.nice,
+                     c.workers.batch_policy ? "batch" : "other");
   std::string serve;
   for (uint32_t r : c.ranks.serve) serve += (serve.empty() ? "" : ", ") + std::to_string(r);
   out += fmt::format("[ranks]\nworld_size = {}\nserve = [{}]\n", c.ranks.world_size, serve);
@@ -429,8 +442,8 @@ std::string describe(const JobConfig& c) {
   out += fmt::format("allow_uids = [{}]\nallow_gids = [{}]\n", fmt::join(c.server.allow_uids, ", "),
                      fmt::join(c.server.allow_gids, ", "));
   if (!c.server.metrics_listen.empty()) out += fmt::format("metrics_listen = {}\n", q(c.server.metrics_listen));
-  out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\n", c.cache.enabled, q(c.cache.dir),
-                     c.cache.max_bytes / 1e9);
+  out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\nmode = \"{}\"\n", c.cache.enabled, q(c.cache.dir),
+                     c.cache.max_bytes / 1e9, c.cache.group ? "group" : "private");
   return out;
 }
 

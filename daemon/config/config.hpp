@@ -37,6 +37,8 @@ struct DatasetConfig {
   std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as
   std::optional<uint64_t> samples;                           // per epoch, ms-swift's `#N`
   std::optional<double> weight;                              // a share of the mixed epoch
+  uint64_t max_record_bytes = kDefaultMaxRecordBytes;        // longer records are bad, unparsed; 0: no bound
+  static constexpr uint64_t kDefaultMaxRecordBytes = 8u << 20;
 };
 
 struct TokenizerConfig {
@@ -73,6 +75,9 @@ struct WorkersConfig {
   uint32_t count = 2;
   uint32_t slots = 4;
   uint32_t max_crashes = 3;  // crashes on one record before it is isolated
+  std::string cpus;          // "" unpinned | "auto" (the GPU's NUMA node) | "16-23,30": workers and builders
+  int32_t nice = 0;          // 0..19, for workers and builders
+  bool batch_policy = false;  // policy = "batch": SCHED_BATCH
 };
 
 struct RanksConfig {
@@ -89,6 +94,9 @@ struct CacheConfig {
   // Bytes the directory may hold; at start the least recently used entries
   // go until it fits (0: no bound). Written in GB (10^9 bytes) as max_gb.
   uint64_t max_bytes = 0;
+  // mode = "group": the directory is shared with its group (dirs 02770,
+  // files 0640); default "private": 0700 and 0600, whatever the umask.
+  bool group = false;
 };
 
 struct ServerConfig {

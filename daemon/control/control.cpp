@@ -52,6 +52,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ++*live_;
   }
   ~Connection() {
+    if (reply_failures_ > 1)
+      spdlog::warn("control: pid {}: {} more replies failed on that connection (not logged)", peer_.pid,
+                   reply_failures_ - 1);
     --*live_;
     handler_.closed(peer_);
   }
@@ -114,20 +117,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (persistent_) idle_.cancel();
       else arm_idle();
       send(reply);
-      if (close) return;
+      // A reply that failed closed the socket: the rest of what the client
+      // sent is not answered (nor logged once per request).
+      if (close || !sock_.is_open()) return;
     }
   }
 
   // Replies are small; a client that does not read them gets disconnected
   // rather than holding the daemon.
   void send(const Reply& reply) {
+    if (!sock_.is_open()) {
+      for (int f : reply.fds) ::close(f);
+      ++reply_failures_;
+      return;
+    }
     std::string frame = proto::encode_frame(reply.payload);
     std::string error;
     int fd = sock_.native_handle();
     bool ok = proto::send_with_fds(fd, frame, reply.fds, error);
     for (int f : reply.fds) ::close(f);
     if (!ok) {
-      spdlog::warn("control: cannot reply to pid {}: {}", peer_.pid, error);
+      // Logged once per connection; the destructor counts the rest.
+      if (reply_failures_++ == 0) spdlog::warn("control: cannot reply to pid {}: {}; disconnecting", peer_.pid, error);
       sock_.close();
       return;
     }
@@ -140,6 +151,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   stream::socket sock_;
   asio::steady_timer idle_;
   bool persistent_ = false;
+  uint32_t reply_failures_ = 0;
   Peer peer_;
   ControlHandler& handler_;
   std::shared_ptr<std::size_t> live_;

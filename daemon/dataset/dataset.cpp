@@ -34,6 +34,7 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
   for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
   h.field("columns");
   for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
+  if (rules.max_bytes) h.field(fmt::format("max_bytes {}", rules.max_bytes));
   return h.hex() + ".tfx";
 }
 
@@ -46,6 +47,7 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.require_alternation = text::template_requires_alternation(cfg.tokenizer.tmpl);
   r.placeholders = d.placeholders;
   r.columns = d.columns;
+  r.max_bytes = d.max_record_bytes;
   return r;
 }
 

@@ -42,6 +42,17 @@ static_assert(sizeof(Header) == 64);
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+// The reason a record of `bytes` bytes is bad before it is read, or "".
+std::string size_reason(uint64_t bytes, const text::RecordRules& rules) {
+  if (rules.max_bytes && bytes > rules.max_bytes)
+    return fmt::format(
+        "record of {} bytes is longer than max_record_bytes = {} (left unparsed; raise max_record_bytes for this "
+        "dataset to keep it)",
+        bytes, rules.max_bytes);
+  if (bytes > UINT32_MAX) return "record longer than 4 GiB";
+  return {};
+}
+
 // The end of the JSON value that starts at `i` (an array element): a bracket
 // matcher that skips strings. Stops at a ',' or ']' at depth 0 or after the
 // closing bracket of the value. Counts newlines into `*lines` when given.
@@ -121,8 +132,8 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
     while (t > s && is_ws(d[t - 1])) --t;
     if (t > s) {
       std::string_view rec(d + s, t - s);
-      std::string reason = t - s > UINT32_MAX ? "record longer than 4 GiB"
-                                              : text::check_record(rec, rules, t + text::kParsePadding <= size);
+      std::string reason = size_reason(t - s, rules);
+      if (reason.empty()) reason = text::check_record(rec, rules, t + text::kParsePadding <= size);
       if (reason.empty()) {
         out.offsets.push_back(s);
       } else {
@@ -191,7 +202,8 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         uint64_t end = i;
         while (end > start && is_ws(d[end - 1])) --end;
         std::string_view rec(d + start, end - start);
-        std::string reason = end - start > UINT32_MAX ? "record longer than 4 GiB" : text::check_record(rec, rules);
+        std::string reason = size_reason(end - start, rules);
+        if (reason.empty()) reason = text::check_record(rec, rules);
         if (reason.empty()) {
           x.owned_.push_back(start);
         } else {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "encode/bounded_encode.hpp"
+
 namespace tokfeed {
 
 SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok)
@@ -19,7 +21,9 @@ bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
     return false;
   }
   text::render(conv_, render_, rendered_);
-  text::encode_sample(tok_, rendered_, cfg_.batch.max_length, cfg_.batch.truncation, out, tokens_);
+  // A long sample is tokenized only as far as its kept tokens reach.
+  if (!encode_bounded(tok_, rendered_, cfg_.batch.max_length, cfg_.batch.truncation, out, tokens_, check_))
+    text::encode_sample(tok_, rendered_, cfg_.batch.max_length, cfg_.batch.truncation, out, tokens_);
   return true;
 }
 

@@ -33,6 +33,7 @@ class SampleEncoder {
   text::Conversation conv_;
   text::Rendered rendered_;
   std::vector<text::Token> tokens_;
+  std::vector<text::Token> check_;  // bounded encoding's second part
 };
 
 }  // namespace tokfeed

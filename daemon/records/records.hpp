@@ -29,6 +29,9 @@ struct RecordRules {
   std::vector<std::pair<std::string, std::string>> placeholders;  // {{NAME}} → value
   // Top-level fields renamed before format detection: source → target.
   std::vector<std::pair<std::string, std::string>> columns;
+  // A record longer than this is bad before it is parsed ([dataset]
+  // max_record_bytes; the dataset index checks it). 0: no bound.
+  uint64_t max_bytes = 0;
 };
 
 // Parses one record's JSON text into a conversation and checks it against

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "pipeline/batch_builder.hpp"
+#include "config/cache_dir.hpp"
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
 #include "pipeline/schedule.hpp"
@@ -21,6 +22,10 @@ int check_config(const std::string& path) {
   using namespace tokfeed;
   JobConfig cfg = load_config(path);
   std::printf("# resolved settings of %s\n%s", path.c_str(), describe(cfg).c_str());
+  if (std::string why = prepare_cache_dir(cfg.cache); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return 1;
+  }
   auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
@@ -95,7 +100,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: --config or --check-config is required\n%s", app.help().c_str());
       return 2;
     }
-    tokfeed::Supervisor sup(tokfeed::load_config(config));
+    tokfeed::JobConfig cfg = tokfeed::load_config(config);
+    if (std::string why = tokfeed::prepare_cache_dir(cfg.cache); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return 1;
+    }
+    tokfeed::Supervisor sup(std::move(cfg));
     return sup.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

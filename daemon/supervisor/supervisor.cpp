@@ -9,6 +9,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -78,6 +79,12 @@ Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
   start_ns_ = shm::monotonic_ns();
   acquire_instance_locks();
   tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
+  cpu_plan_ = plan_cpus(cfg_);
+  for (const auto& r : cpu_plan_.per_rank) builder_cpus_.insert(builder_cpus_.end(), r.begin(), r.end());
+  std::sort(builder_cpus_.begin(), builder_cpus_.end());
+  builder_cpus_.erase(std::unique(builder_cpus_.begin(), builder_cpus_.end()), builder_cpus_.end());
+  spdlog::info("workers and cache builders: {}; nice {}, policy {}", cpu_plan_.summary, cfg_.workers.nice,
+               cfg_.workers.batch_policy ? "batch" : "other");
 #ifdef TOKFEED_FAULT_HOOKS
   if (const char* s = getenv("TOKFEED_FAULT_CRASH_LINE")) crash_on_line_ = std::atoll(s);
   if (const char* s = getenv("TOKFEED_FAULT_INDEX_CHUNK_MS")) index_progress_.slow_chunk_ms = std::atoi(s);
@@ -165,10 +172,13 @@ void Supervisor::create_segments() {
                cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
 }
 
-pid_t Supervisor::fork_child(const std::function<void()>& child) {
+pid_t Supervisor::fork_child(const std::function<void()>& child, int rank_index) {
   io_.notify_fork(asio::io_context::fork_prepare);
   pid_t pid = fork();
   if (pid == 0) {
+    const std::vector<int>& cpus = rank_index >= 0 ? cpu_plan_.per_rank[rank_index] : builder_cpus_;
+    if (std::string err = apply_cpu_policy(cpus, cfg_.workers); !err.empty())
+      spdlog::warn("pid {}: [workers] cpus/nice/policy not applied: {}", getpid(), err);
     child();  // never returns
     _exit(0);
   }
@@ -243,7 +253,7 @@ void Supervisor::spawn(WorkerSlot& w) {
     ctx.shared_rows = &ranks_[0].schedule->epoch_order(ctx.start.epoch);
     ctx.shared_epoch = ctx.start.epoch;
   }
-  pid_t pid = fork_child([&ctx] { worker_main(ctx); });
+  pid_t pid = fork_child([&ctx] { worker_main(ctx); }, static_cast<int>(w.rank_index));
   if (pid < 0) {
     spdlog::error("rank {} worker {}: fork failed: {}", rs.rank, w.worker, std::strerror(errno));
     return;

@@ -25,6 +25,7 @@
 #include "cache/cache_build.hpp"
 #include "config/config.hpp"
 #include "control/control.hpp"
+#include "config/cpu_policy.hpp"
 #include "dataset/dataset.hpp"
 #include "control/metrics_http.hpp"
 #include "pipeline/schedule.hpp"
@@ -92,7 +93,9 @@ class Supervisor final : public ControlHandler {
   void start_serving();
   void plan_rank(uint32_t ri, StreamStart start);
   void replan_rank(uint32_t ri, StreamStart start);
-  pid_t fork_child(const std::function<void()>& child);
+  // `rank_index`: the served rank a worker builds for, whose cores it gets;
+  // -1 (a cache builder): the cores of all served ranks.
+  pid_t fork_child(const std::function<void()>& child, int rank_index = -1);
   void spawn(WorkerSlot& w);
   void on_sigchld();
   // A child died of SIGBUS because a dataset file shrank under its mapping:
@@ -144,6 +147,8 @@ class Supervisor final : public ControlHandler {
   std::vector<int> lock_fds_;
   int64_t crash_on_line_ = -1;
   uint64_t start_ns_ = 0;
+  CpuPlan cpu_plan_;  // [workers] cpus, resolved at start
+  std::vector<int> builder_cpus_;
   Rates last_rates_{}, prev_rates_{};
   bool stopping_ = false;
 

@@ -115,7 +115,7 @@ void Supervisor::prepare_cache() {
   }
   spdlog::info("token cache: {} ({}): building it", store_path(cfg_.cache.dir, cache_key_, "idx"), why);
   std::string lock = store_path(cfg_.cache.dir, cache_key_, "lock");
-  cache_lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  cache_lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0660);  // the umask decides: 0600 or 0660
   if (cache_lock_fd_ < 0)
     throw std::runtime_error(
         fmt::format("{}: cannot create the cache lock: {}; set [cache] dir to a writable "

@@ -140,7 +140,8 @@ std::string Supervisor::status_payload() {
     const shm::RingHeader& r = ring(i);
     bool done = r.head.load(std::memory_order_relaxed) >= r.end_seq;
     bool building = r.building_index.load(std::memory_order_relaxed) != 0;
-    pk.pack_map(9);
+    const ProcCpu cpu = read_proc_cpu(w.pid);
+    pk.pack_map(13);
     kv(pk, "rank", ranks_[w.rank_index].rank);
     kv(pk, "worker", w.worker);
     kv(pk, "pid", static_cast<int64_t>(w.pid));
@@ -150,6 +151,10 @@ std::string Supervisor::status_payload() {
     kv(pk, "last_restart_ms", w.last_restart_ms);
     kv(pk, "last_exit", w.last_exit);
     kv(pk, "generation", r.generation.load(std::memory_order_relaxed));
+    kv(pk, "cpu_s", cpu.cpu_s);
+    kv(pk, "cpus", cpu.cpus);
+    kv(pk, "nice", static_cast<int64_t>(cpu.nice));
+    kv(pk, "policy", cpu.policy);
     batches += load(r.batches), samples += load(r.samples), tokens += load(r.tokens);
     real += load(r.real_tokens), truncated += load(r.truncated), dropped += load(r.dropped);
     masked += load(r.all_masked);

@@ -45,19 +45,23 @@ void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length,
     count = max_length;
     if (trunc == Truncation::kLeft) first = n - max_length;
   }
+  emit_tokens(scratch, first, count, r.trained, out);
+}
+
+void emit_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count,
+                 const std::vector<Span>& trained, EncodedSample& out) {
   out.ids.resize(count);
   out.labels.resize(count);
-  SpanCursor cursor(r.trained);
+  SpanCursor cursor(trained);
   bool any = false;
-  // Labels are decided on the whole encoding, then cut, so a left cut cannot
-  // change which tokens are trained.
-  for (std::size_t i = 0; i < n; ++i) {
-    const Token& t = scratch[i];
-    bool trained = cursor.trained(t.begin, t.end);
-    if (i < first || i >= first + count) continue;
+  // A token's label depends on its own range alone (the cursor only skips
+  // spans that end before it), so a cut cannot change which tokens are trained.
+  for (std::size_t i = first; i < first + count; ++i) {
+    const Token& t = tokens[i];
+    bool is_trained = cursor.trained(t.begin, t.end);
     out.ids[i - first] = t.id;
-    out.labels[i - first] = trained ? t.id : kIgnoreIndex;
-    any |= trained;
+    out.labels[i - first] = is_trained ? t.id : kIgnoreIndex;
+    any |= is_trained;
   }
   out.all_masked = !any;
 }

@@ -26,4 +26,10 @@ struct EncodedSample {
 void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
                    std::vector<Token>& scratch);
 
+// Writes tokens[first, first + count) into out.ids and out.labels (a token
+// is trained where it overlaps a span of `trained`) and sets all_masked.
+// Tokens must be in text order, as encode() gives them.
+void emit_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count,
+                 const std::vector<Span>& trained, EncodedSample& out);
+
 }  // namespace tokfeed::text

@@ -205,8 +205,13 @@ int connect_unix(const std::string& path, std::string& error) noexcept {
     return -1;
   }
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    error = "cannot connect to the tokfeed daemon at " + path + ": " + std::strerror(errno) +
-            " (is tokfeedd running with this [server] socket?)";
+    const int e = errno;
+    error = "cannot connect to the tokfeed daemon at " + path + ": " + std::strerror(e);
+    if (e == EACCES || e == EPERM)
+      error += " (no access: this user, uid " + std::to_string(::geteuid()) +
+               ", may not open the socket or a folder above it; the daemon's user or group may, and [server] "
+               "allow_uids / allow_gids name who else may talk to it)";
+    else error += " (is tokfeedd running with this [server] socket?)";
     ::close(fd);
     return -1;
   }

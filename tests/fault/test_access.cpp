@@ -145,7 +145,10 @@ TEST_CASE("user B can neither attach to nor open the segments of user A's daemon
         tokfeed::Status s = tokfeed::Client::connect(opt, c);
         if (s.ok()) return 0;
         std::fprintf(stderr, "user B's attach: %s\n", s.message().c_str());
-        if (s.message().find("Permission denied") != std::string::npos) return 1;
+        // Refused by the socket's mode: it names access, not a missing daemon.
+        if (s.message().find("Permission denied (no access") != std::string::npos &&
+            s.message().find("is tokfeedd running") == std::string::npos)
+          return 1;
         return s.message().find("not allowed") != std::string::npos ? 2 : 3;
       });
     };
@@ -246,4 +249,116 @@ TEST_CASE("[server] allow_uids / allow_gids: strict validation, and --check-conf
   Output ok = run(bin("tokfeedd") + " --check-config '" + dir.file("job.toml") + "'");
   CHECK(ok.status == 0);
   CHECK(ok.out.find("allow_uids = [1000, 1001]\nallow_gids = [990]") != std::string::npos);
+}
+
+namespace {
+
+// Every entry below `root` (itself included): path, mode bits, owner.
+struct Entry {
+  std::string path;
+  mode_t mode;
+  uid_t uid;
+  bool dir;
+};
+std::string fmt_mode(const Entry& e) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%c %04o uid %u  ", e.dir ? 'd' : '-', static_cast<unsigned>(e.mode),
+                static_cast<unsigned>(e.uid));
+  return buf + e.path.substr(e.path.rfind("/cache") == std::string::npos ? 0 : e.path.rfind("/cache"));
+}
+
+std::vector<Entry> walk(const std::string& root) {
+  std::vector<Entry> out;
+  struct stat st;
+  if (lstat(root.c_str(), &st) != 0) return out;
+  out.push_back({root, static_cast<mode_t>(st.st_mode & 07777), st.st_uid, S_ISDIR(st.st_mode)});
+  if (!S_ISDIR(st.st_mode)) return out;
+  if (DIR* d = opendir(root.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      for (Entry& x : walk(root + "/" + n)) out.push_back(std::move(x));
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the cache is private whatever the umask: user B reads no token store, index, spool or lock of A's") {
+  if (geteuid() != 0 || run("command -v useradd").status != 0) {
+    MESSAGE("needs root and useradd to create two users; skipped");
+    return;
+  }
+  Users users;
+  User a, b;
+  std::string tag = std::to_string(getpid() % 100000);
+  if (!users.make("tfc" + tag, a) || !users.make("tfd" + tag, b)) {
+    MESSAGE("useradd failed; skipped");
+    return;
+  }
+  TempDir dir;
+  REQUIRE(chown(dir.path().c_str(), a.uid, a.gid) == 0);
+  REQUIRE(chmod(dir.path().c_str(), 0755) == 0);  // B may walk to the cache: its modes alone decide
+  // A gzip shard, so that a decompressed spool is written too.
+  REQUIRE(run("gzip -c '" + data_path("sft/mixed-300.jsonl") + "' > '" + dir.file("data.jsonl.gz") + "'").status == 0);
+  std::string as_a =
+      "setpriv --reuid=" + std::to_string(a.uid) + " --regid=" + std::to_string(a.gid) + " --clear-groups";
+  const mode_t old_umask = ::umask(022);  // the daemon inherits a permissive umask
+
+  auto serve = [&](const std::string& name, const std::string& cache_extra) {
+    std::string cfg = write_job(dir,
+                                "[dataset]\npath = \"" + dir.file("data.jsonl.gz") +
+                                    "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
+                                    data_path("tokenizers/sp32k/tokenizer.model") + "\"\n[cache]\ndir = \"" +
+                                    dir.file(name) + "\"\n" + cache_extra,
+                                name);
+    REQUIRE(chown(cfg.c_str(), a.uid, a.gid) == 0);
+    Daemon d(cfg, socket_of(dir, name), as_a);
+    // A batch delivered: the index, the spool and the token store are written.
+    REQUIRE(dump(d.socket(), 0, "--count 1").size() == 1);
+    std::vector<Entry> all = walk(dir.file(name));
+    d.stop(SIGTERM);
+    return all;
+  };
+
+  std::vector<Entry> priv = serve("cache", "");
+  std::string seen;
+  int files = 0;
+  bool index = false, spool = false, bin = false, lock = false;
+  for (const Entry& e : priv) {
+    seen += fmt_mode(e) + "\n";
+    CHECK_MESSAGE(e.uid == a.uid, e.path);
+    CHECK_MESSAGE(e.mode == (e.dir ? 0700 : 0600), e.path);
+    if (e.dir) {
+      CHECK(as_user(b, [&] { return opendir(e.path.c_str()) == nullptr && errno == EACCES ? 0 : 1; }) == 0);
+      continue;
+    }
+    ++files;
+    index |= e.path.find("/index/") != std::string::npos;
+    spool |= e.path.find("/spool/") != std::string::npos;
+    bin |= e.path.size() > 4 && e.path.compare(e.path.size() - 4, 4, ".bin") == 0;
+    lock |= e.path.find(".lock") != std::string::npos;
+    CHECK(as_user(b, [&] { return ::open(e.path.c_str(), O_RDONLY) < 0 && errno == EACCES ? 0 : 1; }) == 0);
+  }
+  MESSAGE("private cache, daemon umask 022, as user B sees it:\n" << seen);
+  CHECK(files >= 5);
+  CHECK(index);
+  CHECK(spool);
+  CHECK(bin);
+  CHECK(lock);
+
+  // mode = "group": shared with A's group; B reads it only as a member.
+  std::vector<Entry> grp = serve("gcache", "mode = \"group\"\n");
+  std::string store;
+  for (const Entry& e : grp) {
+    if (e.dir) CHECK_MESSAGE(e.mode == 02770, e.path);
+    else CHECK_MESSAGE((e.mode == 0640 || (e.mode == 0660 && e.path.find(".lock") != std::string::npos)), e.path);
+    if (!e.dir && e.path.size() > 4 && e.path.compare(e.path.size() - 4, 4, ".bin") == 0) store = e.path;
+  }
+  REQUIRE(!store.empty());
+  CHECK(as_user(b, [&] { return ::open(store.c_str(), O_RDONLY) >= 0 ? 0 : 1; }, {a.gid}) == 0);
+  CHECK(as_user(b, [&] { return ::open(store.c_str(), O_RDONLY) < 0 && errno == EACCES ? 0 : 1; }) == 0);
+  ::umask(old_umask);
 }

@@ -155,7 +155,9 @@ TEST_CASE("kill -9 at random moments, start-up included, leaves nothing in /dev/
   CHECK(dump(d.socket(), 0, "--count 1").size() == 1);
 }
 
-TEST_CASE("a stopped daemon: no error while stopped briefly, typed 'daemon lost' once stopped past the timeout") {
+TEST_CASE(
+    "a stopped daemon: no error while stopped briefly or while its workers deliver, typed 'daemon lost' once all is "
+    "stopped past the timeout, and next() resumes") {
   TempDir dir;
   Daemon d(write_job(dir, job() + "[schedule]\nepochs = 100\n"), socket_of(dir));
   tokfeed::ClientOptions opt;
@@ -171,15 +173,37 @@ TEST_CASE("a stopped daemon: no error while stopped briefly, typed 'daemon lost'
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ::kill(d.pid(), SIGCONT);
   for (int i = 0; i < 20; ++i) REQUIRE_MESSAGE(c->next(b).ok(), "batch " << i);
-  // Long stop: the heartbeat goes stale and the client says so, within 2 s.
+  // The supervisor alone stopped past the timeout: its workers still
+  // deliver, and a delivered batch is as good a sign of life as a heartbeat.
+  std::vector<pid_t> workers = d.worker_pids();
+  REQUIRE(!workers.empty());
   ::kill(d.pid(), SIGSTOP);
   auto t0 = std::chrono::steady_clock::now();
+  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  int delivered = 0;
+  while (since(t0) < 2.5) {
+    REQUIRE_MESSAGE(c->next(b).ok(), "batch " << delivered << " with the supervisor stopped");
+    ++delivered;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(delivered > 20);
+  // Workers stopped too: no heartbeat and no batch, and the client says so
+  // within 2 s of its last batch.
+  for (pid_t w : workers) ::kill(w, SIGSTOP);
   tokfeed::Status st;
-  while ((st = c->next(b)).ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a training step
-  double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto last = std::chrono::steady_clock::now();
+  while ((st = c->next(b)).ok()) {
+    last = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a training step
+  }
+  double after = since(last);
+  for (pid_t w : workers) ::kill(w, SIGCONT);
   ::kill(d.pid(), SIGCONT);
   CHECK(st.code() == tokfeed::Code::kDaemonLost);
-  CHECK(st.message().find("no heartbeat") != std::string::npos);
+  CHECK(st.message().find("no heartbeat and no batch") != std::string::npos);
+  CHECK(st.message().find("calling next() again resumes") != std::string::npos);
   CHECK(after >= 1.4);
   CHECK(after < 2.0);
+  // And it does, at once: nothing was consumed by the error.
+  for (int i = 0; i < 5; ++i) REQUIRE_MESSAGE(c->next(b).ok(), "batch " << i << " after SIGCONT");
 }
