@@ -26,7 +26,9 @@ if(NOT TOKFEED_WITH_ARROW STREQUAL "OFF")
     endforeach()
     foreach(_py IN LISTS _pys)
       execute_process(
-        COMMAND "${_py}" -c "import pyarrow as pa; print(pa.get_include()); print(pa.get_library_dirs()[0]); print(pa.__version__)"
+        # Located without importing it (an import can fail on an unrelated
+        # NumPy), as pyarrow.get_include() and get_library_dirs() would.
+        COMMAND "${_py}" -c "import importlib.util as u, importlib.metadata as m, os; d = u.find_spec('pyarrow').submodule_search_locations[0]; print(os.path.join(d, 'include')); print(d); print(m.version('pyarrow'))"
         OUTPUT_VARIABLE _out ERROR_QUIET RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE)
       if(NOT _rc EQUAL 0)
         continue()

@@ -445,7 +445,12 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
       uint64_t pos = 0;
       for (int g = 0; g < groups; ++g) {
         auto fail = [&](const std::string& what) { return damaged(path, layout, g, what); };
+#if ARROW_VERSION_MAJOR >= 24
         auto table = ok(reader->ReadRowGroup(g), fail);
+#else
+        std::shared_ptr<arrow::Table> table;
+        if (auto st = reader->ReadRowGroup(g, &table); !st.ok()) throw fail(st.ToString());
+#endif
         arrow::TableBatchReader batches(table);
         for (;;) {
           std::shared_ptr<arrow::RecordBatch> batch;
