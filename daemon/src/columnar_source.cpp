@@ -14,7 +14,10 @@
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
 
+#include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -363,9 +366,10 @@ std::unique_ptr<Writer> make_writer(const std::shared_ptr<arrow::Array>& a) {
   }
 }
 
-// Hands `sink` one JSON line per row of `batch`; a null column is left out.
-void write_rows(const arrow::RecordBatch& batch, std::string& buf,
-                const std::function<void(std::string_view)>& sink) {
+// Appends one JSON line per row of `batch` to `buf` (a null column is left
+// out), handing `buf` to `sink` whenever it holds `flush` bytes.
+void write_rows(const arrow::RecordBatch& batch, std::string& buf, const std::function<void(std::string_view)>& sink,
+                std::size_t flush = 1u << 20) {
   std::vector<std::pair<std::string, std::unique_ptr<Writer>>> cols;
   for (int c = 0; c < batch.num_columns(); ++c) {
     std::string key;
@@ -384,19 +388,24 @@ void write_rows(const arrow::RecordBatch& batch, std::string& buf,
       w->value(r, buf);
     }
     buf += "}\n";
-    if (buf.size() >= (1u << 20)) {
+    if (buf.size() >= flush) {
       sink(buf);
       buf.clear();
     }
   }
 }
 
-// The error for group `g` of `path` (Parquet row group or Arrow record batch).
-DatasetError damaged(const std::string& path, const ColumnarLayout& layout, std::size_t g, const std::string& what) {
-  const char* group = layout.kind == ColumnarKind::kArrow ? "record batch" : "row group";
+// The error for group `g` of `path` (Parquet row group or Arrow record
+// batch), which starts at the file's row `first`.
+DatasetError damaged(const std::string& path, ColumnarKind kind, std::size_t g, uint64_t first,
+                     const std::string& what) {
+  const char* group = kind == ColumnarKind::kArrow ? "record batch" : "row group";
   return DatasetError(fmt::format("{}: {} {} (from row {}): cannot read it: {}; the file is damaged or truncated: "
                                   "fetch or write it again",
-                                  path, group, g, layout.rows(), what));
+                                  path, group, g, first, what));
+}
+DatasetError damaged(const std::string& path, const ColumnarLayout& layout, std::size_t g, const std::string& what) {
+  return damaged(path, layout.kind, g, layout.rows(), what);
 }
 
 template <class T>
@@ -409,6 +418,88 @@ void columns_of(const arrow::Schema& s, ColumnarLayout& layout) {
   for (const auto& f : s.fields()) layout.columns.push_back(f->name());
 }
 
+// A Parquet file's row groups as JSON lines into `sink`, in order. Several
+// threads, each with its own reader of the mapped file, convert whole row
+// groups; each waits for its turn to hand its group's text on, so at most one
+// group per thread is held.
+void parquet_rows(const std::string& path, const std::shared_ptr<arrow::io::RandomAccessFile>& file,
+                  parquet::arrow::FileReader& first_reader, uint64_t size, ColumnarLayout& layout,
+                  const std::function<void(std::string_view)>& sink, const std::function<void(uint64_t)>& advance) {
+  auto meta = first_reader.parquet_reader()->metadata();
+  const int groups = first_reader.num_row_groups();
+  std::vector<uint64_t> first_row{0}, end_byte{0};
+  for (int g = 0; g < groups; ++g) {
+    first_row.push_back(first_row.back() + static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->num_rows())));
+    end_byte.push_back(std::min(size, end_byte.back() + static_cast<uint64_t>(std::max<int64_t>(
+                                                             0, meta->RowGroup(g)->total_compressed_size()))));
+  }
+  layout.group_rows.assign(static_cast<std::size_t>(groups), 0);
+  std::mutex mu;
+  std::condition_variable turn;
+  int next_write = 0, failed_group = groups;
+  std::exception_ptr error;
+  std::atomic<int> next{0};
+  auto fail_at = [&](int g, std::exception_ptr e) {
+    std::lock_guard lock(mu);
+    if (g < failed_group) failed_group = g, error = std::move(e);
+    turn.notify_all();
+  };
+  auto work = [&](parquet::arrow::FileReader* reader) {
+    for (int g; (g = next.fetch_add(1)) < groups;) {
+      std::string text;
+      uint64_t rows = 0;
+      try {
+        auto fail = [&](const std::string& what) {
+          return damaged(path, ColumnarKind::kParquet, static_cast<std::size_t>(g), first_row[g], what);
+        };
+#if ARROW_VERSION_MAJOR >= 24
+        auto table = ok(reader->ReadRowGroup(g), fail);
+#else
+        std::shared_ptr<arrow::Table> table;
+        if (auto st = reader->ReadRowGroup(g, &table); !st.ok()) throw fail(st.ToString());
+#endif
+        arrow::TableBatchReader batches(table);
+        for (;;) {
+          std::shared_ptr<arrow::RecordBatch> batch;
+          if (auto st = batches.ReadNext(&batch); !st.ok()) throw fail(st.ToString());
+          if (!batch) break;
+          write_rows(*batch, text, {}, SIZE_MAX);
+        }
+        rows = static_cast<uint64_t>(table->num_rows());
+      } catch (...) {
+        fail_at(g, std::current_exception());
+        return;
+      }
+      std::unique_lock lock(mu);
+      turn.wait(lock, [&] { return next_write == g || failed_group < groups; });
+      if (failed_group < groups) return;
+      try {
+        sink(text);
+        layout.group_rows[static_cast<std::size_t>(g)] = rows;
+        advance(end_byte[g + 1]);
+      } catch (...) {
+        failed_group = g, error = std::current_exception();
+        turn.notify_all();
+        return;
+      }
+      ++next_write;
+      turn.notify_all();
+    }
+  };
+  const unsigned threads = std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8);
+  std::vector<std::unique_ptr<parquet::arrow::FileReader>> readers;
+  for (unsigned t = 1; t < std::min<unsigned>(threads, static_cast<unsigned>(groups)); ++t) {
+    auto r = parquet::arrow::OpenFile(file, arrow::default_memory_pool());
+    if (!r.ok()) break;  // fewer threads then
+    readers.push_back(std::move(r).ValueUnsafe());
+  }
+  std::vector<std::thread> pool;
+  for (auto& r : readers) pool.emplace_back(work, r.get());
+  work(&first_reader);
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
@@ -417,7 +508,7 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
   layout.kind = kind;
   std::string buf;
   uint64_t reported = 0;
-  auto advance = [&](uint64_t pos) {
+  std::function<void(uint64_t)> advance = [&](uint64_t pos) {
     if (progress.bytes && pos > reported) progress.bytes->fetch_add(pos - reported, std::memory_order_relaxed);
     reported = std::max(reported, pos);
 #ifdef TOKFEED_FAULT_HOOKS
@@ -440,28 +531,7 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
       std::shared_ptr<arrow::Schema> schema;
       if (auto st = reader->GetSchema(&schema); !st.ok()) throw whole(st.ToString());
       columns_of(*schema, layout);
-      const int groups = reader->num_row_groups();
-      auto meta = reader->parquet_reader()->metadata();
-      uint64_t pos = 0;
-      for (int g = 0; g < groups; ++g) {
-        auto fail = [&](const std::string& what) { return damaged(path, layout, g, what); };
-#if ARROW_VERSION_MAJOR >= 24
-        auto table = ok(reader->ReadRowGroup(g), fail);
-#else
-        std::shared_ptr<arrow::Table> table;
-        if (auto st = reader->ReadRowGroup(g, &table); !st.ok()) throw fail(st.ToString());
-#endif
-        arrow::TableBatchReader batches(table);
-        for (;;) {
-          std::shared_ptr<arrow::RecordBatch> batch;
-          if (auto st = batches.ReadNext(&batch); !st.ok()) throw fail(st.ToString());
-          if (!batch) break;
-          write_rows(*batch, buf, sink);
-        }
-        layout.group_rows.push_back(static_cast<uint64_t>(table->num_rows()));
-        pos += static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->total_compressed_size()));
-        advance(std::min(pos, size));
-      }
+      parquet_rows(path, file, *reader, size, layout, sink, advance);
     } else {
       char magic[6] = {};
       if (auto r = file->ReadAt(0, 6, magic); !r.ok()) throw whole(r.status().ToString());
