@@ -14,6 +14,8 @@
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
@@ -564,6 +566,9 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
   }
   if (!buf.empty()) sink(buf);
   advance(0);
+  // Workers fork from this process: leave them no freed decoding buffers.
+  arrow::default_memory_pool()->ReleaseUnused();
+  ::malloc_trim(0);
   return layout;
 }
 

@@ -3,7 +3,9 @@ records give as JSONL, byte for byte; damaged and unusable files are named.
 
 The columnar files are written from the JSONL records by pyarrow and by HF
 `datasets` from PyPI, in the interpreter that runs this (TOKFEED_HF_PYTHON);
-without them, or without a tokfeedd built with Arrow, the test skips (77).
+without pyarrow the test skips (77), without `datasets` its cases do; with a
+tokfeedd built without Arrow, only the error that says how to enable it is
+checked.
 Paths come from ctest: TOKFEED_BUILD_DIR, TOKFEED_SOURCE_DIR.
 """
 import json
@@ -28,10 +30,13 @@ WITH_ARROW = os.environ.get("TOKFEED_WITH_ARROW", "1") == "1"
 try:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    import datasets
-except ImportError as e:  # the HF stack is not in this interpreter
+except ImportError as e:  # not in this interpreter
     pa = None
     IMPORT_ERROR = str(e)
+try:
+    import datasets
+except ImportError:
+    datasets = None
 
 
 def tool_records():
@@ -173,10 +178,13 @@ class ColumnarTest(unittest.TestCase):
                            self.path("shards", f"train-{k:05d}-of-00004.parquet"), row_group_size=40)
         with open(self.path("shards", "README.md"), "w") as f:
             f.write("not data\n")
+        with open(self.path("shards", "dataset_info.json"), "w") as f:
+            f.write("{}\n")  # metadata beside the shards, not a shard
         self.assert_same(dataset(self.path("shards")), "a folder of Parquet shards")
         self.assert_same(dataset(self.path("shards", "train-*.parquet")), "a glob of Parquet shards")
 
     @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
+    @unittest.skipIf(datasets is None, "HF datasets is not installed for this Python")
     def test_hf_datasets_save_to_disk_and_to_parquet(self):
         ds = datasets.Dataset.from_json(self.jsonl, cache_dir=self.path("hf-cache", "x"))
         self.assertEqual(len(ds), len(self.records))
@@ -189,6 +197,13 @@ class ColumnarTest(unittest.TestCase):
         hub = self.path("hub", "train.parquet")
         ds.to_parquet(hub)
         self.assert_same(dataset(hub), "datasets' to_parquet")
+        # A DatasetDict folder: one split's folder is the dataset; the whole is refused.
+        dd_dir = self.path("dict", "x")[:-2]
+        datasets.DatasetDict({"train": ds, "test": ds.select(range(10))}).save_to_disk(dd_dir)
+        out = Job(self.tmp, dataset(dd_dir)).check()
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("a `datasets` DatasetDict folder: name one of its splits' folders", out.stderr)
+        self.assert_same(dataset(os.path.join(dd_dir, "train")), "a DatasetDict's train split")
 
     @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
     def test_arrow_ipc_file_and_mixed_with_jsonl(self):
