@@ -68,8 +68,8 @@ bool ColumnarLayout::parse(std::string_view b) {
     return true;
   };
   uint64_t n;
-  if (b.empty() || (b[0] != static_cast<char>(ColumnarKind::kParquet) &&
-                    b[0] != static_cast<char>(ColumnarKind::kArrow)))
+  if (b.empty() ||
+      (b[0] != static_cast<char>(ColumnarKind::kParquet) && b[0] != static_cast<char>(ColumnarKind::kArrow)))
     return false;
   kind = static_cast<ColumnarKind>(b[0]);
   if (!get(n) || n > b.size() / 8) return false;
@@ -91,8 +91,8 @@ bool ColumnarLayout::parse(std::string_view b) {
 
 bool columnar_supported() noexcept { return false; }
 
-ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind,
-                                 const std::function<void(std::string_view)>&, const ShardProgress&) {
+ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind, const std::function<void(std::string_view)>&,
+                                 const ShardProgress&) {
   throw DatasetError(
       fmt::format("{}: this tokfeedd was built without Apache Arrow, so it cannot read Parquet or Arrow files; "
                   "run scripts/deps.sh (it installs pyarrow, whose C++ libraries tokfeed links) and build again "
@@ -402,9 +402,10 @@ void write_rows(const arrow::RecordBatch& batch, std::string& buf, const std::fu
 DatasetError damaged(const std::string& path, ColumnarKind kind, std::size_t g, uint64_t first,
                      const std::string& what) {
   const char* group = kind == ColumnarKind::kArrow ? "record batch" : "row group";
-  return DatasetError(fmt::format("{}: {} {} (from row {}): cannot read it: {}; the file is damaged or truncated: "
-                                  "fetch or write it again",
-                                  path, group, g, first, what));
+  return DatasetError(
+      fmt::format("{}: {} {} (from row {}): cannot read it: {}; the file is damaged or truncated: "
+                  "fetch or write it again",
+                  path, group, g, first, what));
 }
 DatasetError damaged(const std::string& path, const ColumnarLayout& layout, std::size_t g, const std::string& what) {
   return damaged(path, layout.kind, g, layout.rows(), what);
@@ -433,7 +434,7 @@ void parquet_rows(const std::string& path, const std::shared_ptr<arrow::io::Rand
   for (int g = 0; g < groups; ++g) {
     first_row.push_back(first_row.back() + static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->num_rows())));
     end_byte.push_back(std::min(size, end_byte.back() + static_cast<uint64_t>(std::max<int64_t>(
-                                                             0, meta->RowGroup(g)->total_compressed_size()))));
+                                                            0, meta->RowGroup(g)->total_compressed_size()))));
   }
   layout.group_rows.assign(static_cast<std::size_t>(groups), 0);
   std::mutex mu;
@@ -521,9 +522,10 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
   };
   auto whole = [&](const std::string& what) {
     const char* format = kind == ColumnarKind::kParquet ? "a Parquet" : "an Arrow IPC";
-    return DatasetError(fmt::format("{}: cannot read it as {} file: {}; the file is damaged, truncated or not in "
-                                    "that format: fetch or write it again",
-                                    path, format, what));
+    return DatasetError(
+        fmt::format("{}: cannot read it as {} file: {}; the file is damaged, truncated or not in "
+                    "that format: fetch or write it again",
+                    path, format, what));
   };
   try {
     auto file = ok(arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ), whole);
@@ -541,7 +543,8 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
         auto reader = ok(arrow::ipc::RecordBatchFileReader::Open(file), whole);
         columns_of(*reader->schema(), layout);
         for (int g = 0; g < reader->num_record_batches(); ++g) {
-          auto batch = ok(reader->ReadRecordBatch(g), [&](const std::string& w) { return damaged(path, layout, g, w); });
+          auto batch =
+              ok(reader->ReadRecordBatch(g), [&](const std::string& w) { return damaged(path, layout, g, w); });
           write_rows(*batch, buf, sink);
           layout.group_rows.push_back(static_cast<uint64_t>(batch->num_rows()));
           advance(size * (g + 1) / reader->num_record_batches());

@@ -31,8 +31,7 @@ namespace {
 bool is_dataset_file(const std::string& name) {
   // The metadata `datasets` writes beside its shards is not data.
   if (name == "dataset_info.json" || name == "state.json" || name == "dataset_dict.json") return false;
-  for (const char* ext :
-       {".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".parquet", ".arrow"})
+  for (const char* ext : {".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".parquet", ".arrow"})
     if (name.ends_with(ext)) return true;
   return false;
 }
@@ -222,9 +221,8 @@ std::vector<std::string> resolve_shards(const std::string& name, const std::stri
   } else if (fs::is_directory(path)) {
     std::error_code ec;
     if (fs::exists(fs::path(path) / "dataset_dict.json", ec))
-      throw DatasetError(
-          fmt::format("{}: a `datasets` DatasetDict folder: name one of its splits' folders (e.g. {}/train)", name,
-                      path));
+      throw DatasetError(fmt::format(
+          "{}: a `datasets` DatasetDict folder: name one of its splits' folders (e.g. {}/train)", name, path));
     for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::none, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (it->is_regular_file(ec) && is_dataset_file(it->path().filename().string()))
