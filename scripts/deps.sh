@@ -26,3 +26,14 @@ if ! /usr/bin/python3 -c "import tokenizers" 2>/dev/null; then
   /usr/bin/python3 -m pip install -q --break-system-packages "tokenizers>=0.19" \
     || echo "warning: cannot install HF tokenizers for /usr/bin/python3; the hf reference tests will skip"
 fi
+
+# Parquet and Arrow datasets: tokfeed links the Apache Arrow C++ libraries
+# (libarrow, libparquet), which Debian 12 does not package. Apache's own
+# packages are used when CMake finds them; otherwise the ones the PyPI
+# `pyarrow` wheel ships, with their headers (cmake/arrow.cmake). Without
+# either, tokfeed builds without Parquet and Arrow support.
+if ! /usr/bin/python3 -c "import pyarrow" 2>/dev/null && ! pkg-config --exists arrow parquet 2>/dev/null; then
+  # Wheels from 22 on need NumPy 2; Debian 12's python3-numpy is 1.24.
+  /usr/bin/python3 -m pip install -q --break-system-packages "pyarrow>=15,<22" \
+    || echo "warning: cannot install pyarrow for /usr/bin/python3; Parquet and Arrow datasets will be disabled"
+fi

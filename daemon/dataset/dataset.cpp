@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/hash128.hpp"
+#include "records/record_fields.hpp"
 #include "tokfeed/shm/futex.hpp"
 
 namespace tokfeed {
@@ -36,6 +37,24 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
   for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
   if (rules.max_bytes) h.field(fmt::format("max_bytes {}", rules.max_bytes));
   return h.hex() + ".tfx";
+}
+
+// A Parquet or Arrow shard needs a column that a format reads, under its own
+// name or renamed by `columns`; else every row would be bad.
+void check_columns(const std::string& path, const ColumnarLayout& layout, const text::RecordRules& rules) {
+  if (layout.kind == ColumnarKind::kNone) return;
+  for (const std::string& c : layout.columns) {
+    if (text::detail::key_of(c) < text::detail::kKeys) return;
+    for (const auto& [from, to] : rules.columns)
+      if (from == c && text::detail::key_of(to) < text::detail::kKeys) return;
+  }
+  std::string have, want;
+  for (const std::string& c : layout.columns) have += (have.empty() ? "" : ", ") + c;
+  for (std::string_view k : text::detail::kKeyNames) want += (want.empty() ? "" : ", ") + std::string(k);
+  throw DatasetError(
+      fmt::format("{}: no column holds records: the columns are [{}], and tokfeed reads {}; rename yours in the "
+                  "dataset's `columns` (e.g. columns = {{ \"conversation\" = \"messages\" }})",
+                  path, have, want));
 }
 
 }  // namespace
@@ -117,7 +136,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   const DatasetConfig& dc = cfg.datasets[d];
   const text::RecordRules rules = record_rules(cfg, d);
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
-  const bool compressed = compression_of(path) != Compression::kNone;
+  const bool compressed = compression_of(path) != Compression::kNone || columnar_kind(path) != ColumnarKind::kNone;
   const uint64_t before = progress ? progress->bytes_done.load(std::memory_order_relaxed) : 0;
 
   Shard s;
@@ -132,6 +151,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
   s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
+  check_columns(path, s.bytes.layout(), rules);
 
   s.index_name = index_name(s.bytes, rules);
   std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
@@ -162,14 +182,20 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     progress->shards_done.fetch_add(1, std::memory_order_relaxed);
     if (!s.indexed) progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
   }
+  // A Parquet or Arrow shard's "line" is the row's 1-based number in the
+  // file (its spool holds a line per row); the reason names its group.
+  const ColumnarLayout& layout = s.bytes.layout();
+  auto reason = [&](const ShardBad& b) {
+    return layout.kind == ColumnarKind::kNone ? b.reason : layout.where(b.line - 1) + ": " + b.reason;
+  };
   if (!s.index.bad().empty() && !dc.skip_bad) {
     const ShardBad& b = s.index.bad()[0];
     throw DatasetError(
         fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
                     "such records)",
-                    path, b.line, b.reason));
+                    path, b.line, reason(b)));
   }
-  for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, b.reason});
+  for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, reason(b)});
   shard_first_.push_back(s.first + s.index.valid());
   shards_.push_back(std::move(s));
 }
@@ -187,7 +213,10 @@ uint32_t Dataset::line(uint64_t i) const {
 
 std::string Dataset::where(uint64_t i) const {
   const Shard& s = shard_of(i);
-  return fmt::format("{}:{}", s.path, line_at(s.bytes.data(), s.index.offset(i - s.first)));
+  uint32_t line = line_at(s.bytes.data(), s.index.offset(i - s.first));
+  if (s.bytes.layout().kind != ColumnarKind::kNone)
+    return fmt::format("{}:{} ({})", s.path, line, s.bytes.layout().where(line - 1));
+  return fmt::format("{}:{}", s.path, line);
 }
 
 }  // namespace tokfeed

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dataset/columnar_source.hpp"
 #include "tokfeed/shm/segment.hpp"
 
 namespace tokfeed {
@@ -55,6 +56,9 @@ class ShardBytes {
   // A file truncated under its mapping makes reading past its new end raise
   // SIGBUS: the supervisor asks this when a child dies of one.
   std::string shrunk() const;
+  // A Parquet or Arrow shard's row groups and columns (its spool holds one
+  // JSON line per row); kind kNone for a text shard.
+  const ColumnarLayout& layout() const { return layout_; }
 
  private:
   shm::Mapping map_;  // no mapping for an empty shard
@@ -62,6 +66,7 @@ class ShardBytes {
   std::string file_;  // the mapped file: the shard or its spool ("" for memory)
   ino_t ino_ = 0;
   dev_t dev_ = 0;
+  ColumnarLayout layout_;
 };
 
 }  // namespace tokfeed
