@@ -146,9 +146,10 @@ std::unique_ptr<FastSplit> FastSplit::for_pattern(std::string_view pattern) {
   static const std::string kHead = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|";
   static const std::string kTail = "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   const std::string p = canonical(pattern);
-  if (p == kHead + "\\p{N}" + kTail) return std::unique_ptr<FastSplit>(new FastSplit(1));
-  if (p == kHead + "\\p{N}{1,3}" + kTail) return std::unique_ptr<FastSplit>(new FastSplit(3));
-  return nullptr;
+  int max_digits = p == kHead + "\\p{N}" + kTail ? 1 : p == kHead + "\\p{N}{1,3}" + kTail ? 3 : 0;
+  if (max_digits == 0) return nullptr;
+  class_table();  // built now, at load time, before workers fork
+  return std::unique_ptr<FastSplit>(new FastSplit(max_digits));
 }
 
 void FastSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
