@@ -61,6 +61,18 @@ void HfTokenizer::encode_normalized(PreTokenized& pt, std::vector<Token>& out) c
     pieces_.clear();
     p_.model->tokenize(t.text().substr(span.begin, span.end - span.begin), pieces_);
     uint32_t nb = span.begin;
+    if (t.is_identity()) {
+      // The common case: offsets are the normalized ones shifted.
+      const uint32_t base = t.identity_base();
+      for (const WordPiece& w : pieces_) {
+        // A zero-length byte-fallback piece shares the previous piece's byte.
+        const uint32_t b = w.len == 0 ? (nb > span.begin ? nb - 1 : nb) : nb;
+        const uint32_t e = w.len == 0 ? b + 1 : nb + w.len;
+        out.push_back({w.id, base + b, base + e});
+        nb += w.len;
+      }
+      continue;
+    }
     for (const WordPiece& w : pieces_) {
       if (w.len == 0) {
         // A byte-fallback piece after the first of a byte-level unit: it

@@ -1,6 +1,7 @@
 #include "tokenizer/hf/added_vocab.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tokenizer/hf/unicode.hpp"
 
@@ -32,6 +33,11 @@ void AddedTokenMatcher::build(std::vector<AddedToken> tokens, const std::vector<
     // Two tokens with one string: the first listed wins, like HF's pattern order.
     if (nodes_[size_t(node)].token < 0) nodes_[size_t(node)].token = int32_t(t);
   }
+  only_first_byte_ = -1;
+  int firsts = 0;
+  for (int b = 0; b < 256; ++b)
+    if (first_byte_[b]) ++firsts, only_first_byte_ = b;
+  if (firsts != 1) only_first_byte_ = -1;
 }
 
 int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t* len) const {
@@ -64,6 +70,11 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<AddedSplit>& ou
   size_t start_offset = 0;
   size_t pos = 0;
   while (pos < text.size()) {
+    if (only_first_byte_ >= 0) {
+      const void* at = std::memchr(text.data() + pos, only_first_byte_, text.size() - pos);
+      if (at == nullptr) break;
+      pos = size_t(static_cast<const char*>(at) - text.data());
+    }
     if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
       ++pos;
       continue;

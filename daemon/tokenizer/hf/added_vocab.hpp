@@ -43,6 +43,7 @@ class AddedTokenMatcher {
   std::vector<AddedToken> tokens_;
   std::vector<Node> nodes_;
   bool first_byte_[256] = {};
+  int only_first_byte_ = -1;  // the one byte every token starts with, if there is one (memchr finds it)
 };
 
 }  // namespace tokfeed::text::hf

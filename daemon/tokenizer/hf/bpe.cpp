@@ -35,15 +35,13 @@ void BpeModel::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& 
   size_t cap = 16;
   shift_ = 60;
   while (cap < entries.size() * 2) cap <<= 1, --shift_;
-  keys_.assign(cap, kEmpty);
-  values_.assign(cap, Merge{0, 0});
+  slots_.assign(cap, Slot{kEmpty, Merge{0, 0}});
   mask_ = cap - 1;
   for (const auto& [key, merge] : entries) {
     uint64_t i = slot(key);
-    while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
     // A repeated merge keeps its last rank, as HF's map does.
-    keys_[i] = key;
-    values_[i] = merge;
+    slots_[i] = Slot{key, merge};
   }
 }
 

@@ -56,22 +56,28 @@ class BpeModel {
     int32_t rank;
     int32_t new_id;
   };
+  // Open addressing over 16-byte slots holding key and merge together, so
+  // a lookup touches one cache line.
   class MergeTable {
    public:
     void build(const std::vector<std::pair<uint64_t, Merge>>& entries);
     const Merge* find(int32_t a, int32_t b) const {
-      uint64_t key = uint64_t(uint32_t(a)) << 32 | uint32_t(b);
+      const uint64_t key = uint64_t(uint32_t(a)) << 32 | uint32_t(b);
       for (uint64_t i = slot(key);; i = (i + 1) & mask_) {
-        if (keys_[i] == key) return &values_[i];
-        if (keys_[i] == kEmpty) return nullptr;
+        const Slot& s = slots_[i];
+        if (s.key == key) return &s.merge;
+        if (s.key == kEmpty) return nullptr;
       }
     }
 
    private:
+    struct Slot {
+      uint64_t key;
+      Merge merge;
+    };
     static constexpr uint64_t kEmpty = ~uint64_t(0);
     uint64_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_ & mask_; }
-    std::vector<uint64_t> keys_;
-    std::vector<Merge> values_;
+    std::vector<Slot> slots_;
     uint64_t mask_ = 0;
     int shift_ = 0;
   };

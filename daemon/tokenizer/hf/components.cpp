@@ -8,6 +8,8 @@ namespace tokfeed::text::hf {
 
 // ---- normalizers ----
 
+NfcNormalizer::NfcNormalizer() { nfc_prepare(); }
+
 void NfcNormalizer::normalize(NormalizedText& text) const {
   std::string out;
   std::vector<NfcRegion> regions;

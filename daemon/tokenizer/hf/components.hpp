@@ -21,6 +21,7 @@ class Normalizer {
 
 class NfcNormalizer final : public Normalizer {
  public:
+  NfcNormalizer();  // builds the NFC tables (before workers fork)
   void normalize(NormalizedText& text) const override;
 };
 

@@ -48,6 +48,10 @@ class NormalizedText {
 
   // Original byte range covered by normalized bytes [nb, ne), nb < ne.
   OrigRange to_original(uint32_t nb, uint32_t ne) const;
+  // True when the whole text is one identity segment: then normalized byte
+  // nb is original byte identity_base() + nb.
+  bool is_identity() const { return segs_.size() == 1 && segs_[0].identity; }
+  uint32_t identity_base() const { return segs_[0].orig_begin - segs_[0].norm_begin; }
   // Original offset where this text starts (HF's offsets_original().0).
   uint32_t original_begin() const { return segs_.empty() ? empty_at_ : segs_.front().orig_begin; }
 

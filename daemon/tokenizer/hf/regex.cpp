@@ -3,7 +3,8 @@
 
 #include <pcre2.h>
 
-#include "tokenizer/hf/unicode.hpp"
+#include "text/hf/fast_split.hpp"
+#include "text/hf/unicode.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed::text::hf {
@@ -62,7 +63,8 @@ std::string regex_escape(std::string_view literal) {
   return out;
 }
 
-Regex::Regex(const std::string& pattern, const std::string& where) {
+Regex::Regex(const std::string& pattern, const std::string& where, bool hand_written) {
+  if (hand_written && (fast_ = FastSplit::for_pattern(pattern))) return;
   std::string translated = onig_to_pcre2(pattern);
   int err = 0;
   PCRE2_SIZE err_offset = 0;
@@ -90,6 +92,10 @@ Regex::~Regex() {
 }
 
 void Regex::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+  if (fast_) {
+    fast_->find_all(subject, out);
+    return;
+  }
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
   const size_t n = subject.size();
   size_t start = 0;

@@ -7,10 +7,14 @@
 // as the Rust onig crate does: an empty match right after the previous match
 // is skipped. Invalid UTF-8 is allowed in subjects and matches nothing.
 //
+// The split patterns of Qwen2/3 and Llama-3 run through a hand-written
+// matcher with the same results (fast_split.hpp) unless `hand_written` is false.
+//
 // Thread safety: match() uses per-object match data; not for concurrent use.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,10 +27,12 @@ struct pcre2_real_jit_stack_8;
 
 namespace tokfeed::text::hf {
 
+class FastSplit;
+
 class Regex {
  public:
   // Throws TokenizerError with `where` in the message if the pattern is bad.
-  Regex(const std::string& pattern, const std::string& where);
+  Regex(const std::string& pattern, const std::string& where, bool hand_written = true);
   ~Regex();
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
@@ -40,6 +46,7 @@ class Regex {
   pcre2_real_match_context_8* match_context_ = nullptr;
   pcre2_real_jit_stack_8* jit_stack_ = nullptr;
   bool jit_ = false;
+  std::unique_ptr<FastSplit> fast_;  // set for a pattern with a hand-written matcher
 };
 
 // Rewrites an Oniguruma pattern into the PCRE2 equivalent (see above).

@@ -166,10 +166,18 @@ bool inert(std::string_view s, size_t i, uint32_t* len) {
 
 }  // namespace
 
+void nfc_prepare() { inert_table(); }
+
 bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions) {
-  // Fast path: most text has no char that NFC could touch.
+  // Fast path: most text has no char that NFC could touch. ASCII goes 8
+  // bytes at a time.
   size_t first = s.size();
   for (size_t i = 0; i < s.size();) {
+    uint64_t v;
+    if (i + 8 <= s.size() && (std::memcpy(&v, s.data() + i, 8), (v & 0x8080808080808080ull) == 0)) {
+      i += 8;
+      continue;
+    }
     uint32_t len;
     if (!inert(s, i, &len)) {
       first = i;

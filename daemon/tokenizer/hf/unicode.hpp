@@ -58,4 +58,8 @@ struct NfcRegion {
 // Returns false (and leaves out/regions untouched) if s is already NFC.
 bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions);
 
+// Builds nfc_append's tables now (they are built once per process, on first
+// use otherwise): call at load time, before worker processes fork.
+void nfc_prepare();
+
 }  // namespace tokfeed::text::hf

@@ -1,0 +1,190 @@
+// The hand-written split matcher (text/hf/fast_split.hpp) against PCRE2
+// (Regex with hand_written = false), on the Qwen and Llama-3 patterns: every
+// golden text, the SFT texts, and random strings built from the chars where
+// the regex's alternatives meet (contractions, case folds, newlines, Unicode
+// spaces, digits, marks, invalid UTF-8). Matches must be identical.
+#include <doctest/doctest.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "text/hf/fast_split.hpp"
+#include "text/hf/regex.hpp"
+#include "text/hf/unicode.hpp"
+
+namespace fs = std::filesystem;
+using tokfeed::text::hf::append_utf8;
+using tokfeed::text::hf::FastSplit;
+using tokfeed::text::hf::Regex;
+
+namespace {
+
+const std::string kQwen =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
+const std::string kLlama3 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
+
+using Matches = std::vector<std::pair<uint32_t, uint32_t>>;
+
+struct Pair {
+  Regex fast, pcre;
+  explicit Pair(const std::string& p) : fast(p, "fast", true), pcre(p, "pcre2", false) {}
+  // Empty when both agree, else a description of the first difference.
+  std::string diff(std::string_view s) const {
+    Matches a, b;
+    fast.find_all(s, a);
+    pcre.find_all(s, b);
+    if (a == b) return "";
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    auto show = [&](const Matches& m) {
+      return i < m.size() ? std::to_string(m[i].first) + "-" + std::to_string(m[i].second) : std::string("none");
+    };
+    return "match " + std::to_string(i) + ": hand-written " + show(a) + ", PCRE2 " + show(b);
+  }
+};
+
+std::vector<std::string> jsonl_texts(const fs::path& path) {
+  std::vector<std::string> texts;
+  std::ifstream in(path);
+  simdjson::dom::parser parser;
+  std::string line;
+  std::function<void(simdjson::dom::element)> leaves = [&](simdjson::dom::element e) {
+    if (e.is_string()) texts.emplace_back(std::string_view(e.get_string()));
+    else if (e.is_array())
+      for (auto x : e.get_array()) leaves(x);
+    else if (e.is_object())
+      for (auto kv : e.get_object()) leaves(kv.value);
+  };
+  while (std::getline(in, line))
+    if (auto doc = parser.parse(line); !doc.error()) leaves(doc.value());
+  return texts;
+}
+
+// Pieces random strings are made of.
+std::vector<std::string> alphabet() {
+  std::vector<std::string> a = {"a",  "Z",  "é",  "ſ",   "K",  "'",  "'s", "'S", "'t", "'re", "'RE", "'rE", "'ve",
+                                "'m", "'ll", "'lL", "'d", "'D", "'x", "'ſ", " ",  "  ", "\t", "\n", "\r\n", "\r",
+                                "\v", "\f", "0",  "7",  "12345", "(", ".", ",", "!", "$", "+", "_", "-", "\"", "\\"};
+  for (char32_t cp : {0x85u, 0xA0u, 0x1680u, 0x180Eu, 0x2000u, 0x2009u, 0x200Bu, 0x2028u, 0x2029u, 0x202Fu, 0x205Fu,
+                      0x3000u, 0xFEFFu, 0x0301u, 0x0308u, 0x093Fu, 0x0660u, 0x00B2u, 0x00BDu, 0x2167u, 0x3007u,
+                      0x4E2Du, 0x6587u, 0x3002u, 0xFF0Cu, 0x1F600u, 0x1F468u, 0x200Du, 0xE000u, 0x10FFFFu, 0x01C5u,
+                      0x02B0u, 0x0E3Fu, 0x00ADu, 0x0000u, 0x001Fu, 0x007Fu}) {
+    std::string s;
+    append_utf8(s, cp);
+    a.push_back(s);
+  }
+  // Invalid UTF-8: stray continuation, overlong, surrogate, past U+10FFFF, truncated.
+  for (const char* bad : {"\x80", "\xBF", "\xC0\x80", "\xC1", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE4\xB8", "\xF0\x9F",
+                          "\xFF", "\xFE"})
+    a.emplace_back(bad);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("fast split: the Qwen and Llama-3 patterns are recognised, others are not") {
+  REQUIRE(FastSplit::for_pattern(kQwen) != nullptr);
+  CHECK(FastSplit::for_pattern(kQwen)->max_digits() == 1);
+  REQUIRE(FastSplit::for_pattern(kLlama3) != nullptr);
+  CHECK(FastSplit::for_pattern(kLlama3)->max_digits() == 3);
+  CHECK(FastSplit::for_pattern("\\p{N}{1,3}") == nullptr);
+  CHECK(FastSplit::for_pattern(kQwen + "|x") == nullptr);
+  CHECK(FastSplit::for_pattern("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+                               "[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+") != nullptr);
+}
+
+TEST_CASE("fast split: small cases, as HF tokenizers 0.23.3 splits them") {
+  Regex qwen(kQwen, "qwen"), llama(kLlama3, "llama3");
+  auto pieces = [](const Regex& r, std::string_view s) {
+    Matches m;
+    r.find_all(s, m);
+    std::vector<std::string> out;
+    for (auto [b, e] : m) out.emplace_back(s.substr(b, e - b));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  CHECK(pieces(qwen, "it'ſx") == V{"it", "'ſ", "x"});
+  CHECK(pieces(qwen, "IT'LL be") == V{"IT", "'LL", " be"});
+  CHECK(pieces(qwen, "x \u3000y") == V{"x", " ", "\u3000y"});
+  CHECK(pieces(qwen, "a\u0085b") == V{"a", "\u0085b"});
+  CHECK(pieces(qwen, "12345") == V{"1", "2", "3", "4", "5"});
+  CHECK(pieces(llama, "12345") == V{"123", "45"});
+  CHECK(pieces(qwen, "  word\n\n  x  ") == V{" ", " word", "\n\n", " ", " x", "  "});
+  CHECK(pieces(qwen, "f(x) += 1;\r\n") == V{"f", "(x", ")", " +=", " ", "1", ";\r\n"});
+}
+
+TEST_CASE("fast split: identical to PCRE2 on the golden and SFT texts") {
+  std::vector<fs::path> files;
+  for (const char* name : {"qwen3", "sp32k"}) files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
+  for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft"))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  const fs::path shared = fs::path(TOKFEED_SHARED_DIR) / "golden";
+  if (fs::exists(shared))
+    for (const auto& e : fs::directory_iterator(shared)) files.push_back(e.path());
+  for (const std::string& pattern : {kQwen, kLlama3}) {
+    Pair p(pattern);
+    size_t texts = 0;
+    for (const auto& f : files) {
+      for (const std::string& t : jsonl_texts(f)) {
+        ++texts;
+        std::string d = p.diff(t);
+        if (!d.empty()) FAIL_CHECK(f.filename().string() << ": " << d << " in " << t.substr(0, 120));
+      }
+    }
+    CHECK(texts > 3000);
+  }
+}
+
+TEST_CASE("fast split: identical to PCRE2 on random strings and random code points") {
+  std::mt19937_64 rng(20261203);
+  const std::vector<std::string> a = alphabet();
+  for (const std::string& pattern : {kQwen, kLlama3}) {
+    Pair p(pattern);
+    for (int round = 0; round < 40000; ++round) {
+      std::string s;
+      const int len = int(rng() % 24);
+      for (int k = 0; k < len; ++k) {
+        const uint64_t r = rng();
+        if (r % 8 == 0) {
+          // Any code point (surrogates encoded as the invalid bytes they are).
+          char32_t cp = char32_t((r >> 8) % 0x110000);
+          if (cp >= 0xD800 && cp <= 0xDFFF) s += "\xED\xA0\x80";
+          else append_utf8(s, cp);
+        } else if (r % 8 == 1) {
+          s.push_back(char(r >> 8));  // any byte
+        } else {
+          s += a[(r >> 8) % a.size()];
+        }
+      }
+      std::string d = p.diff(s);
+      if (!d.empty()) {
+        std::string hex;
+        for (unsigned char c : s) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15], hex += ' ';
+        FAIL(d << " in bytes " << hex);
+      }
+    }
+  }
+}
+
+TEST_CASE("fast split: every code point alone and after a space, a letter and a newline") {
+  for (const std::string& pattern : {kQwen, kLlama3}) {
+    Pair p(pattern);
+    for (char32_t cp = 0; cp < 0x110000; cp += (cp < 0x31000 ? 1 : 61)) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      std::string c;
+      append_utf8(c, cp);
+      for (const std::string& s : {c, " " + c + "a", "a" + c + c, "\n" + c + " ", "'" + c + "1", c + "  x"}) {
+        std::string d = p.diff(s);
+        if (!d.empty()) FAIL("U+" << std::hex << uint32_t(cp) << ": " << d);
+      }
+    }
+  }
+}
