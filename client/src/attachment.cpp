@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -107,9 +108,10 @@ Status Attachment::open(const ClientOptions& opt) {
   }
   if (auto e = shm::map_segment(fds[1], /*writable=*/true, sizeof(shm::ConsumerHeader), consumer_))
     return {Code::kCorrupt, "consumer segment: " + e.message};
+  if (Status st = validate_segments(static_cast<uint32_t>(ring_base)); !st.ok()) return st;
+  if (opt.copy_on_write) map_copy_on_write(data_.fd());
   data_.close_fd();
   consumer_.close_fd();
-  if (Status st = validate_segments(static_cast<uint32_t>(ring_base)); !st.ok()) return st;
 
   // The daemon placed the position in its plan (and checked it).
   uint64_t start = static_cast<uint64_t>(start_index);
@@ -117,6 +119,21 @@ Status Attachment::open(const ClientOptions& opt) {
   consumer_header_->client_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
   consumer_header_->attached.store(1, std::memory_order_relaxed);
   return position_at(start, fresh);
+}
+
+void Attachment::map_copy_on_write(int fd) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // Slots sharing a page would share its private copy: then a released
+  // slot's pages could not be dropped without touching a live neighbour.
+  if (header_->slots_offset % page || header_->slot_bytes % page) return;
+  void* base = mmap(nullptr, data_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (base != MAP_FAILED) cow_ = shm::Mapping(-1, base, data_.size());
+}
+
+char* Attachment::view_of(const char* slot) const {
+  const char* base = static_cast<const char*>(data_.base());
+  if (!cow_) return const_cast<char*>(slot);  // read-only pages: documented, never written
+  return static_cast<char*>(cow_.base()) + (slot - base);
 }
 
 uint64_t Attachment::batches_in(uint64_t epoch) const {
@@ -298,7 +315,7 @@ Status Attachment::next(Batch& out) {
     v.ndim = static_cast<int>(t.ndim);
     v.shape[0] = t.shape[0];
     v.shape[1] = t.shape[1];
-    v.data = slot + t.offset;
+    v.data = view_of(slot) + t.offset;
     v.nbytes = t.nbytes;
   }
   // The batch keeps the mapping alive, even past the Client.
@@ -322,6 +339,9 @@ void Attachment::release(uint32_t w, uint64_t seq) noexcept {
   Ring& ring = rings_[w];
   if (seq < ring.tail || seq - ring.tail >= slots_) return;
   ring.released[seq % slots_] = 1;
+  // Drop the private pages a consumer wrote, before the producer may reuse
+  // the slot: the next batch there is read from the ring again.
+  if (cow_) ::madvise(view_of(ring.consumer.slot(seq)), header_->slot_bytes, MADV_DONTNEED);
   uint64_t tail = ring.tail;
   while (ring.released[tail % slots_] && tail - ring.tail < slots_) {
     ring.released[tail % slots_] = 0;
