@@ -44,6 +44,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
 
   Status validate_segments(uint32_t ring_base);
   void map_copy_on_write(int fd);
+  // Drops the private copies of a released slot's written pages.
+  void drop_private_pages(char* slot) noexcept;
   // The slot's bytes in the mapping tensor views point into.
   char* view_of(const char* slot) const;
   Status position_at(uint64_t index, bool fresh);
@@ -54,6 +56,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   int sock_ = -1;
   shm::Mapping data_;
   shm::Mapping cow_;  // MAP_PRIVATE view of data_ (ClientOptions::copy_on_write)
+  int pagemap_ = -1;  // /proc/self/pagemap: which of cow_'s pages were written
+  std::vector<uint64_t> pagemap_buf_;
   shm::Mapping consumer_;
   const shm::SegmentHeader* header_ = nullptr;
   shm::ConsumerHeader* consumer_header_ = nullptr;
