@@ -59,7 +59,7 @@ def find_tokfeedd(given):
     sys.exit("tokfeedd not found: pass --tokfeedd or --socket")
 
 
-def start_daemon(tokfeedd, tmp, steps):
+def start_daemon(tokfeedd, tmp, steps, padding="longest"):
     sock = os.path.join(tmp, "train-tiny.sock")
     config = os.path.join(tmp, "job.toml")
     data = os.path.join(ROOT, "tests", "data", "sft", "mixed-300.jsonl")
@@ -77,7 +77,7 @@ template = "mistral"
 [batch]
 size = 8
 max_length = 128
-padding = "longest"
+padding = "{padding}"
 truncation = "right"
 [schedule]
 epochs = {epochs}

@@ -39,6 +39,11 @@ export TOKFEED_SOURCE_DIR=$ROOT
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 "$PY" -c 'import torch, tokfeed; print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", tokfeed._tokfeed.cuda_device_count())'
-# Correctness first (the CUDA unit tests), then the measurements and the table.
+# Correctness first (the CUDA unit tests; packed batches in transformers'
+# sdpa and flash-attn varlen kernels, each skipped with its reason where it
+# cannot run), then the measurements and the table.
 "$PY" -m unittest -v test_cuda
-exec "$PY" "$ROOT/bench/gpu_check.py" "$@"
+varlen=0
+"$PY" "$ROOT/bench/flash_varlen_check.py" || varlen=1
+"$PY" "$ROOT/bench/gpu_check.py" "$@"
+exit $varlen

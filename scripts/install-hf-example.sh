@@ -1,8 +1,9 @@
 #!/bin/sh
-# Deps of examples/hf_trainer.py only (never of the default tests): transformers
-# from PyPI beside Debian's python3-torch, into a venv that sees system packages.
+# Deps of examples/hf_trainer.py and examples/trl_sft.py: the HF-stack venv of
+# the tests (current PyPI torch 2.x, transformers 5.x, trl; see
+# python/requirements-hf.txt), with tokfeed installed into it.
+#   scripts/install-hf-example.sh [DIR]     default .venv/
 set -eu
-VENV=${1:-/tmp/tokfeed-hf-venv}
-/usr/bin/python3 -m venv --system-site-packages "$VENV"
-"$VENV/bin/pip" install --quiet 'transformers>=4.40,<5' 'accelerate>=0.26'
-echo "run: PYTHONPATH=/tmp/b/python $VENV/bin/python examples/hf_trainer.py --steps 50"
+dir=$(dirname "$0")
+"$dir/venv.sh" "$@"
+echo "run: ${1:-.venv}/bin/python examples/hf_trainer.py --steps 40 --resume"

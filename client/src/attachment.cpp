@@ -1,7 +1,9 @@
 #include "attachment.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -37,6 +39,7 @@ Attachment::~Attachment() {
     consumer_header_->attached.store(0, std::memory_order_relaxed);
   }
   if (sock_ >= 0) ::close(sock_);
+  if (pagemap_ >= 0) ::close(pagemap_);
 }
 
 Status Attachment::open(const ClientOptions& opt) {
@@ -99,9 +102,10 @@ Status Attachment::open(const ClientOptions& opt) {
   }
   if (auto e = shm::map_segment(fds[1], /*writable=*/true, sizeof(shm::ConsumerHeader), consumer_))
     return {Code::kCorrupt, "consumer segment: " + e.message};
+  if (Status st = validate_segments(r.ring_base); !st.ok()) return st;
+  if (opt.copy_on_write) map_copy_on_write(data_.fd());
   data_.close_fd();
   consumer_.close_fd();
-  if (Status st = validate_segments(r.ring_base); !st.ok()) return st;
 
   // The daemon placed the position in its plan (and checked it).
   const uint64_t start = r.start_index;
@@ -109,6 +113,44 @@ Status Attachment::open(const ClientOptions& opt) {
   consumer_header_->client_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
   consumer_header_->attached.store(1, std::memory_order_relaxed);
   return position_at(start, r.replanned);
+}
+
+void Attachment::map_copy_on_write(int fd) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // Slots sharing a page would share its private copy: then a released
+  // slot's pages could not be dropped without touching a live neighbour.
+  if (header_->slots_offset % page || header_->slot_bytes % page) return;
+  void* base = mmap(nullptr, data_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (base == MAP_FAILED) return;
+  cow_ = shm::Mapping(-1, base, data_.size());
+  // Without it every released slot is dropped, written or not.
+  pagemap_ = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+}
+
+void Attachment::drop_private_pages(char* slot) noexcept {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t pages = header_->slot_bytes / page;
+  bool written = true;
+  if (pagemap_ >= 0) {
+    // One entry per page: bit 63 present, bit 61 file-backed (or shared).
+    // A page this process wrote is present and anonymous (its private copy);
+    // unwritten ones still map the ring's page, and are kept: dropping them
+    // would cost a fault on every page of every batch.
+    pagemap_buf_.resize(pages);
+    const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(slot) / page * sizeof(uint64_t));
+    const ssize_t want = static_cast<ssize_t>(pages * sizeof(uint64_t));
+    if (::pread(pagemap_, pagemap_buf_.data(), static_cast<std::size_t>(want), at) == want) {
+      written = false;
+      for (uint64_t e : pagemap_buf_) written |= (e >> 63 & 1) && !(e >> 61 & 1);
+    }
+  }
+  if (written) ::madvise(slot, header_->slot_bytes, MADV_DONTNEED);
+}
+
+char* Attachment::view_of(const char* slot) const {
+  const char* base = static_cast<const char*>(data_.base());
+  if (!cow_) return const_cast<char*>(slot);  // read-only pages: documented, never written
+  return static_cast<char*>(cow_.base()) + (slot - base);
 }
 
 uint64_t Attachment::batches_in(uint64_t epoch) const {
@@ -300,7 +342,7 @@ Status Attachment::next(Batch& out) {
     v.ndim = static_cast<int>(t.ndim);
     v.shape[0] = t.shape[0];
     v.shape[1] = t.shape[1];
-    v.data = slot + t.offset;
+    v.data = view_of(slot) + t.offset;
     v.nbytes = t.nbytes;
   }
   // The batch keeps the mapping alive, even past the Client.
@@ -324,6 +366,9 @@ void Attachment::release(uint32_t w, uint64_t seq) noexcept {
   Ring& ring = rings_[w];
   if (seq < ring.tail || seq - ring.tail >= slots_) return;
   ring.released[seq % slots_] = 1;
+  // Drop the private pages a consumer wrote, before the producer may reuse
+  // the slot: the next batch there is read from the ring again.
+  if (cow_) drop_private_pages(view_of(ring.consumer.slot(seq)));
   uint64_t tail = ring.tail;
   while (ring.released[tail % slots_] && tail - ring.tail < slots_) {
     ring.released[tail % slots_] = 0;

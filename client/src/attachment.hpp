@@ -31,6 +31,9 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   uint32_t rank() const { return rank_; }
   uint32_t workers() const { return workers_; }
   const shm::Mapping& data() const { return data_; }
+  bool copy_on_write() const { return static_cast<bool>(cow_); }
+  // The mapping tensor views point into (same size as data()).
+  const void* view_base() const { return cow_ ? cow_.base() : data_.base(); }
 
  private:
   struct Ring {
@@ -40,6 +43,11 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   };
 
   Status validate_segments(uint32_t ring_base);
+  void map_copy_on_write(int fd);
+  // Drops the private copies of a released slot's written pages.
+  void drop_private_pages(char* slot) noexcept;
+  // The slot's bytes in the mapping tensor views point into.
+  char* view_of(const char* slot) const;
   Status position_at(uint64_t index, bool fresh);
   Status check_liveness(bool force);
   Status corrupt(uint32_t w, uint64_t seq, std::string_view what) const;
@@ -47,6 +55,9 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   ClientOptions opt_;
   int sock_ = -1;
   shm::Mapping data_;
+  shm::Mapping cow_;  // MAP_PRIVATE view of data_ (ClientOptions::copy_on_write)
+  int pagemap_ = -1;  // /proc/self/pagemap: which of cow_'s pages were written
+  std::vector<uint64_t> pagemap_buf_;
   shm::Mapping consumer_;
   const shm::SegmentHeader* header_ = nullptr;
   shm::ConsumerHeader* consumer_header_ = nullptr;

@@ -74,7 +74,7 @@ uint64_t Client::batches_per_epoch() const noexcept { return a_->batches_in(posi
 uint64_t Client::epochs() const noexcept { return a_->epochs(); }
 uint32_t Client::rank() const noexcept { return a_->rank(); }
 uint32_t Client::workers() const noexcept { return a_->workers(); }
-const void* Client::mapping_base() const noexcept { return a_->data().base(); }
+const void* Client::mapping_base() const noexcept { return a_->view_base(); }
 std::size_t Client::mapping_size() const noexcept { return a_->data().size(); }
 
 }  // namespace tokfeed

@@ -12,11 +12,21 @@ BatchBuilder::BatchBuilder(const JobConfig& cfg, const Dataset& data, const text
 
 uint64_t BatchBuilder::slot_bytes(const JobConfig& cfg) {
   const uint32_t rows = cfg.batch.rows();
-  if (!is_packed(cfg.batch.padding)) return shm::slot_bytes_for(4, rows, cfg.batch.max_length, cfg.batch.dtype, 0, 0);
-  // Packed: four [rows, capacity] tensors at most, and cu_seqlens for at most
-  // one sample per token (max_seqlen fits in the same bound).
-  uint64_t cap = cfg.batch.capacity();
-  return shm::slot_bytes_for(4, rows, cap, cfg.batch.dtype, 2, uint64_t{rows} * cap + 1);
+  uint64_t bytes;
+  if (!is_packed(cfg.batch.padding)) {
+    bytes = shm::slot_bytes_for(4, rows, cfg.batch.max_length, cfg.batch.dtype, 0, 0);
+  } else {
+    // Packed: four [rows, capacity] tensors at most; cu_seqlens and
+    // cu_seq_lens_q (int32) hold at most one segment per token, so both fit
+    // in two 8-byte-per-element bounds, with room for max_seqlen,
+    // max_length_q and the alignment gaps.
+    uint64_t cap = cfg.batch.capacity();
+    bytes = shm::slot_bytes_for(4, rows, cap, cfg.batch.dtype, 2, uint64_t{rows} * cap + 64);
+  }
+  // Whole pages: a client that maps the slots copy-on-write (CPU tensors a
+  // trainer may write into) drops a released slot's private pages without
+  // touching a neighbour's.
+  return (bytes + 4095) / 4096 * 4096;
 }
 
 namespace {
@@ -54,6 +64,39 @@ void fill_rows(shm::SlotWriter& w, const char* name, shm::Dtype dtype, uint32_t 
 }
 
 }  // namespace
+
+// transformers' varlen kwargs (DataCollatorWithFlattening's names): offsets
+// into input_ids.view(-1), padding kept, so they index the [rows * L] tokens
+// a model flattens. Each sample is a segment, and so is each row's padding
+// run, which then attends only to itself.
+void BatchBuilder::add_hf_varlen(shm::SlotWriter& w, uint32_t rows, uint32_t len) {
+  uint64_t segments = kept_.size();
+  for (uint32_t r = 0; r < rows; ++r) {
+    uint64_t n = 0;
+    for (uint32_t k = kept_row_start_[r]; k < kept_row_start_[r + 1]; ++k) n += kept_[k]->ids.size();
+    segments += n < len;
+  }
+  auto* cu = static_cast<int32_t*>(w.add("cu_seq_lens_q", shm::Dtype::kInt32, 1, int64_t(segments + 1), 0));
+  int32_t longest = 0;
+  std::size_t at = 0;
+  cu[at] = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const int32_t row_end = static_cast<int32_t>(uint64_t{r + 1} * len);
+    for (uint32_t k = kept_row_start_[r]; k < kept_row_start_[r + 1]; ++k) {
+      const int32_t l = static_cast<int32_t>(kept_[k]->ids.size());
+      cu[at + 1] = cu[at] + l;
+      longest = std::max(longest, l);
+      ++at;
+    }
+    if (cu[at] < row_end) {
+      longest = std::max(longest, row_end - cu[at]);
+      cu[at + 1] = row_end;
+      ++at;
+    }
+  }
+  auto* mx = static_cast<int32_t*>(w.add("max_length_q", shm::Dtype::kInt32, 1, 1, 0));
+  mx[0] = longest;
+}
 
 const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, BuildStats& st,
                                                 const std::function<void(uint64_t)>& on_record) {
@@ -130,6 +173,7 @@ BuildStats BatchBuilder::build(uint64_t i, char* slot, uint64_t slot_bytes, uint
     for (std::size_t k = 0; k < kept_.size(); ++k) cu[k + 1] = cu[k] + static_cast<int32_t>(kept_[k]->ids.size());
     auto* mx = static_cast<int32_t*>(w.add("max_seqlen", shm::Dtype::kInt32, 1, 1, 0));
     mx[0] = static_cast<int32_t>(longest_sample);
+    add_hf_varlen(w, rows, len);
   }
   uint64_t epoch, step;
   schedule_.locate(i, epoch, step);

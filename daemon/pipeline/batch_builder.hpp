@@ -13,6 +13,7 @@
 #include "template/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "cache/token_cache.hpp"
+#include "tokfeed/shm/slot.hpp"
 
 namespace tokfeed {
 
@@ -45,6 +46,8 @@ class BatchBuilder {
   // The sample of valid record `rec`, or nullptr when it is left out.
   const text::EncodedSample* sample(uint64_t rec, std::size_t k, BuildStats& st,
                                     const std::function<void(uint64_t)>& on_record);
+  // cu_seq_lens_q and max_length_q of a packed batch of `rows` x `len`.
+  void add_hf_varlen(shm::SlotWriter& w, uint32_t rows, uint32_t len);
 
   const JobConfig& cfg_;
   const text::Tokenizer& tok_;

@@ -5,10 +5,13 @@
 // shared reference to its batch, so the ring slot is released when the last
 // tensor of the batch (or the Batch object itself) is freed, in any order.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -106,11 +109,25 @@ py::object to_capsule(void* data, tokfeed::Dtype dtype, int ndim, const int64_t*
 
 // ---- host client ----
 
-// Counts the batches a client handed out that are still alive, so the
-// Loader can refuse to reposition while old tensors still point into slots
-// the new session would overwrite.
-struct LiveCount {
-  std::atomic<int64_t> n{0};
+// The stream indices of the batches a client handed out that are still
+// alive, so the Loader can refuse to reposition while old tensors still
+// point into slots the new session would overwrite, and name them.
+struct LiveBatches {
+  std::mutex mu;
+  std::multiset<uint64_t> indices;
+
+  void add(uint64_t i) {
+    std::lock_guard lock(mu);
+    indices.insert(i);
+  }
+  void remove(uint64_t i) {
+    std::lock_guard lock(mu);
+    indices.erase(indices.find(i));
+  }
+  std::vector<uint64_t> list() {
+    std::lock_guard lock(mu);
+    return {indices.begin(), indices.end()};
+  }
 };
 
 struct HostBatch {
@@ -133,13 +150,14 @@ struct HostBatch {
 class PyClient {
  public:
   PyClient(const std::string& socket, uint32_t rank, uint64_t epoch, uint64_t step, double liveness_timeout_s,
-           bool verify_checksums, double attach_wait_s, uint64_t world_size, uint64_t base) {
+           bool verify_checksums, double attach_wait_s, uint64_t world_size, uint64_t base, bool copy_on_write) {
     tokfeed::ClientOptions o;
     o.socket = socket;
     o.rank = rank;
     o.start = {epoch, step, world_size, base};
     o.liveness_timeout = std::chrono::milliseconds(static_cast<int64_t>(liveness_timeout_s * 1000));
     o.verify_checksums = verify_checksums;
+    o.copy_on_write = copy_on_write;
     Status st;
     {
       py::gil_scoped_release nogil;
@@ -169,11 +187,12 @@ class PyClient {
     }
     if (st.code() == Code::kEndOfStream) return py::none();
     if (!st.ok()) raise(st);
-    live_->n.fetch_add(1, std::memory_order_relaxed);
-    std::shared_ptr<LiveCount> live = live_;
-    HostBatch hb{std::shared_ptr<tokfeed::Batch>(b.release(), [live](tokfeed::Batch* p) {
+    const uint64_t index = b->index();
+    live_->add(index);
+    std::shared_ptr<LiveBatches> live = live_;
+    HostBatch hb{std::shared_ptr<tokfeed::Batch>(b.release(), [live, index](tokfeed::Batch* p) {
       delete p;
-      live->n.fetch_sub(1, std::memory_order_relaxed);
+      live->remove(index);
     })};
     return py::cast(std::move(hb));
   }
@@ -183,11 +202,12 @@ class PyClient {
     return *client_;
   }
   void close() { client_.reset(); }  // detaches once the batches still alive are freed too
-  int64_t live_batches() const { return live_->n.load(std::memory_order_relaxed); }
+  int64_t live_batches() const { return static_cast<int64_t>(live_->list().size()); }
+  std::vector<uint64_t> live_indices() const { return live_->list(); }
 
  private:
   std::unique_ptr<tokfeed::Client> client_;
-  std::shared_ptr<LiveCount> live_ = std::make_shared<LiveCount>();
+  std::shared_ptr<LiveBatches> live_ = std::make_shared<LiveBatches>();
 };
 
 // ---- CUDA ----
@@ -257,13 +277,15 @@ PYBIND11_MODULE(_tokfeed, m) {
       .def("tensors", &HostBatch::tensors, "dict name -> DLPack capsule (zero-copy, read-only memory)");
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, uint32_t, uint64_t, uint64_t, double, bool, double, uint64_t, uint64_t>(),
+      .def(py::init<const std::string&, uint32_t, uint64_t, uint64_t, double, bool, double, uint64_t, uint64_t,
+                    bool>(),
            py::arg("socket"), py::arg("rank") = 0, py::arg("epoch") = 0, py::arg("step") = 0,
            py::arg("liveness_timeout") = 1.5, py::arg("verify_checksums") = false, py::arg("attach_wait") = 2.0,
-           py::arg("world_size") = 0, py::arg("base") = 0)
+           py::arg("world_size") = 0, py::arg("base") = 0, py::arg("copy_on_write") = false)
       .def("next", &PyClient::next, "the next Batch, or None at the end of the stream")
       .def("close", &PyClient::close)
       .def_property_readonly("live_batches", &PyClient::live_batches)
+      .def_property_readonly("live_indices", &PyClient::live_indices, "stream indices of the batches still alive")
       .def_property_readonly("position",
                              [](PyClient& c) {
                                tokfeed::Position p = c.get().position();
@@ -303,11 +325,17 @@ PYBIND11_MODULE(_tokfeed, m) {
       "cuda_device_count",
       [] {
         int n = 0;
-        Status st = tokfeed::cuda::device_count(n);
-        if (!st.ok()) raise(st);
-        return n;
+        return tokfeed::cuda::device_count(n).ok() ? n : 0;
       },
-      "number of CUDA devices; raises InvalidArgument('no CUDA device: ...') where there is none");
+      "number of CUDA devices: 0 without a driver, a device or a CUDA build (cuda_status() says why)");
+  m.def(
+      "cuda_status",
+      [] {
+        int n = 0;
+        Status st = tokfeed::cuda::device_count(n);
+        return st.ok() ? std::string() : st.message();
+      },
+      "why there is no CUDA device ('no CUDA device: ...'), or '' when there is one");
 #ifdef TOKFEED_HAVE_CUDA
   m.attr("built_with_cuda") = true;
 #else

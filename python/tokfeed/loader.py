@@ -18,31 +18,67 @@ def _parse_device(device):
     count = _tokfeed.cuda_device_count()
     index = dev.index if dev.index is not None else 0
     if index >= count:
-        raise _tokfeed.InvalidArgument(f"no CUDA device: {device!r} requested, {count} present")
+        why = _tokfeed.cuda_status() if count == 0 else ""
+        raise _tokfeed.InvalidArgument(f"no CUDA device: {device!r} requested, {count} present"
+                                       + (f" ({why})" if why else ""))
     return torch.device("cuda", index), index
+
+
+FORMATS = ("hf", "raw")
+
+# The daemon's names for what transformers does not take: the unpadded
+# flash-attn offsets and the padding mask of a packed row.
+_RAW_ONLY = ("cu_seqlens", "max_seqlen", "attention_mask")
+
+
+def _hf_packed(out):
+    """A packed or padding_free batch as transformers takes it in
+    ``model(**batch)`` (DataCollatorWithFlattening's names): no
+    attention_mask, so the model builds its mask from position_ids (sdpa,
+    eager) or passes cu_seq_lens_q/k to flash-attn varlen; max_length_q/k as
+    ints; use_cache=False, since transformers looks for packed sequences only
+    when no cache is made."""
+    for name in _RAW_ONLY:
+        out.pop(name, None)
+    out["cu_seq_lens_k"] = out["cu_seq_lens_q"]
+    m = int(out["max_length_q"][0])  # on CUDA a sync on the copy, already waited for by the stream
+    out["max_length_q"] = m
+    out["max_length_k"] = m
+    out["use_cache"] = False
+    return out
 
 
 class Loader:
     """Iterates a tokfeedd daemon's batch stream for one rank.
 
-    Yields dicts of torch tensors named as HF models take them (input_ids,
-    attention_mask, labels, position_ids; cu_seqlens and max_seqlen for packed
-    jobs). Iterating runs from the current position through the last
-    configured epoch; ``epoch_batches()`` (or ``tokfeed.torch.EpochLoader``)
-    stops at the end of the current epoch instead.
+    Yields dicts that ``model(**batch)`` takes (docs/data_model.md section 5):
+    input_ids, attention_mask, labels, position_ids for padded jobs. Packed
+    and padding_free jobs (format="hf", the default) give input_ids, labels,
+    position_ids restarting at 0 per sample, cu_seq_lens_q/k, max_length_q/k
+    (ints) and use_cache=False, and no attention_mask: transformers then keeps
+    the samples of a row apart (sdpa, eager, flash-attn varlen).
+    format="raw" yields the daemon's tensors as they are (attention_mask,
+    and cu_seqlens/max_seqlen: offsets into the unpadded tokens, for calling
+    flash-attn yourself). Iterating runs from the current position through
+    the last configured epoch; ``epoch_batches()`` (or
+    ``tokfeed.torch.EpochLoader``) stops at the end of the current epoch.
 
-    device="cpu": tensors are zero-copy views of the daemon's read-only shared
-    memory. Never modify them in place (``t += 1``, ``t[...] = x``, in-place
-    ops in collators): the pages are mapped read-only and a write is a
-    segfault. Clone first if you need to write. A tensor keeps its ring slot
-    until it is freed; a rank can hold at most ``workers * slots`` batches.
+    device="cpu": tensors are zero-copy views of the daemon's shared memory,
+    mapped copy-on-write: an in-place write (``t += 1``, a collator's
+    ``masked_fill_``) copies the page it lands on for this process only; the
+    ring and other ranks never see it. A tensor keeps its ring slot until it
+    is freed; a rank can hold at most ``workers * slots`` batches.
 
     device="cuda[:N]": batches are copied by libtokfeed on its own stream into
     pooled device buffers, ``prefetch`` batches ahead, and the current torch
     stream waits for the copies. Use the tensors on that stream.
     """
 
-    def __init__(self, socket, rank=0, device="cpu", prefetch=2, liveness_timeout=1.5, verify_checksums=False):
+    def __init__(self, socket, rank=0, device="cpu", prefetch=2, liveness_timeout=1.5, verify_checksums=False,
+                 format="hf"):
+        if format not in FORMATS:
+            raise _tokfeed.InvalidArgument(f"format {format!r}: expected one of {FORMATS}")
+        self.format = format
         self.socket = str(socket)
         self.rank = int(rank)
         self.prefetch = int(prefetch)
@@ -72,12 +108,22 @@ class Loader:
         still alive (CPU tensors) must be freed first, since their slots are
         reused: otherwise this raises InvalidArgument.
         """
-        pos = (int(state.get("epoch", 0)), int(state.get("step", 0)),
-               int(state.get("world_size", 0)), int(state.get("base", 0)))
+        try:
+            pos = tuple(int(state.get(k, 0)) for k in ("epoch", "step", "world_size", "base"))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise _tokfeed.InvalidArgument(f"load_state_dict: expected a dict from state_dict(), got {state!r}") from e
         if pos[2] == 0:
             pos = (pos[0], pos[1], self._next[2], pos[3])
-        if pos != self._next:
+        if pos == self._next:
+            return
+        old = self._next
+        self._disconnect()  # raises, leaving the loader as it was, while old batches are alive
+        try:
             self._connect(*pos)
+        except BaseException:
+            # The daemon refused the position: stay usable where we stood.
+            self._connect(*old)
+            raise
 
     def set_epoch(self, epoch):
         """Positions at (epoch, 0), the DistributedSampler.set_epoch convention.
@@ -120,6 +166,8 @@ class Loader:
             raise StopIteration
         out = {name: from_dlpack(cap) for name, cap in b.tensors().items()}
         self._next = self._client.position_of(b.index + 1)
+        if self.format == "hf" and "cu_seq_lens_q" in out:
+            _hf_packed(out)
         return out
 
     def epoch_batches(self):
@@ -136,7 +184,8 @@ class Loader:
     def _connect(self, epoch, step, world_size=0, base=0):
         self._disconnect()
         self._client = _tokfeed.Client(self.socket, self.rank, epoch, step, self.liveness_timeout,
-                                       self.verify_checksums, world_size=world_size, base=base)
+                                       self.verify_checksums, world_size=world_size, base=base,
+                                       copy_on_write=self._cuda_index is None)
         self._epochs = self._client.epochs
         if self._cuda_index is not None:
             self._stream = _tokfeed.DeviceStream(self._client, self._cuda_index, self.prefetch)
@@ -150,13 +199,18 @@ class Loader:
             self._stream = None
         if self._client.live_batches:
             gc.collect()  # tensors caught in reference cycles
-        live = self._client.live_batches
+        live = self._client.live_indices
         if live:
+            where = ", ".join(self._where(i) for i in live[:4]) + (", ..." if len(live) > 4 else "")
             raise _tokfeed.InvalidArgument(
-                f"{live} batch(es) from position {self._next} are still alive; free their tensors "
-                "(or .clone() them) before load_state_dict/set_epoch: their slots are reused")
+                f"{len(live)} batch(es) still alive ({where}); free their tensors (or .clone() them) "
+                "before load_state_dict/set_epoch: their slots are reused")
         self._client.close()
         self._client = None
+
+    def _where(self, index):
+        e, s, _, _ = self._client.position_of(index)
+        return f"epoch {e} step {s}"
 
     def close(self):
         """Detaches from the daemon (after the last live batch is freed)."""

@@ -7,18 +7,27 @@ Plain loop:
             ...
     # or simply `for batch in loader:` for the whole stream.
 
-HF Trainer (one Trainer epoch = one tokfeed epoch):
+HF Trainer or TRL SFTTrainer (one Trainer epoch = one tokfeed epoch):
     TrainerCls = tokfeed.torch.trainer_class(transformers.Trainer)
     trainer = TrainerCls(model=model, args=args, tokfeed_loader=loader)
+    trainer.train()                                   # saves the loader position with each checkpoint
+    trainer.train(resume_from_checkpoint=True)        # continues at exactly the next batch
 """
+import json
+import os
+
 from .loader import Loader
+
+STATE_FILE = "tokfeed_rank{rank}.json"
 
 
 class EpochLoader:
     """One tokfeed epoch per ``for``: what HF Trainer and epoch loops expect.
 
-    ``len()`` is the batches per epoch; ``set_epoch(e)`` positions at (e, 0)
-    (a no-op when already there), which the Trainer calls at each epoch start.
+    ``len()`` is the batches per epoch. ``set_epoch(e)`` positions at (e, 0)
+    unless the loader already stands in epoch e: the Trainer calls it at each
+    epoch start, also right after a resume has placed the loader mid-epoch,
+    which it must not rewind.
     """
 
     def __init__(self, loader: Loader):
@@ -31,7 +40,8 @@ class EpochLoader:
         return self.loader.epoch_batches()
 
     def set_epoch(self, epoch):
-        self.loader.set_epoch(epoch)
+        if self.loader.state_dict()["epoch"] != int(epoch):
+            self.loader.set_epoch(epoch)
 
     def state_dict(self):
         return self.loader.state_dict()
@@ -40,10 +50,54 @@ class EpochLoader:
         self.loader.load_state_dict(state)
 
 
+def save_state(loader: Loader, checkpoint_dir):
+    """Writes the loader's position (of its next batch) into a checkpoint
+    directory, one file per rank; returns the path."""
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    path = os.path.join(checkpoint_dir, STATE_FILE.format(rank=loader.rank))
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(loader.state_dict(), f)
+    os.replace(tmp, path)
+    return path
+
+
+def load_state(loader: Loader, checkpoint_dir):
+    """Positions the loader at the state save_state() wrote; False (and the
+    loader untouched) when the checkpoint has none for this rank."""
+    path = os.path.join(checkpoint_dir, STATE_FILE.format(rank=loader.rank))
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        loader.load_state_dict(json.load(f))
+    return True
+
+
+def placeholder_dataset():
+    """A one-row ``datasets.Dataset`` for trainers that insist on a
+    train_dataset (TRL's SFTTrainer; pass ``dataset_kwargs={"skip_prepare_dataset":
+    True}`` too). The tokfeed loader replaces the Trainer's loader, so it is
+    never read."""
+    import datasets
+
+    return datasets.Dataset.from_dict({"input_ids": [[0]]})
+
+
 def trainer_class(base):
-    """A subclass of ``base`` (transformers.Trainer or a subclass) whose
-    get_train_dataloader returns the tokfeed loader given as
-    ``tokfeed_loader=``; no train_dataset is needed."""
+    """A subclass of ``base`` (transformers.Trainer or a subclass such as
+    trl.SFTTrainer) fed by the tokfeed loader given as ``tokfeed_loader=``.
+
+    - get_train_dataloader returns an EpochLoader over it; no train_dataset
+      is needed (SFTTrainer requires one: pass placeholder_dataset(); see
+      examples/trl_sft.py).
+    - Each checkpoint also holds ``tokfeed_rank<R>.json``, the position of
+      the next batch.
+    - ``train(resume_from_checkpoint=...)`` repositions the daemon there (in
+      O(1)) instead of replaying or skipping batches; a checkpoint without
+      that file resumes at (the Trainer's epoch, batches trained in it).
+      With ``ignore_data_skip`` the resumed epoch restarts at its first
+      batch, as with a map-style dataset.
+    """
 
     class TokfeedTrainer(base):
         def __init__(self, *args, tokfeed_loader=None, **kwargs):
@@ -51,9 +105,29 @@ def trainer_class(base):
                 raise TypeError("tokfeed_loader= is required")
             super().__init__(*args, **kwargs)
             self.tokfeed_loader = tokfeed_loader
+            self._tokfeed_checkpoint = None
 
         def get_train_dataloader(self):
             return EpochLoader(self.tokfeed_loader)
 
+        def _inner_training_loop(self, *args, **kwargs):
+            self._tokfeed_checkpoint = kwargs.get("resume_from_checkpoint")
+            return super()._inner_training_loop(*args, **kwargs)
+
+        def get_resumed_dataloader(self, dataloader, num_batches):
+            if not isinstance(dataloader, EpochLoader):
+                return super().get_resumed_dataloader(dataloader, num_batches)
+            ckpt = self._tokfeed_checkpoint
+            if not (ckpt and load_state(dataloader.loader, ckpt)):
+                # TrainerState.epoch is (epoch + fraction done) at the save.
+                dataloader.load_state_dict({"epoch": int(self.state.epoch or 0), "step": num_batches})
+            return dataloader
+
+        def _save_checkpoint(self, model, trial):
+            super()._save_checkpoint(model, trial)
+            run_dir = self._get_output_dir(trial=trial)
+            save_state(self.tokfeed_loader, os.path.join(run_dir, f"checkpoint-{self.state.global_step}"))
+
     TokfeedTrainer.__name__ = "Tokfeed" + base.__name__
+    TokfeedTrainer.__qualname__ = TokfeedTrainer.__name__
     return TokfeedTrainer

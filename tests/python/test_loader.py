@@ -136,6 +136,68 @@ class LoaderContent(unittest.TestCase):
             self.assertEqual(as_lists(next(loader)), self.expected(100))
 
 
+class UserErrors(unittest.TestCase):
+    """Mistakes a trainer makes must not crash it or wedge the loader."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(epochs=2, workers=2, slots=8)
+        cls.dump = cls.d.dump()
+        cls.bpe = 75
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_write_into_cpu_batch(self):
+        # CPU views are copy-on-write: writes land on private pages. 40
+        # batches through 2 x 8 slots: every slot is reused after a write, and
+        # must then show the daemon's new batch, not the stale private page.
+        with tokfeed.Loader(self.d.socket) as loader:
+            for i in range(40):
+                b = next(loader)
+                self.assertEqual(as_lists(b), dump_tensors(self.dump[i]), f"batch {i}")
+                b["input_ids"][0, 0] = 5
+                b["labels"] += 1
+                b["attention_mask"].masked_fill_(b["attention_mask"] == 0, 7)
+                self.assertEqual(int(b["input_ids"][0, 0]), 5)
+                self.assertEqual(b["labels"].tolist(), [[x + 1 for x in r] for r in self.dump[i]["labels"]])
+                del b
+        # The stream is unchanged for the next client of the rank.
+        self.assertEqual(self.d.dump(count=3), self.dump[:3])
+
+    def test_live_batch_error_names_its_position(self):
+        with tokfeed.Loader(self.d.socket) as loader:
+            held = None
+            for i in range(6):
+                b = next(loader)
+                if i == 3:
+                    held = b
+            del b
+            with self.assertRaisesRegex(tokfeed.InvalidArgument, r"1 batch\(es\) still alive \(epoch 0 step 3\)"):
+                loader.set_epoch(1)
+            del held
+            loader.set_epoch(1)
+            self.assertEqual(as_lists(next(loader)), dump_tensors(self.dump[self.bpe]))
+
+    def test_failed_load_state_dict_leaves_loader_usable(self):
+        with tokfeed.Loader(self.d.socket) as loader:
+            for _ in range(5):
+                next(loader)
+            with self.assertRaisesRegex(tokfeed.InvalidArgument, "past"):
+                loader.load_state_dict({"epoch": 9, "step": 0})
+            self.assertEqual(as_lists(next(loader)), dump_tensors(self.dump[5]))
+            with self.assertRaisesRegex(tokfeed.InvalidArgument, "expected a dict"):
+                loader.load_state_dict("epoch 1")
+            self.assertEqual(as_lists(next(loader)), dump_tensors(self.dump[6]))
+            self.assertEqual(loader.state_dict()["step"], 7)
+
+    @unittest.skipIf(torch.cuda.is_available(), "a CUDA device is present")
+    def test_cuda_device_count_without_device_is_zero(self):
+        self.assertEqual(tokfeed._tokfeed.cuda_device_count(), 0)
+        self.assertRegex(tokfeed._tokfeed.cuda_status(), "^no CUDA device: ")
+
+
 class LoaderErrors(unittest.TestCase):
     def test_daemon_lost_within_2s(self):
         d = Daemon(epochs=1)

@@ -377,6 +377,17 @@ def check_packed_batch(batch, rows, samples, cfg, pad_id, what):
         assert all(m == 0 for m in mrow[n:]) and all(m == 1 for m in mrow[:n]), f"{what}: mask"
         assert irow[n:] == [pad_id] * (len(irow) - n), f"{what}: pad ids"
         assert lrow[n:] == [-100] * (len(irow) - n) and prow[n:] == [0] * (len(irow) - n), f"{what}: pad"
+    # transformers' varlen offsets: the position resets of the rows flattened
+    # with their padding, each padding run one segment, ending at rows * L
+    want, off = [], 0
+    for prow, mrow in zip(pos, mask):
+        n = sum(mrow)
+        want += [off + i for i in range(n) if prow[i] == 0]
+        want += [off + n] if n < len(prow) else []
+        off += len(prow)
+    expect(want + [off], batch["cu_seq_lens_q"], f"{what}: cu_seq_lens_q")
+    hf = batch["cu_seq_lens_q"]
+    expect([max((b - a for a, b in zip(hf, hf[1:])), default=0)], batch["max_length_q"], f"{what}: max_length_q")
 
 
 def run_ref(args):
@@ -394,8 +405,8 @@ def test_cli_packed_dump_and_elastic():
         out, err = run_ref(["--config", free, "--rank", "3", "--report", "--limit-records", "40"])
         lines = [json.loads(x) for x in out.splitlines()]
         assert lines, "no batches"
-        expect(["epoch", "step", "input_ids", "labels", "position_ids", "cu_seqlens", "max_seqlen"],
-               list(lines[0]), "padding_free keys")
+        expect(["epoch", "step", "input_ids", "labels", "position_ids", "cu_seqlens", "max_seqlen", "cu_seq_lens_q",
+                "max_length_q"], list(lines[0]), "padding_free keys")
         assert all(len(x["input_ids"]) <= 1 for x in lines), "padding_free: S = 1"
         report = json.loads(err)
         # dropped samples of the epoch, counted once (A21), the same on every rank
@@ -412,7 +423,7 @@ def test_cli_packed_dump_and_elastic():
         out, _ = run_ref(head + ["--rank", "0"])
         lines = [json.loads(x) for x in out.splitlines()]
         expect(["epoch", "step", "input_ids", "attention_mask", "labels", "position_ids", "cu_seqlens",
-                "max_seqlen"], list(lines[0]), "packed keys")
+                "max_seqlen", "cu_seq_lens_q", "max_length_q"], list(lines[0]), "packed keys")
         # --elastic-from at the same world size = the tail of the whole stream
         whole = out.splitlines()
         e1 = [i for i, x in enumerate(lines) if x["epoch"] == 0 and x["step"] == 3][0]

@@ -104,7 +104,8 @@ spec; each is marked "AMBIGUITY" where it is implemented):
  A24 S = 1 with padding_free everywhere S appears: the dealing (4.2) and
     the elastic start b + step*R*S (4.3); batch.size is then unused.
  A25 Packed modes with 0 rows (a rank left without rows by the tail split):
-    every 2-D tensor is [], cu_seqlens [0], max_seqlen [0]. A packed
+    every 2-D tensor is [], cu_seqlens [0], max_seqlen [0], cu_seq_lens_q
+    [0], max_length_q [0]. A packed
     (not padding_free) row is always max_length long, the tail included.
  A26 The tail split (4.2) works on a copy: the rows of the epoch (and so an
     elastic start computed from them) are the unsplit rows.
@@ -1548,7 +1549,9 @@ def build_packed_batch(rows, cfg, pad_id):
     A row is its samples' tokens one after the other, L = max_length
     (packed) or the row's token count (padding_free); the label of each
     sample's first token is -100; position_ids restart at 0 per sample;
-    cu_seqlens / max_seqlen are flat lists. padding_free has no
+    cu_seqlens / max_seqlen are flat lists, and so are cu_seq_lens_q /
+    max_length_q: offsets into the rows flattened with their padding, a
+    row's padding run one segment after its samples. padding_free has no
     attention_mask. 0 rows: [] tensors, cu_seqlens [0], max_seqlen [0] (A25).
     """
     free = cfg["padding"] == "padding_free"
@@ -1574,6 +1577,15 @@ def build_packed_batch(rows, cfg, pad_id):
         cu.append(cu[-1] + n)
     out["cu_seqlens"] = cu
     out["max_seqlen"] = [max(seqlens, default=0)]
+    hf = [0]
+    for row, row_ids in zip(rows, out["input_ids"]):
+        end = hf[-1] + len(row_ids)
+        for s_ids, _ in row:
+            hf.append(hf[-1] + len(s_ids))
+        if hf[-1] < end:
+            hf.append(end)
+    out["cu_seq_lens_q"] = hf
+    out["max_length_q"] = [max((b - a for a, b in zip(hf, hf[1:])), default=0)]
     return out
 
 

@@ -81,6 +81,13 @@ struct ClientOptions {
   std::chrono::milliseconds ready_timeout{3600 * 1000};  // for a daemon still indexing or building its cache
   std::chrono::microseconds spin{50};                    // spin before sleeping on the futex
   bool verify_checksums = false;                         // hash every payload (tools and tests)
+  // Tensor views point into a private copy-on-write mapping of the slots:
+  // a consumer that writes into a batch (a trainer's in-place op) changes
+  // only its own pages, never the ring, instead of faulting on read-only
+  // memory. A released slot's private pages are dropped (MADV_DONTNEED), so
+  // the next batch in it is read from the ring. Needs page-sized slots
+  // (every daemon of this version); otherwise views stay read-only.
+  bool copy_on_write = false;
 };
 
 namespace detail {
@@ -140,7 +147,9 @@ class Client {
   uint64_t epochs() const noexcept;
   uint32_t rank() const noexcept;
   uint32_t workers() const noexcept;
-  // The read-only data mapping (for zero-copy checks and host registration).
+  // The data mapping tensor views point into (zero-copy checks, host
+  // registration): the read-only shared one, or with copy_on_write the
+  // private one.
   const void* mapping_base() const noexcept;
   std::size_t mapping_size() const noexcept;
 
