@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "text/chat_jinja.hpp"
 #include "text/chat_template.hpp"
 #include "text/records.hpp"
 #include "text/sample.hpp"
@@ -44,6 +46,11 @@ struct TokenizerConfig {
   std::string path;
   text::Template tmpl = text::Template::kChatml;
   std::optional<std::string> default_system;
+  // template = "jinja", or "auto" finding one: a model's own chat template,
+  // loaded and parsed once here, before fork (docs/chat_templates.md).
+  std::shared_ptr<const text::ChatSpec> chat;
+  std::string chat_template;       // as configured ("" unless template = "jinja")
+  std::string chat_template_name;  // for a list of named templates
 };
 
 struct BatchConfig {

@@ -34,6 +34,7 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
   for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
   h.field("columns");
   for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
+  if (rules.chat) h.field("chat template"), h.field(rules.chat->key), h.field(rules.last_assistant ? "last" : "all");
   return h.hex() + ".tfx";
 }
 
@@ -46,6 +47,8 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.require_alternation = text::template_requires_alternation(cfg.tokenizer.tmpl);
   r.placeholders = d.placeholders;
   r.columns = d.columns;
+  r.chat = cfg.tokenizer.chat;
+  r.last_assistant = cfg.batch.last_assistant_only;
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include "text/chat_jinja.hpp"
 #include "text/record_fields.hpp"
 
 namespace tokfeed::text {
@@ -300,6 +301,13 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
 }
 
 std::string check_record(std::string_view json, const RecordRules& rules, bool padded) {
+  if (rules.chat) {
+    static thread_local tmpl::Value messages, tools;
+    static thread_local Rendered rendered;
+    std::string reason = record_to_chat(json, rules, padded, messages, tools);
+    if (reason.empty()) reason = render_labeled(*rules.chat, messages, tools, rules.last_assistant, rendered);
+    return reason;
+  }
   // Most records are valid: the scan shows it in place, faster than a full
   // parse (docs/benchmarks.md, "Dataset indexing"). A record it leaves gets the full parse, whose verdict
   // and reason are the ones a worker will see.
