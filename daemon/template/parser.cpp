@@ -99,6 +99,7 @@ class Parser {
 
   std::unique_ptr<Stmt> statement() {
     Pos p = cur().pos;
+    Depth guard(depth_, p);
     std::string tag = expect_name();
     if (tag == "if") return if_stmt(p);
     if (tag == "for") return for_stmt(p);
@@ -331,8 +332,19 @@ class Parser {
     return t;
   }
 
+  // Bounds the parser's (and so the evaluator's) recursion on hostile input.
+  struct Depth {
+    int& d;
+    Depth(int& depth, Pos p) : d(depth) {
+      if (++d > kMaxDepth) fail(p, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~Depth() { --d; }
+  };
+  static constexpr int kMaxDepth = 200;
+
   ExprPtr expr(bool with_cond) {
     Pos p = cur().pos;
+    Depth guard(depth_, p);
     ExprPtr e = or_expr();
     if (!with_cond) return e;
     while (is_name("if")) {
@@ -443,6 +455,7 @@ class Parser {
     return e;
   }
   ExprPtr unary(bool with_filter) {
+    Depth guard(depth_, cur().pos);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       auto n = node(is_op("-") ? EK::kNeg : EK::kPos, cur().pos);
@@ -680,6 +693,7 @@ class Parser {
   std::vector<Token> t_;
   std::size_t i_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;
   bool has_generation_ = false;
 };
 

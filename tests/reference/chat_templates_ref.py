@@ -167,6 +167,10 @@ def main():
         ref = Reference(folder, tokenizer_json)
         want = [x for x in (ref.encode(r) for r in records) if x is not None]
         got, err = run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, max(len(want), 1))
+        if got is None and not want and "no valid records" in err:
+            passing += 1  # the template refuses every conversation, and the daemon says so
+            print(f"ok   {name}: 0 samples, {len(records)} refused (the daemon refuses to start: no valid records)")
+            continue
         if got is None:
             print(f"FAIL {name}: the daemon did not serve: {err.strip()[-600:]}")
             continue
