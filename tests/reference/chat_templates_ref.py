@@ -12,7 +12,7 @@ input_ids and labels the reference computes:
 - records the template refuses (it raises, or the prefix rule fails) are
   exactly the ones the daemon skips.
 
-usage: chat_templates_ref.py TOKFEEDD TOKFEEDCTL [TEMPLATE...]
+usage: [CONVERSATIONS=N] chat_templates_ref.py TOKFEEDD TOKFEEDCTL [TEMPLATE...]
 Run with ${TOKFEED_HF_PYTHON}; exits 77 (skip) without ../shared or transformers.
 """
 import json
@@ -139,7 +139,7 @@ shm_prefix = "tmpl-{uuid.uuid4().hex[:10]}"
                 time.sleep(0.05)
             r = subprocess.run([tokfeedctl, "-s", sock, "dump", "--count", str(n)], capture_output=True, text=True)
             if r.returncode != 0:
-                return None, r.stderr
+                return None, r.stderr + open(os.path.join(d, "log")).read()[-2000:]
             batches = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
             return [(b["input_ids"][0], b["labels"][0]) for b in batches], ""
         finally:
@@ -157,7 +157,12 @@ def main():
     tokfeedd, tokfeedctl = sys.argv[1], sys.argv[2]
     names = sys.argv[3:] or sorted(x for x in os.listdir(TEMPLATES) if os.path.isdir(os.path.join(TEMPLATES, x)))
     conversations = os.path.join(TEMPLATES, "conversations.jsonl")
-    records = [json.loads(l) for l in open(conversations, encoding="utf-8")]
+    lines = open(conversations, encoding="utf-8").read().splitlines()
+    limit = int(os.environ.get("CONVERSATIONS", len(lines)))
+    if limit < len(lines):  # a sample, for ctest's time budget
+        conversations = os.path.join(tempfile.mkdtemp(prefix="tokfeed-conv-"), "conversations.jsonl")
+        open(conversations, "w", encoding="utf-8").write("\n".join(lines[:limit]) + "\n")
+    records = [json.loads(l) for l in lines[:limit]]
     passing = 0
     label_eq = label_total = 0
     for name in names:

@@ -65,6 +65,9 @@ def py_render(compiled, tmpl, msgs, tools, gen, specials):
 
 def main():
     exe, tdir = sys.argv[1], sys.argv[2]
+    if not os.path.isdir(tdir):
+        print(f"skip: {tdir} is absent")
+        sys.exit(77)
     names = sys.argv[3:] or sorted(d for d in os.listdir(tdir) if os.path.isdir(os.path.join(tdir, d)))
     convs = [json.loads(l) for l in open(os.path.join(tdir, "conversations.jsonl"), encoding="utf-8")]
     convs = convs[: int(os.environ.get("CONVERSATIONS", len(convs)))]
@@ -107,7 +110,8 @@ def main():
             print("   want:", w[max(0, at - 200): at + 300])
             print("   got: ", h[max(0, at - 200): at + 300])
     print(f"templates equal on every case: {total_ok}/{len(names)}")
+    return 0 if total_ok == len(names) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
