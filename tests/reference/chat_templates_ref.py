@@ -33,7 +33,10 @@ SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls
 MAX_LENGTH = 65536
 
 try:
+    import datetime
+
     from transformers import PreTrainedTokenizerFast
+    from transformers.utils import chat_template_utils
 except ImportError:
     print("skip: transformers is not installed for this python")
     sys.exit(77)
@@ -54,6 +57,10 @@ class Reference:
             tmpl = {t["name"]: t["template"] for t in tmpl}["default"]
         self.template = tmpl
         self.generation = bool(GENERATION.search(tmpl))
+        # strftime_now formats a fixed instant, as the daemon's template_time
+        # (default 2024-07-26); transformers caches the compiled template.
+        fixed = datetime.datetime(2024, 7, 26)
+        chat_template_utils._compile_jinja_template(tmpl).environment.globals["strftime_now"] = fixed.strftime
         self.tok = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)
         self.kwargs = {k: token_text(cfg[k]) for k in SPECIAL if cfg.get(k) is not None}
         self.kwargs["date_string"] = "26 Jul 2024"
