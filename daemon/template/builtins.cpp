@@ -301,7 +301,7 @@ std::string percent_format(const std::string& f, const Value& args) {
 
 namespace {
 
-Value fn_range(Interp&, Args& a) {
+Value fn_range(Interp& in, Args& a) {
   if (a.pos.empty() || a.pos.size() > 3) throw Error("range expected 1 to 3 arguments");
   for (const Value& v : a.pos)
     if (!int_like(v)) throw Error("'" + std::string(type_name(v)) + "' object cannot be interpreted as an integer");
@@ -314,6 +314,7 @@ Value fn_range(Interp&, Args& a) {
   for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
     if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     out.push_back(Value::integer(k));
+    if ((out.size() & 63) == 0) in.step(in.pos);  // building a long range costs steps too
   }
   return Value::new_list(std::move(out));
 }

@@ -42,6 +42,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   std::vector<Value> items;
   if (s.exprs[1]) {
     for (auto& v : all) {
+      in.step(s.pos);
       assign_targets(in, s.targets, v);
       if (truthy(eval(in, *s.exprs[1]))) items.push_back(std::move(v));
     }
@@ -66,6 +67,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   }));
   in.assign("loop", loop);
   for (int64_t i = 0; i < n; ++i) {
+    in.step(s.pos);  // an empty body still costs a step per iteration
     d[0].second = Value::integer(i + 1);
     d[1].second = Value::integer(i);
     d[2].second = Value::integer(n - i);

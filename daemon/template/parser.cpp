@@ -55,7 +55,7 @@ class Parser {
     for (;;) {
       const Token& t = cur();
       if (t.kind == Tok::kEnd) {
-        if (stops.size()) fail(t.pos, "unexpected end of template; expected '{% " + std::string(*stops.begin()) + " %}'");
+        if (stops.size()) fail(t.pos, "unexpected end of template; expected '{% " + std::string(*(stops.end() - 1)) + " %}'");
         return out;
       }
       if (t.kind == Tok::kText) {

@@ -133,7 +133,7 @@ TEST_CASE("the label rule: prefix rule, loss switches, last_assistant, and (c) a
   CHECK(trained(r) == std::vector<std::string>{"A<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n",
                                                "C<|im_end|>\n"});
   REQUIRE(text::render_labeled(spec, msgs, tools, true, r) == "");
-  CHECK(trained(r) == std::vector<std::string>{"U2<|im_end|>\n", "C<|im_end|>\n"});
+  CHECK(trained(r) == std::vector<std::string>{"<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
   // A template that drops earlier reasoning breaks the prefix rule: a bad
   // record naming the template and the message, and what to do.
   text::ChatSpec drop = spec_of(
