@@ -10,7 +10,8 @@
 #include "config/config.hpp"
 #include "ctl.hpp"
 #include "dataset/dataset.hpp"
-#include "template/chat_template.hpp"
+#include "chat/chat_jinja.hpp"
+#include "chat/chat_template.hpp"
 
 namespace tokfeed::ctl {
 
@@ -28,9 +29,17 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
     text::Rendered rendered;
     std::string out;
     uint64_t n = limit ? std::min(*limit, data.size()) : data.size();
+    tmpl::Value messages, tools;
     for (uint64_t i = 0; i < n; ++i) {
-      text::parse_record(data.record(i), rules[data.dataset_of(i)], conv);
-      text::render(conv, opts, rendered);
+      const text::RecordRules& r = rules[data.dataset_of(i)];
+      if (r.chat) {  // a model's own template (docs/chat_templates.md)
+        std::string why = text::record_to_chat(data.record(i), r, false, messages, tools);
+        if (why.empty()) why = text::render_labeled(*r.chat, messages, tools, r.last_assistant, rendered);
+        if (!why.empty()) throw std::runtime_error(data.where(i) + ": " + why);
+      } else {
+        text::parse_record(data.record(i), r, conv);
+        text::render(conv, opts, rendered);
+      }
       out.clear();
       append_json_string(out, rendered.text);
       out += '\n';

@@ -10,7 +10,7 @@
 
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 
 namespace tokfeed {
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <toml++/toml.h>
 
 namespace tokfeed {
@@ -132,6 +133,47 @@ class Section {
 std::string resolve(const std::string& file, const std::string& p) {
   if (p.empty() || fs::path(p).is_absolute()) return p;
   return fs::absolute(fs::path(file).parent_path() / p).lexically_normal().string();
+}
+
+// [tokenizer] template = "jinja" (chat_template = PATH) or "auto" (the
+// tokenizer folder's chat template when it has one, else chatml): the model's
+// own template, parsed here (docs/chat_templates.md). Built-in names select
+// a bundled template.
+void read_chat_template(const std::string& path, Section& s, const std::string& tmpl, TokenizerConfig& t) {
+  std::optional<std::string> file = s.opt_str("chat_template");
+  text::ChatSource src;
+  src.name = s.str("chat_template_name", "");
+  src.instant = s.str("template_time", "2024-07-26");
+  src.max_steps = static_cast<uint64_t>(s.integer("template_max_steps", 2'000'000, 1000, int64_t{1} << 40));
+  if (const toml::node* kw = s.get("template_kwargs")) {
+    if (!kw->is_table()) s.fail("template_kwargs", "expected a table, e.g. { enable_thinking = false }");
+    std::stringstream ss;
+    ss << toml::json_formatter{*kw->as_table()};
+    src.kwargs_json = ss.str();
+  }
+  if (tmpl == "jinja" && !file) s.fail("chat_template", "template = \"jinja\" needs chat_template = PATH (.jinja, tokenizer_config.json or a model folder)");
+  if (file && tmpl != "jinja" && tmpl != "auto")
+    s.fail("chat_template", "is read only with template = \"jinja\" or \"auto\"; template is \"" + tmpl + "\"");
+  if (tmpl != "jinja" && tmpl != "auto") {
+    text::parse_template(tmpl, t.tmpl);
+    return;
+  }
+  if (file) {
+    src.path = resolve(path, *file);
+  } else if (auto found = text::auto_chat_template(t.path)) {
+    src.path = *found;
+  } else {
+    t.tmpl = text::Template::kChatml;  // "auto" without a model template
+    return;
+  }
+  if (t.default_system) s.fail("default_system", "applies to the built-in templates; a model's template has its own");
+  try {
+    t.chat = text::load_chat_template(src);
+  } catch (const std::exception& e) {
+    s.fail(file ? "chat_template" : "template", e.what());
+  }
+  t.chat_template = src.path;
+  t.chat_template_name = src.name;
 }
 
 void require_file(const std::string& file, std::string_view section, std::string_view key, const std::string& p) {
@@ -262,9 +304,10 @@ JobConfig load_config(const std::string& path) {
     Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
     c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
     c.tokenizer.path = resolve(path, s.str("path", ""));
-    text::parse_template(s.choice("template", "chatml", {"mistral", "llama2", "chatml", "qwen2_5", "qwen3", "llama3"}),
-                         c.tokenizer.tmpl);
+    std::string tmpl =
+        s.choice("template", "auto", {"auto", "jinja", "mistral", "llama2", "chatml", "qwen2_5", "qwen3", "llama3"});
     c.tokenizer.default_system = s.opt_str("default_system");
+    read_chat_template(path, s, tmpl, c.tokenizer);
     s.check_unknown();
     require_file(path, "tokenizer", "path", c.tokenizer.path);
   }
@@ -418,7 +461,10 @@ std::string describe(const JobConfig& c) {
     for (const auto& [k, v] : d.columns) out += fmt::format("columns.{} = {}\n", q(k), q(v));
   }
   out += fmt::format("[tokenizer]\ntype = \"{}\"\npath = {}\ntemplate = \"{}\"\n", c.tokenizer.type,
-                     q(c.tokenizer.path), text::template_name(c.tokenizer.tmpl));
+                     q(c.tokenizer.path), c.tokenizer.chat ? "jinja" : text::template_name(c.tokenizer.tmpl));
+  if (c.tokenizer.chat) out += fmt::format("chat_template = {}\n", q(c.tokenizer.chat_template));
+  if (!c.tokenizer.chat_template_name.empty())
+    out += fmt::format("chat_template_name = {}\n", q(c.tokenizer.chat_template_name));
   if (c.tokenizer.default_system) out += fmt::format("default_system = {}\n", q(*c.tokenizer.default_system));
   out += fmt::format(
       "[batch]\nsize = {}\nmax_length = {}\npadding = \"{}\"\ntruncation = \"{}\"\nloss = \"{}\"\ndtype = \"{}\"\n",

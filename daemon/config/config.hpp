@@ -4,15 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "template/chat_template.hpp"
+#include "chat/chat_jinja.hpp"
+#include "chat/chat_template.hpp"
 #include "records/records.hpp"
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 #include "tokfeed/shm/layout.hpp"
 
 namespace tokfeed {
@@ -46,6 +48,11 @@ struct TokenizerConfig {
   std::string path;
   text::Template tmpl = text::Template::kChatml;
   std::optional<std::string> default_system;
+  // template = "jinja", or "auto" finding one: a model's own chat template,
+  // loaded and parsed once here, before fork (docs/chat_templates.md).
+  std::shared_ptr<const text::ChatSpec> chat;
+  std::string chat_template;       // as configured ("" unless template = "jinja")
+  std::string chat_template_name;  // for a list of named templates
 };
 
 struct BatchConfig {

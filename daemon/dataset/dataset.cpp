@@ -36,6 +36,7 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
   h.field("columns");
   for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
   if (rules.max_bytes) h.field(fmt::format("max_bytes {}", rules.max_bytes));
+  if (rules.chat) h.field("chat template"), h.field(rules.chat->key), h.field(rules.last_assistant ? "last" : "all");
   return h.hex() + ".tfx";
 }
 
@@ -67,6 +68,8 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.placeholders = d.placeholders;
   r.columns = d.columns;
   r.max_bytes = d.max_record_bytes;
+  r.chat = cfg.tokenizer.chat;
+  r.last_assistant = cfg.batch.last_assistant_only;
   return r;
 }
 

@@ -13,11 +13,17 @@
 #include <random>
 #include <thread>
 
+#include "chat/chat_jinja.hpp"
 #include "dataset/dataset_error.hpp"
 
 namespace tokfeed {
 
 namespace {
+
+// A record's verdict: under its dataset's model template when it has one.
+std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
+  return rules.chat ? text::check_chat_record(rec, rules, padded) : text::check_record(rec, rules, padded);
+}
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'S', 'H', 'X', '1'};
 constexpr uint32_t kVersion = 3;
@@ -133,7 +139,7 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
     if (t > s) {
       std::string_view rec(d + s, t - s);
       std::string reason = size_reason(t - s, rules);
-      if (reason.empty()) reason = text::check_record(rec, rules, t + text::kParsePadding <= size);
+      if (reason.empty()) reason = check(rec, rules, t + text::kParsePadding <= size);
       if (reason.empty()) {
         out.offsets.push_back(s);
       } else {
@@ -203,7 +209,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         while (end > start && is_ws(d[end - 1])) --end;
         std::string_view rec(d + start, end - start);
         std::string reason = size_reason(end - start, rules);
-        if (reason.empty()) reason = text::check_record(rec, rules);
+        if (reason.empty()) reason = check(rec, rules, false);
         if (reason.empty()) {
           x.owned_.push_back(start);
         } else {

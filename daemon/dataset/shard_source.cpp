@@ -20,7 +20,7 @@
 #include <random>
 
 #include "dataset/columnar_source.hpp"
-#include "dataset_error.hpp"
+#include "dataset/dataset_error.hpp"
 
 namespace tokfeed {
 

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "template/chat_template.hpp"
-#include "template/sample.hpp"
+#include "chat/chat_template.hpp"
+#include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed {

@@ -14,13 +14,24 @@ SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const te
   render_.last_assistant_only = cfg.batch.last_assistant_only;
 }
 
+std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
+  const text::RecordRules& rules = rules_[data_.dataset_of(rec)];
+  if (rules.chat) {
+    std::string reason = text::record_to_chat(data_.record(rec), rules, false, messages_, tools_);
+    if (!reason.empty()) return reason;
+    return text::render_labeled(*rules.chat, messages_, tools_, rules.last_assistant, out);
+  }
+  std::string reason = text::parse_record(data_.record(rec), rules, conv_);
+  if (reason.empty()) text::render(conv_, render_, out);
+  return reason;
+}
+
 bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
-  std::string reason = text::parse_record(data_.record(rec), rules_[data_.dataset_of(rec)], conv_);
+  std::string reason = render(rec, rendered_);
   if (!reason.empty()) {
     spdlog::error("{}: record no longer parses ({}); the file changed after indexing", data_.where(rec), reason);
     return false;
   }
-  text::render(conv_, render_, rendered_);
   // A long sample is tokenized only as far as its kept tokens reach.
   if (!encode_bounded(tok_, rendered_, cfg_.batch.max_length, cfg_.batch.truncation, out, tokens_, check_))
     text::encode_sample(tok_, rendered_, cfg_.batch.max_length, cfg_.batch.truncation, out, tokens_);

@@ -7,9 +7,9 @@
 
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
-#include "template/chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "records/records.hpp"
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed {
@@ -22,6 +22,9 @@ class SampleEncoder {
   // longer parses: the index validated it before fork, so the file changed
   // under us (logged; the caller leaves the sample out).
   bool encode(uint64_t rec, text::EncodedSample& out);
+  // Renders record `rec` with its trained spans; returns the bad-record
+  // reason, or an empty string (tokfeedd --check-config shows one).
+  std::string render(uint64_t rec, text::Rendered& out);
 
  private:
   const JobConfig& cfg_;
@@ -31,6 +34,7 @@ class SampleEncoder {
   text::RenderOptions render_;
   // Reused across samples, so the steady state allocates nothing.
   text::Conversation conv_;
+  tmpl::Value messages_, tools_;  // a model's template
   text::Rendered rendered_;
   std::vector<text::Token> tokens_;
   std::vector<text::Token> check_;  // bounded encoding's second part

@@ -10,7 +10,7 @@
 #include "dataset/dataset.hpp"
 #include "encode/sample_encoder.hpp"
 #include "pipeline/schedule.hpp"
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/slot.hpp"

@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace tokfeed::text {
+
+struct ChatSpec;
 
 enum class Role : uint8_t { kSystem, kUser, kAssistant };
 std::string_view role_name(Role r) noexcept;
@@ -32,6 +35,10 @@ struct RecordRules {
   // A record longer than this is bad before it is parsed ([dataset]
   // max_record_bytes; the dataset index checks it). 0: no bound.
   uint64_t max_bytes = 0;
+  // A model's chat template (template = "jinja"/"auto"): a record is valid
+  // when its messages render and label under it (docs/data_model.md 1.2).
+  std::shared_ptr<const ChatSpec> chat;
+  bool last_assistant = false;
 };
 
 // Parses one record's JSON text into a conversation and checks it against

@@ -7,12 +7,12 @@
 #include <cstdio>
 
 #include "pipeline/batch_builder.hpp"
-#include "config/cache_dir.hpp"
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
 #include "pipeline/schedule.hpp"
 #include "supervisor/supervisor.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "encode/sample_encoder.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/segment.hpp"
 
@@ -42,6 +42,23 @@ int check_config(const std::string& path) {
       "the index cache)\n",
       static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.file_bytes()),
       data.index_seconds(), static_cast<unsigned long long>(indexed), static_cast<unsigned long long>(shards));
+  std::printf("# chat template: %s\n", cfg.tokenizer.chat ? cfg.tokenizer.chat->source.c_str()
+                                                         : ("built-in '" + std::string(text::template_name(cfg.tokenizer.tmpl)) + "'").c_str());
+  if (data.size() > 0) {
+    // One record as the template renders it, trained text between [[ and ]].
+    SampleEncoder enc(cfg, data, *tok);
+    text::Rendered r;
+    std::string why = enc.render(0, r);
+    std::string shown;
+    std::size_t at = 0;
+    for (const text::Span& sp : r.trained) {
+      shown += r.text.substr(at, sp.begin - at) + "[[" + r.text.substr(sp.begin, sp.end - sp.begin) + "]]";
+      at = sp.end;
+    }
+    shown += r.text.substr(std::min(at, r.text.size()));
+    std::printf("# first record (%s), rendered, trained text in [[ ]]:\n%s\n# end of record\n", data.where(0).c_str(),
+                why.empty() ? shown.c_str() : ("refused: " + why).c_str());
+  }
   for (std::size_t i = 0; i < data.bad().size() && i < 20; ++i)
     std::printf("#   %s:%u: %s\n", data.bad()[i].file.c_str(), data.bad()[i].line, data.bad()[i].reason.c_str());
   if (data.bad().size() > 20) std::printf("#   ... %zu more\n", data.bad().size() - 20);

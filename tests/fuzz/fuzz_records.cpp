@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "template/chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "records/records.hpp"
 
 using namespace tokfeed::text;

@@ -33,7 +33,7 @@ PY = "/usr/bin/python3"
 
 # The last commit whose tokfeed_ref.py knew only the padded modes; their
 # output must not have changed since.
-BASE_COMMIT = "775b2cf4a8c4d33b0c8a5ad34d62b82b4a6eee97"
+BASE_COMMIT = "d19d228fe5d0e478f41b3ed5a61dfbf35dba13cf"  # the one label rule (docs/data_model.md 2.2): chatml/qwen train "\n", llama2 its whole turn
 
 
 def cfg_of(**kw):
@@ -504,10 +504,10 @@ def padded_runs(d):
 PADDED_DIGESTS = [
     "bb37ade1f95f85521eeca1c63657da61f44d0fe20d038a2edf6a3ca7720800a4",
     "661a63e5407281138b3d99c679e551b7a83704e1534a3bdeaa0a652eef4af27a",
-    "e137cd190be3232ed507c543cbc601073f99a2392048fcfdaecf8ba332140f26",
-    "19c5299fd15d7b5662daffcaed9752c15c8f7bd042ac71752136bfe2b6846396",
-    "3508e23b3a031199bbac1476fff9aaf0d04346892f698a410bba20caa0065c96",
-    "14eede5e62bd7a7886909c6b48024ce5392f32fd378bd13b252d2c8ed9474097",
+    "b14dd7ab5ed7343ba287755c151eba094ab3a282aa92e4e4ad7b0d49d940a50e",
+    "99fac6435c867a2dc5f7c93fccd364110b882058837420efa309807782935441",
+    "085ab6d3bc1c2e302080de067961ace1787b6bce4c5fad50b32769e28424afc3",
+    "8c19477bfcf5d4cad97ba4b35280435200b9fb48a6cc1bcd0534985f31cab3e3",
     "b647e46c0b31303fdfdd2815d020dc6d1b17cbc35c6d634809ee0ccada5ffed3",
 ]
 

@@ -51,8 +51,9 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     alternates, so it is valid; the trailing user renders as
     "[INST] {user} [/INST]" (mistral) / "<s>[INST] {user} [/INST]" (llama2),
     like the HF chat templates, untrained.
- A9 llama2: the trained spans are {assistant} and </s> separately; the
-    space between them (a lone "▁" token) is not trained.
+ A9 (settled by the one label rule, data_model.md 2.2:) llama2 trains the
+    turn's whole " {assistant} </s>", spaces included; chatml, qwen2_5 and
+    qwen3 train through the "\n" after <|im_end|>, as ms-swift does.
  A10 Token byte ranges from SentencePiece are the ones SentencePiece
     reports (python gives code-point offsets; converted to UTF-8 bytes).
     Byte-fallback pieces of one character: all but the last get the empty
@@ -983,11 +984,8 @@ def render_llama2(conv, system, r):
             first = False
             r.emit(content + " [/INST]")
         else:
-            r.emit(" ")
-            a = r.emit(content)
-            r.emit(" ")
-            s = r.emit("</s>")
-            r.spans.append([a, s])  # A9: two spans, the space between untrained
+            # The prefix rule: the turn's whole " {assistant} </s>" is trained.
+            r.spans.append([r.emit(" " + content + " </s>")])
 
 
 def render_chatml(conv, system, r):
@@ -995,11 +993,9 @@ def render_chatml(conv, system, r):
     msgs = ([("system", system)] if system is not None else []) + conv
     for role, content in msgs:
         r.emit("<|im_start|>" + role + "\n")
-        b, _ = r.emit(content)
-        _, e = r.emit("<|im_end|>")
+        span = r.emit(content + "<|im_end|>\n")  # the prefix rule trains the "\n" too
         if role == "assistant":
-            r.spans.append([(b, e)])
-        r.emit("\n")
+            r.spans.append([span])
 
 
 def _qwen3_last_query(msgs):
@@ -1035,8 +1031,7 @@ def render_qwen3(conv, system, r):
             body = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" + answer.lstrip("\n")
         else:
             body = answer
-        r.spans.append([r.emit(body + "<|im_end|>")])
-        r.emit("\n")
+        r.spans.append([r.emit(body + "<|im_end|>\n")])
 
 
 def render_llama3(conv, system, r):

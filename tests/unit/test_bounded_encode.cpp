@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "encode/bounded_encode.hpp"
-#include "template/chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "records/records.hpp"
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace fs = std::filesystem;

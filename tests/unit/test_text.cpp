@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
-#include "template/chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "records/pystrip.hpp"
 #include "records/record_fields.hpp"
 #include "records/records.hpp"
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 using namespace tokfeed::text;
@@ -165,7 +165,7 @@ TEST_CASE("chat templates render the model's text and mark the trained spans") {
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
         "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\nA2<|im_end|>\n");
   REQUIRE(r.trained.size() == 1);
-  CHECK(r.text.substr(r.trained[0].begin, r.trained[0].end - r.trained[0].begin) == "A2<|im_end|>");
+  CHECK(r.text.substr(r.trained[0].begin, r.trained[0].end - r.trained[0].begin) == "A2<|im_end|>\n");
   o.tmpl = Template::kQwen2_5;
   o.last_assistant_only = false;
   render(Conversation{{Role::kUser, "U"}, {Role::kAssistant, "A"}}, o, r);
@@ -192,8 +192,8 @@ TEST_CASE("qwen3: no default system, history loses its reasoning, the final answ
         "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
         "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
   REQUIRE(r.trained.size() == 2);
-  CHECK(span_text(r, 0) == "A<|im_end|>");
-  CHECK(span_text(r, 1) == "<think>\n\n</think>\n\nA2<|im_end|>");
+  CHECK(span_text(r, 0) == "A<|im_end|>\n");
+  CHECK(span_text(r, 1) == "<think>\n\n</think>\n\nA2<|im_end|>\n");
   // The final turn keeps its own reasoning; an earlier turn after the last
   // query keeps its reasoning too; a tool response is not a query.
   c = {{Role::kSystem, "S"},
@@ -209,7 +209,7 @@ TEST_CASE("qwen3: no default system, history loses its reasoning, the final answ
         "<|im_start|>user\n<tool_response>1</tool_response><|im_end|>\n"
         "<|im_start|>assistant\n<think>\nb\n</think>\n\ny<|im_end|>\n");
   REQUIRE(r.trained.size() == 1);
-  CHECK(span_text(r, 0) == "<think>\nb\n</think>\n\ny<|im_end|>");
+  CHECK(span_text(r, 0) == "<think>\nb\n</think>\n\ny<|im_end|>\n");
 }
 
 TEST_CASE("llama3: begin_of_text, trimmed contents, a closing assistant header") {

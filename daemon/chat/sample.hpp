@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "template/chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed::text {

@@ -1,4 +1,4 @@
-#include "template/sample.hpp"
+#include "chat/sample.hpp"
 
 #include <algorithm>
 

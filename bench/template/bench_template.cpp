@@ -1,0 +1,74 @@
+// Rendering vs tokenizing, per sample: for each chat template folder given,
+// every conversation of CONVERSATIONS.jsonl is mapped to messages, rendered
+// and labelled (render_labeled: the full render plus the prefix renders the
+// label rule needs), then its text is tokenized, as a worker does. Prints
+// the mean time of each per sample and their ratio, measured side by side.
+//
+// usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "chat/chat_jinja.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+using namespace tokfeed;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N]\n");
+    return 2;
+  }
+  int rounds = 3;
+  std::vector<std::string> dirs;
+  for (int i = 3; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    else dirs.push_back(a);
+  }
+  auto tok = text::load_tokenizer("hf", argv[1]);
+  std::vector<std::string> records;
+  std::ifstream f(argv[2]);
+  for (std::string line; std::getline(f, line);)
+    if (!line.empty()) records.push_back(line);
+  std::printf("%-40s %8s %12s %12s %8s\n", "template", "samples", "render_us", "tokenize_us", "ratio");
+  for (const std::string& dir : dirs) {
+    text::ChatSource src;
+    src.path = dir;
+    src.instant = "2024-07-26";
+    src.kwargs_json = R"({"date_string": "26 Jul 2024"})";
+    auto spec = text::load_chat_template(src);
+    text::RecordRules rules;
+    tmpl::Value msgs, tools;
+    text::Rendered r;
+    std::vector<text::Token> toks;
+    double render_s = 0, tok_s = 0;
+    std::size_t n = 0;
+    for (int round = 0; round < rounds; ++round) {
+      for (const std::string& rec : records) {
+        auto t0 = Clock::now();
+        std::string why = text::record_to_chat(rec, rules, false, msgs, tools);
+        if (why.empty()) why = text::render_labeled(*spec, msgs, tools, false, r);
+        auto t1 = Clock::now();
+        if (!why.empty()) continue;  // a refused record: no tokenizing
+        toks.clear();
+        tok->encode(r.text, toks);
+        auto t2 = Clock::now();
+        render_s += std::chrono::duration<double>(t1 - t0).count();
+        tok_s += std::chrono::duration<double>(t2 - t1).count();
+        ++n;
+      }
+    }
+    std::string name = dir.substr(dir.find_last_of('/') + 1);
+    if (n == 0) {
+      std::printf("%-40s %8s\n", name.c_str(), "0");
+      continue;
+    }
+    std::printf("%-40s %8zu %12.1f %12.1f %8.3f\n", name.c_str(), n / rounds, 1e6 * render_s / n, 1e6 * tok_s / n,
+                render_s / tok_s);
+  }
+  return 0;
+}

@@ -1,0 +1,168 @@
+// Loading a model's chat template: a .jinja file, a tokenizer_config.json
+// (a string or a list of named templates), or a model folder; its special
+// tokens; template_kwargs; the fixed instant strftime_now formats.
+#include "chat/chat_jinja.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "template/json_value.hpp"
+
+namespace tokfeed::text {
+
+namespace fs = std::filesystem;
+using tmpl::Value;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("chat_template: cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A special token: a string, or AddedToken's {"content": ...}.
+std::optional<std::string> token_text(const Value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_str()) return *v->s;
+  if (v->is_dict())
+    if (const Value* c = v->dict->find("content"); c && c->is_str()) return *c->s;
+  return std::nullopt;
+}
+
+void add_special_tokens(const Value& cfg, tmpl::Vars& out) {
+  for (const char* k : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    if (auto t = token_text(cfg.dict->find(k))) out.emplace_back(k, Value::str(*t));
+  }
+  if (const Value* a = cfg.dict->find("additional_special_tokens"); a && a->is_list() && !a->list->items.empty()) {
+    std::vector<Value> items;
+    for (const Value& x : a->list->items)
+      if (auto t = token_text(&x)) items.push_back(Value::str(*t));
+    out.emplace_back("additional_special_tokens", Value::new_list(std::move(items)));
+  }
+}
+
+// The chat_template field of a tokenizer_config.json.
+std::string template_in_config(const Value& cfg, const std::string& path, const std::string& name,
+                               std::string& chosen) {
+  const Value* t = cfg.dict->find("chat_template");
+  if (!t || t->is_none())
+    throw std::runtime_error(path + ": no 'chat_template' field; name a .jinja file or a tokenizer_config.json that has one");
+  if (t->is_str()) {
+    if (!name.empty())
+      throw std::runtime_error(path + ": chat_template_name = \"" + name + "\", but its chat_template is a single template");
+    return *t->s;
+  }
+  if (!t->is_list()) throw std::runtime_error(path + ": field 'chat_template': expected a string or a list of {name, template}");
+  std::string want = name.empty() ? "default" : name, names;
+  for (const Value& e : t->list->items) {
+    const Value* n = e.is_dict() ? e.dict->find("name") : nullptr;
+    const Value* body = e.is_dict() ? e.dict->find("template") : nullptr;
+    if (!n || !n->is_str() || !body || !body->is_str())
+      throw std::runtime_error(path + ": field 'chat_template': each entry needs a string 'name' and 'template'");
+    if (*n->s == want) {
+      chosen = want;
+      return *body->s;
+    }
+    names += (names.empty() ? "" : ", ") + *n->s;
+  }
+  throw std::runtime_error(path + ": no chat template named '" + want + "' (it has: " + names +
+                           "); set [tokenizer] chat_template_name");
+}
+
+Value load_config_json(const std::string& path) {
+  Value cfg;
+  try {
+    cfg = tmpl::parse_json(read_file(path));
+  } catch (const tmpl::Error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+  if (!cfg.is_dict()) throw std::runtime_error(path + ": expected a JSON object");
+  return cfg;
+}
+
+}  // namespace
+
+std::optional<std::string> auto_chat_template(const std::string& tokenizer_path) {
+  std::error_code ec;
+  fs::path p(tokenizer_path);
+  fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
+  if (fs::exists(dir / "chat_template.jinja", ec)) return dir.string();
+  fs::path cfg = dir / "tokenizer_config.json";
+  if (!fs::exists(cfg, ec)) return std::nullopt;
+  try {
+    Value v = load_config_json(cfg.string());
+    const Value* t = v.dict->find("chat_template");
+    if (t && (t->is_str() || t->is_list())) return dir.string();
+  } catch (const std::runtime_error&) {
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
+  auto spec = std::make_shared<ChatSpec>();
+  std::error_code ec;
+  fs::path p(src.path);
+  std::string source, config_path, jinja_path, chosen;
+  if (fs::is_directory(p, ec)) {
+    if (fs::exists(p / "chat_template.jinja", ec)) jinja_path = (p / "chat_template.jinja").string();
+    if (fs::exists(p / "tokenizer_config.json", ec)) config_path = (p / "tokenizer_config.json").string();
+    if (jinja_path.empty() && config_path.empty())
+      throw std::runtime_error("chat_template = " + src.path + ": the folder has neither chat_template.jinja nor tokenizer_config.json");
+  } else if (p.extension() == ".json") {
+    config_path = src.path;
+  } else {
+    jinja_path = src.path;
+    if (fs::exists(p.parent_path() / "tokenizer_config.json", ec))
+      config_path = (p.parent_path() / "tokenizer_config.json").string();
+  }
+  Value cfg = Value::new_dict();
+  if (!config_path.empty()) cfg = load_config_json(config_path);
+  if (!jinja_path.empty()) {
+    source = read_file(jinja_path);
+    spec->name = jinja_path;
+  } else {
+    source = template_in_config(cfg, config_path, src.name, chosen);
+    spec->name = config_path + (chosen.empty() ? "" : " [" + chosen + "]");
+  }
+  add_special_tokens(cfg, spec->globals);
+  if (!src.kwargs_json.empty()) {
+    Value kw = tmpl::parse_json(src.kwargs_json);
+    for (const auto& [k, v] : kw.dict->items) {
+      if (k == "messages" || k == "tools" || k == "documents" || k == "add_generation_prompt")
+        throw std::runtime_error("[tokenizer] template_kwargs: '" + k + "' is set by tokfeed itself; remove it");
+      bool replaced = false;
+      for (auto& [gk, gv] : spec->globals)
+        if (gk == k) gv = v, replaced = true;
+      if (!replaced) spec->globals.emplace_back(k, v);
+    }
+  }
+  if (!tmpl::parse_instant(src.instant, spec->limits.now))
+    throw std::runtime_error("[tokenizer] template_time = \"" + src.instant +
+                             "\": expected an instant \"YYYY-MM-DD\" or \"YYYY-MM-DDTHH:MM:SS\" (UTC)");
+  if (src.max_steps) spec->limits.max_steps = src.max_steps;
+  try {
+    spec->tmpl = tmpl::Template::parse(source);
+  } catch (const tmpl::Error& e) {
+    throw std::runtime_error("chat template " + spec->name + ": " + e.what());
+  }
+  spec->source = spec->name;
+  spec->key = source;
+  for (const auto& [k, v] : spec->globals) spec->key += "\n" + k + "=" + tmpl::to_str(v);
+  spec->key += "\ntime=" + src.instant + "\nsteps=" + std::to_string(spec->limits.max_steps);
+  return spec;
+}
+
+std::string check_chat_record(std::string_view json, const RecordRules& rules, bool padded) {
+  static thread_local tmpl::Value messages, tools;
+  static thread_local Rendered rendered;
+  std::string reason = record_to_chat(json, rules, padded, messages, tools);
+  if (reason.empty()) reason = render_labeled(*rules.chat, messages, tools, rules.last_assistant, rendered);
+  return reason;
+}
+
+}  // namespace tokfeed::text

@@ -1,0 +1,67 @@
+// Chat templates as Jinja: the built-in six and any model's own
+// chat_template, rendered by daemon/template/, with the one label rule of
+// docs/data_model.md section 2.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "template/template.hpp"
+#include "chat/chat_template.hpp"
+#include "records/records.hpp"
+
+namespace tokfeed::text {
+
+// A template ready to render: parsed once (by the supervisor, before fork).
+struct ChatSpec {
+  tmpl::Template tmpl;
+  std::string name;     // in error messages: the file, and the template's name in it
+  std::string source;   // what --check-config reports
+  tmpl::Vars globals;   // special tokens and template_kwargs, as apply_chat_template passes them
+  tmpl::RenderLimits limits;
+  // Built-in templates mark one {% generation %} block per assistant message,
+  // so last_assistant keeps the last block.
+  bool one_block_per_turn = false;
+  std::string key;      // what decides the output, for cache keys
+};
+
+// Where a model's template comes from ([tokenizer] template = "jinja"/"auto").
+struct ChatSource {
+  std::string path;            // .jinja file, tokenizer_config.json, or a model folder
+  std::string name;            // chat_template_name, for a list of named templates
+  std::string kwargs_json;     // template_kwargs as a JSON object ("" for none)
+  std::string instant;         // what strftime_now formats
+  uint64_t max_steps = 0;      // 0: the default budget
+};
+
+// Loads and parses the template; throws std::runtime_error naming the file,
+// the field and what to do, or the construct and its line:column.
+std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src);
+// The folder's tokenizer_config.json when it has a chat_template ("auto").
+std::optional<std::string> auto_chat_template(const std::string& tokenizer_path);
+
+std::string builtin_template_source(Template t);
+const tmpl::Template& builtin_template(Template t);
+
+// Renders `messages` (and `tools`, None when absent) and marks the trained
+// byte spans (docs/data_model.md section 2). Returns the bad-record reason, or
+// an empty string.
+std::string render_labeled(const ChatSpec& spec, const tmpl::Value& messages, const tmpl::Value& tools,
+                           bool last_assistant, Rendered& out);
+
+// A record → the template's `messages` and `tools` (docs/data_model.md
+// section 1.2): HF/OpenAI messages pass through; ShareGPT and ms-swift agent
+// roles are mapped on. Returns the bad-record reason, or an empty string.
+std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
+                           tmpl::Value& tools);
+// A validated conversation (the built-in templates' records) as messages.
+tmpl::Value conversation_messages(const Conversation& conv);
+
+// Whether a record is valid under its dataset's model template
+// (rules.chat): its messages convert, render and label. The index checks
+// records this way when rules.chat is set, check_record otherwise.
+std::string check_chat_record(std::string_view json, const RecordRules& rules, bool padded = false);
+
+}  // namespace tokfeed::text

@@ -1,0 +1,223 @@
+// Records → the `messages` and `tools` a Jinja chat template reads
+// (docs/data_model.md section 1.2).
+#include <simdjson.h>
+
+#include "template/json_value.hpp"
+#include "chat/chat_jinja.hpp"
+
+namespace tokfeed::text {
+
+namespace {
+
+using tmpl::Value;
+namespace dom = simdjson::dom;
+
+Value str(std::string_view s) { return Value::str(std::string(s)); }
+
+// transformers' _alias_reasoning_fields: reasoning under any of its names is
+// also `thinking` (first) and `reasoning_content` (last).
+Value alias_reasoning(const Value& m) {
+  const Value* r = nullptr;
+  for (const char* k : {"reasoning_content", "thinking", "reasoning"}) {
+    const Value* v = m.dict->find(k);
+    if (v && !v->is_none()) {
+      r = v;
+      break;
+    }
+  }
+  if (!r) return m;
+  Value out = Value::new_dict();
+  Value reasoning = *r;
+  out.dict->set("thinking", reasoning);
+  for (const auto& [k, v] : m.dict->items) out.dict->set(k, v);
+  out.dict->set("reasoning_content", reasoning);
+  return out;
+}
+
+void placeholders(Value& m, const RecordRules& rules) {
+  if (rules.placeholders.empty()) return;
+  const Value* c = m.dict->find("content");
+  if (c && c->is_str()) m.dict->set("content", Value::str(apply_placeholders(*c->s, rules.placeholders)));
+}
+
+// A tool call given as {"name", "arguments"} (ms-swift's tool_call content,
+// ShareGPT's function_call value) in the HF form.
+std::string tool_call_of(const Value& content, const std::string& where, Value& out) {
+  Value call = content;
+  if (content.is_str()) {
+    try {
+      call = tmpl::parse_json(*content.s);
+    } catch (const tmpl::Error& e) {
+      return "field '" + where + "': a tool call must be a JSON object {\"name\", \"arguments\"}: " + e.what();
+    }
+  }
+  if (!call.is_dict() || !call.dict->find("name"))
+    return "field '" + where + "': a tool call must be a JSON object {\"name\", \"arguments\"}";
+  if (const Value* f = call.dict->find("function"); f && f->is_dict()) {
+    out = call;  // already {"type": "function", "function": {...}}
+    return {};
+  }
+  Value fn = Value::new_dict();
+  fn.dict->set("name", *call.dict->find("name"));
+  const Value* args = call.dict->find("arguments");
+  fn.dict->set("arguments", args ? *args : Value::new_dict());
+  out = Value::new_dict();
+  out.dict->set("type", str("function"));
+  out.dict->set("function", fn);
+  return {};
+}
+
+// Maps one turn; `role` already read. Appends to `out`.
+std::string add_turn(const Value& turn, std::string role, const std::string& where, const RecordRules& rules,
+                     std::vector<Value>& out) {
+  Value m = Value::new_dict();
+  for (const auto& [k, v] : turn.dict->items) m.dict->set(k, v);
+  if (role == "tool_call" || role == "function_call") {
+    Value call;
+    const Value* c = turn.dict->find("content");
+    if (!c) c = turn.dict->find("value");
+    if (auto e = tool_call_of(c ? *c : Value::none(), where, call); !e.empty()) return e;
+    // Consecutive calls join one assistant message.
+    if (!out.empty()) {
+      Value& prev = out.back();
+      const Value* calls = prev.dict->find("tool_calls");
+      const Value* pr = prev.dict->find("role");
+      if (pr && pr->is_str() && *pr->s == "assistant" && calls && calls->is_list() && prev.dict->find("\x01mapped")) {
+        calls->list->items.push_back(call);
+        return {};
+      }
+    }
+    Value a = Value::new_dict();
+    a.dict->set("role", str("assistant"));
+    a.dict->set("content", str(""));
+    a.dict->set("tool_calls", Value::new_list({call}));
+    if (const Value* l = turn.dict->find("loss")) a.dict->set("loss", *l);
+    a.dict->set("\x01mapped", Value::boolean(true));
+    out.push_back(a);
+    return {};
+  }
+  if (role == "tool_response" || role == "observation") role = "tool";
+  m.dict->set("role", str(role));
+  placeholders(m, rules);
+  out.push_back(alias_reasoning(m));
+  return {};
+}
+
+// `messages` (role/content) or ShareGPT's `conversations` (from/value).
+std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages) {
+  const std::string name = sharegpt ? "conversations" : "messages";
+  if (!list.is_list()) return "field '" + name + "': expected an array";
+  std::vector<Value> out;
+  for (std::size_t i = 0; i < list.list->items.size(); ++i) {
+    const Value& t = list.list->items[i];
+    std::string where = name + "[" + std::to_string(i) + "]";
+    if (!t.is_dict()) return "field '" + where + "': expected an object";
+    const Value* role = t.dict->find(sharegpt ? "from" : "role");
+    if (!role || role->is_none()) return "field '" + where + (sharegpt ? ".from" : ".role") + "' is missing";
+    if (!role->is_str()) return "field '" + where + (sharegpt ? ".from" : ".role") + "': expected a string";
+    std::string r = *role->s;
+    if (sharegpt) {
+      if (r == "human") r = "user";
+      else if (r == "gpt") r = "assistant";
+      Value m = Value::new_dict();
+      m.dict->set("role", str(r));
+      for (const auto& [k, v] : t.dict->items) {
+        if (k == "from") continue;
+        m.dict->set(k == "value" ? "content" : k, v);
+      }
+      if (auto e = add_turn(m, r, where, rules, out); !e.empty()) return e;
+    } else if (auto e = add_turn(t, r, where, rules, out); !e.empty()) {
+      return e;
+    }
+  }
+  for (Value& m : out) {
+    auto& items = m.dict->items;
+    items.erase(std::remove_if(items.begin(), items.end(), [](const auto& kv) { return kv.first == "\x01mapped"; }),
+                items.end());
+  }
+  if (out.empty()) return "field '" + name + "': no messages";
+  messages = Value::new_list(std::move(out));
+  return {};
+}
+
+// A top-level field through the `columns` renames (docs/data_model.md 1.1).
+const Value* field(const Value& rec, const RecordRules& rules, std::string_view key) {
+  for (const auto& [from, to] : rules.columns)
+    if (to == key) {
+      if (const Value* v = rec.dict->find(from); v && !v->is_none()) return v;
+    }
+  for (const auto& [from, to] : rules.columns)
+    if (from == key) return nullptr;  // renamed away
+  const Value* v = rec.dict->find(key);
+  return v && !v->is_none() ? v : nullptr;
+}
+
+}  // namespace
+
+Value conversation_messages(const Conversation& conv) {
+  std::vector<Value> out;
+  out.reserve(conv.size());
+  for (const Message& m : conv) {
+    Value d = Value::new_dict();
+    d.dict->items.reserve(2);
+    d.dict->items.emplace_back("role", str(role_name(m.role)));
+    d.dict->items.emplace_back("content", Value::str(m.content));
+    out.push_back(std::move(d));
+  }
+  return Value::new_list(std::move(out));
+}
+
+std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages, Value& tools) {
+  static thread_local dom::parser parser;
+  dom::element root;
+  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root))
+    return std::string("malformed JSON: ") + simdjson::error_message(err);
+  if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
+  Value rec = tmpl::from_json(root);
+  tools = Value::none();
+  if (const Value* t = field(rec, rules, "tools")) {
+    if (t->is_str()) {
+      try {
+        tools = tmpl::parse_json(*t->s);
+      } catch (const tmpl::Error& e) {
+        return std::string("field 'tools': a JSON string that does not parse: ") + e.what();
+      }
+    } else {
+      tools = *t;
+    }
+    if (!tools.is_list()) return "field 'tools': expected a list of tools (or a JSON string of one)";
+  }
+  Format f = rules.format;
+  if (f == Format::kAuto) {
+    if (field(rec, rules, "messages")) f = Format::kMessages;
+    else if (field(rec, rules, "conversations")) f = Format::kShareGpt;
+  }
+  if (f == Format::kMessages || f == Format::kShareGpt) {
+    const char* key = f == Format::kMessages ? "messages" : "conversations";
+    const Value* list = field(rec, rules, key);
+    if (!list) return std::string("field '") + key + "' is missing";
+    if (auto e = turns(*list, f == Format::kShareGpt, rules, messages); !e.empty()) return e;
+    if (const Value* sys = field(rec, rules, "system"); sys && sys->is_str()) {
+      // A top-level system prompt (ShareGPT, ms-swift) becomes the first message.
+      const Value& first = messages.list->items[0];
+      const Value* r = first.dict->find("role");
+      if (!(r && r->is_str() && *r->s == "system")) {
+        Value m = Value::new_dict();
+        m.dict->set("role", str("system"));
+        m.dict->set("content", *sys);
+        messages.list->items.insert(messages.list->items.begin(), m);
+      }
+    }
+    return {};
+  }
+  // alpaca and query/response: the validated conversation.
+  static thread_local Conversation conv;
+  RecordRules plain = rules;
+  plain.require_alternation = false;
+  std::string reason = parse_record(json, plain, conv, padded);
+  if (!reason.empty()) return reason;
+  messages = conversation_messages(conv);
+  return {};
+}
+
+}  // namespace tokfeed::text

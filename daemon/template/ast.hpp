@@ -1,0 +1,86 @@
+// The parsed template: expression and statement nodes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "template/lexer.hpp"
+#include "template/value.hpp"
+
+namespace tokfeed::tmpl {
+
+struct Interp;
+using FilterFn = Value (*)(Interp&, Value&, Args&);
+using TestFn = bool (*)(Interp&, const Value&, Args&);
+
+enum class EK : uint8_t {
+  kLiteral,
+  kName,
+  kList,
+  kTuple,
+  kDict,     // a: key, value, key, value...
+  kAttr,     // a[0].name
+  kItem,     // a[0][a[1]]
+  kSlice,    // a[0][a[1]:a[2]:a[3]], absent parts null
+  kCall,     // a[0](a[1..], kw)
+  kFilter,   // a[0] | name(a[1..], kw)
+  kTest,     // a[0] is [not] name(a[1..], kw)
+  kNeg,      // -a[0]
+  kPos,      // +a[0]
+  kNot,      // not a[0]
+  kAnd,      // a[0] and a[1]
+  kOr,       // a[0] or a[1]
+  kBinary,   // a[0] name a[1]: + - * / // % ** ~
+  kCompare,  // a[0] ops[0] a[1] ops[1] a[2]...
+  kCond,     // a[0] if a[1] else a[2] (a[2] may be null)
+};
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Expr {
+  EK kind;
+  Pos pos;
+  Value lit;
+  std::string name;
+  std::vector<ExprPtr> a;
+  std::vector<std::pair<std::string, ExprPtr>> kw;
+  std::vector<std::string> ops;
+  bool negate = false;
+  FilterFn filter = nullptr;
+  TestFn test = nullptr;
+};
+
+enum class SK : uint8_t {
+  kText,
+  kOutput,
+  kIf,
+  kFor,
+  kSet,         // targets = expr, or ns.attr = expr
+  kSetBlock,    // {% set x %}body{% endset %}
+  kMacro,
+  kCallBlock,   // {% call m(args) %}body{% endcall %}
+  kFilterBlock, // {% filter f %}body{% endfilter %}
+  kWith,
+  kBreak,
+  kContinue,
+  kGeneration,
+};
+
+struct Stmt;
+using Body = std::vector<std::unique_ptr<Stmt>>;
+
+struct Stmt {
+  SK kind;
+  Pos pos;
+  std::string text;                  // kText; kSet's namespace attribute; kMacro's name
+  std::vector<std::string> targets;  // kFor/kSet/kSetBlock names; kMacro params
+  std::vector<ExprPtr> exprs;        // kIf: conditions; kOutput/kSet/kFor(iter, filter)/kCallBlock; kMacro defaults
+  std::vector<Body> bodies;          // kIf: one per condition (+ else); kFor: body, else; others: body
+  ExprPtr filter;                    // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)
+  bool has_else = false;
+};
+
+}  // namespace tokfeed::tmpl

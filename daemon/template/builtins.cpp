@@ -1,0 +1,376 @@
+// Python semantics the evaluator and filters share (item and attribute
+// access, `in`, iteration, len, %-formatting), transformers' tojson, and the
+// globals: range, namespace, dict, raise_exception, strftime_now.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "template/interp.hpp"
+#include "template/pystr.hpp"
+
+namespace tokfeed::tmpl {
+
+namespace {
+
+[[noreturn]] void undefined_error(const Value& v) {
+  throw Error("'" + (v.s ? *v.s : std::string("value")) + "' is undefined");
+}
+
+bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
+int64_t as_int(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
+
+}  // namespace
+
+Value get_attr(const Value& obj, std::string_view name) {
+  switch (obj.kind) {
+    case Kind::kUndefined: undefined_error(obj);
+    case Kind::kDict:
+      if (!obj.ns && has_method(obj, name)) return bound_method(obj, name);
+      if (const Value* v = obj.dict->find(name)) return *v;
+      return Value::undefined(std::string(name));
+    case Kind::kStr:
+    case Kind::kList:
+      if (has_method(obj, name)) return bound_method(obj, name);
+      return Value::undefined(std::string(name));
+    default: return Value::undefined(std::string(name));
+  }
+}
+
+Value get_item(const Value& obj, const Value& key) {
+  switch (obj.kind) {
+    case Kind::kUndefined: undefined_error(obj);
+    case Kind::kDict:
+      if (key.is_str()) {
+        if (const Value* v = obj.dict->find(*key.s)) return *v;
+        if (has_method(obj, *key.s)) return bound_method(obj, *key.s);
+        return Value::undefined(*key.s);
+      }
+      if (!key.is_undefined() && !key.is_list() && !key.is_dict() && !obj.ns) {
+        if (const Value* v = obj.dict->find(key_of(key))) return *v;
+      }
+      return Value::undefined();
+    case Kind::kList:
+      if (obj.gen) return Value::undefined();
+      if (int_like(key)) {
+        int64_t i = as_int(key), n = static_cast<int64_t>(obj.list->items.size());
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return Value::undefined("list index");
+        return obj.list->items[static_cast<std::size_t>(i)];
+      }
+      if (key.is_str()) return get_attr(obj, *key.s);
+      return Value::undefined();
+    case Kind::kStr:
+      if (int_like(key)) {
+        const std::string& s = *obj.s;
+        int64_t i = as_int(key), n = static_cast<int64_t>(py_len(s));
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return Value::undefined("string index");
+        if (n == static_cast<int64_t>(s.size())) return Value::str(std::string(1, s[static_cast<std::size_t>(i)]));
+        std::string r;
+        utf8_append(code_points(s)[static_cast<std::size_t>(i)], r);
+        return Value::str(std::move(r));
+      }
+      if (key.is_str()) return get_attr(obj, *key.s);
+      return Value::undefined();
+    default: return Value::undefined();
+  }
+}
+
+bool contains(const Value& c, const Value& item) {
+  switch (c.kind) {
+    case Kind::kUndefined: return false;
+    case Kind::kStr:
+      if (!item.is_str())
+        throw Error("'in <string>' requires string as left operand, not " + std::string(type_name(item)));
+      return c.s->find(*item.s) != std::string::npos;
+    case Kind::kList:
+      for (std::size_t k = 0; k < c.list->items.size(); ++k) {
+        if (!equal(c.list->items[k], item)) continue;
+        if (c.gen) c.list->items.erase(c.list->items.begin(), c.list->items.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+        return true;
+      }
+      if (c.gen) c.list->items.clear();
+      return false;
+    case Kind::kDict:
+      if (c.ns) break;
+      if (item.is_str()) return c.dict->find(*item.s) != nullptr;
+      if (item.is_number() || item.is_none()) return c.dict->find(key_of(item)) != nullptr;
+      return false;
+    default: break;
+  }
+  throw Error("argument of type '" + std::string(type_name(c)) + "' is not iterable");
+}
+
+std::vector<Value> iterate(const Value& v) {  // NOLINT: consumes iterators through the shared list
+  switch (v.kind) {
+    case Kind::kUndefined: return {};
+    case Kind::kStr: {
+      std::vector<Value> out;
+      for (uint32_t cp : code_points(*v.s)) {
+        std::string c;
+        utf8_append(cp, c);
+        out.push_back(Value::str(std::move(c)));
+      }
+      return out;
+    }
+    case Kind::kList:
+      if (v.gen) return std::move(v.list->items);  // an iterator is used up
+      return v.list->items;
+    case Kind::kDict: {
+      if (v.ns) break;
+      std::vector<Value> out;
+      for (const auto& [k, x] : v.dict->items) out.push_back(key_value(k));
+      return out;
+    }
+    default: break;
+  }
+  throw Error("'" + std::string(type_name(v)) + "' object is not iterable");
+}
+
+int64_t length(const Value& v) {
+  switch (v.kind) {
+    case Kind::kUndefined: return 0;
+    case Kind::kStr: return static_cast<int64_t>(py_len(*v.s));
+    case Kind::kList:
+      if (v.gen) break;
+      return static_cast<int64_t>(v.list->items.size());
+    case Kind::kDict:
+      if (!v.ns) return static_cast<int64_t>(v.dict->items.size());
+      break;
+    default: break;
+  }
+  throw Error("object of type '" + std::string(type_name(v)) + "' has no len()");
+}
+
+namespace {
+
+void dump(const Value& v, const std::string* indent, bool ascii, bool sort, const std::string& item_sep,
+          const std::string& key_sep, int level, std::string& out) {
+  auto newline = [&](int lvl) {
+    out += '\n';
+    for (int k = 0; k < lvl; ++k) out += *indent;
+  };
+  switch (v.kind) {
+    case Kind::kNone: out += "null"; return;
+    case Kind::kBool: out += v.b ? "true" : "false"; return;
+    case Kind::kInt: out += std::to_string(v.i); return;
+    case Kind::kFloat:
+      if (std::isnan(v.f)) out += "NaN";
+      else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
+      else append_float(v.f, out);
+      return;
+    case Kind::kStr: json_quote(*v.s, out, ascii); return;
+    case Kind::kList: {
+      if (v.gen) break;
+      const auto& items = v.list->items;
+      if (items.empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (std::size_t k = 0; k < items.size(); ++k) {
+        if (k) out += item_sep;
+        if (indent) newline(level + 1);
+        dump(items[k], indent, ascii, sort, item_sep, key_sep, level + 1, out);
+      }
+      if (indent) newline(level);
+      out += ']';
+      return;
+    }
+    case Kind::kDict: {
+      if (v.ns) break;
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& kv : v.dict->items) items.push_back(&kv);
+      if (sort) std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      if (items.empty()) {
+        out += "{}";
+        return;
+      }
+      out += '{';
+      for (std::size_t k = 0; k < items.size(); ++k) {
+        if (k) out += item_sep;
+        if (indent) newline(level + 1);
+        json_quote(key_json(items[k]->first), out, ascii);
+        out += key_sep;
+        dump(items[k]->second, indent, ascii, sort, item_sep, key_sep, level + 1, out);
+      }
+      if (indent) newline(level);
+      out += '}';
+      return;
+    }
+    default: break;
+  }
+  throw Error("Object of type " + std::string(type_name(v)) + " is not JSON serializable");
+}
+
+}  // namespace
+
+std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
+                   const std::string* key_sep) {
+  std::string is = item_sep ? *item_sep : (indent ? "," : ", ");
+  std::string ks = key_sep ? *key_sep : ": ";
+  std::string out;
+  dump(v, indent, ascii, sort_keys, is, ks, 0, out);
+  return out;
+}
+
+std::string percent_format(const std::string& f, const Value& args) {
+  std::vector<Value> pos;
+  const Value* mapping = nullptr;
+  if (args.is_list() && args.tuple) pos = args.list->items;
+  else if (args.is_dict()) mapping = &args;
+  else pos.push_back(args);
+  std::size_t next = 0;
+  std::string out;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%') {
+      out += f[i];
+      continue;
+    }
+    if (++i >= f.size()) throw Error("incomplete format");
+    const Value* v = nullptr;
+    if (f[i] == '(') {
+      std::size_t e = f.find(')', i);
+      if (e == std::string::npos || !mapping) throw Error("format requires a mapping");
+      v = mapping->dict->find(f.substr(i + 1, e - i - 1));
+      if (!v) throw Error("KeyError: '" + f.substr(i + 1, e - i - 1) + "'");
+      i = e + 1;
+    }
+    std::string spec = "%";
+    while (i < f.size() && std::string_view("-+ #0").find(f[i]) != std::string_view::npos) spec += f[i++];
+    while (i < f.size() && f[i] >= '0' && f[i] <= '9') spec += f[i++];
+    if (i < f.size() && f[i] == '.') {
+      spec += f[i++];
+      while (i < f.size() && f[i] >= '0' && f[i] <= '9') spec += f[i++];
+    }
+    if (i >= f.size()) throw Error("incomplete format");
+    char conv = f[i];
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    if (!v) {
+      if (next >= pos.size()) throw Error("not enough arguments for format string");
+      v = &pos[next++];
+    }
+    char buf[512];
+    switch (conv) {
+      case 's':
+      case 'r': {
+        std::string s;
+        if (conv == 's') append_str(*v, s);
+        else append_repr(*v, s);
+        spec += 's';
+        std::snprintf(buf, sizeof buf, spec.c_str(), s.c_str());
+        out += s.size() >= sizeof buf - 1 ? s : std::string(buf);
+        break;
+      }
+      case 'd':
+      case 'i':
+      case 'x':
+      case 'X':
+      case 'o': {
+        if (!v->is_number()) throw Error("%" + std::string(1, conv) + " format: a real number is required, not " + std::string(type_name(*v)));
+        long long n = v->kind == Kind::kFloat ? static_cast<long long>(v->f) : as_int(*v);
+        spec += "ll";
+        spec += conv == 'i' ? 'd' : conv;
+        std::snprintf(buf, sizeof buf, spec.c_str(), n);
+        out += buf;
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
+        if (!v->is_number()) throw Error("must be real number, not " + std::string(type_name(*v)));
+        double d = v->kind == Kind::kFloat ? v->f : static_cast<double>(as_int(*v));
+        spec += conv;
+        std::snprintf(buf, sizeof buf, spec.c_str(), d);
+        out += buf;
+        break;
+      }
+      default: throw Error(std::string("unsupported format character '") + conv + "'");
+    }
+  }
+  if (!mapping && next < pos.size()) throw Error("not all arguments converted during string formatting");
+  return out;
+}
+
+namespace {
+
+Value fn_range(Interp& in, Args& a) {
+  if (a.pos.empty() || a.pos.size() > 3) throw Error("range expected 1 to 3 arguments");
+  for (const Value& v : a.pos)
+    if (!int_like(v)) throw Error("'" + std::string(type_name(v)) + "' object cannot be interpreted as an integer");
+  int64_t start = 0, stop, step = 1;
+  if (a.pos.size() == 1) stop = as_int(a.pos[0]);
+  else start = as_int(a.pos[0]), stop = as_int(a.pos[1]);
+  if (a.pos.size() == 3) step = as_int(a.pos[2]);
+  if (step == 0) throw Error("range() arg 3 must not be zero");
+  std::vector<Value> out;
+  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+    if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    out.push_back(Value::integer(k));
+    if ((out.size() & 63) == 0) in.step(in.pos);  // building a long range costs steps too
+  }
+  return Value::new_list(std::move(out));
+}
+
+Value fn_namespace(Interp&, Args& a) {
+  Value ns = Value::new_dict();
+  ns.ns = true;
+  for (const Value& p : a.pos) {
+    if (!p.is_dict()) throw Error("namespace() takes a mapping");
+    for (const auto& [k, v] : p.dict->items) ns.dict->set(k, v);
+  }
+  for (auto& [k, v] : a.kw) {
+    if (!k.empty() && k[0] == '_') throw Error("Chat templates cannot store underscore-prefixed attributes on a namespace");
+    ns.dict->set(k, v);
+  }
+  return ns;
+}
+
+Value fn_dict(Interp&, Args& a) {
+  Value d = Value::new_dict();
+  for (const Value& p : a.pos) {
+    if (p.is_dict()) {
+      for (const auto& [k, v] : p.dict->items) d.dict->set(k, v);
+    } else {
+      for (const Value& kv : iterate(p)) {
+        std::vector<Value> pair = iterate(kv);
+        if (pair.size() != 2) throw Error("dictionary update sequence element has wrong length; 2 is required");
+        d.dict->set(key_of(pair[0]), pair[1]);
+      }
+    }
+  }
+  for (auto& [k, v] : a.kw) d.dict->set(k, v);
+  return d;
+}
+
+Value fn_raise(Interp&, Args& a) { throw Error(a.pos.empty() ? std::string() : to_str(a.pos[0])); }
+
+Value fn_strftime(Interp& in, Args& a) {
+  if (a.pos.empty() || !a.pos[0].is_str()) throw Error("strftime_now() takes a format string");
+  char buf[512];
+  std::size_t n = std::strftime(buf, sizeof buf, a.pos[0].s->c_str(), &in.now);
+  return Value::str(std::string(buf, n));
+}
+
+}  // namespace
+
+Value global_function(std::string_view name) {
+  static const Value range = Value::func("range", fn_range), ns = Value::func("namespace", fn_namespace),
+                     dict = Value::func("dict", fn_dict), raise = Value::func("raise_exception", fn_raise),
+                     strf = Value::func("strftime_now", fn_strftime);
+  if (name == "range") return range;
+  if (name == "namespace") return ns;
+  if (name == "dict") return dict;
+  if (name == "raise_exception") return raise;
+  if (name == "strftime_now") return strf;
+  return Value::undefined();
+}
+
+}  // namespace tokfeed::tmpl

@@ -1,0 +1,313 @@
+// Expressions: Python's operators on template values.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "template/interp.hpp"
+#include "template/pystr.hpp"
+
+namespace tokfeed::tmpl {
+
+Value Interp::lookup(std::string_view name) {
+  for (std::size_t k = frames.size(); k-- > 0;) {
+    if (Value* v = frames[k].find(name)) return *v;
+    if (frames[k].barrier && k > 0) k = 1;  // next: frames[0]
+  }
+  Value g = global_function(name);
+  if (!g.is_undefined()) return g;
+  return Value::undefined(std::string(name));
+}
+
+namespace {
+
+[[noreturn]] void type_error(const char* op, const Value& a, const Value& b) {
+  throw Error(std::string("unsupported operand type(s) for ") + op + ": '" + std::string(type_name(a)) + "' and '" +
+              std::string(type_name(b)) + "'");
+}
+
+void check_defined(const Value& v) {
+  if (v.is_undefined()) throw Error("'" + (v.s ? *v.s : std::string("value")) + "' is undefined");
+}
+
+bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
+int64_t as_int(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
+double as_double(const Value& v) { return v.kind == Kind::kFloat ? v.f : static_cast<double>(as_int(v)); }
+
+Value repeat(const Value& seq, int64_t n) {
+  if (n < 0) n = 0;
+  if (seq.is_str()) {
+    if (seq.s->size() * static_cast<uint64_t>(n) > (1u << 26)) throw Error("string repetition too large");
+    std::string r;
+    for (int64_t k = 0; k < n; ++k) r += *seq.s;
+    return Value::str(std::move(r));
+  }
+  if (seq.list->items.size() * static_cast<uint64_t>(n) > (1u << 22)) throw Error("list repetition too large");
+  std::vector<Value> r;
+  for (int64_t k = 0; k < n; ++k) r.insert(r.end(), seq.list->items.begin(), seq.list->items.end());
+  return Value::new_list(std::move(r), seq.tuple);
+}
+
+Value arith(const std::string& op, const Value& a, const Value& b) {
+  if (op == "~") {
+    std::string r = to_str(a);
+    append_str(b, r);
+    return Value::str(std::move(r));
+  }
+  check_defined(a);
+  check_defined(b);
+  const char* o = op.c_str();
+  if (a.is_number() && b.is_number()) {
+    if (int_like(a) && int_like(b) && op != "/") {
+      int64_t x = as_int(a), y = as_int(b), r = 0;
+      switch (op[0]) {
+        case '+':
+          if (__builtin_add_overflow(x, y, &r)) throw Error("integer overflow");
+          return Value::integer(r);
+        case '-':
+          if (__builtin_sub_overflow(x, y, &r)) throw Error("integer overflow");
+          return Value::integer(r);
+        case '*':
+          if (op == "**") {
+            if (y < 0) return Value::real(std::pow(static_cast<double>(x), static_cast<double>(y)));
+            r = 1;
+            for (int64_t k = 0; k < y; ++k)
+              if (__builtin_mul_overflow(r, x, &r)) throw Error("integer overflow");
+            return Value::integer(r);
+          }
+          if (__builtin_mul_overflow(x, y, &r)) throw Error("integer overflow");
+          return Value::integer(r);
+        case '/':
+        case '%': {
+          if (y == 0) throw Error(op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
+          int64_t q = x / y, m = x % y;
+          if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
+          return Value::integer(op == "%" ? m : q);
+        }
+      }
+    }
+    double x = as_double(a), y = as_double(b);
+    switch (op[0]) {
+      case '+': return Value::real(x + y);
+      case '-': return Value::real(x - y);
+      case '*': return Value::real(op == "**" ? std::pow(x, y) : x * y);
+      case '/':
+      case '%': {
+        if (y == 0) throw Error("float division by zero");
+        if (op == "/") return Value::real(x / y);
+        if (op == "//") return Value::real(std::floor(x / y));
+        double m = std::fmod(x, y);
+        if (m != 0 && ((m < 0) != (y < 0))) m += y;
+        return Value::real(m);
+      }
+    }
+  }
+  if (op == "+") {
+    if (a.is_str() && b.is_str()) return Value::str(*a.s + *b.s);
+    if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+      std::vector<Value> r = a.list->items;
+      r.insert(r.end(), b.list->items.begin(), b.list->items.end());
+      return Value::new_list(std::move(r), a.tuple);
+    }
+  }
+  if (op == "*") {
+    if ((a.is_str() || a.is_list()) && int_like(b)) return repeat(a, as_int(b));
+    if ((b.is_str() || b.is_list()) && int_like(a)) return repeat(b, as_int(a));
+  }
+  if (op == "%" && a.is_str()) return Value::str(percent_format(*a.s, b));
+  type_error(o, a, b);
+}
+
+bool compare(const std::string& op, const Value& a, const Value& b) {
+  if (op == "==") return equal(a, b);
+  if (op == "!=") return !equal(a, b);
+  if (op == "in") return contains(b, a);
+  if (op == "notin") return !contains(b, a);
+  check_defined(a);
+  check_defined(b);
+  if (op == "<") return less(a, b);
+  if (op == ">") return less(b, a);
+  if (op == "<=") return !less(b, a);
+  return !less(a, b);  // >=
+}
+
+// Python's slice indices for a sequence of `n` items.
+std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step) {
+  auto num = [](const Value& v, const char* what) -> std::optional<int64_t> {
+    if (v.is_none() || v.is_undefined()) return std::nullopt;
+    if (!int_like(v)) throw Error(std::string("slice ") + what + " must be an integer or None");
+    return as_int(v);
+  };
+  int64_t st = num(step, "step").value_or(1);
+  if (st == 0) throw Error("slice step cannot be zero");
+  auto clamp = [&](std::optional<int64_t> x, int64_t dflt) {
+    if (!x) return dflt;
+    int64_t v = *x;
+    if (v < 0) v += n;
+    if (st > 0) return std::clamp<int64_t>(v, 0, n);
+    return std::clamp<int64_t>(v, -1, n - 1);
+  };
+  int64_t b = clamp(num(start, "start"), st > 0 ? 0 : n - 1);
+  int64_t e = clamp(num(stop, "stop"), st > 0 ? n : -1);
+  std::vector<std::size_t> idx;
+  if (st > 0)
+    for (int64_t k = b; k < e; k += st) idx.push_back(static_cast<std::size_t>(k));
+  else
+    for (int64_t k = b; k > e; k += st) idx.push_back(static_cast<std::size_t>(k));
+  return idx;
+}
+
+Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
+  check_defined(obj);
+  if (obj.is_str()) {
+    // Code-point indices; ASCII text takes the byte path.
+    const std::string& s = *obj.s;
+    bool ascii = py_len(s) == s.size();
+    if (ascii) {
+      auto idx = slice_indices(static_cast<int64_t>(s.size()), a, b, c);
+      std::string r;
+      r.reserve(idx.size());
+      for (std::size_t k : idx) r += s[k];
+      return Value::str(std::move(r));
+    }
+    std::vector<uint32_t> cps = code_points(s);
+    std::string r;
+    for (std::size_t k : slice_indices(static_cast<int64_t>(cps.size()), a, b, c)) utf8_append(cps[k], r);
+    return Value::str(std::move(r));
+  }
+  if (obj.is_list()) {
+    std::vector<Value> r;
+    for (std::size_t k : slice_indices(static_cast<int64_t>(obj.list->items.size()), a, b, c))
+      r.push_back(obj.list->items[k]);
+    return Value::new_list(std::move(r), obj.tuple);
+  }
+  throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
+}
+
+Value call_value(Interp& in, const Value& f, Args& args, const std::string& what) {
+  if (f.kind == Kind::kFunc) return f.fn->call(in, args);
+  if (f.is_undefined()) throw Error("'" + (f.s ? *f.s : what) + "' is undefined");
+  throw Error("'" + std::string(type_name(f)) + "' object is not callable");
+}
+
+void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
+  for (std::size_t k = first; k < e.a.size(); ++k) out.pos.push_back(eval(in, *e.a[k]));
+  for (const auto& [name, x] : e.kw) out.kw.emplace_back(name, eval(in, *x));
+}
+
+}  // namespace
+
+Value eval(Interp& in, const Expr& e) {
+  in.step(e.pos);
+  switch (e.kind) {
+    case EK::kLiteral: return e.lit;
+    case EK::kName: return in.lookup(e.name);
+    case EK::kList:
+    case EK::kTuple: {
+      std::vector<Value> items;
+      items.reserve(e.a.size());
+      for (const auto& x : e.a) items.push_back(eval(in, *x));
+      return Value::new_list(std::move(items), e.kind == EK::kTuple);
+    }
+    case EK::kDict: {
+      Value d = Value::new_dict();
+      for (std::size_t k = 0; k + 1 < e.a.size(); k += 2) {
+        Value key = eval(in, *e.a[k]);
+        d.dict->set(key_of(key), eval(in, *e.a[k + 1]));
+      }
+      return d;
+    }
+    case EK::kAttr: {
+      Value obj = eval(in, *e.a[0]);
+      in.pos = e.pos;
+      return get_attr(obj, e.name);
+    }
+    case EK::kItem: {
+      Value obj = eval(in, *e.a[0]);
+      Value key = eval(in, *e.a[1]);
+      in.pos = e.pos;
+      return get_item(obj, key);
+    }
+    case EK::kSlice: {
+      Value obj = eval(in, *e.a[0]);
+      Value parts[3];
+      for (int k = 0; k < 3; ++k)
+        if (e.a[1 + k]) parts[k] = eval(in, *e.a[1 + k]);
+      in.pos = e.pos;
+      return slice(obj, parts[0], parts[1], parts[2]);
+    }
+    case EK::kCall: {
+      const Expr& callee = *e.a[0];
+      Args args;
+      if (callee.kind == EK::kAttr) {
+        Value obj = eval(in, *callee.a[0]);
+        eval_args(in, e, 1, args);
+        in.pos = e.pos;
+        if (obj.is_undefined()) check_defined(obj);
+        if (!(obj.is_dict() && (obj.ns || obj.dict->find(callee.name)) && !has_method(obj, callee.name))) {
+          bool found = true;
+          Value r = call_method(in, obj, callee.name, args, found);
+          if (found) return r;
+        }
+        return call_value(in, get_attr(obj, callee.name), args, callee.name);
+      }
+      Value f = eval(in, callee);
+      eval_args(in, e, 1, args);
+      in.pos = e.pos;
+      return call_value(in, f, args, callee.kind == EK::kName ? callee.name : "object");
+    }
+    case EK::kFilter: {
+      Value subject = eval(in, *e.a[0]);
+      Args args;
+      eval_args(in, e, 1, args);
+      in.pos = e.pos;
+      return e.filter(in, subject, args);
+    }
+    case EK::kTest: {
+      Value subject = eval(in, *e.a[0]);
+      Args args;
+      eval_args(in, e, 1, args);
+      in.pos = e.pos;
+      return Value::boolean(e.test(in, subject, args) != e.negate);
+    }
+    case EK::kNeg:
+    case EK::kPos: {
+      Value v = eval(in, *e.a[0]);
+      check_defined(v);
+      if (!v.is_number()) throw Error("bad operand type for unary " + std::string(e.kind == EK::kNeg ? "-" : "+") + ": '" + std::string(type_name(v)) + "'");
+      if (e.kind == EK::kPos) return v.kind == Kind::kBool ? Value::integer(v.b) : v;
+      if (v.kind == Kind::kFloat) return Value::real(-v.f);
+      return Value::integer(-as_int(v));
+    }
+    case EK::kNot: return Value::boolean(!truthy(eval(in, *e.a[0])));
+    case EK::kAnd: {
+      Value l = eval(in, *e.a[0]);
+      return truthy(l) ? eval(in, *e.a[1]) : l;
+    }
+    case EK::kOr: {
+      Value l = eval(in, *e.a[0]);
+      return truthy(l) ? l : eval(in, *e.a[1]);
+    }
+    case EK::kBinary: {
+      Value l = eval(in, *e.a[0]);
+      Value r = eval(in, *e.a[1]);
+      in.pos = e.pos;
+      return arith(e.name, l, r);
+    }
+    case EK::kCompare: {
+      Value l = eval(in, *e.a[0]);
+      for (std::size_t k = 0; k < e.ops.size(); ++k) {
+        Value r = eval(in, *e.a[k + 1]);
+        in.pos = e.pos;
+        if (!compare(e.ops[k], l, r)) return Value::boolean(false);
+        l = std::move(r);
+      }
+      return Value::boolean(true);
+    }
+    case EK::kCond:
+      if (truthy(eval(in, *e.a[1]))) return eval(in, *e.a[0]);
+      return e.a[2] ? eval(in, *e.a[2]) : Value::undefined();
+  }
+  return Value::undefined();
+}
+
+}  // namespace tokfeed::tmpl

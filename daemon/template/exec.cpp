@@ -1,0 +1,248 @@
+// Statements: output, control flow, assignment, macros.
+#include "template/interp.hpp"
+
+namespace tokfeed::tmpl {
+
+namespace {
+
+void write(Interp& in, std::string_view s) {
+  in.out->append(s);
+  if (in.out->size() > in.max_output)
+    throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
+}
+
+void assign_targets(Interp& in, const std::vector<std::string>& names, const Value& v) {
+  if (names.size() == 1) {
+    in.assign(names[0], v);
+    return;
+  }
+  std::vector<Value> items = iterate(v);
+  if (items.size() != names.size())
+    throw Error(items.size() < names.size() ? "not enough values to unpack (expected " + std::to_string(names.size()) + ", got " + std::to_string(items.size()) + ")"
+                                            : "too many values to unpack (expected " + std::to_string(names.size()) + ")");
+  for (std::size_t k = 0; k < names.size(); ++k) in.assign(names[k], items[k]);
+}
+
+struct FrameGuard {
+  Interp& in;
+  FrameGuard(Interp& i, bool barrier) : in(i) {
+    in.frames.emplace_back();
+    in.frames.back().barrier = barrier;
+  }
+  ~FrameGuard() { in.frames.pop_back(); }
+};
+
+Flow exec_for(Interp& in, const Stmt& s) {
+  Value seq = eval(in, *s.exprs[0]);
+  if (seq.is_none() || seq.kind == Kind::kInt || seq.kind == Kind::kFloat || seq.kind == Kind::kBool ||
+      seq.kind == Kind::kFunc)
+    throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
+  std::vector<Value> all = iterate(seq);
+  FrameGuard guard(in, false);
+  std::vector<Value> items;
+  if (s.exprs[1]) {
+    for (auto& v : all) {
+      in.step(s.pos);
+      assign_targets(in, s.targets, v);
+      if (truthy(eval(in, *s.exprs[1]))) items.push_back(std::move(v));
+    }
+  } else {
+    items = std::move(all);
+  }
+  if (items.empty()) {
+    if (s.has_else) return exec(in, s.bodies[1]);
+    return Flow::kNormal;
+  }
+  Value loop = Value::new_dict();
+  const int64_t n = static_cast<int64_t>(items.size());
+  auto& d = loop.dict->items;
+  for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+                        "previtem", "nextitem"})
+    d.emplace_back(k, Value());
+  Value items_list = Value::new_list(items);
+  d.emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
+    if (a.pos.empty()) throw Error("no items for cycling given");
+    int64_t i = loop_d->items[1].second.i;
+    return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
+  }));
+  in.assign("loop", loop);
+  for (int64_t i = 0; i < n; ++i) {
+    in.step(s.pos);  // an empty body still costs a step per iteration
+    d[0].second = Value::integer(i + 1);
+    d[1].second = Value::integer(i);
+    d[2].second = Value::integer(n - i);
+    d[3].second = Value::integer(n - i - 1);
+    d[4].second = Value::boolean(i == 0);
+    d[5].second = Value::boolean(i == n - 1);
+    d[6].second = Value::integer(n);
+    d[7].second = Value::integer(1);
+    d[8].second = Value::integer(0);
+    d[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem");
+    d[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("loop.nextitem");
+    assign_targets(in, s.targets, items[static_cast<std::size_t>(i)]);
+    in.frames.back().set("loop", loop);
+    if (exec(in, s.bodies[0]) == Flow::kBreak) break;
+  }
+  return Flow::kNormal;
+}
+
+// A macro value: calling it renders its body in a fresh scope.
+Value make_macro(const Stmt& s) {
+  const Stmt* m = &s;
+  return Value::func(s.text, [m](Interp& in, Args& args) -> Value {
+    if (++in.depth > 100) throw Error("maximum macro recursion depth exceeded");
+    FrameGuard guard(in, true);
+    const auto& params = m->targets;
+    std::vector<Value> extra;
+    for (std::size_t k = 0; k < args.pos.size(); ++k) {
+      if (k < params.size()) in.assign(params[k], args.pos[k]);
+      else extra.push_back(args.pos[k]);
+    }
+    Value kwargs = Value::new_dict();
+    for (auto& [name, v] : args.kw) {
+      if (name == "caller") {
+        in.assign("caller", v);
+        continue;
+      }
+      bool is_param = false;
+      for (std::size_t k = 0; k < params.size(); ++k)
+        if (params[k] == name) {
+          if (k < args.pos.size()) throw Error("macro '" + m->text + "' got multiple values for argument '" + name + "'");
+          is_param = true;
+        }
+      if (is_param) in.assign(name, v);
+      else kwargs.dict->set(name, v);
+    }
+    for (std::size_t k = args.pos.size(); k < params.size(); ++k) {
+      if (in.frames.back().find(params[k])) continue;
+      if (m->exprs[k]) in.assign(params[k], eval(in, *m->exprs[k]));
+      else in.assign(params[k], Value::undefined(params[k]));
+    }
+    in.assign("varargs", Value::new_list(std::move(extra), true));
+    in.assign("kwargs", kwargs);
+    std::string r = capture(in, m->bodies[0]);
+    --in.depth;
+    return Value::str(std::move(r));
+  });
+}
+
+}  // namespace
+
+std::string capture(Interp& in, const Body& body) {
+  std::string buf;
+  std::string* saved = in.out;
+  in.out = &buf;
+  try {
+    exec(in, body);
+  } catch (...) {
+    in.out = saved;
+    throw;
+  }
+  in.out = saved;
+  return buf;
+}
+
+Flow exec(Interp& in, const Body& body) {
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    in.step(s.pos);
+    switch (s.kind) {
+      case SK::kText: write(in, s.text); break;
+      case SK::kOutput: {
+        Value v = eval(in, *s.exprs[0]);
+        if (v.is_str()) write(in, *v.s);
+        else write(in, to_str(v));
+        break;
+      }
+      case SK::kIf: {
+        std::size_t k = 0;
+        for (; k < s.exprs.size(); ++k)
+          if (truthy(eval(in, *s.exprs[k]))) break;
+        if (k < s.bodies.size()) {
+          Flow f = exec(in, s.bodies[k]);
+          if (f != Flow::kNormal) return f;
+        }
+        break;
+      }
+      case SK::kFor: {
+        Flow f = exec_for(in, s);
+        if (f != Flow::kNormal) return f;
+        break;
+      }
+      case SK::kSet: {
+        Value v = eval(in, *s.exprs[0]);
+        if (!s.text.empty()) {
+          Value obj = in.lookup(s.targets[0]);
+          if (!(obj.is_dict() && obj.ns))
+            throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
+          if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
+          obj.dict->set(s.text, std::move(v));
+        } else {
+          assign_targets(in, s.targets, v);
+        }
+        break;
+      }
+      case SK::kSetBlock: {
+        std::string body = capture(in, s.bodies[0]);
+        Value v = Value::str(std::move(body));
+        if (s.filter) {
+          FrameGuard g(in, false);
+          in.assign("\x01body", v);
+          v = eval(in, *s.filter);
+        }
+        in.assign(s.targets[0], std::move(v));
+        break;
+      }
+      case SK::kMacro: in.assign(s.text, make_macro(s)); break;
+      case SK::kCallBlock: {
+        const Stmt* cs = &s;
+        Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
+          FrameGuard g(i2, false);
+          for (std::size_t k = 0; k < cs->targets.size(); ++k) {
+            if (k < a.pos.size()) i2.assign(cs->targets[k], a.pos[k]);
+            else if (cs->exprs[1 + k]) i2.assign(cs->targets[k], eval(i2, *cs->exprs[1 + k]));
+          }
+          return Value::str(capture(i2, cs->bodies[0]));
+        });
+        const Expr& call = *s.exprs[0];
+        Value f = eval(in, *call.a[0]);
+        Args args;
+        for (std::size_t k = 1; k < call.a.size(); ++k) args.pos.push_back(eval(in, *call.a[k]));
+        for (const auto& [name, x] : call.kw) args.kw.emplace_back(name, eval(in, *x));
+        args.kw.emplace_back("caller", caller);
+        if (f.kind != Kind::kFunc) throw Error("'call' needs a macro");
+        write(in, to_str(f.fn->call(in, args)));
+        break;
+      }
+      case SK::kFilterBlock: {
+        std::string body = capture(in, s.bodies[0]);
+        FrameGuard g(in, false);
+        in.assign("\x01body", Value::str(std::move(body)));
+        write(in, to_str(eval(in, *s.filter)));
+        break;
+      }
+      case SK::kWith: {
+        FrameGuard g(in, false);
+        std::vector<Value> vals;
+        for (const auto& x : s.exprs) vals.push_back(eval(in, *x));
+        for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.targets[k], vals[k]);
+        Flow f = exec(in, s.bodies[0]);
+        if (f != Flow::kNormal) return f;
+        break;
+      }
+      case SK::kBreak: return Flow::kBreak;
+      case SK::kContinue: return Flow::kContinue;
+      case SK::kGeneration: {
+        std::string body = capture(in, s.bodies[0]);
+        // As transformers counts it: from the top-level output so far.
+        std::size_t start = in.root->size();
+        if (in.generation) in.generation->emplace_back(start, start + body.size());
+        write(in, body);
+        break;
+      }
+    }
+  }
+  return Flow::kNormal;
+}
+
+}  // namespace tokfeed::tmpl

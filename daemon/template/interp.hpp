@@ -1,0 +1,77 @@
+// The evaluator's state while one render runs: scopes, the output buffers,
+// the step budget and the generation spans.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "template/ast.hpp"
+
+namespace tokfeed::tmpl {
+
+struct Frame {
+  std::vector<std::pair<std::string, Value>> vars;
+  bool barrier = false;  // a macro's scope: lookups skip to the template's globals
+  Value* find(std::string_view name) {
+    for (auto& [k, v] : vars)
+      if (k == name) return &v;
+    return nullptr;
+  }
+  void set(std::string_view name, Value v) {
+    if (Value* p = find(name)) *p = std::move(v);
+    else vars.emplace_back(std::string(name), std::move(v));
+  }
+};
+
+struct Interp {
+  std::vector<Frame> frames;  // frames[0]: the render's variables and top-level sets
+  std::string* out = nullptr;
+  std::string* root = nullptr;                         // the top-level output
+  std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
+  uint64_t steps = 0;
+  uint64_t max_steps = 0;
+  std::size_t max_output = 0;
+  int depth = 0;  // macro call depth
+  std::tm now{};  // what strftime_now formats
+  Pos pos;        // the node being evaluated, for errors
+
+  void step(Pos p) {
+    pos = p;
+    if (++steps > max_steps)
+      throw Error("the template ran past its step budget of " + std::to_string(max_steps) +
+                  " steps (raise [tokenizer] template_max_steps if the template is legitimately long)");
+  }
+  Value lookup(std::string_view name);
+  void assign(std::string_view name, Value v) { frames.back().set(name, std::move(v)); }
+};
+
+Value eval(Interp& in, const Expr& e);
+// What the `break`/`continue` statements unwind with.
+enum class Flow : uint8_t { kNormal, kBreak, kContinue };
+Flow exec(Interp& in, const Body& body);
+// Renders `body` into a fresh string (macros, set blocks, filter blocks).
+std::string capture(Interp& in, const Body& body);
+
+// Builtins (builtins.cpp, methods.cpp).
+Value global_function(std::string_view name);
+// obj.name(args): Python methods of str, dict and list. Sets `found` false when
+// `obj` has no such method.
+Value call_method(Interp& in, const Value& obj, std::string_view name, Args& args, bool& found);
+bool has_method(const Value& obj, std::string_view name);
+Value bound_method(const Value& obj, std::string_view name);
+// Python semantics shared by filters and the evaluator.
+Value get_item(const Value& obj, const Value& key);
+Value get_attr(const Value& obj, std::string_view name);
+bool contains(const Value& container, const Value& item);
+// Iterates `v` as Python's for does (dict → keys); Undefined is empty.
+std::vector<Value> iterate(const Value& v);
+int64_t length(const Value& v);
+// json.dumps(v, ensure_ascii, indent (null: None), separators, sort_keys).
+std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
+                   const std::string* key_sep);
+std::string percent_format(const std::string& fmt, const Value& args);
+
+}  // namespace tokfeed::tmpl

@@ -1,0 +1,14 @@
+// JSON (simdjson's DOM) → template values, as Python's json.loads builds them.
+#pragma once
+
+#include <simdjson.h>
+
+#include "template/value.hpp"
+
+namespace tokfeed::tmpl {
+
+Value from_json(simdjson::dom::element e);
+// Parses `text` as JSON; throws tmpl::Error naming what is wrong.
+Value parse_json(std::string_view text);
+
+}  // namespace tokfeed::tmpl

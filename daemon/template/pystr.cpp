@@ -1,0 +1,367 @@
+#include "template/pystr.hpp"
+
+#include <utf8proc.h>
+
+#include <cstdio>
+
+namespace tokfeed::tmpl {
+
+bool py_isspace(uint32_t cp) noexcept {
+  if (cp >= 0x09 && cp <= 0x0d) return true;
+  if (cp >= 0x1c && cp <= 0x20) return true;
+  switch (cp) {
+    case 0x85:
+    case 0xa0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202f:
+    case 0x205f:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200a;
+  }
+}
+
+std::size_t utf8_decode(std::string_view s, std::size_t i, uint32_t& cp) noexcept {
+  auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (n <= 1 || i + n > s.size()) {
+    cp = c;
+    return 1;
+  }
+  uint32_t v = n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) {
+      cp = c;
+      return 1;
+    }
+    v = (v << 6) | (b(i + k) & 0x3f);
+  }
+  cp = v;
+  return n;
+}
+
+void utf8_append(uint32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+std::vector<uint32_t> code_points(std::string_view s) {
+  std::vector<uint32_t> out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    i += utf8_decode(s, i, cp);
+    out.push_back(cp);
+  }
+  return out;
+}
+
+std::size_t py_len(std::string_view s) noexcept {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  return n;
+}
+
+std::string_view py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+  std::vector<uint32_t> set;
+  if (chars) set = code_points(*chars);
+  auto strip_it = [&](uint32_t cp) {
+    if (!chars) return py_isspace(cp);
+    for (uint32_t c : set)
+      if (c == cp) return true;
+    return false;
+  };
+  std::size_t begin = 0, end = s.size();
+  if (left) {
+    while (begin < end) {
+      uint32_t cp;
+      std::size_t n = utf8_decode(s, begin, cp);
+      if (!strip_it(cp)) break;
+      begin += n;
+    }
+  }
+  if (right) {
+    while (end > begin) {
+      std::size_t start = end - 1;
+      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80 && end - start < 4) --start;
+      uint32_t cp;
+      std::size_t n = utf8_decode(s, start, cp);
+      if (n != end - start) start = end - 1, cp = static_cast<unsigned char>(s[start]);
+      if (!strip_it(cp)) break;
+      end = start;
+    }
+  }
+  return s.substr(begin, end - begin);
+}
+
+namespace {
+
+// Whitespace-run splitting, Python's str.split() with no separator.
+std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, bool from_right) {
+  struct Piece {
+    std::size_t b, e;
+  };
+  std::vector<Piece> words;
+  std::size_t i = 0, start = std::string_view::npos;
+  while (i < s.size()) {
+    uint32_t cp;
+    std::size_t n = utf8_decode(s, i, cp);
+    if (py_isspace(cp)) {
+      if (start != std::string_view::npos) words.push_back({start, i}), start = std::string_view::npos;
+    } else if (start == std::string_view::npos) {
+      start = i;
+    }
+    i += n;
+  }
+  if (start != std::string_view::npos) words.push_back({start, s.size()});
+  std::vector<std::string> out;
+  if (maxsplit < 0 || static_cast<std::size_t>(maxsplit) + 1 >= words.size()) {
+    for (auto w : words) out.emplace_back(s.substr(w.b, w.e - w.b));
+    return out;
+  }
+  std::size_t keep = static_cast<std::size_t>(maxsplit);
+  if (!from_right) {
+    for (std::size_t k = 0; k < keep; ++k) out.emplace_back(s.substr(words[k].b, words[k].e - words[k].b));
+    out.emplace_back(s.substr(words[keep].b));  // the remainder keeps its trailing whitespace
+  } else {
+    std::size_t first = words.size() - keep;
+    out.emplace_back(s.substr(0, words[first - 1].e));
+    for (std::size_t k = first; k < words.size(); ++k) out.emplace_back(s.substr(words[k].b, words[k].e - words[k].b));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+                                  bool from_right) {
+  if (!sep) return split_ws(s, maxsplit, from_right);
+  std::vector<std::string> out;
+  const std::string& d = *sep;
+  if (!from_right) {
+    std::size_t pos = 0;
+    while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
+      std::size_t at = s.find(d, pos);
+      if (at == std::string_view::npos) break;
+      out.emplace_back(s.substr(pos, at - pos));
+      pos = at + d.size();
+    }
+    out.emplace_back(s.substr(pos));
+    return out;
+  }
+  std::vector<std::string> rev;
+  std::size_t end = s.size();
+  while (maxsplit < 0 || static_cast<int64_t>(rev.size()) < maxsplit) {
+    if (end < d.size()) break;
+    std::size_t at = s.rfind(d, end - d.size());
+    if (at == std::string_view::npos) break;
+    rev.emplace_back(s.substr(at + d.size(), end - at - d.size()));
+    end = at;
+  }
+  out.emplace_back(s.substr(0, end));
+  for (auto it = rev.rbegin(); it != rev.rend(); ++it) out.push_back(*it);
+  return out;
+}
+
+std::vector<std::string> py_splitlines(std::string_view s, bool keepends) {
+  std::vector<std::string> out;
+  std::size_t b = 0, i = 0;
+  while (i < s.size()) {
+    uint32_t cp;
+    std::size_t n = utf8_decode(s, i, cp);
+    bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 ||
+               cp == 0x2028 || cp == 0x2029;
+    if (!brk) {
+      i += n;
+      continue;
+    }
+    std::size_t e = i + n;
+    if (cp == '\r' && e < s.size() && s[e] == '\n') ++e;
+    out.emplace_back(s.substr(b, (keepends ? e : i) - b));
+    b = i = e;
+  }
+  if (b < s.size()) out.emplace_back(s.substr(b));
+  return out;
+}
+
+namespace {
+
+template <class F>
+std::string map_cps(std::string_view s, F f) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0, k = 0;
+  while (i < s.size()) {
+    uint32_t cp;
+    std::size_t n = utf8_decode(s, i, cp);
+    if (n == 1 && cp >= 0x80) out += s[i];
+    else utf8_append(f(cp, k), out);
+    i += n;
+    ++k;
+  }
+  return out;
+}
+
+bool is_cased_letter(uint32_t cp) {
+  auto c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
+}
+
+uint32_t up(uint32_t cp) { return static_cast<uint32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(cp))); }
+uint32_t low(uint32_t cp) { return static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))); }
+
+}  // namespace
+
+std::string py_upper(std::string_view s) {
+  return map_cps(s, [](uint32_t cp, std::size_t) { return up(cp); });
+}
+std::string py_lower(std::string_view s) {
+  return map_cps(s, [](uint32_t cp, std::size_t) { return low(cp); });
+}
+std::string py_capitalize(std::string_view s) {
+  return map_cps(s, [](uint32_t cp, std::size_t k) { return k == 0 ? up(cp) : low(cp); });
+}
+std::string py_title(std::string_view s) {
+  bool prev_cased = false;
+  return map_cps(s, [&](uint32_t cp, std::size_t) {
+    uint32_t r = prev_cased ? low(cp) : up(cp);
+    prev_cased = is_cased_letter(cp);
+    return r;
+  });
+}
+
+std::string py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
+  std::string out;
+  if (from.empty()) {
+    // Python inserts `to` between code points and at both ends.
+    int64_t done = 0;
+    std::size_t i = 0;
+    while (i <= s.size()) {
+      if (count < 0 || done < count) out.append(to), ++done;
+      if (i == s.size()) break;
+      uint32_t cp;
+      std::size_t n = utf8_decode(s, i, cp);
+      out.append(s.substr(i, n));
+      i += n;
+    }
+    return out;
+  }
+  std::size_t pos = 0;
+  int64_t done = 0;
+  while (count < 0 || done < count) {
+    std::size_t at = s.find(from, pos);
+    if (at == std::string_view::npos) break;
+    out.append(s.substr(pos, at - pos)).append(to);
+    pos = at + from.size();
+    ++done;
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
+namespace {
+
+bool printable(uint32_t cp) {
+  if (cp == ' ') return true;
+  if (cp < 0x20 || cp == 0x7f) return false;
+  if (cp < 0x7f) return true;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS: return false;
+    default: return true;
+  }
+}
+
+}  // namespace
+
+void py_repr(std::string_view s, std::string& out) {
+  char q = (s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos) ? '"' : '\'';
+  out += q;
+  for (std::size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    std::size_t n = utf8_decode(s, i, cp);
+    if (cp == static_cast<uint32_t>(q) || cp == '\\') {
+      out += '\\';
+      out += static_cast<char>(cp);
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (!printable(cp)) {
+      char b[16];
+      if (cp < 0x100) std::snprintf(b, sizeof b, "\\x%02x", cp);
+      else if (cp < 0x10000) std::snprintf(b, sizeof b, "\\u%04x", cp);
+      else std::snprintf(b, sizeof b, "\\U%08x", cp);
+      out += b;
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  out += q;
+}
+
+void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
+  out += '"';
+  for (std::size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80 || !ensure_ascii) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        default:
+          if (c < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            out += b;
+          } else {
+            out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    uint32_t cp;
+    std::size_t n = utf8_decode(s, i, cp);
+    char b[16];
+    if (cp >= 0x10000) {
+      uint32_t v = cp - 0x10000;
+      std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+    } else {
+      std::snprintf(b, sizeof b, "\\u%04x", cp);
+    }
+    out += b;
+    i += n;
+  }
+  out += '"';
+}
+
+}  // namespace tokfeed::tmpl

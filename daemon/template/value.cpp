@@ -1,0 +1,285 @@
+#include "template/value.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "template/pystr.hpp"
+
+namespace tokfeed::tmpl {
+
+Value Value::undefined(std::string hint) {
+  Value v;
+  if (!hint.empty()) v.s = std::make_shared<const std::string>(std::move(hint));
+  return v;
+}
+
+Value Value::str(std::string x) {
+  Value v;
+  v.kind = Kind::kStr;
+  v.s = std::make_shared<const std::string>(std::move(x));
+  return v;
+}
+
+Value Value::new_list(std::vector<Value> items, bool tuple) {
+  Value v;
+  v.kind = Kind::kList;
+  v.tuple = tuple;
+  v.list = std::make_shared<ListObj>();
+  v.list->items = std::move(items);
+  return v;
+}
+
+Value Value::new_dict() {
+  Value v;
+  v.kind = Kind::kDict;
+  v.dict = std::make_shared<DictObj>();
+  return v;
+}
+
+Value Value::func(std::string name, std::function<Value(Interp&, Args&)> call) {
+  Value v;
+  v.kind = Kind::kFunc;
+  v.fn = std::make_shared<FuncObj>();
+  v.fn->name = std::move(name);
+  v.fn->call = std::move(call);
+  return v;
+}
+
+std::string_view type_name(const Value& v) noexcept {
+  switch (v.kind) {
+    case Kind::kUndefined: return "Undefined";
+    case Kind::kNone: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kStr: return "str";
+    case Kind::kList: return v.gen ? "generator" : v.tuple ? "tuple" : "list";
+    case Kind::kDict: return v.ns ? "Namespace" : "dict";
+    case Kind::kFunc: return "function";
+  }
+  return "?";
+}
+
+bool truthy(const Value& v) noexcept {
+  switch (v.kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return v.b;
+    case Kind::kInt: return v.i != 0;
+    case Kind::kFloat: return v.f != 0.0;
+    case Kind::kStr: return !v.s->empty();
+    case Kind::kList: return v.gen || !v.list->items.empty();
+    case Kind::kDict: return v.ns || !v.dict->items.empty();
+    case Kind::kFunc: return true;
+  }
+  return false;
+}
+
+namespace {
+
+double as_double(const Value& v) {
+  switch (v.kind) {
+    case Kind::kBool: return v.b ? 1.0 : 0.0;
+    case Kind::kInt: return static_cast<double>(v.i);
+    default: return v.f;
+  }
+}
+
+bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
+int64_t as_int(const Value& v) { return v.kind == Kind::kBool ? (v.b ? 1 : 0) : v.i; }
+
+}  // namespace
+
+bool equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (int_like(a) && int_like(b)) return as_int(a) == as_int(b);
+    return as_double(a) == as_double(b);
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return true;
+    case Kind::kStr: return *a.s == *b.s;
+    case Kind::kList: {
+      if (a.gen || b.gen) return a.list == b.list;
+      if (a.tuple != b.tuple) return false;
+      const auto &x = a.list->items, &y = b.list->items;
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (!equal(x[i], y[i])) return false;
+      return true;
+    }
+    case Kind::kDict: {
+      if (a.ns || b.ns) return a.dict == b.dict;
+      const auto &x = a.dict->items, &y = b.dict->items;
+      if (x.size() != y.size()) return false;
+      for (const auto& [k, v] : x) {
+        const Value* o = b.dict->find(k);
+        if (!o || !equal(v, *o)) return false;
+      }
+      return true;
+    }
+    case Kind::kFunc: return a.fn == b.fn;
+    default: return false;
+  }
+}
+
+bool less(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (int_like(a) && int_like(b)) return as_int(a) < as_int(b);
+    return as_double(a) < as_double(b);
+  }
+  if (a.is_str() && b.is_str()) return *a.s < *b.s;  // UTF-8 byte order is code point order
+  if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+    const auto &x = a.list->items, &y = b.list->items;
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!equal(x[i], y[i])) return less(x[i], y[i]);
+    }
+    return x.size() < y.size();
+  }
+  throw Error("'<' not supported between instances of '" + std::string(type_name(a)) + "' and '" +
+              std::string(type_name(b)) + "'");
+}
+
+void append_float(double f, std::string& out) {
+  if (std::isnan(f)) {
+    out += "nan";
+    return;
+  }
+  if (std::isinf(f)) {
+    out += f < 0 ? "-inf" : "inf";
+    return;
+  }
+  // Shortest round-trip digits, then Python's repr layout: fixed notation
+  // for exponents in [-4, 16), else d.ddde+XX.
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, f, std::chars_format::scientific);
+  std::string sci(buf, r.ptr);
+  std::size_t e = sci.find('e');
+  std::string mant = sci.substr(0, e);
+  int exp = std::stoi(sci.substr(e + 1));
+  bool neg = mant[0] == '-';
+  if (neg) mant.erase(0, 1);
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  if (neg) out += '-';
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) {
+      out += "0.";
+      out.append(static_cast<std::size_t>(-exp - 1), '0');
+      out += digits;
+    } else {
+      std::size_t ip = static_cast<std::size_t>(exp) + 1;
+      if (digits.size() <= ip) {
+        out += digits;
+        out.append(ip - digits.size(), '0');
+        out += ".0";
+      } else {
+        out += digits.substr(0, ip);
+        out += '.';
+        out += digits.substr(ip);
+      }
+    }
+  } else {
+    out += digits[0];
+    if (digits.size() > 1) {
+      out += '.';
+      out += digits.substr(1);
+    }
+    char eb[16];
+    std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    out += eb;
+  }
+}
+
+void append_str(const Value& v, std::string& out) {
+  switch (v.kind) {
+    case Kind::kUndefined: return;
+    case Kind::kNone: out += "None"; return;
+    case Kind::kBool: out += v.b ? "True" : "False"; return;
+    case Kind::kInt: out += std::to_string(v.i); return;
+    case Kind::kFloat: append_float(v.f, out); return;
+    case Kind::kStr: out += *v.s; return;
+    default: append_repr(v, out);
+  }
+}
+
+std::string to_str(const Value& v) {
+  if (v.is_str()) return *v.s;
+  std::string out;
+  append_str(v, out);
+  return out;
+}
+
+void append_repr(const Value& v, std::string& out) {
+  switch (v.kind) {
+    case Kind::kStr: py_repr(*v.s, out); return;
+    case Kind::kList: {
+      if (v.gen) {
+        out += "<generator object>";
+        return;
+      }
+      out += v.tuple ? '(' : '[';
+      const auto& items = v.list->items;
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i) out += ", ";
+        append_repr(items[i], out);
+      }
+      if (v.tuple && items.size() == 1) out += ',';
+      out += v.tuple ? ')' : ']';
+      return;
+    }
+    case Kind::kDict: {
+      if (v.ns) out += "<Namespace ";
+      out += '{';
+      bool first = true;
+      for (const auto& [k, x] : v.dict->items) {
+        if (!first) out += ", ";
+        first = false;
+        append_repr(key_value(k), out);
+        out += ": ";
+        append_repr(x, out);
+      }
+      out += '}';
+      if (v.ns) out += '>';
+      return;
+    }
+    case Kind::kFunc: out += "<function " + v.fn->name + ">"; return;
+    case Kind::kUndefined: out += "Undefined"; return;
+    default: append_str(v, out);
+  }
+}
+
+std::string key_of(const Value& v) {
+  switch (v.kind) {
+    case Kind::kStr: return *v.s;
+    case Kind::kBool: return std::string("\x01i") + (v.b ? "1" : "0");
+    case Kind::kInt: return "\x01i" + std::to_string(v.i);
+    case Kind::kFloat:
+      if (v.f == std::floor(v.f) && std::fabs(v.f) < 9e15) return "\x01i" + std::to_string(static_cast<int64_t>(v.f));
+      {
+        std::string r = "\x01f";
+        append_float(v.f, r);
+        return r;
+      }
+    case Kind::kNone: return "\x01n";
+    default: throw Error("unhashable type: '" + std::string(type_name(v)) + "'");
+  }
+}
+
+Value key_value(const std::string& key) {
+  if (key.empty() || key[0] != '\x01') return Value::str(key);
+  if (key[1] == 'i') return Value::integer(std::stoll(key.substr(2)));
+  if (key[1] == 'f') return Value::real(std::stod(key.substr(2)));
+  return Value::none();
+}
+
+std::string key_json(const std::string& key) {
+  if (key.empty() || key[0] != '\x01') return key;
+  if (key[1] == 'n') return "null";
+  return key.substr(2);
+}
+
+}  // namespace tokfeed::tmpl

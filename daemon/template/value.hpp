@@ -1,0 +1,139 @@
+// Values of the chat-template engine: Python's data model as Jinja templates
+// in transformers' environment see it (docs/chat_templates.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tokfeed::tmpl {
+
+// A render or load error; `where` is "line:column" when known.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kStr, kList, kDict, kFunc };
+
+struct Value;
+struct Interp;
+struct ListObj;
+struct DictObj;
+struct FuncObj;
+
+// Positional and keyword arguments of a call.
+struct Args {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+};
+
+struct Value {
+  Kind kind = Kind::kUndefined;
+  bool tuple = false;  // a list that is a Python tuple (repr with parentheses)
+  bool ns = false;     // a dict that is a namespace() (attribute assignment allowed)
+  bool gen = false;    // a list that is a Python iterator (map, select, ...): truthy, no len, used up once iterated
+  union {
+    bool b;
+    int64_t i;
+    double f;
+  };
+  // Str: the text; Undefined: the name that was looked up (for messages).
+  std::shared_ptr<const std::string> s;
+  std::shared_ptr<ListObj> list;
+  std::shared_ptr<DictObj> dict;
+  std::shared_ptr<FuncObj> fn;
+
+  Value() : i(0) {}
+  static Value undefined(std::string hint = {});
+  static Value none() {
+    Value v;
+    v.kind = Kind::kNone;
+    return v;
+  }
+  static Value boolean(bool x) {
+    Value v;
+    v.kind = Kind::kBool;
+    v.b = x;
+    return v;
+  }
+  static Value integer(int64_t x) {
+    Value v;
+    v.kind = Kind::kInt;
+    v.i = x;
+    return v;
+  }
+  static Value real(double x) {
+    Value v;
+    v.kind = Kind::kFloat;
+    v.f = x;
+    return v;
+  }
+  static Value str(std::string x);
+  static Value new_list(std::vector<Value> items = {}, bool tuple = false);
+  static Value new_dict();
+  static Value func(std::string name, std::function<Value(Interp&, Args&)> call);
+
+  bool is_undefined() const { return kind == Kind::kUndefined; }
+  bool is_none() const { return kind == Kind::kNone; }
+  bool is_str() const { return kind == Kind::kStr; }
+  bool is_list() const { return kind == Kind::kList; }
+  bool is_dict() const { return kind == Kind::kDict; }
+  bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
+  const std::string& text() const { return *s; }  // kStr only
+};
+
+struct ListObj {
+  std::vector<Value> items;
+};
+
+// An insertion-ordered dict with string keys (what JSON and templates build).
+struct DictObj {
+  std::vector<std::pair<std::string, Value>> items;
+  const Value* find(std::string_view key) const {
+    for (const auto& [k, v] : items)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  void set(std::string_view key, Value v) {
+    for (auto& [k, old] : items)
+      if (k == key) {
+        old = std::move(v);
+        return;
+      }
+    items.emplace_back(std::string(key), std::move(v));
+  }
+};
+
+struct FuncObj {
+  std::string name;
+  std::function<Value(Interp&, Args&)> call;
+};
+
+// Python's type name, as errors name it.
+std::string_view type_name(const Value& v) noexcept;
+bool truthy(const Value& v) noexcept;
+// Python's ==.
+bool equal(const Value& a, const Value& b);
+// Python's <, or an Error for unorderable types.
+bool less(const Value& a, const Value& b);
+// str(v) appended to `out` (Undefined renders empty).
+void append_str(const Value& v, std::string& out);
+std::string to_str(const Value& v);
+// repr(v) appended to `out`.
+void append_repr(const Value& v, std::string& out);
+// Python's repr of a float.
+void append_float(double f, std::string& out);
+// Dict keys are strings; a key of another type (an int, a float, None) is
+// stored encoded after a \x01 byte, so `{1024: x}` keeps an int key.
+std::string key_of(const Value& v);
+Value key_value(const std::string& key);
+// The key as json.dumps writes it (an int key 1 becomes "1").
+std::string key_json(const std::string& key);
+
+}  // namespace tokfeed::tmpl

@@ -1,0 +1,205 @@
+"""The daemon's batches under every model chat template of ../shared/templates
+against transformers (docs/data_model.md 2.1-2.2).
+
+For each template folder × ../shared/templates/conversations.jsonl, tokfeedd
+(template = "jinja", batch 1, no shuffle) must give, batch by batch, the
+input_ids and labels the reference computes:
+- text: transformers' apply_chat_template (date_string "26 Jul 2024"), ids
+  from the same tokenizer.json with add_special_tokens=False;
+- labels: templates with {% generation %}: transformers'
+  return_assistant_tokens_mask; others: the prefix rule, implemented here
+  independently on apply_chat_template's strings;
+- records the template refuses (it raises, or the prefix rule fails) are
+  exactly the ones the daemon skips.
+
+usage: [CONVERSATIONS=N] chat_templates_ref.py TOKFEEDD TOKFEEDCTL [TEMPLATE...]
+Run with ${TOKFEED_HF_PYTHON}; exits 77 (skip) without ../shared or transformers.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.environ.get("TOKFEED_SHARED", os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared")))
+TEMPLATES = os.path.join(SHARED, "templates")
+GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")
+SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+MAX_LENGTH = 65536
+
+try:
+    import datetime
+
+    from transformers import PreTrainedTokenizerFast
+    from transformers.utils import chat_template_utils
+except ImportError:
+    print("skip: transformers is not installed for this python")
+    sys.exit(77)
+if not os.path.isdir(TEMPLATES):
+    print(f"skip: {TEMPLATES} is absent")
+    sys.exit(77)
+
+
+def token_text(v):
+    return v.get("content") if isinstance(v, dict) else v
+
+
+class Reference:
+    def __init__(self, folder, tokenizer_json):
+        cfg = json.load(open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8"))
+        tmpl = cfg["chat_template"]
+        if isinstance(tmpl, list):
+            tmpl = {t["name"]: t["template"] for t in tmpl}["default"]
+        self.template = tmpl
+        self.generation = bool(GENERATION.search(tmpl))
+        # strftime_now formats a fixed instant, as the daemon's template_time
+        # (default 2024-07-26); transformers caches the compiled template.
+        fixed = datetime.datetime(2024, 7, 26)
+        chat_template_utils._compile_jinja_template(tmpl).environment.globals["strftime_now"] = fixed.strftime
+        self.tok = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)
+        self.kwargs = {k: token_text(cfg[k]) for k in SPECIAL if cfg.get(k) is not None}
+        self.kwargs["date_string"] = "26 Jul 2024"
+
+    def render(self, msgs, tools, gen):
+        return self.tok.apply_chat_template(msgs, tools=tools, chat_template=self.template, tokenize=False,
+                                            add_generation_prompt=gen, **self.kwargs)
+
+    def encode(self, rec):
+        """(ids, labels), or None when the template refuses the record."""
+        msgs, tools = rec["messages"], rec.get("tools")
+        try:
+            text = self.render(msgs, tools, False)
+        except Exception:  # noqa: BLE001 - a template error is a refused record
+            return None
+        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids = enc["input_ids"]
+        if self.generation:
+            out = self.tok.apply_chat_template(msgs, tools=tools, chat_template=self.template, tokenize=True,
+                                               return_dict=True, return_assistant_tokens_mask=True, **self.kwargs)
+            assert out["input_ids"] == ids, "apply_chat_template's ids differ from the text's"
+            mask = out["assistant_masks"]
+            return ids, [t if m else -100 for t, m in zip(ids, mask)]
+        # The prefix rule, in characters.
+        spans = []
+        for i, m in enumerate(msgs):
+            if m["role"] != "assistant":
+                continue
+            try:
+                p = self.render(msgs[:i], tools, True)
+                fi = text if i + 1 == len(msgs) else self.render(msgs[: i + 1], tools, False)
+            except Exception:  # noqa: BLE001
+                return None
+            if not (fi.startswith(p) and text.startswith(fi)):
+                return None
+            spans.append((len(p), len(fi)))
+        labels = []
+        for t, (b, e) in zip(ids, enc["offset_mapping"]):
+            hit = any(max(b, s) < min(e, f) or (b == e and s <= b < f) for s, f in spans)
+            labels.append(t if hit else -100)
+        return ids, labels
+
+
+def run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, n):
+    d = tempfile.mkdtemp(prefix="tokfeed-tmpl-")
+    try:
+        sock = os.path.join(d, "d.sock")
+        job = os.path.join(d, "job.toml")
+        with open(job, "w", encoding="utf-8") as f:
+            f.write(f"""[dataset]
+path = "{conversations}"
+on_bad_record = "skip"
+[tokenizer]
+type = "hf"
+path = "{tokenizer_json}"
+template = "jinja"
+chat_template = "{os.path.join(folder, 'tokenizer_config.json')}"
+template_kwargs = {{ date_string = "26 Jul 2024" }}
+[batch]
+size = 1
+max_length = {MAX_LENGTH}
+[schedule]
+shuffle = false
+[workers]
+count = 1
+[cache]
+enabled = false
+[server]
+socket = "{sock}"
+shm_prefix = "tmpl-{uuid.uuid4().hex[:10]}"
+""")
+        log = open(os.path.join(d, "log"), "w")
+        proc = subprocess.Popen([tokfeedd, "--config", job], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    return None, open(os.path.join(d, "log")).read()[-2000:]
+                if os.path.exists(sock) and subprocess.run([tokfeedctl, "-s", sock, "status"], capture_output=True).returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    return None, "tokfeedd did not become ready"
+                time.sleep(0.05)
+            r = subprocess.run([tokfeedctl, "-s", sock, "dump", "--count", str(n)], capture_output=True, text=True)
+            if r.returncode != 0:
+                return None, r.stderr + open(os.path.join(d, "log")).read()[-2000:]
+            batches = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+            return [(b["input_ids"][0], b["labels"][0]) for b in batches], ""
+        finally:
+            subprocess.run([tokfeedctl, "-s", sock, "shutdown"], capture_output=True)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    tokfeedd, tokfeedctl = sys.argv[1], sys.argv[2]
+    names = sys.argv[3:] or sorted(x for x in os.listdir(TEMPLATES) if os.path.isdir(os.path.join(TEMPLATES, x)))
+    conversations = os.path.join(TEMPLATES, "conversations.jsonl")
+    lines = open(conversations, encoding="utf-8").read().splitlines()
+    limit = int(os.environ.get("CONVERSATIONS", len(lines)))
+    if limit < len(lines):  # a sample, for ctest's time budget
+        conversations = os.path.join(tempfile.mkdtemp(prefix="tokfeed-conv-"), "conversations.jsonl")
+        open(conversations, "w", encoding="utf-8").write("\n".join(lines[:limit]) + "\n")
+    records = [json.loads(l) for l in lines[:limit]]
+    passing = 0
+    label_eq = label_total = 0
+    for name in names:
+        folder = os.path.join(TEMPLATES, name)
+        manifest = json.load(open(os.path.join(folder, "manifest.json")))
+        tokenizer_json = os.path.join(SHARED, "tokenizers", manifest["tokenizer"], "tokenizer.json")
+        ref = Reference(folder, tokenizer_json)
+        want = [x for x in (ref.encode(r) for r in records) if x is not None]
+        got, err = run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, max(len(want), 1))
+        if got is None and not want and "no valid records" in err:
+            passing += 1  # the template refuses every conversation, and the daemon says so
+            print(f"ok   {name}: 0 samples, {len(records)} refused (the daemon refuses to start: no valid records)")
+            continue
+        if got is None:
+            print(f"FAIL {name}: the daemon did not serve: {err.strip()[-600:]}")
+            continue
+        ids_ok = len(got) == len(want) and all(g[0] == w[0] for g, w in zip(got, want))
+        leq = sum(1 for g, w in zip(got, want) if g == w)
+        label_eq += leq
+        label_total += len(want)
+        if ids_ok and leq == len(want):
+            passing += 1
+            print(f"ok   {name}: {len(want)} samples, {len(records) - len(want)} refused")
+        else:
+            first = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+            print(f"FAIL {name}: daemon {len(got)} samples, reference {len(want)}; first difference at sample {first}; "
+                  f"{leq}/{len(want)} equal")
+    print(f"templates passing: {passing}/{len(names)}; samples with equal ids and labels: {label_eq}/{label_total}")
+    return 0 if passing == len(names) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

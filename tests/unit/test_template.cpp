@@ -1,0 +1,185 @@
+// The chat-template engine's edges (daemon/template/) and the record mapping
+// and label rule of docs/data_model.md 1.2 and 2.2. Rendering against jinja2
+// itself is reference.jinja2; the daemon's batches, reference.chat_templates.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "template/json_value.hpp"
+#include "template/template.hpp"
+#include "chat/chat_jinja.hpp"
+
+using namespace tokfeed;
+using tmpl::Template;
+using tmpl::Value;
+
+namespace {
+
+std::string render(const std::string& src, const std::string& ctx_json = "{}") {
+  Template t = Template::parse(src);
+  Value ctx = tmpl::parse_json(ctx_json);
+  tmpl::Vars vars(ctx.dict->items.begin(), ctx.dict->items.end());
+  tmpl::RenderLimits limits;
+  limits.max_steps = 100000;
+  tmpl::parse_instant("2024-07-26T13:05:00", limits.now);
+  return t.render(vars, limits);
+}
+
+std::string load_error(const std::string& src) {
+  try {
+    Template::parse(src);
+  } catch (const tmpl::Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string render_error(const std::string& src, const std::string& ctx = "{}") {
+  try {
+    render(src, ctx);
+  } catch (const tmpl::Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("whitespace control as transformers configures jinja2: trim_blocks, lstrip_blocks, - and +") {
+  CHECK(render("{% if true %}\nA\n{% endif %}\nB") == "A\nB");
+  CHECK(render("  {% if true %}x{% endif %}  ") == "x  ");
+  CHECK(render("a  {%- if true -%}  b  {%- endif %}") == "ab");
+  CHECK(render("{%+ if true %}x{% endif %}", "{}") == "x");
+  CHECK(render("line\n") == "line");  // the source's final newline is dropped
+  CHECK(render("{# c #}\nA") == "A");
+}
+
+TEST_CASE("Python semantics: str(), repr, tojson, slicing, arithmetic, None and Undefined") {
+  CHECK(render("{{ [1, 'a', none, true, 1.5] }}") == "[1, 'a', None, True, 1.5]");
+  CHECK(render("{{ {'k': \"it's\"} }}") == "{'k': \"it's\"}");
+  CHECK(render("{{ {'a': [1, 2], 'é': 'ü'} | tojson }}") == "{\"a\": [1, 2], \"é\": \"ü\"}");
+  CHECK(render("{{ {'a': [1]} | tojson(indent=2) }}") == "{\n  \"a\": [\n    1\n  ]\n}");
+  CHECK(render("{{ 'héllo'[1:3] }}{{ 'abc'[::-1] }}{{ [1,2,3][-1] }}") == "élcba3");
+  CHECK(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 1 / 4 }} {{ 2 ** 10 }} {{ 1e16 }} {{ 0.1 + 0.2 }}") ==
+        "3 -4 2 0.25 1024 1e+16 0.30000000000000004");
+  CHECK(render("{{ x }}|{{ x is defined }}|{{ x | length }}|{{ none }}|{{ none ~ 'a' }}") == "|False|0|None|Nonea");
+  CHECK(render("{{ 'a,b,,c'.split(',') }} {{ '  x y '.split() }} {{ 'x'.startswith(('a', 'x')) }}") ==
+        "['a', 'b', '', 'c'] ['x', 'y'] True");
+  CHECK(render("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
+               R"({"messages": [{"role": "user"}, {"role": "assistant"}, {"role": "user"}]})") == "2");
+  CHECK(render("{% set g = [1, 2] | map('string') %}{{ g | join }}{{ g | join }}") == "12");  // an iterator, used up
+  CHECK(render("{{ strftime_now('%d %b %Y %H:%M') }}") == "26 Jul 2024 13:05");
+  CHECK(render("{{ {1024: 'a'} | dictsort | first | first + 1 }}") == "1025");
+}
+
+TEST_CASE("scopes: loops, namespace, macros, set blocks, loop controls") {
+  CHECK(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}") == "1");
+  CHECK(render("{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}{% endfor %}{{ ns.x }}") == "2");
+  CHECK(render("{% macro m(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}{{ m(1, b=2) }}") == "1B12");
+  CHECK(render("{% set s %}x{{ 1 }}{% endset %}{{ s | upper }}") == "X1");
+  CHECK(render("{% for i in range(5) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 3 %}{% break %}{% endif %}"
+               "{{ i }}{{ loop.index }}{% endfor %}") == "0123");
+  CHECK(render("{% for i in [] %}x{% else %}empty{% endfor %}") == "empty");
+}
+
+TEST_CASE("errors: unsupported constructs at load with line:column; raise_exception, budget, sandbox at render") {
+  CHECK(load_error("a\n  {% include 'x' %}").rfind("2:", 0) == 0);
+  CHECK(load_error("a\n  {% include 'x' %}").find("include") != std::string::npos);
+  CHECK(load_error("{{ x | nosuchfilter }}").find("1:") == 0);
+  CHECK(load_error("{{ x is nosuchtest }}").find("nosuchtest") != std::string::npos);
+  CHECK(load_error("{% for x in y %}") .find("endfor") != std::string::npos);
+  CHECK(load_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").find("nesting") !=
+        std::string::npos);
+  CHECK(render_error("{{ raise_exception('roles must alternate') }}").rfind("roles must alternate", 0) == 0);
+  CHECK(render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+            .find("step budget") != std::string::npos);
+  CHECK(render_error("{% set l = [] %}{{ l.append(1) }}").find("unsafe") != std::string::npos);
+  CHECK(render_error("{{ x.y }}").find("undefined") != std::string::npos);
+  CHECK(render_error("{{ 1 + 'a' }}").find("unsupported operand") != std::string::npos);
+}
+
+namespace {
+
+text::ChatSpec spec_of(const std::string& src) {
+  text::ChatSpec s;
+  s.tmpl = Template::parse(src);
+  s.name = "test.jinja";
+  return s;
+}
+
+std::vector<std::string> trained(const text::Rendered& r) {
+  std::vector<std::string> out;
+  for (const text::Span& s : r.trained) out.push_back(r.text.substr(s.begin, s.end - s.begin));
+  return out;
+}
+
+const char* kChatml =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+}  // namespace
+
+TEST_CASE("the label rule: prefix rule, loss switches, last_assistant, and (c) a clear bad record") {
+  text::ChatSpec spec = spec_of(kChatml);
+  text::RecordRules rules;
+  Value msgs, tools;
+  text::Rendered r;
+  std::string rec =
+      R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A"},
+                      {"role": "user", "content": "U2", "loss": true}, {"role": "assistant", "content": "B", "loss": false},
+                      {"role": "assistant", "content": "C"}]})";
+  REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
+  REQUIRE(text::render_labeled(spec, msgs, tools, false, r) == "");
+  CHECK(trained(r) == std::vector<std::string>{"A<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n",
+                                               "C<|im_end|>\n"});
+  REQUIRE(text::render_labeled(spec, msgs, tools, true, r) == "");
+  CHECK(trained(r) == std::vector<std::string>{"<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
+  // A template that drops earlier reasoning breaks the prefix rule: a bad
+  // record naming the template and the message, and what to do.
+  text::ChatSpec drop = spec_of(
+      "{% for m in messages %}{{ m.role }}:{% if m.reasoning_content and loop.last %}<think>{{ m.reasoning_content }}"
+      "</think>{% endif %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}");
+  REQUIRE(text::record_to_chat(
+              R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r"},
+                              {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B"}]})",
+              rules, false, msgs, tools) == "");
+  std::string why = text::render_labeled(drop, msgs, tools, false, r);
+  CHECK(why.find("test.jinja") != std::string::npos);
+  CHECK(why.find("messages[1]") != std::string::npos);
+  CHECK(why.find("last_assistant") != std::string::npos);
+  CHECK(text::render_labeled(drop, msgs, tools, true, r) == "");
+  CHECK(trained(r) == std::vector<std::string>{"B\n"});
+}
+
+TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF tool calls") {
+  text::RecordRules rules;
+  Value msgs, tools;
+  std::string swift =
+      R"({"tools": "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]",
+          "messages": [{"role": "user", "content": "q"},
+                       {"role": "tool_call", "content": "{\"name\": \"f\", \"arguments\": {\"x\": 1}}"},
+                       {"role": "tool_call", "content": "{\"name\": \"g\", \"arguments\": \"{}\"}"},
+                       {"role": "tool_response", "content": "42"},
+                       {"role": "assistant", "content": "a", "reasoning": "r"}]})";
+  REQUIRE(text::record_to_chat(swift, rules, false, msgs, tools) == "");
+  CHECK(tmpl::to_str(tools) == "[{'type': 'function', 'function': {'name': 'f'}}]");
+  REQUIRE(msgs.list->items.size() == 4);
+  CHECK(tmpl::to_str(msgs.list->items[1]) ==
+        "{'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'f', "
+        "'arguments': {'x': 1}}}, {'type': 'function', 'function': {'name': 'g', 'arguments': '{}'}}]}");
+  CHECK(tmpl::to_str(msgs.list->items[2]) == "{'role': 'tool', 'content': '42'}");
+  CHECK(tmpl::to_str(msgs.list->items[3]) ==
+        "{'thinking': 'r', 'role': 'assistant', 'content': 'a', 'reasoning': 'r', 'reasoning_content': 'r'}");
+  std::string sharegpt =
+      R"({"system": "S", "conversations": [{"from": "human", "value": "q"},
+          {"from": "function_call", "value": "{\"name\": \"f\", \"arguments\": \"{}\"}"},
+          {"from": "observation", "value": "1"}, {"from": "gpt", "value": "a"}]})";
+  REQUIRE(text::record_to_chat(sharegpt, rules, false, msgs, tools) == "");
+  REQUIRE(msgs.list->items.size() == 5);
+  CHECK(tmpl::to_str(msgs.list->items[0]) == "{'role': 'system', 'content': 'S'}");
+  CHECK(tmpl::to_str(msgs.list->items[3]) == "{'role': 'tool', 'content': '1'}");
+  CHECK(text::record_to_chat(R"({"messages": [{"content": "x"}]})", rules, false, msgs, tools) ==
+        "field 'messages[0].role' is missing");
+  CHECK(text::record_to_chat(R"({"messages": [{"role": "tool_call", "content": "nope"}]})", rules, false, msgs, tools)
+            .find("tool call") != std::string::npos);
+}
