@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "text/hf/fast_split.hpp"
-#include "text/hf/regex.hpp"
-#include "text/hf/unicode.hpp"
+#include "tokenizer/hf/fast_split.hpp"
+#include "tokenizer/hf/regex.hpp"
+#include "tokenizer/hf/unicode.hpp"
 
 namespace fs = std::filesystem;
 using tokfeed::text::hf::append_utf8;

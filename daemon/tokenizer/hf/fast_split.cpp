@@ -1,10 +1,10 @@
-#include "text/hf/fast_split.hpp"
+#include "tokenizer/hf/fast_split.hpp"
 
 #include <map>
 #include <string>
 
-#include "text/hf/regex.hpp"
-#include "text/hf/unicode.hpp"
+#include "tokenizer/hf/regex.hpp"
+#include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text::hf {
 

@@ -3,8 +3,8 @@
 
 #include <pcre2.h>
 
-#include "text/hf/fast_split.hpp"
-#include "text/hf/unicode.hpp"
+#include "tokenizer/hf/fast_split.hpp"
+#include "tokenizer/hf/unicode.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed::text::hf {
