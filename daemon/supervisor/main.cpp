@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "pipeline/batch_builder.hpp"
+#include "config/cache_dir.hpp"
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
 #include "pipeline/schedule.hpp"
