@@ -28,7 +28,8 @@ const std::string kQwen =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 const std::string kLlama3 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
 using Matches = std::vector<std::pair<uint32_t, uint32_t>>;
@@ -70,20 +71,21 @@ std::vector<std::string> jsonl_texts(const fs::path& path) {
 
 // Pieces random strings are made of.
 std::vector<std::string> alphabet() {
-  std::vector<std::string> a = {"a",  "Z",  "é",  "ſ",   "K",  "'",  "'s", "'S", "'t", "'re", "'RE", "'rE", "'ve",
-                                "'m", "'ll", "'lL", "'d", "'D", "'x", "'ſ", " ",  "  ", "\t", "\n", "\r\n", "\r",
-                                "\v", "\f", "0",  "7",  "12345", "(", ".", ",", "!", "$", "+", "_", "-", "\"", "\\"};
-  for (char32_t cp : {0x85u, 0xA0u, 0x1680u, 0x180Eu, 0x2000u, 0x2009u, 0x200Bu, 0x2028u, 0x2029u, 0x202Fu, 0x205Fu,
-                      0x3000u, 0xFEFFu, 0x0301u, 0x0308u, 0x093Fu, 0x0660u, 0x00B2u, 0x00BDu, 0x2167u, 0x3007u,
-                      0x4E2Du, 0x6587u, 0x3002u, 0xFF0Cu, 0x1F600u, 0x1F468u, 0x200Du, 0xE000u, 0x10FFFFu, 0x01C5u,
-                      0x02B0u, 0x0E3Fu, 0x00ADu, 0x0000u, 0x001Fu, 0x007Fu}) {
+  std::vector<std::string> a = {"a",   "Z",   "é",    "ſ",   "K",   "'",  "'s", "'S", "'t",    "'re", "'RE",
+                                "'rE", "'ve", "'m",   "'ll", "'lL", "'d", "'D", "'x", "'ſ",    " ",   "  ",
+                                "\t",  "\n",  "\r\n", "\r",  "\v",  "\f", "0",  "7",  "12345", "(",   ".",
+                                ",",   "!",   "$",    "+",   "_",   "-",  "\"", "\\"};
+  for (char32_t cp : {0x85u,   0xA0u,   0x1680u, 0x180Eu, 0x2000u, 0x2009u,  0x200Bu,  0x2028u, 0x2029u, 0x202Fu,
+                      0x205Fu, 0x3000u, 0xFEFFu, 0x0301u, 0x0308u, 0x093Fu,  0x0660u,  0x00B2u, 0x00BDu, 0x2167u,
+                      0x3007u, 0x4E2Du, 0x6587u, 0x3002u, 0xFF0Cu, 0x1F600u, 0x1F468u, 0x200Du, 0xE000u, 0x10FFFFu,
+                      0x01C5u, 0x02B0u, 0x0E3Fu, 0x00ADu, 0x0000u, 0x001Fu,  0x007Fu}) {
     std::string s;
     append_utf8(s, cp);
     a.push_back(s);
   }
   // Invalid UTF-8: stray continuation, overlong, surrogate, past U+10FFFF, truncated.
-  for (const char* bad : {"\x80", "\xBF", "\xC0\x80", "\xC1", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE4\xB8", "\xF0\x9F",
-                          "\xFF", "\xFE"})
+  for (const char* bad :
+       {"\x80", "\xBF", "\xC0\x80", "\xC1", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE4\xB8", "\xF0\x9F", "\xFF", "\xFE"})
     a.emplace_back(bad);
   return a;
 }
@@ -123,7 +125,8 @@ TEST_CASE("fast split: small cases, as HF tokenizers 0.23.3 splits them") {
 
 TEST_CASE("fast split: identical to PCRE2 on the golden and SFT texts") {
   std::vector<fs::path> files;
-  for (const char* name : {"qwen3", "sp32k"}) files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
+  for (const char* name : {"qwen3", "sp32k"})
+    files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
   for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft"))
     if (e.path().extension() == ".jsonl") files.push_back(e.path());
   const fs::path shared = fs::path(TOKFEED_SHARED_DIR) / "golden";
