@@ -160,7 +160,7 @@ class ColumnarTest(unittest.TestCase):
         self.assertEqual(len(got.splitlines()), len(want.splitlines()), what)
         self.assertEqual(got, want, what)
 
-    @unittest.skipUnless(WITH_ARROW, "tokfeedd built without Arrow")
+    @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
     def test_one_parquet_file_with_row_groups(self):
         p = self.path("one", "train.parquet")
         pq.write_table(self.table, p, row_group_size=64)
