@@ -51,13 +51,16 @@ std::string template_in_config(const Value& cfg, const std::string& path, const 
                                std::string& chosen) {
   const Value* t = cfg.dict->find("chat_template");
   if (!t || t->is_none())
-    throw std::runtime_error(path + ": no 'chat_template' field; name a .jinja file or a tokenizer_config.json that has one");
+    throw std::runtime_error(path +
+                             ": no 'chat_template' field; name a .jinja file or a tokenizer_config.json that has one");
   if (t->is_str()) {
     if (!name.empty())
-      throw std::runtime_error(path + ": chat_template_name = \"" + name + "\", but its chat_template is a single template");
+      throw std::runtime_error(path + ": chat_template_name = \"" + name +
+                               "\", but its chat_template is a single template");
     return *t->s;
   }
-  if (!t->is_list()) throw std::runtime_error(path + ": field 'chat_template': expected a string or a list of {name, template}");
+  if (!t->is_list())
+    throw std::runtime_error(path + ": field 'chat_template': expected a string or a list of {name, template}");
   std::string want = name.empty() ? "default" : name, names;
   for (const Value& e : t->list->items) {
     const Value* n = e.is_dict() ? e.dict->find("name") : nullptr;
@@ -112,7 +115,8 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
     if (fs::exists(p / "chat_template.jinja", ec)) jinja_path = (p / "chat_template.jinja").string();
     if (fs::exists(p / "tokenizer_config.json", ec)) config_path = (p / "tokenizer_config.json").string();
     if (jinja_path.empty() && config_path.empty())
-      throw std::runtime_error("chat_template = " + src.path + ": the folder has neither chat_template.jinja nor tokenizer_config.json");
+      throw std::runtime_error("chat_template = " + src.path +
+                               ": the folder has neither chat_template.jinja nor tokenizer_config.json");
   } else if (p.extension() == ".json") {
     config_path = src.path;
   } else {

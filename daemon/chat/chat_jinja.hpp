@@ -17,23 +17,23 @@ namespace tokfeed::text {
 // A template ready to render: parsed once (by the supervisor, before fork).
 struct ChatSpec {
   tmpl::Template tmpl;
-  std::string name;     // in error messages: the file, and the template's name in it
-  std::string source;   // what --check-config reports
-  tmpl::Vars globals;   // special tokens and template_kwargs, as apply_chat_template passes them
+  std::string name;    // in error messages: the file, and the template's name in it
+  std::string source;  // what --check-config reports
+  tmpl::Vars globals;  // special tokens and template_kwargs, as apply_chat_template passes them
   tmpl::RenderLimits limits;
   // Built-in templates mark one {% generation %} block per assistant message,
   // so last_assistant keeps the last block.
   bool one_block_per_turn = false;
-  std::string key;      // what decides the output, for cache keys
+  std::string key;  // what decides the output, for cache keys
 };
 
 // Where a model's template comes from ([tokenizer] template = "jinja"/"auto").
 struct ChatSource {
-  std::string path;            // .jinja file, tokenizer_config.json, or a model folder
-  std::string name;            // chat_template_name, for a list of named templates
-  std::string kwargs_json;     // template_kwargs as a JSON object ("" for none)
-  std::string instant;         // what strftime_now formats
-  uint64_t max_steps = 0;      // 0: the default budget
+  std::string path;         // .jinja file, tokenizer_config.json, or a model folder
+  std::string name;         // chat_template_name, for a list of named templates
+  std::string kwargs_json;  // template_kwargs as a JSON object ("" for none)
+  std::string instant;      // what strftime_now formats
+  uint64_t max_steps = 0;   // 0: the default budget
 };
 
 // Loads and parses the template; throws std::runtime_error naming the file,

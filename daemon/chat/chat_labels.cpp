@@ -30,7 +30,9 @@ class Renderer {
   std::string render(std::size_t n, bool generation_prompt, tmpl::Spans* spans = nullptr) {
     const auto& all = messages_.list->items;
     vars_[vars_.size() - 4].second =
-        n == all.size() ? messages_ : Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)));
+        n == all.size()
+            ? messages_
+            : Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)));
     vars_.back().second = Value::boolean(generation_prompt);
     return spec_.tmpl.render(vars_, spec_.limits, spans);
   }
@@ -63,7 +65,8 @@ void add_span(std::vector<Span>& spans, std::size_t b, std::size_t e) {
 
 // Sorts and merges; drops empty spans inside others.
 void normalize(std::vector<Span>& spans) {
-  std::sort(spans.begin(), spans.end(), [](Span a, Span b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(spans.begin(), spans.end(),
+            [](Span a, Span b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
   std::vector<Span> out;
   for (Span s : spans) {
     if (!out.empty() && s.begin < out.back().end) {
@@ -135,8 +138,9 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
       p = r.render(i, assistant);
       fi = i + 1 == n ? full : r.render(i + 1, false);
     } catch (const tmpl::Error& ex) {
-      reason = "template " + spec.name + " refuses a prefix of the conversation that the label rule renders for messages[" +
-               std::to_string(i) + "]: " + ex.what();
+      reason = "template " + spec.name +
+               " refuses a prefix of the conversation that the label rule renders for messages[" + std::to_string(i) +
+               "]: " + ex.what();
       return false;
     }
     if (!starts_with(fi, p) || !starts_with(full, fi)) {

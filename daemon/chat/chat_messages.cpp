@@ -167,7 +167,8 @@ Value conversation_messages(const Conversation& conv) {
   return Value::new_list(std::move(out));
 }
 
-std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages, Value& tools) {
+std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages,
+                           Value& tools) {
   static thread_local dom::parser parser;
   dom::element root;
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root))

@@ -48,10 +48,11 @@ void render(const Conversation& conv, const RenderOptions& opts, Rendered& out) 
   spec.tmpl = builtin_template(opts.tmpl);
   spec.name = "built-in '" + std::string(template_name(opts.tmpl)) + "'";
   spec.one_block_per_turn = true;
-  std::optional<std::string_view> sys = opts.default_system ? std::optional<std::string_view>(*opts.default_system)
-                                                             : builtin_default_system(opts.tmpl);
+  std::optional<std::string_view> sys =
+      opts.default_system ? std::optional<std::string_view>(*opts.default_system) : builtin_default_system(opts.tmpl);
   spec.globals.emplace_back("default_system", sys ? tmpl::Value::str(std::string(*sys)) : tmpl::Value::none());
-  std::string reason = render_labeled(spec, conversation_messages(conv), tmpl::Value::none(), opts.last_assistant_only, out);
+  std::string reason =
+      render_labeled(spec, conversation_messages(conv), tmpl::Value::none(), opts.last_assistant_only, out);
   if (!reason.empty()) throw std::runtime_error(reason);  // the built-in templates accept every valid conversation
 }
 

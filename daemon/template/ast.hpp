@@ -58,11 +58,11 @@ enum class SK : uint8_t {
   kOutput,
   kIf,
   kFor,
-  kSet,         // targets = expr, or ns.attr = expr
-  kSetBlock,    // {% set x %}body{% endset %}
+  kSet,       // targets = expr, or ns.attr = expr
+  kSetBlock,  // {% set x %}body{% endset %}
   kMacro,
-  kCallBlock,   // {% call m(args) %}body{% endcall %}
-  kFilterBlock, // {% filter f %}body{% endfilter %}
+  kCallBlock,    // {% call m(args) %}body{% endcall %}
+  kFilterBlock,  // {% filter f %}body{% endfilter %}
   kWith,
   kBreak,
   kContinue,

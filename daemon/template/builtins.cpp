@@ -87,7 +87,8 @@ bool contains(const Value& c, const Value& item) {
     case Kind::kList:
       for (std::size_t k = 0; k < c.list->items.size(); ++k) {
         if (!equal(c.list->items[k], item)) continue;
-        if (c.gen) c.list->items.erase(c.list->items.begin(), c.list->items.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+        if (c.gen)
+          c.list->items.erase(c.list->items.begin(), c.list->items.begin() + static_cast<std::ptrdiff_t>(k) + 1);
         return true;
       }
       if (c.gen) c.list->items.clear();
@@ -271,7 +272,9 @@ std::string percent_format(const std::string& f, const Value& args) {
       case 'x':
       case 'X':
       case 'o': {
-        if (!v->is_number()) throw Error("%" + std::string(1, conv) + " format: a real number is required, not " + std::string(type_name(*v)));
+        if (!v->is_number())
+          throw Error("%" + std::string(1, conv) + " format: a real number is required, not " +
+                      std::string(type_name(*v)));
         long long n = v->kind == Kind::kFloat ? static_cast<long long>(v->f) : as_int(*v);
         spec += "ll";
         spec += conv == 'i' ? 'd' : conv;
@@ -327,7 +330,8 @@ Value fn_namespace(Interp&, Args& a) {
     for (const auto& [k, v] : p.dict->items) ns.dict->set(k, v);
   }
   for (auto& [k, v] : a.kw) {
-    if (!k.empty() && k[0] == '_') throw Error("Chat templates cannot store underscore-prefixed attributes on a namespace");
+    if (!k.empty() && k[0] == '_')
+      throw Error("Chat templates cannot store underscore-prefixed attributes on a namespace");
     ns.dict->set(k, v);
   }
   return ns;

@@ -273,7 +273,9 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kPos: {
       Value v = eval(in, *e.a[0]);
       check_defined(v);
-      if (!v.is_number()) throw Error("bad operand type for unary " + std::string(e.kind == EK::kNeg ? "-" : "+") + ": '" + std::string(type_name(v)) + "'");
+      if (!v.is_number())
+        throw Error("bad operand type for unary " + std::string(e.kind == EK::kNeg ? "-" : "+") + ": '" +
+                    std::string(type_name(v)) + "'");
       if (e.kind == EK::kPos) return v.kind == Kind::kBool ? Value::integer(v.b) : v;
       if (v.kind == Kind::kFloat) return Value::real(-v.f);
       return Value::integer(-as_int(v));

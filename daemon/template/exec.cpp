@@ -18,8 +18,10 @@ void assign_targets(Interp& in, const std::vector<std::string>& names, const Val
   }
   std::vector<Value> items = iterate(v);
   if (items.size() != names.size())
-    throw Error(items.size() < names.size() ? "not enough values to unpack (expected " + std::to_string(names.size()) + ", got " + std::to_string(items.size()) + ")"
-                                            : "too many values to unpack (expected " + std::to_string(names.size()) + ")");
+    throw Error(items.size() < names.size()
+                    ? "not enough values to unpack (expected " + std::to_string(names.size()) + ", got " +
+                          std::to_string(items.size()) + ")"
+                    : "too many values to unpack (expected " + std::to_string(names.size()) + ")");
   for (std::size_t k = 0; k < names.size(); ++k) in.assign(names[k], items[k]);
 }
 
@@ -61,10 +63,10 @@ Flow exec_for(Interp& in, const Stmt& s) {
     d.emplace_back(k, Value());
   Value items_list = Value::new_list(items);
   d.emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
-    if (a.pos.empty()) throw Error("no items for cycling given");
-    int64_t i = loop_d->items[1].second.i;
-    return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
-  }));
+                   if (a.pos.empty()) throw Error("no items for cycling given");
+                   int64_t i = loop_d->items[1].second.i;
+                   return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
+                 }));
   in.assign("loop", loop);
   for (int64_t i = 0; i < n; ++i) {
     in.step(s.pos);  // an empty body still costs a step per iteration
@@ -107,7 +109,8 @@ Value make_macro(const Stmt& s) {
       bool is_param = false;
       for (std::size_t k = 0; k < params.size(); ++k)
         if (params[k] == name) {
-          if (k < args.pos.size()) throw Error("macro '" + m->text + "' got multiple values for argument '" + name + "'");
+          if (k < args.pos.size())
+            throw Error("macro '" + m->text + "' got multiple values for argument '" + name + "'");
           is_param = true;
         }
       if (is_param) in.assign(name, v);

@@ -202,7 +202,7 @@ Value f_round(Interp&, Value& v, Args& a) {
   std::string method = m.is_str() ? *m.s : "common";
   double x = as_double(v), scale = std::pow(10.0, static_cast<double>(prec));
   if (method == "common" && int_like(v)) return Value::integer(v.kind == Kind::kBool ? v.b : v.i);
-  double r = method == "ceil" ? std::ceil(x * scale) / scale
+  double r = method == "ceil"    ? std::ceil(x * scale) / scale
              : method == "floor" ? std::floor(x * scale) / scale
                                  : std::nearbyint(x * scale) / scale;  // Python's round: half to even
   return Value::real(r);
@@ -327,7 +327,8 @@ Value f_sort(Interp&, Value& v, Args& a) {
   return Value::new_list(std::move(out));
 }
 Value f_unique(Interp&, Value& v, Args& a) {
-  std::vector<Value> items = iterate(v), keys = keyed(items, arg(a, 1, "attribute"), truthy(arg(a, 0, "case_sensitive")));
+  std::vector<Value> items = iterate(v),
+                     keys = keyed(items, arg(a, 1, "attribute"), truthy(arg(a, 0, "case_sensitive")));
   std::vector<Value> out, seen;
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, keys[k]); })) continue;
@@ -337,7 +338,8 @@ Value f_unique(Interp&, Value& v, Args& a) {
   return iterator(std::move(out));
 }
 Value minmax(Value& v, Args& a, bool max) {
-  std::vector<Value> items = iterate(v), keys = keyed(items, arg(a, 1, "attribute"), truthy(arg(a, 0, "case_sensitive")));
+  std::vector<Value> items = iterate(v),
+                     keys = keyed(items, arg(a, 1, "attribute"), truthy(arg(a, 0, "case_sensitive")));
   if (items.empty()) return Value::undefined("min/max of an empty sequence");
   std::size_t best = 0;
   for (std::size_t k = 1; k < items.size(); ++k)
@@ -353,7 +355,8 @@ Value f_sum(Interp&, Value& v, Args& a) {
   for (const Value& x : iterate(v)) {
     Value y = given(attr) ? attr_path(x, soft_str(attr)) : x;
     if (!total.is_number() || !y.is_number()) throw Error("unsupported operand type(s) for +");
-    if (int_like(total) && int_like(y)) total = Value::integer((total.kind == Kind::kBool ? total.b : total.i) + (y.kind == Kind::kBool ? y.b : y.i));
+    if (int_like(total) && int_like(y))
+      total = Value::integer((total.kind == Kind::kBool ? total.b : total.i) + (y.kind == Kind::kBool ? y.b : y.i));
     else total = Value::real(as_double(total) + as_double(y));
   }
   return total;
@@ -364,15 +367,48 @@ struct NamedFilter {
   FilterFn fn;
 };
 constexpr NamedFilter kFilters[] = {
-    {"default", f_default}, {"d", f_default}, {"length", f_length}, {"count", f_length}, {"string", f_string},
-    {"safe", f_safe}, {"trim", f_trim}, {"upper", f_upper}, {"lower", f_lower}, {"capitalize", f_capitalize},
-    {"title", f_title}, {"replace", f_replace}, {"join", f_join}, {"list", f_list}, {"first", f_first},
-    {"last", f_last}, {"reverse", f_reverse}, {"items", f_items}, {"dictsort", f_dictsort}, {"tojson", f_tojson},
-    {"int", f_int}, {"float", f_float}, {"abs", f_abs}, {"round", f_round}, {"escape", f_escape}, {"e", f_escape},
-    {"forceescape", f_escape}, {"indent", f_indent}, {"format", f_format}, {"wordcount", f_wordcount},
-    {"center", f_center}, {"attr", f_attr}, {"select", f_select}, {"reject", f_reject},
-    {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"map", f_map}, {"sort", f_sort},
-    {"unique", f_unique}, {"min", f_min}, {"max", f_max}, {"sum", f_sum},
+    {"default", f_default},
+    {"d", f_default},
+    {"length", f_length},
+    {"count", f_length},
+    {"string", f_string},
+    {"safe", f_safe},
+    {"trim", f_trim},
+    {"upper", f_upper},
+    {"lower", f_lower},
+    {"capitalize", f_capitalize},
+    {"title", f_title},
+    {"replace", f_replace},
+    {"join", f_join},
+    {"list", f_list},
+    {"first", f_first},
+    {"last", f_last},
+    {"reverse", f_reverse},
+    {"items", f_items},
+    {"dictsort", f_dictsort},
+    {"tojson", f_tojson},
+    {"int", f_int},
+    {"float", f_float},
+    {"abs", f_abs},
+    {"round", f_round},
+    {"escape", f_escape},
+    {"e", f_escape},
+    {"forceescape", f_escape},
+    {"indent", f_indent},
+    {"format", f_format},
+    {"wordcount", f_wordcount},
+    {"center", f_center},
+    {"attr", f_attr},
+    {"select", f_select},
+    {"reject", f_reject},
+    {"selectattr", f_selectattr},
+    {"rejectattr", f_rejectattr},
+    {"map", f_map},
+    {"sort", f_sort},
+    {"unique", f_unique},
+    {"min", f_min},
+    {"max", f_max},
+    {"sum", f_sum},
 };
 
 }  // namespace

@@ -29,7 +29,7 @@ struct Frame {
 struct Interp {
   std::vector<Frame> frames;  // frames[0]: the render's variables and top-level sets
   std::string* out = nullptr;
-  std::string* root = nullptr;                         // the top-level output
+  std::string* root = nullptr;                                             // the top-level output
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
   uint64_t steps = 0;
   uint64_t max_steps = 0;

@@ -85,9 +85,7 @@ class Lexer {
     std::size_t ls = line_starts_[line - 1];
     return {static_cast<uint32_t>(line), static_cast<uint32_t>(py_len(std::string_view(s_).substr(ls, off - ls)) + 1)};
   }
-  [[noreturn]] void fail(std::size_t off, const std::string& what) const {
-    throw Error(where(at(off)) + ": " + what);
-  }
+  [[noreturn]] void fail(std::size_t off, const std::string& what) const { throw Error(where(at(off)) + ": " + what); }
 
   std::size_t next_tag(std::size_t from) const {
     for (std::size_t i = s_.find('{', from); i != std::string::npos; i = s_.find('{', i + 1)) {
@@ -122,7 +120,8 @@ class Lexer {
       std::size_t after;
       if (!raw_tag(body, "endraw", after)) continue;
       std::string text = s_.substr(content, i - content);
-      if (open_mark == '-') text.erase(0, std::find_if(text.begin(), text.end(), [](char c) { return !ws(c); }) - text.begin());
+      if (open_mark == '-')
+        text.erase(0, std::find_if(text.begin(), text.end(), [](char c) { return !ws(c); }) - text.begin());
       else if (open_mark != '+' && !text.empty() && text[0] == '\n') text.erase(0, 1);
       if (mark == '-') {
         while (!text.empty() && ws(text.back())) text.pop_back();
@@ -146,7 +145,9 @@ class Lexer {
     const Tok end_tok = closer == '}' ? Tok::kVarEnd : Tok::kBlockEnd;
     for (;;) {
       while (i < s_.size() && ws(s_[i])) ++i;
-      if (i >= s_.size()) fail(i, closer == '}' ? "unexpected end of template; expected '}}'" : "unexpected end of template; expected '%}'");
+      if (i >= s_.size())
+        fail(i,
+             closer == '}' ? "unexpected end of template; expected '}}'" : "unexpected end of template; expected '%}'");
       char c = s_[i];
       if (depth == 0 && (c == '-' || c == '+') && i + 2 < s_.size() && s_[i + 1] == closer && s_[i + 2] == '}') {
         out_.push_back({end_tok, at(i), {}});
@@ -245,7 +246,10 @@ class Lexer {
           uint32_t cp = 0;
           for (std::size_t k = 0; k < n; ++k) {
             char h = s_[i + k];
-            int d = digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+            int d = digit(h)                 ? h - '0'
+                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                             : -1;
             if (d < 0) fail(i, "truncated \\" + std::string(1, e) + " escape");
             cp = cp * 16 + static_cast<uint32_t>(d);
           }
@@ -253,9 +257,7 @@ class Lexer {
           i += n;
           break;
         }
-        default:
-          v += '\\';
-          v += e;
+        default: v += '\\'; v += e;
       }
     }
   }

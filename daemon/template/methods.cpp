@@ -10,11 +10,11 @@ namespace tokfeed::tmpl {
 namespace {
 
 constexpr std::string_view kStrMethods[] = {
-    "strip",      "lstrip",     "rstrip",     "split",     "rsplit",       "splitlines",   "startswith", "endswith",
-    "upper",      "lower",      "title",      "capitalize", "replace",     "find",         "rfind",      "index",
-    "rindex",     "count",      "join",       "isdigit",   "isalpha",      "isalnum",      "isspace",    "isupper",
-    "islower",    "partition",  "rpartition", "removeprefix", "removesuffix", "casefold",  "format",     "zfill",
-    "isnumeric",  "isdecimal",  "swapcase",   "center",    "ljust",        "rjust",        "expandtabs", "istitle"};
+    "strip",     "lstrip",    "rstrip",     "split",        "rsplit",       "splitlines", "startswith", "endswith",
+    "upper",     "lower",     "title",      "capitalize",   "replace",      "find",       "rfind",      "index",
+    "rindex",    "count",     "join",       "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
+    "islower",   "partition", "rpartition", "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
+    "isnumeric", "isdecimal", "swapcase",   "center",       "ljust",        "rjust",      "expandtabs", "istitle"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values", "copy"};
 constexpr std::string_view kDictUnsafe[] = {"pop", "update", "setdefault", "clear", "popitem"};
 constexpr std::string_view kListMethods[] = {"index", "count", "copy"};
@@ -162,7 +162,8 @@ Value str_method(const std::string& s, std::string_view name, Args& a) {
   if (name == "isalpha")
     return Value::boolean(all_cps(s, [](uint32_t c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }));
   if (name == "isalnum")
-    return Value::boolean(all_cps(s, [](uint32_t c) { return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9'); }));
+    return Value::boolean(
+        all_cps(s, [](uint32_t c) { return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9'); }));
   if (name == "isspace") return Value::boolean(all_cps(s, [](uint32_t c) { return py_isspace(c); }));
   if (name == "isupper") return Value::boolean(py_upper(s) == s && py_lower(s) != s);
   if (name == "islower") return Value::boolean(py_lower(s) == s && py_upper(s) != s);

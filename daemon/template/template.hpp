@@ -17,9 +17,9 @@ namespace tokfeed::tmpl {
 struct Parsed;
 
 struct RenderLimits {
-  uint64_t max_steps = 2'000'000;         // evaluation steps per render
-  std::size_t max_output = 64u << 20;     // bytes per render
-  std::tm now{};                          // what strftime_now() formats
+  uint64_t max_steps = 2'000'000;      // evaluation steps per render
+  std::size_t max_output = 64u << 20;  // bytes per render
+  std::tm now{};                       // what strftime_now() formats
 };
 
 using Vars = std::vector<std::pair<std::string, Value>>;

@@ -87,7 +87,7 @@ TEST_CASE("errors: unsupported constructs at load with line:column; raise_except
   CHECK(load_error("a\n  {% include 'x' %}").find("include") != std::string::npos);
   CHECK(load_error("{{ x | nosuchfilter }}").find("1:") == 0);
   CHECK(load_error("{{ x is nosuchtest }}").find("nosuchtest") != std::string::npos);
-  CHECK(load_error("{% for x in y %}") .find("endfor") != std::string::npos);
+  CHECK(load_error("{% for x in y %}").find("endfor") != std::string::npos);
   CHECK(load_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").find("nesting") !=
         std::string::npos);
   CHECK(render_error("{{ raise_exception('roles must alternate') }}").rfind("roles must alternate", 0) == 0);
@@ -130,8 +130,7 @@ TEST_CASE("the label rule: prefix rule, loss switches, last_assistant, and (c) a
                       {"role": "assistant", "content": "C"}]})";
   REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
   REQUIRE(text::render_labeled(spec, msgs, tools, false, r) == "");
-  CHECK(trained(r) == std::vector<std::string>{"A<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n",
-                                               "C<|im_end|>\n"});
+  CHECK(trained(r) == std::vector<std::string>{"A<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
   REQUIRE(text::render_labeled(spec, msgs, tools, true, r) == "");
   CHECK(trained(r) == std::vector<std::string>{"<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
   // A template that drops earlier reasoning breaks the prefix rule: a bad
@@ -139,10 +138,11 @@ TEST_CASE("the label rule: prefix rule, loss switches, last_assistant, and (c) a
   text::ChatSpec drop = spec_of(
       "{% for m in messages %}{{ m.role }}:{% if m.reasoning_content and loop.last %}<think>{{ m.reasoning_content }}"
       "</think>{% endif %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}");
-  REQUIRE(text::record_to_chat(
-              R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r"},
+  REQUIRE(
+      text::record_to_chat(
+          R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r"},
                               {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B"}]})",
-              rules, false, msgs, tools) == "");
+          rules, false, msgs, tools) == "");
   std::string why = text::render_labeled(drop, msgs, tools, false, r);
   CHECK(why.find("test.jinja") != std::string::npos);
   CHECK(why.find("messages[1]") != std::string::npos);
