@@ -4,7 +4,7 @@
 # tokfeed itself (pip install ./python). Idempotent: an existing venv whose
 # requirements have not changed is kept, and only tokfeed is reinstalled.
 #   scripts/venv.sh [DIR]            default .venv/ in the repository
-# Environment: PYTHON (the interpreter to base it on, default python3),
+# Environment: TOKFEED_VENV_NO_INSTALL=1 skips installing tokfeed itself; PYTHON (the interpreter to base it on, default python3),
 # TOKFEED_TORCH_INDEX_URL (e.g. https://download.pytorch.org/whl/cpu for the
 # CPU-only torch wheel, far smaller than PyPI's CUDA one).
 set -euo pipefail
@@ -23,7 +23,12 @@ if [[ ! -x $venv/bin/python ]] || ! cmp -s "$req" "$stamp"; then
   cp "$req" "$stamp"
 fi
 echo "venv.sh: packages ready in $(($(date +%s) - start)) s"
-# The binding, built by CMake for this interpreter (needs the C++ build deps).
-JOBS=${JOBS:-2} "$venv/bin/pip" install -q --no-build-isolation ./python 2>&1 | tail -20
-"$venv/bin/python" -c 'import tokfeed, torch, transformers; print("venv.sh:", "torch", torch.__version__, "transformers", transformers.__version__, "tokfeed", tokfeed.__version__)'
+if [[ -n ${TOKFEED_VENV_NO_INSTALL:-} ]]; then
+  # The test suite imports tokfeed from the build tree instead.
+  "$venv/bin/python" -c 'import torch, transformers; print("venv.sh:", "torch", torch.__version__, "transformers", transformers.__version__)'
+else
+  # The binding, built by CMake for this interpreter (needs the C++ build deps).
+  JOBS=${JOBS:-2} "$venv/bin/pip" install -q --no-build-isolation ./python 2>&1 | tail -20
+  "$venv/bin/python" -c 'import tokfeed, torch, transformers; print("venv.sh:", "torch", torch.__version__, "transformers", transformers.__version__, "tokfeed", tokfeed.__version__)'
+fi
 echo "venv.sh: $venv ready in $(($(date +%s) - start)) s"
