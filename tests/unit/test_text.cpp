@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "chat/chat_template.hpp"
-#include "records/pystrip.hpp"
+#include "template/pystr.hpp"
 #include "records/record_fields.hpp"
 #include "records/records.hpp"
 #include "chat/sample.hpp"
@@ -139,6 +139,7 @@ TEST_CASE("placeholders are replaced in one pass") {
 }
 
 TEST_CASE("py_strip strips what Python's str.strip() strips") {
+  auto py_strip = [](std::string_view s) { return tokfeed::tmpl::py_strip(s, std::nullopt, true, true); };
   CHECK(py_strip("  \t\nhi there\r\n") == "hi there");
   CHECK(py_strip("\u3000\u00a0x\u2009") == "x");
   CHECK(py_strip("\xe4\xbd\xa0") == "\xe4\xbd\xa0");  // 你 is not space
