@@ -151,7 +151,9 @@ void read_chat_template(const std::string& path, Section& s, const std::string& 
     ss << toml::json_formatter{*kw->as_table()};
     src.kwargs_json = ss.str();
   }
-  if (tmpl == "jinja" && !file) s.fail("chat_template", "template = \"jinja\" needs chat_template = PATH (.jinja, tokenizer_config.json or a model folder)");
+  if (tmpl == "jinja" && !file)
+    s.fail("chat_template",
+           "template = \"jinja\" needs chat_template = PATH (.jinja, tokenizer_config.json or a model folder)");
   if (file && tmpl != "jinja" && tmpl != "auto")
     s.fail("chat_template", "is read only with template = \"jinja\" or \"auto\"; template is \"" + tmpl + "\"");
   if (tmpl != "jinja" && tmpl != "auto") {

@@ -81,9 +81,9 @@ struct ScheduleConfig {
 struct WorkersConfig {
   uint32_t count = 2;
   uint32_t slots = 4;
-  uint32_t max_crashes = 3;  // crashes on one record before it is isolated
-  std::string cpus;          // "" unpinned | "auto" (the GPU's NUMA node) | "16-23,30": workers and builders
-  int32_t nice = 0;          // 0..19, for workers and builders
+  uint32_t max_crashes = 3;   // crashes on one record before it is isolated
+  std::string cpus;           // "" unpinned | "auto" (the GPU's NUMA node) | "16-23,30": workers and builders
+  int32_t nice = 0;           // 0..19, for workers and builders
   bool batch_policy = false;  // policy = "batch": SCHED_BATCH
 };
 

@@ -270,7 +270,7 @@ class StructWriter final : public Writer {
   }
 
  private:
-  std::vector<std::pair<std::string, std::unique_ptr<Writer>>> fields_;
+  std::vector<std::pair<std::string, std::unique_ptr<Writer> > > fields_;
 };
 
 // A map with string keys is an object (a null value is left out); with other
@@ -332,9 +332,9 @@ std::unique_ptr<Writer> make_writer(const std::shared_ptr<arrow::Array>& a) {
     std::shared_ptr<arrow::Array> storage = ext.storage();
     if (static_cast<const arrow::ExtensionType&>(*a->type()).extension_name() == "arrow.json") {
       switch (storage->type_id()) {
-        case T::STRING: return std::make_unique<JsonTextWriter<arrow::StringArray>>(storage);
-        case T::LARGE_STRING: return std::make_unique<JsonTextWriter<arrow::LargeStringArray>>(storage);
-        case T::STRING_VIEW: return std::make_unique<JsonTextWriter<arrow::StringViewArray>>(storage);
+        case T::STRING: return std::make_unique<JsonTextWriter<arrow::StringArray> >(storage);
+        case T::LARGE_STRING: return std::make_unique<JsonTextWriter<arrow::LargeStringArray> >(storage);
+        case T::STRING_VIEW: return std::make_unique<JsonTextWriter<arrow::StringViewArray> >(storage);
         default: break;
       }
     }
@@ -343,24 +343,24 @@ std::unique_ptr<Writer> make_writer(const std::shared_ptr<arrow::Array>& a) {
   switch (a->type_id()) {
     case T::NA: return std::make_unique<NullWriter>(a);
     case T::BOOL: return std::make_unique<BoolWriter>(a);
-    case T::INT8: return std::make_unique<NumberWriter<arrow::Int8Array>>(a);
-    case T::INT16: return std::make_unique<NumberWriter<arrow::Int16Array>>(a);
-    case T::INT32: return std::make_unique<NumberWriter<arrow::Int32Array>>(a);
-    case T::INT64: return std::make_unique<NumberWriter<arrow::Int64Array>>(a);
-    case T::UINT8: return std::make_unique<NumberWriter<arrow::UInt8Array>>(a);
-    case T::UINT16: return std::make_unique<NumberWriter<arrow::UInt16Array>>(a);
-    case T::UINT32: return std::make_unique<NumberWriter<arrow::UInt32Array>>(a);
-    case T::UINT64: return std::make_unique<NumberWriter<arrow::UInt64Array>>(a);
-    case T::FLOAT: return std::make_unique<NumberWriter<arrow::FloatArray>>(a);
-    case T::DOUBLE: return std::make_unique<NumberWriter<arrow::DoubleArray>>(a);
-    case T::STRING: return std::make_unique<StringWriter<arrow::StringArray>>(a);
-    case T::LARGE_STRING: return std::make_unique<StringWriter<arrow::LargeStringArray>>(a);
-    case T::STRING_VIEW: return std::make_unique<StringWriter<arrow::StringViewArray>>(a);
-    case T::LIST: return std::make_unique<ListWriter<arrow::ListArray>>(a);
-    case T::LARGE_LIST: return std::make_unique<ListWriter<arrow::LargeListArray>>(a);
-    case T::LIST_VIEW: return std::make_unique<ListWriter<arrow::ListViewArray>>(a);
-    case T::LARGE_LIST_VIEW: return std::make_unique<ListWriter<arrow::LargeListViewArray>>(a);
-    case T::FIXED_SIZE_LIST: return std::make_unique<ListWriter<arrow::FixedSizeListArray>>(a);
+    case T::INT8: return std::make_unique<NumberWriter<arrow::Int8Array> >(a);
+    case T::INT16: return std::make_unique<NumberWriter<arrow::Int16Array> >(a);
+    case T::INT32: return std::make_unique<NumberWriter<arrow::Int32Array> >(a);
+    case T::INT64: return std::make_unique<NumberWriter<arrow::Int64Array> >(a);
+    case T::UINT8: return std::make_unique<NumberWriter<arrow::UInt8Array> >(a);
+    case T::UINT16: return std::make_unique<NumberWriter<arrow::UInt16Array> >(a);
+    case T::UINT32: return std::make_unique<NumberWriter<arrow::UInt32Array> >(a);
+    case T::UINT64: return std::make_unique<NumberWriter<arrow::UInt64Array> >(a);
+    case T::FLOAT: return std::make_unique<NumberWriter<arrow::FloatArray> >(a);
+    case T::DOUBLE: return std::make_unique<NumberWriter<arrow::DoubleArray> >(a);
+    case T::STRING: return std::make_unique<StringWriter<arrow::StringArray> >(a);
+    case T::LARGE_STRING: return std::make_unique<StringWriter<arrow::LargeStringArray> >(a);
+    case T::STRING_VIEW: return std::make_unique<StringWriter<arrow::StringViewArray> >(a);
+    case T::LIST: return std::make_unique<ListWriter<arrow::ListArray> >(a);
+    case T::LARGE_LIST: return std::make_unique<ListWriter<arrow::LargeListArray> >(a);
+    case T::LIST_VIEW: return std::make_unique<ListWriter<arrow::ListViewArray> >(a);
+    case T::LARGE_LIST_VIEW: return std::make_unique<ListWriter<arrow::LargeListViewArray> >(a);
+    case T::FIXED_SIZE_LIST: return std::make_unique<ListWriter<arrow::FixedSizeListArray> >(a);
     case T::STRUCT: return std::make_unique<StructWriter>(a);
     case T::MAP: return std::make_unique<MapWriter>(a);
     case T::DICTIONARY: return std::make_unique<DictionaryWriter>(a);
@@ -372,7 +372,7 @@ std::unique_ptr<Writer> make_writer(const std::shared_ptr<arrow::Array>& a) {
 // out), handing `buf` to `sink` whenever it holds `flush` bytes.
 void write_rows(const arrow::RecordBatch& batch, std::string& buf, const std::function<void(std::string_view)>& sink,
                 std::size_t flush = 1u << 20) {
-  std::vector<std::pair<std::string, std::unique_ptr<Writer>>> cols;
+  std::vector<std::pair<std::string, std::unique_ptr<Writer> > > cols;
   for (int c = 0; c < batch.num_columns(); ++c) {
     std::string key;
     json_string(batch.schema()->field(c)->name(), key);
@@ -490,7 +490,7 @@ void parquet_rows(const std::string& path, const std::shared_ptr<arrow::io::Rand
     }
   };
   const unsigned threads = std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8);
-  std::vector<std::unique_ptr<parquet::arrow::FileReader>> readers;
+  std::vector<std::unique_ptr<parquet::arrow::FileReader> > readers;
   for (unsigned t = 1; t < std::min<unsigned>(threads, static_cast<unsigned>(groups)); ++t) {
     auto r = parquet::arrow::OpenFile(file, arrow::default_memory_pool());
     if (!r.ok()) break;  // fewer threads then

@@ -43,8 +43,9 @@ int check_config(const std::string& path) {
       "the index cache)\n",
       static_cast<unsigned long long>(data.records_total()), static_cast<unsigned long long>(data.file_bytes()),
       data.index_seconds(), static_cast<unsigned long long>(indexed), static_cast<unsigned long long>(shards));
-  std::printf("# chat template: %s\n", cfg.tokenizer.chat ? cfg.tokenizer.chat->source.c_str()
-                                                         : ("built-in '" + std::string(text::template_name(cfg.tokenizer.tmpl)) + "'").c_str());
+  std::printf("# chat template: %s\n",
+              cfg.tokenizer.chat ? cfg.tokenizer.chat->source.c_str()
+                                 : ("built-in '" + std::string(text::template_name(cfg.tokenizer.tmpl)) + "'").c_str());
   if (data.size() > 0) {
     // One record as the template renders it, trained text between [[ and ]].
     SampleEncoder enc(cfg, data, *tok);

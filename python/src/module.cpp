@@ -277,8 +277,7 @@ PYBIND11_MODULE(_tokfeed, m) {
       .def("tensors", &HostBatch::tensors, "dict name -> DLPack capsule (zero-copy, read-only memory)");
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, uint32_t, uint64_t, uint64_t, double, bool, double, uint64_t, uint64_t,
-                    bool>(),
+      .def(py::init<const std::string&, uint32_t, uint64_t, uint64_t, double, bool, double, uint64_t, uint64_t, bool>(),
            py::arg("socket"), py::arg("rank") = 0, py::arg("epoch") = 0, py::arg("step") = 0,
            py::arg("liveness_timeout") = 1.5, py::arg("verify_checksums") = false, py::arg("attach_wait") = 2.0,
            py::arg("world_size") = 0, py::arg("base") = 0, py::arg("copy_on_write") = false)

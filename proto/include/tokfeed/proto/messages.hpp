@@ -46,14 +46,14 @@ struct AttachRequest {
 // (SCM_RIGHTS): the data segment read-only, then the rank's consumer segment.
 struct AttachReply {
   uint32_t rank = 0;
-  uint32_t ring_base = 0;    // index of the rank's first ring in the data segment
-  uint32_t workers = 0;      // rings of the rank, one per worker
-  uint64_t first_epoch = 0;  // the plan's first epoch ...
-  uint64_t start_base = 0;   // ... and the row of that epoch it starts at
-  uint64_t epochs = 0;       // the job's epochs
-  uint64_t world_size = 0;   // the world size the plan deals rows over
-  uint64_t start_index = 0;  // stream index of the client's position
-  bool replanned = false;    // the stream was planned again for this position
+  uint32_t ring_base = 0;               // index of the rank's first ring in the data segment
+  uint32_t workers = 0;                 // rings of the rank, one per worker
+  uint64_t first_epoch = 0;             // the plan's first epoch ...
+  uint64_t start_base = 0;              // ... and the row of that epoch it starts at
+  uint64_t epochs = 0;                  // the job's epochs
+  uint64_t world_size = 0;              // the world size the plan deals rows over
+  uint64_t start_index = 0;             // stream index of the client's position
+  bool replanned = false;               // the stream was planned again for this position
   std::vector<uint64_t> epoch_batches;  // batches of each epoch from first_epoch on
 
   std::string encode() const;
