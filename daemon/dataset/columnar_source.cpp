@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "dataset/dataset.hpp"
+#include "template/pystr.hpp"
 
 #ifdef TOKFEED_WITH_ARROW
 #include <arrow/api.h>
@@ -106,30 +107,6 @@ bool columnar_supported() noexcept { return true; }
 
 namespace {
 
-void json_string(std::string_view s, std::string& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  std::size_t run = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default: out += "\\u00", out += kHex[c >> 4], out += kHex[c & 15];
-    }
-  }
-  out.append(s.data() + run, s.size() - run);
-  out += '"';
-}
-
 template <class T>
 void json_number(T v, std::string& out) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -192,7 +169,7 @@ class StringWriter final : public Writer {
  public:
   using Writer::Writer;
   void value(int64_t i, std::string& out) const override {
-    json_string(static_cast<const ArrayT&>(array_).GetView(i), out);
+    tmpl::json_quote(static_cast<const ArrayT&>(array_).GetView(i), out);
   }
 };
 
@@ -220,7 +197,7 @@ class TextWriter final : public Writer {
   using Writer::Writer;
   void value(int64_t i, std::string& out) const override {
     auto s = array_.GetScalar(i);
-    json_string(s.ok() ? (*s)->ToString() : std::string(), out);
+    tmpl::json_quote(s.ok() ? (*s)->ToString() : std::string(), out);
   }
 };
 
@@ -251,7 +228,7 @@ class StructWriter final : public Writer {
     const auto& s = static_cast<const arrow::StructArray&>(array_);
     for (int f = 0; f < s.num_fields(); ++f) {
       std::string key;
-      json_string(s.struct_type()->field(f)->name(), key);
+      tmpl::json_quote(s.struct_type()->field(f)->name(), key);
       key += ':';
       fields_.push_back({std::move(key), make_writer(s.field(f))});
     }
@@ -375,7 +352,7 @@ void write_rows(const arrow::RecordBatch& batch, std::string& buf, const std::fu
   std::vector<std::pair<std::string, std::unique_ptr<Writer> > > cols;
   for (int c = 0; c < batch.num_columns(); ++c) {
     std::string key;
-    json_string(batch.schema()->field(c)->name(), key);
+    tmpl::json_quote(batch.schema()->field(c)->name(), key);
     key += ':';
     cols.emplace_back(std::move(key), make_writer(batch.column(c)));
   }

@@ -325,10 +325,31 @@ void py_repr(std::string_view s, std::string& out) {
 }
 
 void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  auto u4 = [&](uint32_t v) {
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(v >> shift) & 15];
+  };
   out += '"';
+  std::size_t run = 0;  // start of the bytes copied as they are
   for (std::size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80 || !ensure_ascii) {
+    if (c >= 0x20 && c != '"' && c != '\\' && (c < 0x80 || !ensure_ascii)) {
+      ++i;
+      continue;
+    }
+    out.append(s.data() + run, i - run);
+    if (c >= 0x80) {  // ensure_ascii: the code point as \uXXXX, a surrogate pair above the BMP
+      uint32_t cp;
+      std::size_t n = utf8_decode(s, i, cp);
+      if (cp >= 0x10000) {
+        uint32_t v = cp - 0x10000;
+        u4(0xd800 + (v >> 10)), u4(0xdc00 + (v & 0x3ff));
+      } else {
+        u4(cp);
+      }
+      i += n;
+    } else {
       switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -337,30 +358,13 @@ void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
         case '\t': out += "\\t"; break;
         case '\b': out += "\\b"; break;
         case '\f': out += "\\f"; break;
-        default:
-          if (c < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            out += b;
-          } else {
-            out += static_cast<char>(c);
-          }
+        default: u4(c);
       }
       ++i;
-      continue;
     }
-    uint32_t cp;
-    std::size_t n = utf8_decode(s, i, cp);
-    char b[16];
-    if (cp >= 0x10000) {
-      uint32_t v = cp - 0x10000;
-      std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
-    } else {
-      std::snprintf(b, sizeof b, "\\u%04x", cp);
-    }
-    out += b;
-    i += n;
+    run = i;
   }
+  out.append(s.data() + run, s.size() - run);
   out += '"';
 }
 

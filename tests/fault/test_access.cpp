@@ -37,6 +37,21 @@ class Users {
   ~Users() {
     for (const User& u : made_) run("userdel '" + u.name + "' 2>/dev/null");
   }
+  // Two fresh users named `prefix` + 'a' / 'b' + a tag, or false with the
+  // reason logged (the tests need root and useradd).
+  bool make_pair(const std::string& prefix, User& a, User& b) {
+    if (geteuid() != 0 || run("command -v useradd").status != 0) {
+      MESSAGE("needs root and useradd to create two users; skipped");
+      return false;
+    }
+    std::string tag = std::to_string(getpid() % 100000);
+    if (!make(prefix + "a" + tag, a) || !make(prefix + "b" + tag, b)) {
+      MESSAGE("useradd failed; skipped");
+      return false;
+    }
+    return true;
+  }
+
   bool make(const std::string& name, User& out) {
     run("userdel '" + name + "' 2>/dev/null");
     if (run("useradd --system --no-create-home --shell /usr/sbin/nologin '" + name + "'").status != 0) return false;
@@ -105,17 +120,9 @@ std::string job(const std::string& extra_server) {
 }  // namespace
 
 TEST_CASE("user B can neither attach to nor open the segments of user A's daemon; allow_uids / allow_gids let B in") {
-  if (geteuid() != 0 || run("command -v useradd").status != 0) {
-    MESSAGE("needs root and useradd to create two users; skipped");
-    return;
-  }
   Users users;
   User a, b;
-  std::string tag = std::to_string(getpid() % 100000);
-  if (!users.make("tfa" + tag, a) || !users.make("tfb" + tag, b)) {
-    MESSAGE("useradd failed; skipped");
-    return;
-  }
+  if (!users.make_pair("tf", a, b)) return;
   TempDir dir;
   REQUIRE(chown(dir.path().c_str(), a.uid, a.gid) == 0);
   REQUIRE(chmod(dir.path().c_str(), 0711) == 0);  // B may reach the socket by path; the socket mode decides
@@ -287,17 +294,9 @@ std::vector<Entry> walk(const std::string& root) {
 }  // namespace
 
 TEST_CASE("the cache is private whatever the umask: user B reads no token store, index, spool or lock of A's") {
-  if (geteuid() != 0 || run("command -v useradd").status != 0) {
-    MESSAGE("needs root and useradd to create two users; skipped");
-    return;
-  }
   Users users;
   User a, b;
-  std::string tag = std::to_string(getpid() % 100000);
-  if (!users.make("tfc" + tag, a) || !users.make("tfd" + tag, b)) {
-    MESSAGE("useradd failed; skipped");
-    return;
-  }
+  if (!users.make_pair("tfc", a, b)) return;
   TempDir dir;
   REQUIRE(chown(dir.path().c_str(), a.uid, a.gid) == 0);
   REQUIRE(chmod(dir.path().c_str(), 0755) == 0);  // B may walk to the cache: its modes alone decide
