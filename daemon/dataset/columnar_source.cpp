@@ -17,6 +17,8 @@
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
 
+#include <malloc.h>
+
 #include <chrono>
 #include <cstring>
 #include <list>
@@ -50,6 +52,7 @@ uint64_t ColumnarLayout::rows() const {
 #ifndef TOKFEED_WITH_ARROW
 
 bool columnar_supported() noexcept { return false; }
+std::size_t columnar_cached_groups() noexcept { return 0; }
 
 struct ColumnarRows::Reader {};
 
@@ -75,6 +78,11 @@ namespace {
 
 using Batches = std::vector<std::shared_ptr<arrow::RecordBatch> >;
 
+// The decoded groups one process keeps: at most this many and, past the one
+// in use, at most this many bytes of decoded buffers (docs/data_model.md 1.1).
+constexpr std::size_t kCachedGroups = 4;
+constexpr uint64_t kCachedGroupBytes = 64ull << 20;
+
 template <class T>
 T ok(arrow::Result<T> r, const std::function<DatasetError(const std::string&)>& fail) {
   if (!r.ok()) throw fail(r.status().ToString());
@@ -94,13 +102,26 @@ struct Group {
 
 // This process's decoded groups, the most recently used first. A forked
 // worker starts with a copy of its parent's (the supervisor reads none while
-// serving) and keeps its own from then on.
-std::mutex g_cache_mu;
-std::list<Group> g_cache;
-uint64_t g_cache_bytes = 0;
+// serving) and keeps its own from then on. Never destroyed: a shard may
+// outlive static destruction.
+struct Cache {
+  std::mutex mu;
+  std::list<Group> groups;
+  uint64_t bytes = 0;
+};
+Cache& cache() {
+  static Cache* c = new Cache;
+  return *c;
+}
 std::atomic<uint64_t> g_next_id{1};
 
 }  // namespace
+
+std::size_t columnar_cached_groups() noexcept {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  return c.groups.size();
+}
 
 // Arrow's readers of one file: a Parquet reader, or an IPC file reader, or
 // an IPC stream read forward from its start (and opened again to go back).
@@ -233,11 +254,12 @@ ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data
 }
 
 ColumnarRows::~ColumnarRows() {
-  std::lock_guard lock(g_cache_mu);
-  for (auto it = g_cache.begin(); it != g_cache.end();) {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  for (auto it = c.groups.begin(); it != c.groups.end();) {
     if (it->shard == id_) {
-      g_cache_bytes -= it->bytes;
-      it = g_cache.erase(it);
+      c.bytes -= it->bytes;
+      it = c.groups.erase(it);
     } else {
       ++it;
     }
@@ -250,11 +272,12 @@ void ColumnarRows::row(uint64_t row, std::string& out) const {
       1;
   const int64_t in_group = static_cast<int64_t>(row - group_first_[g]);
   auto fail = [&](const std::string& what) { return damaged(path_, layout_.kind, g, group_first_[g], what); };
-  std::lock_guard lock(g_cache_mu);
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
   auto it =
-      std::find_if(g_cache.begin(), g_cache.end(), [&](const Group& c) { return c.shard == id_ && c.index == g; });
-  if (it != g_cache.end()) {
-    g_cache.splice(g_cache.begin(), g_cache, it);
+      std::find_if(c.groups.begin(), c.groups.end(), [&](const Group& k) { return k.shard == id_ && k.index == g; });
+  if (it != c.groups.end()) {
+    c.groups.splice(c.groups.begin(), c.groups, it);
   } else {
     Group grp;
     grp.shard = id_;
@@ -281,15 +304,20 @@ void ColumnarRows::row(uint64_t row, std::string& out) const {
     } catch (const std::exception& e) {
       throw fail(e.what());
     }
-    g_cache_bytes += grp.bytes;
-    g_cache.push_front(std::move(grp));
+    c.bytes += grp.bytes;
+    c.groups.push_front(std::move(grp));
     // Keep the group in use; drop the least recently used past the bounds.
-    while (g_cache.size() > kCachedGroups || (g_cache.size() > 1 && g_cache_bytes > kCachedGroupBytes)) {
-      g_cache_bytes -= g_cache.back().bytes;
-      g_cache.pop_back();
+    bool evicted = false;
+    while (c.groups.size() > kCachedGroups || (c.groups.size() > 1 && c.bytes > kCachedGroupBytes)) {
+      c.bytes -= c.groups.back().bytes;
+      c.groups.pop_back();
+      evicted = true;
     }
+    // Give the freed buffers back: else the heap keeps them, and a worker
+    // holds far more than its cache.
+    if (evicted) ::malloc_trim(0);
   }
-  Group& grp = g_cache.front();
+  Group& grp = c.groups.front();
   const std::size_t b =
       static_cast<std::size_t>(std::upper_bound(grp.first.begin(), grp.first.end(), in_group) - grp.first.begin()) - 1;
   if (b >= grp.batches.size()) throw fail("the group holds fewer rows than its header says");
@@ -366,6 +394,8 @@ std::vector<ColumnarBad> ColumnarRows::check_rows(const std::function<std::strin
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
+  // Workers fork from this process: leave them no freed decoding buffers.
+  ::malloc_trim(0);
   if (error) std::rethrow_exception(error);
   if (cancelled) throw DatasetError(path_ + ": reading stopped: the daemon is shutting down");
   std::vector<ColumnarBad> out;

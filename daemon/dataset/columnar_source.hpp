@@ -28,13 +28,6 @@ ColumnarKind columnar_kind(const std::string& path) noexcept;
 // Whether this build reads Parquet and Arrow files (TOKFEED_WITH_ARROW).
 bool columnar_supported() noexcept;
 
-// The decoded groups one process keeps (every worker has its own cache): the
-// most recently read groups, at most this many and, past the one in use, at
-// most this many bytes of decoded Arrow buffers (an Arrow file's batches are
-// read from the mapping and count nothing).
-inline constexpr std::size_t kCachedGroups = 4;
-inline constexpr uint64_t kCachedGroupBytes = 256ull << 20;
-
 // A columnar shard's row groups (Parquet) or record batches (Arrow IPC), and
 // its top-level columns: what names a row in a message.
 struct ColumnarLayout {
@@ -48,6 +41,9 @@ struct ColumnarLayout {
   uint64_t rows() const;
 };
 
+// The decoded groups this process's cache holds now.
+std::size_t columnar_cached_groups() noexcept;
+
 // A bad row: its 0-based number in the file and why.
 struct ColumnarBad {
   uint64_t row;
@@ -56,7 +52,10 @@ struct ColumnarBad {
 
 // One columnar shard over its bytes (mapped by the caller, and kept mapped
 // while this lives). Rows are read through the calling process's cache of
-// decoded groups (kCachedGroups); safe to use from several threads.
+// decoded groups (every worker has its own: the 4 most recently read groups,
+// and past the one in use at most 64 MiB of decoded buffers; an Arrow file's
+// batches are read from the mapping and count nothing). Safe to use from
+// several threads.
 class ColumnarRows {
  public:
   // Reads the layout: a Parquet file's footer; an Arrow IPC file's schema
