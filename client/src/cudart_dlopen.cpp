@@ -124,7 +124,7 @@ TOKFEED_FORWARD(cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned f)
 
 const char* cudaGetErrorName(cudaError_t e) {
   const Cudart& c = rt();
-  return c.ok ? c.cudaGetErrorName(e) : "cudaErrorInsufficientDriver";
+  return c.ok ? c.cudaGetErrorName(e) : "no CUDA runtime";
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
