@@ -25,12 +25,12 @@ namespace {
 
 struct Cudart {
 #define TOKFEED_CUDART_FN(name) decltype(&::name) name = nullptr;
-#define TOKFEED_CUDART_FNS(X)                                                                               \
-  X(cudaDeviceGetAttribute) X(cudaEventCreateWithFlags) X(cudaEventDestroy) X(cudaEventQuery) X(cudaEventRecord) \
-  X(cudaEventSynchronize) X(cudaFree) X(cudaGetDevice) X(cudaGetDeviceCount) X(cudaGetErrorName)                \
-  X(cudaGetErrorString) X(cudaGetLastError) X(cudaHostRegister) X(cudaHostUnregister) X(cudaMalloc)             \
-  X(cudaMemcpyAsync) X(cudaSetDevice) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy)                        \
-  X(cudaStreamSynchronize) X(cudaStreamWaitEvent)
+#define TOKFEED_CUDART_FNS(X)                                                                                          \
+  X(cudaDeviceGetAttribute)                                                                                            \
+  X(cudaEventCreateWithFlags) X(cudaEventDestroy) X(cudaEventQuery) X(cudaEventRecord) X(cudaEventSynchronize)         \
+      X(cudaFree) X(cudaGetDevice) X(cudaGetDeviceCount) X(cudaGetErrorName) X(cudaGetErrorString) X(cudaGetLastError) \
+          X(cudaHostRegister) X(cudaHostUnregister) X(cudaMalloc) X(cudaMemcpyAsync) X(cudaSetDevice)                  \
+              X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaStreamSynchronize) X(cudaStreamWaitEvent)
   TOKFEED_CUDART_FNS(TOKFEED_CUDART_FN)
 #undef TOKFEED_CUDART_FN
   bool ok = false;
@@ -77,11 +77,11 @@ const Cudart& rt() {
   std::call_once(once, [] {
     void* h = open_cudart(c.why);
     if (!h) return;
-#define TOKFEED_CUDART_SYM(name)                                              \
-  c.name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name));             \
-  if (!c.name) {                                                             \
+#define TOKFEED_CUDART_SYM(name)                                                 \
+  c.name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name));                 \
+  if (!c.name) {                                                                 \
     c.why = std::string("the CUDA runtime found lacks " #name ": ") + dlerror(); \
-    return;                                                                  \
+    return;                                                                      \
   }
     TOKFEED_CUDART_FNS(TOKFEED_CUDART_SYM)
 #undef TOKFEED_CUDART_SYM
