@@ -24,18 +24,37 @@
 namespace {
 
 struct Cudart {
-#define TOKFEED_CUDART_FN(name) decltype(&::name) name = nullptr;
-#define TOKFEED_CUDART_FNS(X)                                                                                          \
-  X(cudaDeviceGetAttribute)                                                                                            \
-  X(cudaEventCreateWithFlags) X(cudaEventDestroy) X(cudaEventQuery) X(cudaEventRecord) X(cudaEventSynchronize)         \
-      X(cudaFree) X(cudaGetDevice) X(cudaGetDeviceCount) X(cudaGetErrorName) X(cudaGetErrorString) X(cudaGetLastError) \
-          X(cudaHostRegister) X(cudaHostUnregister) X(cudaMalloc) X(cudaMemcpyAsync) X(cudaSetDevice)                  \
-              X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaStreamSynchronize) X(cudaStreamWaitEvent)
-  TOKFEED_CUDART_FNS(TOKFEED_CUDART_FN)
-#undef TOKFEED_CUDART_FN
+  decltype(&::cudaDeviceGetAttribute) cudaDeviceGetAttribute = nullptr;
+  decltype(&::cudaEventCreateWithFlags) cudaEventCreateWithFlags = nullptr;
+  decltype(&::cudaEventDestroy) cudaEventDestroy = nullptr;
+  decltype(&::cudaEventQuery) cudaEventQuery = nullptr;
+  decltype(&::cudaEventRecord) cudaEventRecord = nullptr;
+  decltype(&::cudaEventSynchronize) cudaEventSynchronize = nullptr;
+  decltype(&::cudaFree) cudaFree = nullptr;
+  decltype(&::cudaGetDevice) cudaGetDevice = nullptr;
+  decltype(&::cudaGetDeviceCount) cudaGetDeviceCount = nullptr;
+  decltype(&::cudaGetErrorName) cudaGetErrorName = nullptr;
+  decltype(&::cudaGetErrorString) cudaGetErrorString = nullptr;
+  decltype(&::cudaGetLastError) cudaGetLastError = nullptr;
+  decltype(&::cudaHostRegister) cudaHostRegister = nullptr;
+  decltype(&::cudaHostUnregister) cudaHostUnregister = nullptr;
+  decltype(&::cudaMalloc) cudaMalloc = nullptr;
+  decltype(&::cudaMemcpyAsync) cudaMemcpyAsync = nullptr;
+  decltype(&::cudaSetDevice) cudaSetDevice = nullptr;
+  decltype(&::cudaStreamCreateWithFlags) cudaStreamCreateWithFlags = nullptr;
+  decltype(&::cudaStreamDestroy) cudaStreamDestroy = nullptr;
+  decltype(&::cudaStreamSynchronize) cudaStreamSynchronize = nullptr;
+  decltype(&::cudaStreamWaitEvent) cudaStreamWaitEvent = nullptr;
   bool ok = false;
   std::string why;  // when !ok: what was tried
 };
+
+template <class F>
+bool sym(void* lib, const char* name, F& out, std::string& why) {
+  out = reinterpret_cast<F>(dlsym(lib, name));
+  if (!out) why = std::string("the CUDA runtime found lacks ") + name + ": " + dlerror();
+  return out != nullptr;
+}
 
 int find_loaded(dl_phdr_info* info, std::size_t, void* out) {
   const char* name = info->dlpi_name;
@@ -77,15 +96,23 @@ const Cudart& rt() {
   std::call_once(once, [] {
     void* h = open_cudart(c.why);
     if (!h) return;
-#define TOKFEED_CUDART_SYM(name)                                                 \
-  c.name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name));                 \
-  if (!c.name) {                                                                 \
-    c.why = std::string("the CUDA runtime found lacks " #name ": ") + dlerror(); \
-    return;                                                                      \
-  }
-    TOKFEED_CUDART_FNS(TOKFEED_CUDART_SYM)
-#undef TOKFEED_CUDART_SYM
-    c.ok = true;
+    c.ok = sym(h, "cudaDeviceGetAttribute", c.cudaDeviceGetAttribute, c.why) &&
+           sym(h, "cudaEventCreateWithFlags", c.cudaEventCreateWithFlags, c.why) &&
+           sym(h, "cudaEventDestroy", c.cudaEventDestroy, c.why) && sym(h, "cudaEventQuery", c.cudaEventQuery, c.why) &&
+           sym(h, "cudaEventRecord", c.cudaEventRecord, c.why) &&
+           sym(h, "cudaEventSynchronize", c.cudaEventSynchronize, c.why) && sym(h, "cudaFree", c.cudaFree, c.why) &&
+           sym(h, "cudaGetDevice", c.cudaGetDevice, c.why) &&
+           sym(h, "cudaGetDeviceCount", c.cudaGetDeviceCount, c.why) &&
+           sym(h, "cudaGetErrorName", c.cudaGetErrorName, c.why) &&
+           sym(h, "cudaGetErrorString", c.cudaGetErrorString, c.why) &&
+           sym(h, "cudaGetLastError", c.cudaGetLastError, c.why) &&
+           sym(h, "cudaHostRegister", c.cudaHostRegister, c.why) &&
+           sym(h, "cudaHostUnregister", c.cudaHostUnregister, c.why) && sym(h, "cudaMalloc", c.cudaMalloc, c.why) &&
+           sym(h, "cudaMemcpyAsync", c.cudaMemcpyAsync, c.why) && sym(h, "cudaSetDevice", c.cudaSetDevice, c.why) &&
+           sym(h, "cudaStreamCreateWithFlags", c.cudaStreamCreateWithFlags, c.why) &&
+           sym(h, "cudaStreamDestroy", c.cudaStreamDestroy, c.why) &&
+           sym(h, "cudaStreamSynchronize", c.cudaStreamSynchronize, c.why) &&
+           sym(h, "cudaStreamWaitEvent", c.cudaStreamWaitEvent, c.why);
   });
   return c;
 }
