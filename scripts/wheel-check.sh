@@ -8,8 +8,9 @@
 #     in glibc/libstdc++;
 #   - scripts/wheel_job.py: a job from Python alone: Loader(config=...) starts tokfeedd, two ranks read
 #     their batches, the daemon stops when the loaders close;
-#   - with TOKFEED_CHECK_TORCH=1, the same through tokfeed.Loader with CPU torch
-#     (downloaded from download.pytorch.org: ~200 MB).
+#   - with TOKFEED_CHECK_TORCH=1, the same through tokfeed.Loader, with torch
+#     from PyPI (its CUDA build: ~6 GB) or from TOKFEED_TORCH_INDEX_URL (e.g.
+#     https://download.pytorch.org/whl/cpu, ~200 MB).
 #   scripts/wheel-check.sh [WHEEL]     default: the newest dist/tokfeed-*manylinux*.whl (scripts/wheel.sh)
 # Needs root (debootstrap, chroot, mounts). The root filesystem is made once in
 # ${TOKFEED_CHROOT:-/var/tmp/tokfeed-bookworm} and reused; TOKFEED_CHROOT_FRESH=1 remakes it.
@@ -79,6 +80,8 @@ EOF
 
 whl=/tmp/tokfeed-check/$(basename "$wheel")
 set +e
+cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+index=${TOKFEED_TORCH_INDEX_URL:+--index-url $TOKFEED_TORCH_INDEX_URL}
 chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root TOKFEED_CHECK_TORCH="${TOKFEED_CHECK_TORCH:-}" \
   bash -euo pipefail -c "
 cd /tmp/tokfeed-check
@@ -90,7 +93,7 @@ done
 ./wheel-verify.sh $whl /tmp/tokfeed-check /tmp/tokfeed-check/job.toml
 if [[ -n \$TOKFEED_CHECK_TORCH ]]; then
   . venv/bin/activate
-  pip install -q --index-url https://download.pytorch.org/whl/cpu torch
+  pip install -q $index torch
   python wheel_job.py --torch job.toml
 fi
 "

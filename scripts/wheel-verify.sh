@@ -29,7 +29,8 @@ for f in "$pkg/bin/tokfeedd" "$pkg/bin/tokfeedctl" "$pkg"/_tokfeed*.so; do
     echo "wheel-verify: $f: missing libraries:"; grep 'not found' <<<"$out"; bad=1
   fi
   while read -r path; do
-    [[ $path == "$libs"/* ]] && continue
+    path=$(readlink -f "$path")
+    [[ $path == "$(readlink -f "$libs")"/* ]] && continue
     grep -Eq "$runtime" <<<"$path" && continue
     echo "wheel-verify: $(basename "$f") links $path, outside the wheel and the C/C++ runtime"; bad=1
   done < <(awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' <<<"$out")

@@ -28,5 +28,6 @@ built=$(date +%s)
 rm -f dist/tokfeed-*.whl
 PATH=$PWD/$tools/bin:$PATH "$tools/bin/auditwheel" repair -w dist "$raw"/tokfeed-*.whl 2>&1 | tail -3
 whl=$(ls dist/tokfeed-*.whl)
-"$tools/bin/auditwheel" show "$whl" | head -4
+show=$("$tools/bin/auditwheel" show "$whl")
+head -4 <<<"$show"
 echo "wheel.sh: $whl, $(du -h "$whl" | cut -f1); pip wheel $((built - start)) s, repair $(($(date +%s) - built)) s"

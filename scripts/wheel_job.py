@@ -38,24 +38,24 @@ def read_rank(config, rank, use_torch):
     return out
 
 
-def daemons():
-    """Pids of running tokfeedd processes."""
+def daemons(config):
+    """Pids of the tokfeedd processes serving ``config``."""
     pids = []
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
                 with open(f"/proc/{p}/cmdline", "rb") as f:
-                    argv0 = f.read().split(b"\0")[0]
+                    argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if os.path.basename(argv0) == b"tokfeedd":
+            if os.path.basename(argv[0]) == b"tokfeedd" and os.fsencode(config) in argv:
                 pids.append(int(p))
     return pids
 
 
 def main():
     use_torch = "--torch" in sys.argv
-    config = [a for a in sys.argv[1:] if not a.startswith("--")][0]
+    config = os.path.abspath([a for a in sys.argv[1:] if not a.startswith("--")][0])
     if os.environ.get("WHEEL_JOB_RANK"):
         r = int(os.environ["WHEEL_JOB_RANK"])
         print(" ".join(str(c) for c in read_rank(config, r, use_torch)))
@@ -69,10 +69,10 @@ def main():
         sys.exit("wheel-check: a rank failed")
     started = time.monotonic() - t
     for _ in range(100):
-        if not daemons():
+        if not daemons(config):
             break
         time.sleep(0.05)
-    left = daemons()
+    left = daemons(config)
     # The same job served by `python -m tokfeed serve`, read by the same code.
     serve = subprocess.Popen([sys.executable, "-m", "tokfeed", "serve", config], stderr=subprocess.DEVNULL)
     sock = launch.config_socket(config)
