@@ -80,7 +80,12 @@ EOF
 
 whl=/tmp/tokfeed-check/$(basename "$wheel")
 set +e
+# The network as this machine reaches it: resolver, and pip's index and CA settings.
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+if [[ -f /etc/pip.conf ]]; then
+  cp /etc/pip.conf "$root/etc/pip.conf"
+  mkdir -p "$root/etc/ssl/certs" && cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/" 2>/dev/null || true
+fi
 index=${TOKFEED_TORCH_INDEX_URL:+--index-url $TOKFEED_TORCH_INDEX_URL}
 chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root TOKFEED_CHECK_TORCH="${TOKFEED_CHECK_TORCH:-}" \
   bash -euo pipefail -c "
