@@ -89,8 +89,14 @@ class Lease:
             raise FileNotFoundError(f"{config}: no such job config")
         self.socket = config_socket(self.config)
         self.started = False
-        os.makedirs(os.path.dirname(self.socket), exist_ok=True)
-        lock = os.open(self.socket + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o660)
+        try:
+            os.makedirs(os.path.dirname(self.socket), exist_ok=True)
+            lock = os.open(self.socket + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o660)
+        except OSError as e:
+            raise PermissionError(
+                f"{config}: cannot create {self.socket}.lock beside the job's socket ({e.strerror}); to start the "
+                "daemon from Python, put [server] socket in a folder of yours (e.g. socket = \"run/job.sock\", "
+                "relative to the config)") from e
         self._fd = None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -131,7 +137,7 @@ class Lease:
                                    f"{timeout:.0f} s; its log: {log_path}")
             time.sleep(0.02)
         # The keeper outlives this loader (another may close last): kept here
-        # until it exits, then reaped by the next start.
+        # until it exits, then reaped by a later start or release.
         _KEEPERS[:] = [k for k in _KEEPERS if k.poll() is None] + [keeper]
 
     @property
@@ -142,6 +148,7 @@ class Lease:
         if self._fd is not None:
             os.close(self._fd)  # drops the shared flock
             self._fd = None
+        _KEEPERS[:] = [k for k in _KEEPERS if k.poll() is None]  # reaps keepers that have exited
 
     def __del__(self):
         self.release()

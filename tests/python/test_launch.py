@@ -213,6 +213,14 @@ class Launch(unittest.TestCase):
         self.assertIn("missing.model", str(cm.exception))
         self.assert_nothing_left()
 
+    def test_a_socket_folder_that_cannot_be_written_is_named(self):
+        with open(self.config, "w") as f:
+            f.write(job_toml("/proc/tokfeed-no/job.sock", self.prefix))
+        with self.assertRaises(PermissionError) as cm:
+            tokfeed.Loader(config=self.config, rank=0)
+        self.assertIn("cannot create /proc/tokfeed-no/job.sock.lock", str(cm.exception))
+        self.assertIn("[server] socket in a folder of yours", str(cm.exception))
+
     def test_serve_and_status(self):
         serve = subprocess.Popen([sys.executable, "-m", "tokfeed", "serve", self.config], env=ENV,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
