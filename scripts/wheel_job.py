@@ -88,6 +88,11 @@ def main():
           f"from a daemon they started; tokfeedd left after close: {left or 'none'}")
     print(f"wheel-check: the same as from `python -m tokfeed serve`: {owned == served}; "
           f"`python -m tokfeed status` exit {status.returncode}")
+    if use_torch:
+        import torch
+        maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart.so" in line})
+        print(f"wheel-check: torch {torch.__version__}; the binding's CUDA runtime: {maps or 'none (CPU torch)'}; "
+              f"cuda_status: {_tokfeed.cuda_status() or 'a device'}")
     if owned != served or left or not owned[0] or status.returncode:
         sys.exit("wheel-check: FAILED")
 
