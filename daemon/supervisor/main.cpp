@@ -32,7 +32,7 @@ int check_config(const std::string& path) {
   auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
-  Dataset data(cfg);
+  Dataset data(cfg, nullptr, /*check_rows=*/true);
   for (const DatasetInfo& d : data.datasets())
     std::printf("# dataset: %s: %llu shard(s), %llu records, %llu valid, %llu bad, %llu samples per epoch\n",
                 d.name.c_str(), static_cast<unsigned long long>(d.shards), static_cast<unsigned long long>(d.records),
