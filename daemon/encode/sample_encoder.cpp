@@ -17,6 +17,7 @@ SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const te
 std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
   const text::RecordRules& rules = rules_[data_.dataset_of(rec)];
   if (rules.chat) {
+    tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
     std::string reason = text::record_to_chat(data_.record(rec), rules, false, messages_, tools_);
     if (!reason.empty()) return reason;
     return text::render_labeled(*rules.chat, messages_, tools_, rules.last_assistant, out);
