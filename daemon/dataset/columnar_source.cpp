@@ -398,17 +398,40 @@ void columns_of(const arrow::Schema& s, ColumnarLayout& layout) {
   for (const auto& f : s.fields()) layout.columns.push_back(f->name());
 }
 
+// Refuses row group `g` from its metadata alone when a column chunk holds
+// more uncompressed bytes per row than a record may have: at least one of
+// its cells would pass max_record_bytes once expanded (a 1 GiB cell
+// compresses to kilobytes), so it is never decompressed.
+void check_row_group(const std::string& path, parquet::RowGroupMetaData& rg, int g, uint64_t first,
+                     uint64_t max_row_bytes) {
+  const int64_t rows = std::max<int64_t>(1, rg.num_rows());
+  if (max_row_bytes == 0) return;
+  for (int c = 0; c < rg.num_columns(); ++c) {
+    auto chunk = rg.ColumnChunk(c);
+    const int64_t bytes = chunk->total_uncompressed_size();
+    if (bytes <= 0 || static_cast<uint64_t>(bytes / rows) <= max_row_bytes) continue;
+    throw DatasetError(fmt::format(
+        "{}: row group {} (rows {} to {}): column '{}' holds {} bytes uncompressed for {} row(s), so a row is "
+        "longer than max_record_bytes = {}; it is refused before it is decompressed: drop or split that row, or "
+        "raise max_record_bytes",
+        path, g, first, first + static_cast<uint64_t>(rows) - 1, chunk->path_in_schema()->ToDotString(), bytes, rows,
+        max_row_bytes));
+  }
+}
+
 // A Parquet file's row groups as JSON lines into `sink`, in order. Several
 // threads, each with its own reader of the mapped file, convert whole row
 // groups; each waits for its turn to hand its group's text on, so at most one
 // group per thread is held.
 void parquet_rows(const std::string& path, const std::shared_ptr<arrow::io::RandomAccessFile>& file,
                   parquet::arrow::FileReader& first_reader, uint64_t size, ColumnarLayout& layout,
-                  const std::function<void(std::string_view)>& sink, const std::function<void(uint64_t)>& advance) {
+                  const std::function<void(std::string_view)>& sink, const std::function<void(uint64_t)>& advance,
+                  uint64_t max_row_bytes) {
   auto meta = first_reader.parquet_reader()->metadata();
   const int groups = first_reader.num_row_groups();
   std::vector<uint64_t> first_row{0}, end_byte{0};
   for (int g = 0; g < groups; ++g) {
+    check_row_group(path, *meta->RowGroup(g), g, first_row.back(), max_row_bytes);
     first_row.push_back(first_row.back() + static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->num_rows())));
     end_byte.push_back(std::min(size, end_byte.back() + static_cast<uint64_t>(std::max<int64_t>(
                                                             0, meta->RowGroup(g)->total_compressed_size()))));
@@ -512,7 +535,7 @@ ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
       std::shared_ptr<arrow::Schema> schema;
       if (auto st = reader->GetSchema(&schema); !st.ok()) throw whole(st.ToString());
       columns_of(*schema, layout);
-      parquet_rows(path, file, *reader, size, layout, sink, advance);
+      parquet_rows(path, file, *reader, size, layout, sink, advance, progress.max_row_bytes);
     } else {
       char magic[6] = {};
       if (auto r = file->ReadAt(0, 6, magic); !r.ok()) throw whole(r.status().ToString());

@@ -153,6 +153,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     report.cancel = &progress->cancel;
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
+  report.max_row_bytes = cfg.datasets[d].max_record_bytes;
   s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
   check_columns(path, s.bytes.layout(), rules);
 

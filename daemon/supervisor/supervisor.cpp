@@ -5,12 +5,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -20,6 +22,7 @@
 #include <filesystem>
 
 #include "pipeline/batch_builder.hpp"
+#include "template/template.hpp"
 #include "control/metrics_text.hpp"
 #include "tokfeed/proto/frame.hpp"
 #include "tokfeed/shm/futex.hpp"
@@ -66,7 +69,33 @@ int abstract_lock(const std::string& name, std::string& error) {
   return fd;
 }
 
+// A line on stderr from a forked child, written whole with one write(2):
+// the supervisor's logger and its locks are not the child's to use.
+void child_log(const std::string& what) {
+  std::string line = fmt::format("tokfeedd child {}: error: {}\n", getpid(), what);
+  ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)n;
+}
+
+// Caps what the child may map beyond what it inherited (the dataset's and
+// the rings' mappings, the supervisor's heap): RLIMIT_AS = now + `cap`.
+void limit_child_memory(uint64_t cap) {
+  if (cap == 0) return;
+  unsigned long long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  uint64_t now = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  rlimit lim{static_cast<rlim_t>(now + cap), static_cast<rlim_t>(now + cap)};
+  if (::setrlimit(RLIMIT_AS, &lim) != 0)
+    child_log(fmt::format("[workers] max_memory not applied: {}", std::strerror(errno)));
+}
+
+constexpr int kChildOutOfMemory = 4;
+
 std::string describe_exit(int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kChildOutOfMemory) return "ran out of memory ([workers] max_memory)";
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status))
     return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -176,11 +205,26 @@ pid_t Supervisor::fork_child(const std::function<void()>& child, int rank_index)
   io_.notify_fork(asio::io_context::fork_prepare);
   pid_t pid = fork();
   if (pid == 0) {
-    const std::vector<int>& cpus = rank_index >= 0 ? cpu_plan_.per_rank[rank_index] : builder_cpus_;
-    if (std::string err = apply_cpu_policy(cpus, cfg_.workers); !err.empty())
-      spdlog::warn("pid {}: [workers] cpus/nice/policy not applied: {}", getpid(), err);
-    child();  // never returns
-    _exit(0);
+    // The child never returns into the supervisor's stack: whatever happens,
+    // it ends in _exit, so none of the supervisor's destructors or atexit
+    // handlers (the socket, the segments, the cache's files) run in it.
+    int code = 1;
+    try {
+      const std::vector<int>& cpus = rank_index >= 0 ? cpu_plan_.per_rank[rank_index] : builder_cpus_;
+      if (std::string err = apply_cpu_policy(cpus, cfg_.workers); !err.empty())
+        child_log(fmt::format("[workers] cpus/nice/policy not applied: {}", err));
+      limit_child_memory(child_memory_cap(cfg_));
+      child();  // never returns
+      code = 0;
+    } catch (const std::bad_alloc&) {
+      child_log(fmt::format("out of memory ([workers] max_memory = {} GB)", child_memory_cap(cfg_) / 1e9));
+      code = kChildOutOfMemory;
+    } catch (const std::exception& e) {
+      child_log(e.what());
+    } catch (...) {
+      child_log("unknown exception");
+    }
+    _exit(code);
   }
   io_.notify_fork(asio::io_context::fork_parent);
   return pid;
@@ -399,6 +443,17 @@ int Supervisor::run() {
   sd_notify(0, "READY=1");
   start_indexing();
   io_.run();
+  // A stop does not wait long for the index: renders and shards stop at
+  // their next step or record, but one record's parsing can take a while.
+  // Past the grace period the process ends without it (nothing is left:
+  // the socket is gone, the segments are anonymous, the builders are dead).
+  for (int i = 0; i < 100 && index_thread_.joinable() && !index_done_.load(std::memory_order_acquire); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (index_thread_.joinable() && !index_done_.load(std::memory_order_acquire)) {
+    spdlog::warn("indexing has not stopped 1 s after the shutdown; exiting without it");
+    spdlog::default_logger()->flush();
+    ::_exit(exit_code_);
+  }
   return exit_code_;
 }
 
@@ -413,6 +468,7 @@ void Supervisor::begin_shutdown(const char* why) {
   cache_timer_.cancel();
   index_timer_.cancel();
   index_progress_.cancel.store(true, std::memory_order_relaxed);
+  tmpl::cancel_renders();  // a render in the index does not hold the shutdown up
   signals_.cancel();
   if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
   bool any = false;
