@@ -30,7 +30,9 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
 bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
   std::string reason = render(rec, rendered_);
   if (!reason.empty()) {
-    spdlog::error("{}: record no longer parses ({}); the file changed after indexing", data_.where(rec), reason);
+    // The index accepted it: the file changed since, or the worker's render
+    // passed what the supervisor's did not ([workers] max_memory).
+    spdlog::error("{}: record refused while encoding ({}); it is left out", data_.where(rec), reason);
     return false;
   }
   // A long sample is tokenized only as far as its kept tokens reach.
