@@ -99,7 +99,7 @@ for line in open(sys.argv[2]):
   Output want = run("/usr/bin/python3 '" + ref + "' '" + qwen3 + "' '" + data + "'");
   if (want.status != 0 && want.err.find("No module named") != std::string::npos) return;
   REQUIRE_MESSAGE(want.status == 0, want.err);
-  Output ours = run(bin("tokfeedctl") + " render --config '" + cfg + "'");
+  Output ours = run(bin("tokfeedd") + " render --config '" + cfg + "'");
   REQUIRE_MESSAGE(ours.status == 0, ours.err);
   std::vector<std::string> a = tokfeed::testing::lines(ours.out), b = tokfeed::testing::lines(want.out);
   REQUIRE(a.size() == 8);
