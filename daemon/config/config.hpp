@@ -88,6 +88,10 @@ struct WorkersConfig {
   std::string cpus;           // "" unpinned | "auto" (the GPU's NUMA node) | "16-23,30": workers and builders
   int32_t nice = 0;           // 0..19, for workers and builders
   bool batch_policy = false;  // policy = "batch": SCHED_BATCH
+  // What each worker and cache builder may map beyond what it inherits from
+  // the supervisor (RLIMIT_AS), so one record cannot take the node. Written
+  // in GB (10^9 bytes) as max_memory; unset: default_child_memory(); 0: no cap.
+  std::optional<uint64_t> max_memory;
 };
 
 struct RanksConfig {
@@ -142,6 +146,9 @@ JobConfig load_config(const std::string& path);
 
 // The resolved settings as TOML, for --check-config and status.
 std::string describe(const JobConfig& c);
+// Bytes of address space each worker or cache builder may add to what it
+// inherits ([workers] max_memory, else the default share of RAM); 0: no cap.
+uint64_t child_memory_cap(const JobConfig& c);
 
 std::string_view padding_name(Padding p) noexcept;
 std::string_view truncation_name(text::Truncation t) noexcept;

@@ -56,7 +56,7 @@ std::size_t columnar_cached_groups() noexcept { return 0; }
 
 struct ColumnarRows::Reader {};
 
-ColumnarRows::ColumnarRows(std::string path, ColumnarKind, const char*, uint64_t) : path_(std::move(path)), id_(0) {
+ColumnarRows::ColumnarRows(std::string path, ColumnarKind, const char*, uint64_t, uint64_t) : path_(std::move(path)), id_(0) {
   throw DatasetError(
       fmt::format("{}: this tokfeedd was built without Apache Arrow, so it cannot read Parquet or Arrow files; "
                   "run scripts/deps.sh (it installs pyarrow, whose C++ libraries tokfeed links) and build again "
@@ -146,6 +146,27 @@ DatasetError damaged(const std::string& path, ColumnarKind kind, std::size_t g, 
                   path, group, g, first, what));
 }
 
+// Refuses row group `g` from its metadata alone when a column chunk holds
+// more uncompressed bytes per row than a record may have: at least one of
+// its cells would pass max_record_bytes once expanded (a 1 GiB cell
+// compresses to kilobytes), so it is never decompressed.
+void check_row_group(const std::string& path, parquet::RowGroupMetaData& rg, int g, uint64_t first,
+                     uint64_t max_row_bytes) {
+  const int64_t rows = std::max<int64_t>(1, rg.num_rows());
+  if (max_row_bytes == 0) return;
+  for (int c = 0; c < rg.num_columns(); ++c) {
+    auto chunk = rg.ColumnChunk(c);
+    const int64_t bytes = chunk->total_uncompressed_size();
+    if (bytes <= 0 || static_cast<uint64_t>(bytes / rows) <= max_row_bytes) continue;
+    throw DatasetError(fmt::format(
+        "{}: row group {} (rows {} to {}): column '{}' holds {} bytes uncompressed for {} row(s), so a row is "
+        "longer than max_record_bytes = {}; it is refused before it is decompressed: drop or split that row, or "
+        "raise max_record_bytes",
+        path, g, first, first + static_cast<uint64_t>(rows) - 1, chunk->path_in_schema()->ToDotString(), bytes, rows,
+        max_row_bytes));
+  }
+}
+
 bool is_ipc_file(const arrow::Buffer& b) { return b.size() >= 6 && std::memcmp(b.data(), "ARROW1", 6) == 0; }
 
 std::unique_ptr<parquet::arrow::FileReader> open_parquet(const std::shared_ptr<arrow::io::RandomAccessFile>& f,
@@ -187,7 +208,8 @@ void fill(Group& grp, Batches batches, bool count_bytes) {
 
 }  // namespace
 
-ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size)
+ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size,
+                           uint64_t max_row_bytes)
     : path_(std::move(path)), id_(g_next_id.fetch_add(1)), reader_(std::make_unique<Reader>()) {
   layout_.kind = kind;
   auto whole = [&](const std::string& what) {
@@ -208,6 +230,7 @@ ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data
       for (const auto& f : schema->fields()) layout_.columns.push_back(f->name());
       auto meta = reader_->parquet->parquet_reader()->metadata();
       for (int g = 0; g < meta->num_row_groups(); ++g) {
+        check_row_group(path_, *meta->RowGroup(g), g, layout_.rows(), max_row_bytes);
         layout_.group_rows.push_back(static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->num_rows())));
         group_bytes_.push_back(static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->total_compressed_size())));
       }

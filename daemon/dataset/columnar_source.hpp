@@ -61,8 +61,10 @@ class ColumnarRows {
   // Reads the layout: a Parquet file's footer; an Arrow IPC file's schema
   // and record batch headers (its buffers stay in the mapping). Throws
   // DatasetError naming the file for one that is not Parquet or Arrow, is
-  // truncated or corrupt, or when this build has no Arrow.
-  ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size);
+  // truncated or corrupt, or when this build has no Arrow; and a Parquet row
+  // group whose metadata shows a cell past `max_row_bytes` (0: no bound),
+  // before anything is decompressed.
+  ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size, uint64_t max_row_bytes = 0);
   ~ColumnarRows();
   ColumnarRows(const ColumnarRows&) = delete;
   ColumnarRows& operator=(const ColumnarRows&) = delete;

@@ -159,10 +159,11 @@ uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::str
     report.cancel = &progress->cancel;
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
+  report.max_row_bytes = cfg.datasets[d].max_record_bytes;
   s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
   std::vector<ColumnarBad> bad_rows;
   if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {
-    s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size());
+    s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size(), report.max_row_bytes);
     check_columns(path, s.rows->layout(), rules);
     s.index_name = index_name(s.bytes, rules);
     bad_rows = load_columnar(cfg, d, s, report, check_rows);

@@ -29,6 +29,10 @@ struct ShardProgress {
   std::atomic<uint64_t>* records = nullptr;   // advanced by the records found
   const std::atomic<bool>* cancel = nullptr;  // stops the pass at its next chunk, with a DatasetError
   uint32_t slow_chunk_ms = 0;                 // test-only fault hook: each chunk waits this long
+  // A Parquet row group whose column chunk holds more than this per row
+  // (its metadata says so) is refused before it is decompressed: some row
+  // would pass max_record_bytes (0: no bound).
+  uint64_t max_row_bytes = 0;
 };
 Compression compression_of(const std::string& path) noexcept;
 
