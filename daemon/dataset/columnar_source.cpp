@@ -56,7 +56,8 @@ std::size_t columnar_cached_groups() noexcept { return 0; }
 
 struct ColumnarRows::Reader {};
 
-ColumnarRows::ColumnarRows(std::string path, ColumnarKind, const char*, uint64_t, uint64_t) : path_(std::move(path)), id_(0) {
+ColumnarRows::ColumnarRows(std::string path, ColumnarKind, const char*, uint64_t, uint64_t)
+    : path_(std::move(path)), id_(0) {
   throw DatasetError(
       fmt::format("{}: this tokfeedd was built without Apache Arrow, so it cannot read Parquet or Arrow files; "
                   "run scripts/deps.sh (it installs pyarrow, whose C++ libraries tokfeed links) and build again "
@@ -208,8 +209,7 @@ void fill(Group& grp, Batches batches, bool count_bytes) {
 
 }  // namespace
 
-ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size,
-                           uint64_t max_row_bytes)
+ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size, uint64_t max_row_bytes)
     : path_(std::move(path)), id_(g_next_id.fetch_add(1)), reader_(std::make_unique<Reader>()) {
   layout_.kind = kind;
   auto whole = [&](const std::string& what) {
