@@ -166,3 +166,26 @@ TEST_CASE("--check-config reports both splits; a job without [eval] refuses an e
   CHECK(e.err.find("no evaluation data") != std::string::npos);
   CHECK(d.stop(SIGTERM) == 0);
 }
+
+TEST_CASE("uneven ranks: a pass ends one batch early where the last step has no row for a rank") {
+  // 15 held out + 1 = 16 samples over 3 ranks of 5 rows: one full step, then
+  // one row for rank 2 alone; ranks 0 and 1 have 1 batch a pass, rank 2 two.
+  TempDir dir;
+  std::string cfg =
+      write_job(dir, job("[ranks]\nworld_size = 3\n[eval]\nsplit_ratio = 0.05\nbatch_size = 5\n[[eval.datasets]]\n"
+                         "path = \"" +
+                         data_path("sft/alpaca-100.jsonl") + "\"\nsamples = 1\n"));
+  Output o = run(bin("tokfeedd") + " --check-config '" + cfg + "'");
+  CHECK(o.out.find("# warning: evaluation passes end unevenly (1 or 2 batches per rank)") != std::string::npos);
+  Daemon d(cfg, socket_of(dir));
+  const std::size_t want[] = {1, 1, 2};
+  for (uint32_t r : {0u, 1u, 2u}) {
+    INFO("rank " << r);
+    std::vector<std::string> ours = dump(d.socket(), r, "--split eval --count " + std::to_string(2 * want[r]));
+    CHECK(ours.size() == 2 * want[r]);
+    require_equal(ours, reference(cfg, r, "--split eval --passes 2"), "eval");
+    Output drain = run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --split eval --rank " + std::to_string(r));
+    CHECK(drain.out.find("\"batches\":" + std::to_string(want[r]) + ",") != std::string::npos);
+  }
+  CHECK(d.stop(SIGTERM) == 0);
+}

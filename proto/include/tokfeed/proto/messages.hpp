@@ -42,11 +42,11 @@ bool parse_split(std::string_view name, Split& out) noexcept;
 // world_size 0 means the daemon's own. A request without "split" is train.
 struct AttachRequest {
   uint32_t rank = 0;
-  Split split = Split::kTrain;
   uint64_t epoch = 0;
   uint64_t step = 0;
   uint64_t world_size = 0;
   uint64_t base = 0;
+  Split split = Split::kTrain;
 
   std::string encode() const;
   static std::string decode(const msgpack::object& request, AttachRequest& out);
