@@ -19,7 +19,7 @@ struct MixPart {
   // (ascending, `records` of them) instead of first .. first + records - 1:
   // a training dataset less its held-out records, or the held-out records
   // themselves (section 7).
-  std::vector<uint32_t> ids;
+  std::vector<uint32_t> ids = {};
   uint64_t record(uint64_t i) const { return ids.empty() ? first + i : ids[i]; }
 };
 
