@@ -18,6 +18,7 @@ struct StreamArgs {
   uint64_t step = 0;
   uint64_t world_size = 0;
   uint64_t base = 0;
+  bool eval = false;  // --split eval: the evaluation stream; no --count: one pass
 };
 
 int status(const std::string& socket, bool json);

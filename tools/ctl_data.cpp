@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "ctl.hpp"
 #include "tokfeed/client.hpp"
@@ -16,9 +17,18 @@ Status attach(const StreamArgs& a, std::unique_ptr<Client>& c, bool verify) {
   ClientOptions opt;
   opt.socket = a.socket;
   opt.rank = a.rank;
+  opt.split = a.eval ? Split::kEval : Split::kTrain;
   opt.start = {a.epoch, a.step, a.world_size, a.base};
   opt.verify_checksums = verify;
   return Client::connect(opt, c);
+}
+
+// Batches to take: --count, else the rest of the stream; evaluation passes
+// repeat without end, so there the rest of the pass.
+std::optional<uint64_t> limit(const StreamArgs& a, const Client& c) {
+  if (a.count || !a.eval) return a.count;
+  uint64_t B = c.batches_per_epoch(), step = c.position().step;
+  return B > step ? B - step : 0;
 }
 
 template <class T>
@@ -62,7 +72,8 @@ int dump(const StreamArgs& a) {
   Batch b;
   std::string line;
   Status st;
-  for (uint64_t n = 0; !a.count || n < *a.count; ++n) {
+  const std::optional<uint64_t> count = limit(a, *c);
+  for (uint64_t n = 0; !count || n < *count; ++n) {
     st = c->next(b);
     if (!st.ok()) break;
     line.clear();
@@ -98,7 +109,8 @@ int drain(const StreamArgs& a) {
   Status st;
   uint64_t batches = 0, samples = 0, tokens = 0, real = 0;
   double first_batch_s = 0;
-  for (; !a.count || batches < *a.count; ++batches) {
+  const std::optional<uint64_t> count = limit(a, *c);
+  for (; !count || batches < *count; ++batches) {
     st = c->next(b);
     if (!st.ok()) break;
     if (batches == 0) first_batch_s = std::chrono::duration<double>(clock::now() - t0).count();

@@ -19,6 +19,9 @@ double get_num(const msgpack::object& m, std::string_view key) { return proto::a
 
 std::string str(const msgpack::object& m, std::string_view key) { return std::string(get_str(m, key).value_or("")); }
 
+// A worker's or rank's stream; a daemon that predates splits serves train.
+std::string split_of(const msgpack::object& m) { return std::string(get_str(m, "split").value_or("train")); }
+
 void print_table(const msgpack::object& s) {
   const msgpack::object empty;
   const msgpack::object& d = find(s, "daemon") ? *find(s, "daemon") : empty;
@@ -37,12 +40,16 @@ void print_table(const msgpack::object& s) {
                get_int(ds, "bad").value_or(0), get_int(ds, "samples_per_epoch").value_or(0), get_num(ix, "seconds"));
   }
   if (const msgpack::object* list = find(ds, "datasets");
-      list && list->type == msgpack::type::ARRAY && list->via.array.size > 1) {
+      list && list->type == msgpack::type::ARRAY &&
+      (list->via.array.size > 1 || get_int(ds, "eval_samples").value_or(0) > 0)) {
     for (uint32_t i = 0; i < list->via.array.size; ++i) {
       const msgpack::object& e = list->via.array.ptr[i];
-      fmt::print("  [{}]      {}  {} shard(s), {} valid, {} bad, {} samples per epoch\n", i, str(e, "name"),
+      const bool eval = str(e, "split") == "eval";
+      const int64_t held = get_int(e, "held_out").value_or(0);
+      fmt::print("  [{}]      {}  {} shard(s), {} valid, {} bad, {} samples per {}{}\n", i, str(e, "name"),
                  get_int(e, "shards").value_or(0), get_int(e, "valid").value_or(0), get_int(e, "bad").value_or(0),
-                 get_int(e, "samples_per_epoch").value_or(0));
+                 get_int(e, "samples_per_epoch").value_or(0), eval ? "evaluation pass" : "epoch",
+                 held ? fmt::format(", {} held out for evaluation", held) : "");
     }
   }
   for (const char* list : {"bad_records", "poisoned"}) {
@@ -52,29 +59,35 @@ void print_table(const msgpack::object& s) {
         if (b->via.array.ptr[i].type == msgpack::type::STR)
           fmt::print("           {}\n", b->via.array.ptr[i].as<std::string>());
   }
+  if (int64_t n = get_int(ds, "eval_samples").value_or(0))
+    fmt::print("eval       {} samples per pass (held out and [[eval.datasets]])\n", n);
   if (const msgpack::object* c = find(s, "cache"))
     fmt::print("cache      {}  {}\n", str(*c, "summary"), str(*c, "path"));
-  fmt::print("\n{:>5} {:>6} {:>8} {:>10} {:>9} {:>8} {:>8} {:>5} {:>6}  {:<12} {}\n", "rank", "worker", "pid", "state",
-             "batches", "restarts", "cpu_s", "nice", "policy", "cpus", "last exit");
+  fmt::print("\n{:>5} {:>5} {:>6} {:>8} {:>10} {:>9} {:>8} {:>8} {:>5} {:>6}  {:<12} {}\n", "rank", "split", "worker",
+             "pid", "state", "batches", "restarts", "cpu_s", "nice", "policy", "cpus", "last exit");
   if (const msgpack::object* ws = find(s, "workers"); ws && ws->type == msgpack::type::ARRAY) {
     for (uint32_t i = 0; i < ws->via.array.size; ++i) {
       const msgpack::object& w = ws->via.array.ptr[i];
-      fmt::print("{:>5} {:>6} {:>8} {:>10} {:>9} {:>8} {:>8.1f} {:>5} {:>6}  {:<12} {}\n",
-                 get_int(w, "rank").value_or(0), get_int(w, "worker").value_or(0), get_int(w, "pid").value_or(0),
-                 str(w, "state"), get_int(w, "batches").value_or(0), get_int(w, "restarts").value_or(0),
-                 get_num(w, "cpu_s"), get_int(w, "nice").value_or(0), str(w, "policy"), str(w, "cpus"),
-                 str(w, "last_exit"));
+      fmt::print("{:>5} {:>5} {:>6} {:>8} {:>10} {:>9} {:>8} {:>8.1f} {:>5} {:>6}  {:<12} {}\n",
+                 get_int(w, "rank").value_or(0), split_of(w), get_int(w, "worker").value_or(0),
+                 get_int(w, "pid").value_or(0), str(w, "state"), get_int(w, "batches").value_or(0),
+                 get_int(w, "restarts").value_or(0), get_num(w, "cpu_s"), get_int(w, "nice").value_or(0),
+                 str(w, "policy"), str(w, "cpus"), str(w, "last_exit"));
     }
   }
-  fmt::print("\n{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>7}\n", "rank", "attached", "ring", "epoch", "step", "consumed",
-             "stall");
+  // The evaluation stream's "epoch" is its pass; passes repeat, so no total.
+  fmt::print("\n{:>5} {:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>7}\n", "rank", "split", "attached", "ring", "epoch",
+             "step", "consumed", "stall");
   if (const msgpack::object* rs = find(s, "ranks"); rs && rs->type == msgpack::type::ARRAY) {
     for (uint32_t i = 0; i < rs->via.array.size; ++i) {
       const msgpack::object& r = rs->via.array.ptr[i];
       std::string att = get_num(r, "attached") ? fmt::format("pid {}", get_int(r, "client_pid").value_or(0)) : "no";
-      fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>6.1f}%\n", get_int(r, "rank").value_or(0), att,
+      const bool eval = split_of(r) == "eval";
+      fmt::print("{:>5} {:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>6.1f}%\n", get_int(r, "rank").value_or(0), split_of(r),
+                 att,
                  fmt::format("{}/{}", get_int(r, "ring_fill").value_or(0), get_int(r, "ring_capacity").value_or(0)),
-                 fmt::format("{}/{}", get_int(r, "epoch").value_or(0), get_int(r, "epochs").value_or(0)),
+                 eval ? fmt::format("pass {}", get_int(r, "epoch").value_or(0))
+                      : fmt::format("{}/{}", get_int(r, "epoch").value_or(0), get_int(r, "epochs").value_or(0)),
                  fmt::format("{}/{}", get_int(r, "step").value_or(0), get_int(r, "batches_per_epoch").value_or(0)),
                  get_int(r, "consumed").value_or(0), 100 * get_num(r, "stall_fraction"));
     }

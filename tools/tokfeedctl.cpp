@@ -22,8 +22,13 @@ int main(int argc, char** argv) {
 
   ctl::StreamArgs sa;
   uint64_t count = 0;
+  std::string split = "train";
   auto add_stream = [&](CLI::App* c) {
     c->add_option("--rank,-r", sa.rank, "rank to attach as")->capture_default_str();
+    c->add_option("--split", split,
+                  "train, or eval: the evaluation stream ([eval]), one pass unless --count; --epoch is the pass")
+        ->check(CLI::IsMember({"train", "eval"}))
+        ->capture_default_str();
     c->add_option("--count,-n", count, "stop after this many batches");
     c->add_option("--epoch", sa.epoch, "start at this epoch")->capture_default_str();
     c->add_option("--step", sa.step, "start at this step of the epoch")->capture_default_str();
@@ -38,6 +43,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   sa.socket = socket;
+  sa.eval = split == "eval";
   if (count) sa.count = count;
   if (st->parsed()) return ctl::status(socket, json);
   if (down->parsed()) return ctl::shutdown(socket);

@@ -52,7 +52,13 @@ Status Attachment::open(const ClientOptions& opt) {
   for (;;) {
     sock_ = proto::connect_unix(opt.socket, error);
     if (sock_ < 0) return {Code::kIoError, error};
-    proto::AttachRequest attach{opt.rank, opt.start.epoch, opt.start.step, opt.start.world_size, opt.start.base};
+    proto::AttachRequest attach;
+    attach.rank = opt.rank;
+    attach.split = opt.split == Split::kEval ? proto::Split::kEval : proto::Split::kTrain;
+    attach.epoch = opt.start.epoch;
+    attach.step = opt.start.step;
+    attach.world_size = opt.start.world_size;
+    attach.base = opt.start.base;
     std::string req = proto::encode_frame(attach.encode());
     // A daemon that refuses this peer replies with its reason and closes at
     // once, possibly before the request is sent: read the reason even then.
@@ -86,6 +92,12 @@ Status Attachment::open(const ClientOptions& opt) {
     close_all(fds);
     return {Code::kCorrupt, "attach: the daemon's reply lacks segments or fields" + (e.empty() ? "" : ": " + e)};
   }
+  if ((r.split == proto::Split::kEval) != (opt.split == Split::kEval)) {
+    close_all(fds);
+    return {Code::kRefused, "attach: the daemon served the " + std::string(proto::split_name(r.split)) +
+                                " split instead of eval: it predates evaluation streams; upgrade tokfeedd"};
+  }
+  passes_ = r.split == proto::Split::kEval;
   epoch_batches_ = std::move(r.epoch_batches);
   workers_ = r.workers;
   epochs_ = r.epochs;
@@ -94,6 +106,7 @@ Status Attachment::open(const ClientOptions& opt) {
   world_size_ = r.world_size;
   total_ = 0;
   for (uint64_t b : epoch_batches_) total_ += b;
+  if (passes_ && total_) total_ = UINT64_MAX;  // passes repeat without end
   rank_ = opt.rank;
 
   if (auto e = shm::map_segment(fds[0], /*writable=*/false, sizeof(shm::SegmentHeader), data_)) {
@@ -154,6 +167,7 @@ char* Attachment::view_of(const char* slot) const {
 }
 
 uint64_t Attachment::batches_in(uint64_t epoch) const {
+  if (passes_) return epoch_batches_.empty() ? 0 : epoch_batches_[0];
   if (epoch < first_epoch_ || epoch - first_epoch_ >= epoch_batches_.size()) return 0;
   return epoch_batches_[epoch - first_epoch_];
 }
@@ -161,6 +175,11 @@ uint64_t Attachment::batches_in(uint64_t epoch) const {
 Position Attachment::position_of(uint64_t index) const {
   Position p;
   p.world_size = world_size_;
+  if (passes_) {
+    const uint64_t B = epoch_batches_.empty() ? 0 : epoch_batches_[0];
+    if (B) p.epoch = index / B, p.step = index % B;
+    return p;
+  }
   p.epoch = first_epoch_;
   for (uint64_t b : epoch_batches_) {
     if (index < b) {

@@ -28,6 +28,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   uint64_t batches_in(uint64_t epoch) const;
   Position position_of(uint64_t index) const;
   uint64_t epochs() const { return epochs_; }
+  Split split() const { return opt_.split; }
   uint32_t rank() const { return rank_; }
   uint32_t workers() const { return workers_; }
   const shm::Mapping& data() const { return data_; }
@@ -67,6 +68,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   uint64_t epochs_ = 0, total_ = 0;
   uint64_t first_epoch_ = 0, start_base_ = 0, world_size_ = 0;
   std::vector<uint64_t> epoch_batches_;  // from first_epoch_ on
+  bool passes_ = false;                  // the eval split: passes of epoch_batches_[0] repeat
   uint64_t next_index_ = 0;
   uint64_t last_poll_ns_ = 0;
   uint64_t last_batch_ns_ = 0;  // when a batch was last found ready: as good a sign of life as a heartbeat

@@ -72,6 +72,7 @@ Position Client::position_of(uint64_t index) const noexcept { return a_->positio
 
 uint64_t Client::batches_per_epoch() const noexcept { return a_->batches_in(position().epoch); }
 uint64_t Client::epochs() const noexcept { return a_->epochs(); }
+Split Client::split() const noexcept { return a_->split(); }
 uint32_t Client::rank() const noexcept { return a_->rank(); }
 uint32_t Client::workers() const noexcept { return a_->workers(); }
 const void* Client::mapping_base() const noexcept { return a_->view_base(); }

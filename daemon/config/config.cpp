@@ -285,7 +285,55 @@ std::vector<DatasetConfig> read_datasets(const std::string& file, const toml::ta
                     file, weights));
   return out;
 }
+
+// [eval] and [[eval.datasets]] (docs/data_model.md section 7), after [batch].
+void read_eval(const std::string& file, const toml::table& root, JobConfig& c) {
+  Section s(file, subtable(file, root, "eval"), "eval");
+  EvalConfig& e = c.eval;
+  if (const toml::node* r = s.get("split_ratio")) {
+    const char* want = "expected a number in [0, 1): the share of each training dataset held out";
+    if (!r->is_number()) s.fail("split_ratio", want);
+    e.split_ratio = r->is_integer() ? static_cast<double>(r->as_integer()->get()) : r->as_floating_point()->get();
+    if (!(e.split_ratio >= 0 && e.split_ratio < 1))
+      s.fail("split_ratio", fmt::format("{} is out of range: {}", e.split_ratio, want));
+  }
+  e.batch_size = static_cast<uint32_t>(s.integer("batch_size", c.batch.size, 1, 65536));
+  e.tokens = static_cast<uint32_t>(s.integer("tokens", c.batch.tokens, 1, 1 << 28));
+  if (c.batch.padding == Padding::kPaddingFree && e.tokens < c.batch.max_length)
+    s.fail("tokens", fmt::format("{} is below max_length {}: a padding_free row must fit the longest sample", e.tokens,
+                                 c.batch.max_length));
+  if (uint64_t{e.batch_size} * c.batch.max_length > (uint64_t{1} << 28))
+    s.fail("batch_size", "batch_size x max_length exceeds 2^28 tokens per batch");
+  e.workers = static_cast<uint32_t>(s.integer("workers", 1, 1, 256));
+  if (const toml::node* many = s.get("datasets")) {
+    const toml::array* list = many->as_array();
+    if (!list || list->empty() || !list->is_array_of_tables())
+      s.fail("datasets", "expected a non-empty array of tables: [[eval.datasets]] entries");
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      Section d(file, list->get(i)->as_table(), fmt::format("eval.datasets.{}", i));
+      if (d.get("weight"))
+        d.fail("weight", "an evaluation set is not mixed: every record is taken (samples = N takes N)");
+      DatasetConfig dc = read_dataset(file, d);
+      dc.eval = true;
+      c.datasets.push_back(std::move(dc));
+    }
+    e.has_datasets = true;
+  }
+  s.check_unknown();
+}
 }  // namespace
+
+JobConfig eval_job(const JobConfig& c) {
+  JobConfig e = c;
+  e.batch.size = c.eval.batch_size;
+  e.batch.tokens = c.eval.tokens;
+  e.schedule.shuffle = false;
+  e.schedule.drop_last = false;
+  e.schedule.epochs = 1;
+  e.schedule.passes = true;
+  e.workers.count = c.eval.workers;
+  return e;
+}
 
 JobConfig load_config(const std::string& path) {
   JobConfig c;
@@ -299,16 +347,17 @@ JobConfig load_config(const std::string& path) {
         fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description()));
   }
   static const std::set<std::string> kSections = {"dataset", "datasets", "tokenizer", "batch", "schedule",
-                                                  "workers", "ranks",    "server",    "cache"};
+                                                  "workers", "ranks",    "server",    "cache", "eval"};
   for (const auto& [k, v] : root) {
     if (!kSections.count(std::string(k.str())))
       throw ConfigError(
           fmt::format("{}: unknown section [{}]; expected one of dataset, datasets, tokenizer, "
-                      "batch, schedule, workers, ranks, server, cache",
+                      "batch, schedule, workers, ranks, server, cache, eval",
                       path, k.str()));
   }
 
   c.datasets = read_datasets(path, root);
+  c.train_datasets = c.datasets.size();
   {
     Section s(path, subtable(path, root, "tokenizer"), "tokenizer");
     c.tokenizer.type = s.choice("type", "sentencepiece", {"sentencepiece", "hf"});
@@ -345,6 +394,7 @@ JobConfig load_config(const std::string& path) {
     if (uint64_t{c.batch.size} * c.batch.max_length > (uint64_t{1} << 28))
       s.fail("size", "size x max_length exceeds 2^28 tokens per batch");
   }
+  read_eval(path, root, c);
   {
     Section s(path, subtable(path, root, "schedule"), "schedule");
     c.schedule.epochs = static_cast<uint32_t>(s.integer("epochs", 1, 1, 1'000'000));
@@ -478,6 +528,7 @@ std::string describe(const JobConfig& c) {
   std::string out;
   auto q = [](const std::string& s) { return "\"" + s + "\""; };
   for (const DatasetConfig& d : c.datasets) {
+    if (d.eval) continue;
     out += fmt::format("[[datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
                        text::format_name(d.format), d.skip_bad ? "skip" : "fail");
     if (d.check_rows_when_read) out += "check_rows = \"when_read\"\n";
@@ -519,6 +570,20 @@ std::string describe(const JobConfig& c) {
   if (!c.server.metrics_listen.empty()) out += fmt::format("metrics_listen = {}\n", q(c.server.metrics_listen));
   out += fmt::format("[cache]\nenabled = {}\ndir = {}\nmax_gb = {}\nmode = \"{}\"\n", c.cache.enabled, q(c.cache.dir),
                      c.cache.max_bytes / 1e9, c.cache.group ? "group" : "private");
+  if (c.eval.enabled()) {
+    out += fmt::format("[eval]\nsplit_ratio = {}\nbatch_size = {}\nworkers = {}\n", c.eval.split_ratio,
+                       c.eval.batch_size, c.eval.workers);
+    if (c.batch.padding == Padding::kPaddingFree) out += fmt::format("tokens = {}\n", c.eval.tokens);
+    for (const DatasetConfig& d : c.datasets) {
+      if (!d.eval) continue;
+      out += fmt::format("[[eval.datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
+                         text::format_name(d.format), d.skip_bad ? "skip" : "fail");
+      if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
+      out += fmt::format("max_record_bytes = {}\n", d.max_record_bytes);
+      for (const auto& [k, v] : d.placeholders) out += fmt::format("placeholders.{} = {}\n", q(k), q(v));
+      for (const auto& [k, v] : d.columns) out += fmt::format("columns.{} = {}\n", q(k), q(v));
+    }
+  }
   return out;
 }
 

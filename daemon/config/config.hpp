@@ -43,6 +43,7 @@ struct DatasetConfig {
   std::optional<uint64_t> samples;                           // per epoch, ms-swift's `#N`
   std::optional<double> weight;                              // a share of the mixed epoch
   uint64_t max_record_bytes = kDefaultMaxRecordBytes;        // longer records are bad, unparsed; 0: no bound
+  bool eval = false;                                         // an [[eval.datasets]] entry
   static constexpr uint64_t kDefaultMaxRecordBytes = 8u << 20;
 };
 
@@ -79,6 +80,9 @@ struct ScheduleConfig {
   bool shuffle = true;
   uint64_t seed = 42;
   bool drop_last = false;
+  // The evaluation stream (eval_job): the one epoch is a pass that repeats
+  // without end, dealt by docs/data_model.md section 7.
+  bool passes = false;
 };
 
 struct WorkersConfig {
@@ -129,9 +133,23 @@ struct ServerConfig {
   uint16_t metrics_port = 0;  // 0: any free port (shown in status)
 };
 
+// [eval]: the evaluation stream (docs/data_model.md section 7).
+struct EvalConfig {
+  double split_ratio = 0;   // share of each training dataset held out, [0, 1)
+  uint32_t batch_size = 0;  // rows per batch ([batch] size unless set)
+  uint32_t tokens = 0;      // padding_free: a batch's token budget ([batch] tokens unless set)
+  uint32_t workers = 1;     // workers per served rank building its eval batches
+  bool enabled() const { return split_ratio > 0 || has_datasets; }
+  bool has_datasets = false;  // [[eval.datasets]] given
+};
+
 struct JobConfig {
-  std::string file;                     // the config file itself
-  std::vector<DatasetConfig> datasets;  // [dataset], or [[datasets]]: at least one
+  std::string file;  // the config file itself
+  // [dataset] or [[datasets]] (at least one), then the [[eval.datasets]]
+  // entries (eval = true): valid records are numbered over all of them.
+  std::vector<DatasetConfig> datasets;
+  std::size_t train_datasets = 0;  // datasets[0 .. train_datasets) are the training ones
+  EvalConfig eval;
   TokenizerConfig tokenizer;
   BatchConfig batch;
   ScheduleConfig schedule;
@@ -143,6 +161,11 @@ struct JobConfig {
 
 // Parses and validates `path`. Throws ConfigError.
 JobConfig load_config(const std::string& path);
+
+// The job the evaluation stream is planned and built by: [eval]'s batch
+// size and token budget, no shuffle, no drop_last, one pass per "epoch",
+// [eval] workers.
+JobConfig eval_job(const JobConfig& c);
 
 // The resolved settings as TOML, for --check-config and status.
 std::string describe(const JobConfig& c);

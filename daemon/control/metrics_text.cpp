@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <iterator>
+#include <optional>
 #include <string_view>
 
 #include "tokfeed/proto/frame.hpp"
@@ -22,6 +23,13 @@ void each(const msgpack::object& m, std::string_view list, F&& f) {
   const msgpack::object* o = proto::find(m, list);
   if (!o || o->type != msgpack::type::ARRAY) return;
   for (uint32_t i = 0; i < o->via.array.size; ++i) f(o->via.array.ptr[i]);
+}
+
+// A rank's labels: its number, and split="eval" for its evaluation stream
+// (the training stream keeps the labels it always had).
+std::string rank_labels(const msgpack::object& r) {
+  std::optional<std::string_view> split = proto::get_str(r, "split");
+  return fmt::format("rank=\"{:.0f}\"{}", field(r, "rank"), split && *split == "eval" ? ",split=\"eval\"" : "");
 }
 
 void metric(std::string& out, const char* name, const char* type, const char* help) {
@@ -65,25 +73,22 @@ std::string prometheus_text(const msgpack::object& s) {
   fmt::format_to(std::back_inserter(out), "tokfeed_clients_attached {:.0f}\n", attached);
   metric(out, "tokfeed_ring_fill", "gauge", "Batches ready in a rank's rings.");
   each(s, "ranks", [&](const msgpack::object& r) {
-    fmt::format_to(std::back_inserter(out), "tokfeed_ring_fill{{rank=\"{:.0f}\"}} {:.0f}\n", field(r, "rank"),
-                   field(r, "ring_fill"));
+    fmt::format_to(std::back_inserter(out), "tokfeed_ring_fill{{{}}} {:.0f}\n", rank_labels(r), field(r, "ring_fill"));
   });
   metric(out, "tokfeed_client_wait_seconds", "histogram", "Time a trainer's next() waited for its batch.");
   static const char* kLe[] = {"1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "10", "100", "+Inf"};
   each(s, "ranks", [&](const msgpack::object& r) {
-    double rank = field(r, "rank"), cumulative = 0;
+    const std::string rank = rank_labels(r);
+    double cumulative = 0;
     const msgpack::object* h = proto::find(r, "wait_hist");
     for (int i = 0; i < 10; ++i) {
       if (h && h->type == msgpack::type::ARRAY && uint32_t(i) < h->via.array.size)
         cumulative += proto::as_number(&h->via.array.ptr[i]);
-      fmt::format_to(std::back_inserter(out),
-                     "tokfeed_client_wait_seconds_bucket{{rank=\"{:.0f}\",le=\"{}\"}} {:.0f}\n", rank, kLe[i],
-                     cumulative);
+      fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_bucket{{{},le=\"{}\"}} {:.0f}\n", rank,
+                     kLe[i], cumulative);
     }
-    fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_sum{{rank=\"{:.0f}\"}} {:.6f}\n", rank,
-                   field(r, "wait_s"));
-    fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_count{{rank=\"{:.0f}\"}} {:.0f}\n", rank,
-                   cumulative);
+    fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_sum{{{}}} {:.6f}\n", rank, field(r, "wait_s"));
+    fmt::format_to(std::back_inserter(out), "tokfeed_client_wait_seconds_count{{{}}} {:.0f}\n", rank, cumulative);
   });
   return out;
 }

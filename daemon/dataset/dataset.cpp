@@ -124,19 +124,54 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     bytes_ += info.bytes;
     info_.push_back(std::move(info));
   }
-  std::vector<uint64_t> counts = mix_counts(cfg.datasets, valid, cfg.file);
-  std::vector<MixPart> parts;
+  // Section 7: each training dataset's held-out records leave it before its
+  // counts and draws; the evaluation set is them, then [[eval.datasets]].
+  const std::size_t T = cfg.train_datasets;
+  std::vector<std::vector<uint32_t>> held(info_.size());
+  std::vector<uint64_t> kept(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(T));
+  for (std::size_t d = 0; d < T; ++d) {
+    held[d] = held_out(cfg.schedule.seed, d, valid[d], cfg.eval.split_ratio);
+    if (held[d].size() >= valid[d])
+      throw ConfigError(fmt::format(
+          "{}: [eval] split_ratio = {} holds out all {} valid record(s) of dataset {}: lower split_ratio, or give "
+          "the evaluation set as [[eval.datasets]]",
+          cfg.file, cfg.eval.split_ratio, valid[d], info_[d].name));
+    kept[d] -= held[d].size();
+  }
+  std::vector<uint64_t> counts = mix_counts(
+      std::vector<DatasetConfig>(cfg.datasets.begin(), cfg.datasets.begin() + static_cast<std::ptrdiff_t>(T)), kept,
+      cfg.file);
+  std::vector<MixPart> parts, eval_parts;
   uint64_t first = 0;
   for (std::size_t d = 0; d < info_.size(); ++d) {
-    info_[d].samples = counts[d];
-    parts.push_back({first, valid[d], counts[d]});
+    if (d < T) {
+      MixPart p{first, kept[d], counts[d], {}};
+      MixPart e{first, held[d].size(), held[d].size(), {}};
+      if (!held[d].empty()) {
+        // Valid-record numbers of what is kept and what is held out.
+        std::size_t h = 0;
+        for (uint64_t i = 0; i < valid[d]; ++i) {
+          if (h < held[d].size() && held[d][h] == i) e.ids.push_back(static_cast<uint32_t>(first + held[d][h++]));
+          else p.ids.push_back(static_cast<uint32_t>(first + i));
+        }
+      }
+      info_[d].samples = counts[d];
+      info_[d].held_out = held[d].size();
+      parts.push_back(std::move(p));
+      eval_parts.push_back(std::move(e));
+    } else {
+      const DatasetConfig& dc = cfg.datasets[d];
+      info_[d].samples = dc.samples ? *dc.samples : valid[d];
+      eval_parts.push_back({first, valid[d], info_[d].samples, {}});
+    }
     first += valid[d];
   }
   if (first > UINT32_MAX) throw DatasetError(fmt::format("{} valid records: at most 2^32 are supported", first));
   mixture_ = Mixture(std::move(parts));
-  if (mixture_.per_epoch() > UINT32_MAX)
-    throw DatasetError(
-        fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`", mixture_.per_epoch()));
+  if (cfg.eval.enabled()) eval_mixture_ = Mixture(std::move(eval_parts));
+  if (mixture_.per_epoch() > UINT32_MAX || eval_mixture_.per_epoch() > UINT32_MAX)
+    throw DatasetError(fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`",
+                                   std::max(mixture_.per_epoch(), eval_mixture_.per_epoch())));
   seconds_ = (shm::monotonic_ns() - t0) / 1e9;
 }
 

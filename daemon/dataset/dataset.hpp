@@ -43,8 +43,9 @@ struct DatasetInfo {
   uint64_t records = 0;  // valid + bad
   uint64_t valid = 0;    // Parquet and Arrow rows not checked at start count as valid
   uint64_t bad = 0;
-  uint64_t samples = 0;  // per epoch (c_d)
-  uint64_t indexed = 0;  // shards indexed at this start (the others came from the index cache)
+  uint64_t samples = 0;   // per epoch (c_d); of an evaluation dataset: per pass
+  uint64_t held_out = 0;  // valid records held out for evaluation ([eval] split_ratio)
+  uint64_t indexed = 0;   // shards indexed at this start (the others came from the index cache)
 };
 
 // Where indexing stands, for the log, status and systemd while it runs.
@@ -104,6 +105,9 @@ class Dataset {
   const std::vector<BadRecord>& bad() const { return bad_; }
   const std::vector<DatasetInfo>& datasets() const { return info_; }
   const Mixture& mixture() const { return mixture_; }
+  // The evaluation set (section 7): the held-out records, then the
+  // [[eval.datasets]]; empty (per_epoch() 0) without [eval].
+  const Mixture& eval_mixture() const { return eval_mixture_; }
   double index_seconds() const { return seconds_; }
   // The files of `[cache] dir` (`dir`) this job reads: each shard's saved
   // index and spool.
@@ -174,6 +178,7 @@ class Dataset {
   std::vector<DatasetInfo> info_;
   std::vector<text::RecordRules> rules_;  // per dataset
   Mixture mixture_;
+  Mixture eval_mixture_;
   uint64_t bytes_ = 0;
   double seconds_ = 0;
 };

@@ -56,11 +56,20 @@ Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, Stre
       rank_(rank),
       rows_per_batch_(cfg.batch.rows()),
       packed_(is_packed(cfg.batch.padding)),
+      passes_(cfg.schedule.passes),
       start_(start),
       store_(store),
       epochs_(cfg.schedule.epochs) {
   if (n_ > UINT32_MAX) throw std::invalid_argument("more than 2^32 records");
   if (packed_ && !store_) throw std::invalid_argument("packed modes need the token cache");
+  if (passes_) {
+    start_ = {};
+    epochs_ = 1;
+    first_index_.push_back(0);
+    epoch_batches_.push_back(pass_batches(epoch_rows(0)));
+    total_ = epoch_batches_[0] ? UINT64_MAX : 0;
+    return;
+  }
   uint64_t index = 0;
   for (uint64_t e = start_.epoch; e < epochs_; ++e) {
     uint64_t rows = epoch_rows(e);
@@ -104,6 +113,7 @@ void Schedule::permutation(uint64_t epoch, std::vector<uint32_t>& perm) const {
 // One epoch's rows at a time, and nothing else per sample (4 bytes a sample);
 // a worker reads the supervisor's copy of the epoch it starts in.
 const EpochRows& Schedule::rows(uint64_t epoch) {
+  if (passes_) epoch = 0;  // every pass is the same
   if (shared_ && epoch == shared_epoch_) return *shared_;
   if (epoch == rows_epoch_) return rows_;
   if (!packed_) {
@@ -124,6 +134,11 @@ const EpochRows& Schedule::rows(uint64_t epoch) {
 uint64_t Schedule::epoch_rows(uint64_t epoch) { return packed_ ? rows(epoch).rows() : n_; }
 
 void Schedule::locate(uint64_t i, uint64_t& epoch, uint64_t& step) const {
+  if (passes_) {
+    epoch = i / epoch_batches_[0];
+    step = i % epoch_batches_[0];
+    return;
+  }
   auto it = std::upper_bound(first_index_.begin(), first_index_.end(), i);
   // The last epoch starting at or before i (epochs without batches share
   // their successor's first index, so they are passed over).
@@ -133,6 +148,12 @@ void Schedule::locate(uint64_t i, uint64_t& epoch, uint64_t& step) const {
 }
 
 uint64_t Schedule::index_of(uint64_t epoch, uint64_t step) const {
+  if (passes_) {
+    const uint64_t B = epoch_batches_[0];
+    if (B == 0) return 0;
+    if (epoch > (UINT64_MAX - 1) / B - 1) return UINT64_MAX;
+    return epoch * B + std::min(step, B);
+  }
   if (epoch < start_.epoch) return 0;
   uint64_t k = epoch - start_.epoch;
   if (k >= epoch_batches_.size()) return total_;
@@ -146,6 +167,10 @@ void Schedule::batch_rows(uint64_t i, BatchRows& out) {
   uint64_t epoch, k;
   locate(i, epoch, k);
   const EpochRows& er = rows(epoch);
+  if (passes_) {
+    pass_rows(k, er, out);
+    return;
+  }
   const uint64_t b = std::min(base(epoch), er.rows());
   const uint64_t n = er.rows() - b;
   const uint64_t S = rows_per_batch_, W = world_, r = rank_;
@@ -189,6 +214,41 @@ void Schedule::batch_rows(uint64_t i, BatchRows& out) {
   }
   for (std::size_t p = r; p < tail.size(); p += W) {
     out.samples.insert(out.samples.end(), tail[p].begin(), tail[p].end());
+    out.row_start.push_back(static_cast<uint32_t>(out.samples.size()));
+  }
+}
+
+// Section 7. A pass of n rows over R ranks, S rows a batch: B = ceil(n / RS)
+// steps; step k < B-1 gives rank r the rows [kRS + rS, kRS + (r+1)S); the
+// last step's t rows are split in R contiguous shares, rank r's being
+// [floor(rt/R), floor((r+1)t/R)) of them. A rank whose share is empty has
+// B-1 batches.
+uint64_t Schedule::pass_batches(uint64_t n) const {
+  const uint64_t step = world_ * rows_per_batch_;
+  if (n == 0) return 0;
+  const uint64_t B = (n + step - 1) / step;
+  const uint64_t t = n - (B - 1) * step;
+  return (rank_ + 1) * t / world_ > rank_ * t / world_ ? B : B - 1;
+}
+
+void Schedule::pass_rows(uint64_t k, const EpochRows& er, BatchRows& out) const {
+  const uint64_t n = er.rows(), S = rows_per_batch_, step = world_ * S;
+  const uint64_t B = (n + step - 1) / step;
+  uint64_t from, to;
+  if (k + 1 < B) {
+    from = k * step + rank_ * S;
+    to = from + S;
+  } else {
+    const uint64_t t = n - (B - 1) * step;
+    from = (B - 1) * step + rank_ * t / world_;
+    to = (B - 1) * step + (rank_ + 1) * t / world_;
+  }
+  for (uint64_t row = from; row < to; ++row) {
+    if (er.row_start.empty()) {
+      out.samples.push_back(er.samples[row]);
+    } else {
+      for (uint32_t s = er.row_start[row]; s < er.row_start[row + 1]; ++s) out.samples.push_back(er.samples[s]);
+    }
     out.row_start.push_back(static_cast<uint32_t>(out.samples.size()));
   }
 }

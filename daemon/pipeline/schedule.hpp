@@ -53,6 +53,10 @@ class Schedule {
   Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store);
 
   StreamStart start() const { return start_; }
+  // The evaluation stream (section 7): stream batch i is batch i mod B of
+  // pass i / B, B = epoch_batches()[0]; total_batches() is UINT64_MAX (0
+  // when this rank has no batch in a pass).
+  bool passes() const { return passes_; }
   // Batches of each epoch from start().epoch on.
   const std::vector<uint64_t>& epoch_batches() const { return epoch_batches_; }
   uint64_t total_batches() const { return total_; }
@@ -87,6 +91,9 @@ class Schedule {
   void permutation(uint64_t epoch, std::vector<uint32_t>& perm) const;
   const EpochRows& rows(uint64_t epoch);
   uint64_t segment_batches(uint64_t n) const;
+  // Section 7: this rank's share of a pass of n rows, batch k (of `batches`).
+  void pass_rows(uint64_t k, const EpochRows& er, BatchRows& out) const;
+  uint64_t pass_batches(uint64_t n) const;
 
   const JobConfig& cfg_;
   Mixture mix_;
@@ -95,6 +102,7 @@ class Schedule {
   uint64_t rank_;
   uint64_t rows_per_batch_;
   bool packed_;
+  bool passes_;
   StreamStart start_;
   const TokenStore* store_;
   uint64_t epochs_;

@@ -30,7 +30,8 @@ void become_worker(const WorkerContext& ctx) {
   // Keep stdin/stdout/stderr only: the mappings stay, but the supervisor's
   // sockets and segment descriptors are not ours to hold open.
   close_range(3, ~0U, 0);
-  std::string name = "tokfeed-w" + std::to_string(ctx.rank) + "." + std::to_string(ctx.worker);
+  std::string name =
+      std::string(ctx.eval ? "tokfeed-e" : "tokfeed-w") + std::to_string(ctx.rank) + "." + std::to_string(ctx.worker);
   prctl(PR_SET_NAME, name.c_str());
 }
 
@@ -39,10 +40,10 @@ void become_worker(const WorkerContext& ctx) {
 void worker_main(const WorkerContext& ctx) {
   become_worker(ctx);
   const JobConfig& cfg = *ctx.cfg;
-  Schedule schedule(cfg, ctx.data->mixture(), ctx.rank, ctx.start, ctx.store);
+  Schedule schedule(cfg, *ctx.mix, ctx.rank, ctx.start, ctx.store);
   if (ctx.shared_rows) schedule.share_rows(ctx.shared_epoch, ctx.shared_rows);
   BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, schedule, *ctx.poisoned);
-  const uint32_t workers = cfg.workers.count;
+  const uint32_t workers = cfg.workers.count;  // eval_job() sets [eval] workers
   shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);
   ring.start(static_cast<uint32_t>(getpid()));
   shm::RingHeader& stats = *ctx.ring;

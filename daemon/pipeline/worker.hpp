@@ -18,7 +18,9 @@
 namespace tokfeed {
 
 struct WorkerContext {
-  const JobConfig* cfg;
+  const JobConfig* cfg;  // the job, or eval_job() of it for an evaluation stream
+  const Mixture* mix;    // the training mixture, or the evaluation set
+  bool eval = false;
   const Dataset* data;
   const text::Tokenizer* tok;
   const TokenStore* store;  // nullptr without the token cache

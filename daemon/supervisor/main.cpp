@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "pipeline/batch_builder.hpp"
@@ -33,11 +34,17 @@ int check_config(const std::string& path) {
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
   Dataset data(cfg, nullptr, /*check_rows=*/true);
-  for (const DatasetInfo& d : data.datasets())
-    std::printf("# dataset: %s: %llu shard(s), %llu records, %llu valid, %llu bad, %llu samples per epoch\n",
-                d.name.c_str(), static_cast<unsigned long long>(d.shards), static_cast<unsigned long long>(d.records),
-                static_cast<unsigned long long>(d.valid), static_cast<unsigned long long>(d.bad),
-                static_cast<unsigned long long>(d.samples));
+  for (std::size_t i = 0; i < data.datasets().size(); ++i) {
+    const DatasetInfo& d = data.datasets()[i];
+    const bool eval = i >= cfg.train_datasets;
+    std::printf("# %s: %s: %llu shard(s), %llu records, %llu valid, %llu bad, %llu samples per %s",
+                eval ? "eval dataset" : "dataset", d.name.c_str(), static_cast<unsigned long long>(d.shards),
+                static_cast<unsigned long long>(d.records), static_cast<unsigned long long>(d.valid),
+                static_cast<unsigned long long>(d.bad), static_cast<unsigned long long>(d.samples),
+                eval ? "pass" : "epoch");
+    if (d.held_out) std::printf(", %llu held out for evaluation", static_cast<unsigned long long>(d.held_out));
+    std::printf("\n");
+  }
   uint64_t indexed = 0, shards = 0;
   for (const DatasetInfo& d : data.datasets()) indexed += d.indexed, shards += d.shards;
   std::printf(
@@ -74,15 +81,37 @@ int check_config(const std::string& path) {
     std::printf("# token cache: %s (%s)\n", store_path(cfg.cache.dir, key, "idx").c_str(),
                 store ? "built" : ("to build: " + why).c_str());
   }
+  std::printf("# train split: %llu samples per epoch\n", static_cast<unsigned long long>(data.mixture().per_epoch()));
+  if (cfg.eval.enabled())
+    std::printf("# eval split: %llu samples per pass, batch_size %u, in a fixed order, each sample once per pass\n",
+                static_cast<unsigned long long>(data.eval_mixture().per_epoch()), cfg.eval.batch_size);
+  else std::printf("# eval split: none (set [eval] split_ratio or [[eval.datasets]])\n");
   if (is_packed(cfg.batch.padding) && !store) {
     std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
   } else {
+    const JobConfig eval_cfg = cfg.eval.enabled() ? eval_job(cfg) : cfg;
+    std::vector<uint64_t> pass;
     for (uint32_t r : cfg.ranks.serve) {
       Schedule s(cfg, data.mixture(), r, {}, store.get());
-      std::printf("# rank %u: %llu batches in epoch 0, %llu in all %llu epochs\n", r,
+      std::printf("# rank %u: %llu batches in epoch 0, %llu in all %llu epochs", r,
                   static_cast<unsigned long long>(s.epoch_batches().empty() ? 0 : s.epoch_batches()[0]),
                   static_cast<unsigned long long>(s.total_batches()), static_cast<unsigned long long>(s.epochs()));
+      if (cfg.eval.enabled()) {
+        Schedule e(eval_cfg, data.eval_mixture(), r, {}, store.get());
+        pass.push_back(e.epoch_batches()[0]);
+        std::printf("; %llu batches per evaluation pass", static_cast<unsigned long long>(pass.back()));
+      }
+      std::printf("\n");
     }
+    // Section 7: a rank whose share of the last step is empty has one batch
+    // fewer; a loop that gathers every step on every rank would wait.
+    if (!pass.empty() && *std::min_element(pass.begin(), pass.end()) != *std::max_element(pass.begin(), pass.end()))
+      std::printf(
+          "# warning: evaluation passes end unevenly (%llu or %llu batches per rank): a loop that gathers every "
+          "step on every rank (HF Trainer's evaluate under DDP) waits for the longer ranks; choose [eval] "
+          "batch_size so that the last step has a row for every rank\n",
+          static_cast<unsigned long long>(*std::min_element(pass.begin(), pass.end())),
+          static_cast<unsigned long long>(*std::max_element(pass.begin(), pass.end())));
   }
   ShmPlan plan = plan_shm(cfg);
   uint64_t need = plan.total();

@@ -34,22 +34,19 @@ namespace asio = boost::asio;
 
 ShmPlan plan_shm(const JobConfig& cfg) {
   ShmPlan p;
+  const bool eval = cfg.eval.enabled();
   p.slot_bytes = BatchBuilder::slot_bytes(cfg);
-  shm::SegmentGeometry g{static_cast<uint32_t>(cfg.ranks.serve.size() * cfg.workers.count), cfg.workers.slots,
-                         p.slot_bytes};
+  if (eval) p.slot_bytes = std::max(p.slot_bytes, BatchBuilder::slot_bytes(eval_job(cfg)));
+  const uint32_t per_rank = cfg.workers.count + (eval ? cfg.eval.workers : 0);
+  shm::SegmentGeometry g{static_cast<uint32_t>(cfg.ranks.serve.size() * per_rank), cfg.workers.slots, p.slot_bytes};
   p.data_bytes = g.data_bytes();
   p.consumer_bytes = shm::SegmentGeometry::consumer_bytes(cfg.workers.count);
+  p.eval_consumer_bytes = eval ? shm::SegmentGeometry::consumer_bytes(cfg.eval.workers) : 0;
   p.ranks = cfg.ranks.serve.size();
   return p;
 }
 
 namespace {
-
-// A refusal the client reports as kInvalidArgument: the position asked for
-// is not in the stream.
-std::string bad_position(const std::string& message) {
-  return error_reply(message, proto::ErrorCode::kInvalidArgument);
-}
 
 // An instance lock that cannot outlive its holder: a socket bound in the
 // abstract namespace, released by the kernel when the process dies. No file
@@ -81,6 +78,7 @@ std::string describe_exit(int status) {
 
 Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
   start_ns_ = shm::monotonic_ns();
+  if (cfg_.eval.enabled()) eval_cfg_ = eval_job(cfg_);
   acquire_instance_locks();
   tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
   cpu_plan_ = plan_cpus(cfg_);
@@ -120,8 +118,9 @@ void Supervisor::acquire_instance_locks() {
 
 void Supervisor::create_segments() {
   plan_ = plan_shm(cfg_);
-  const uint32_t W = cfg_.workers.count;
-  const uint32_t rings = static_cast<uint32_t>(cfg_.ranks.serve.size() * W);
+  const bool eval = cfg_.eval.enabled();
+  const uint32_t per_rank = cfg_.workers.count + (eval ? cfg_.eval.workers : 0);
+  const uint32_t rings = static_cast<uint32_t>(cfg_.ranks.serve.size() * per_rank);
   if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.data_bytes, "data", data_seg_))
     throw std::runtime_error(e.message);
 
@@ -142,32 +141,44 @@ void Supervisor::create_segments() {
   h->instance_id = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   h->heartbeat_ns.store(shm::monotonic_ns(), std::memory_order_relaxed);
 
-  for (uint32_t ri = 0; ri < cfg_.ranks.serve.size(); ++ri) {
-    RankSlot rs;
-    rs.rank = cfg_.ranks.serve[ri];
-    for (uint32_t w = 0; w < W; ++w) {
-      shm::RingHeader& r = ring(ri * W + w);
-      r.rank = rs.rank;
-      r.worker = w;
-      r.end_seq = 0;  // set by plan_rank once the token counts are known
+  // Every served rank's training rings, then (with [eval]) every served
+  // rank's evaluation rings: workers_[i] builds into ring(i).
+  uint32_t next_ring = 0;
+  for (int pass = 0; pass < (eval ? 2 : 1); ++pass) {
+    for (uint32_t si = 0; si < cfg_.ranks.serve.size(); ++si) {
+      RankSlot rs;
+      rs.rank = cfg_.ranks.serve[si];
+      rs.served = si;
+      rs.eval = pass == 1;
+      rs.workers = rs.eval ? cfg_.eval.workers : cfg_.workers.count;
+      rs.ring_base = next_ring;
+      next_ring += rs.workers;
+      for (uint32_t w = 0; w < rs.workers; ++w) {
+        shm::RingHeader& r = ring(rs.ring_base + w);
+        r.rank = rs.rank;
+        r.worker = w;
+        r.end_seq = 0;  // set by plan_rank once the token counts are known
+      }
+      const uint64_t bytes = rs.eval ? plan_.eval_consumer_bytes : plan_.consumer_bytes;
+      if (auto e = shm::create_segment(cfg_.server.shm_dir, bytes,
+                                       fmt::format("rank {} {}consumer", rs.rank, rs.eval ? "eval " : ""), rs.consumer))
+        throw std::runtime_error(e.message);
+      auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
+      c->magic = shm::kConsumerMagic;
+      c->version_major = shm::kVersionMajor;
+      c->version_minor = shm::kVersionMinor;
+      c->header_bytes = sizeof(shm::ConsumerHeader);
+      c->segment_bytes = bytes;
+      c->rank = rs.rank;
+      c->ring_count = rs.workers;
+      c->lines_offset = sizeof(shm::ConsumerHeader);
+      c->line_stride = sizeof(shm::ConsumerLine);
+      // SYNC POINT: pairs with the client's state.load(acquire) in validation.
+      c->state.store(shm::kStateReady, std::memory_order_release);
+      const uint32_t ri = static_cast<uint32_t>(ranks_.size());
+      for (uint32_t w = 0; w < rs.workers; ++w) workers_.push_back(WorkerSlot{ri, w, -1, 0, 0, 0, {}});
+      ranks_.push_back(std::move(rs));
     }
-    if (auto e = shm::create_segment(cfg_.server.shm_dir, plan_.consumer_bytes,
-                                     fmt::format("rank {} consumer", rs.rank), rs.consumer))
-      throw std::runtime_error(e.message);
-    auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
-    c->magic = shm::kConsumerMagic;
-    c->version_major = shm::kVersionMajor;
-    c->version_minor = shm::kVersionMinor;
-    c->header_bytes = sizeof(shm::ConsumerHeader);
-    c->segment_bytes = plan_.consumer_bytes;
-    c->rank = rs.rank;
-    c->ring_count = W;
-    c->lines_offset = sizeof(shm::ConsumerHeader);
-    c->line_stride = sizeof(shm::ConsumerLine);
-    // SYNC POINT: pairs with the client's state.load(acquire) in validation.
-    c->state.store(shm::kStateReady, std::memory_order_release);
-    ranks_.push_back(std::move(rs));
-    for (uint32_t w = 0; w < W; ++w) workers_.push_back(WorkerSlot{ri, w, -1, 0, 0, 0, {}});
   }
   // SYNC POINT: pairs with the client's state.load(acquire): every field
   // above is visible before the segment reads as ready.
@@ -179,11 +190,15 @@ void Supervisor::create_segments() {
 // ------------------------------------------------------------ serving
 
 void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
-  const uint32_t W = cfg_.workers.count;
   RankSlot& rs = ranks_[ri];
-  rs.schedule = std::make_unique<Schedule>(cfg_, data_->mixture(), rs.rank, start, store_.get());
+  const uint32_t W = rs.workers;
+  rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, store_.get());
   uint64_t total = rs.schedule->total_batches();
-  for (uint32_t w = 0; w < W; ++w) ring(ri * W + w).end_seq = total > w ? (total - w + W - 1) / W : 0;
+  for (uint32_t w = 0; w < W; ++w) {
+    // Evaluation passes repeat without end (when the rank has a batch in one).
+    uint64_t end = total == UINT64_MAX ? UINT64_MAX : total > w ? (total - w + W - 1) / W : 0;
+    ring(rs.ring_base + w).end_seq = end;
+  }
 }
 
 // A new start for one rank: its workers are stopped, the stream is planned
@@ -207,6 +222,14 @@ void Supervisor::start_serving() {
   for (WorkerSlot& w : workers_) spawn(w);
   spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
                cfg_.workers.count, cfg_.server.socket);
+  if (cfg_.eval.enabled()) {
+    std::vector<uint64_t> pass;
+    for (const RankSlot& rs : ranks_)
+      if (rs.eval) pass.push_back(rs.schedule->epoch_batches()[0]);
+    spdlog::info("evaluation stream: {} samples per pass, {} batches per pass on ranks {} ({} workers each)",
+                 data_->eval_mixture().per_epoch(), fmt::join(pass, ","), fmt::join(cfg_.ranks.serve, ","),
+                 cfg_.eval.workers);
+  }
   sd_notify(0, ("STATUS=" + summary_line()).c_str());
 }
 
@@ -216,11 +239,11 @@ shm::RingHeader& Supervisor::ring(std::size_t index) const {
 }
 
 void Supervisor::spawn(WorkerSlot& w) {
-  const uint32_t W = cfg_.workers.count;
-  std::size_t index = w.rank_index * W + w.worker;
   RankSlot& rs = ranks_[w.rank_index];
+  std::size_t index = rs.ring_base + w.worker;
   WorkerContext ctx;
-  ctx.cfg = &cfg_;
+  ctx.cfg = &cfg_of(rs);
+  ctx.mix = &mixture_of(rs);
   ctx.data = data_.get();
   ctx.tok = tok_.get();
   ctx.poisoned = &poisoned_;
@@ -229,6 +252,7 @@ void Supervisor::spawn(WorkerSlot& w) {
   auto* ch = rs.consumer.at<shm::ConsumerHeader>(0);
   ctx.consumer = rs.consumer.at<shm::ConsumerLine>(ch->lines_offset + w.worker * sizeof(shm::ConsumerLine));
   ctx.slots = data_seg_.at<char>(ctx.segment->slots_offset + index * cfg_.workers.slots * plan_.slot_bytes);
+  ctx.eval = rs.eval;
   ctx.rank = rs.rank;
   ctx.worker = w.worker;
   ctx.supervisor_pid = getpid();
@@ -239,11 +263,14 @@ void Supervisor::spawn(WorkerSlot& w) {
   // The order of the epoch the worker starts in, computed here once: forked
   // workers read these pages instead of each holding its own copy. An epoch's
   // rows do not depend on the rank, so rank 0's schedule keeps them for all.
+  // The first slot of the same split holds them (evaluation ranks follow
+  // the training ones).
   if (ctx.start.epoch < rs.schedule->epochs()) {
-    ctx.shared_rows = &ranks_[0].schedule->epoch_order(ctx.start.epoch);
+    const RankSlot& first = ranks_[rs.eval ? cfg_.ranks.serve.size() : 0];
+    ctx.shared_rows = &first.schedule->epoch_order(ctx.start.epoch);
     ctx.shared_epoch = ctx.start.epoch;
   }
-  pid_t pid = fork_child([&ctx] { worker_main(ctx); }, static_cast<int>(w.rank_index));
+  pid_t pid = fork_child([&ctx] { worker_main(ctx); }, static_cast<int>(rs.served));
   if (pid < 0) {
     spdlog::error("rank {} worker {}: fork failed: {}", rs.rank, w.worker, std::strerror(errno));
     return;
@@ -300,9 +327,8 @@ bool Supervisor::stop_if_dataset_shrank(int status) {
 
 void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
   uint64_t died_ns = shm::monotonic_ns();
-  const uint32_t W = cfg_.workers.count;
   RankSlot& rs = ranks_[w.rank_index];
-  shm::RingHeader& r = ring(w.rank_index * W + w.worker);
+  shm::RingHeader& r = ring(rs.ring_base + w.worker);
   w.pid = -1;
   w.last_exit = describe_exit(status);
   if (stopping_) return;
@@ -439,7 +465,7 @@ void Supervisor::closed(const Peer& peer) {
   for (RankSlot& rs : ranks_) {
     if (rs.client && rs.client->id == peer.id) {
       auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
-      spdlog::info("rank {}: client pid {} detached at batch {}", rs.rank, peer.pid,
+      spdlog::info("rank {}{}: client pid {} detached at batch {}", rs.rank, rs.eval ? " eval" : "", peer.pid,
                    c->next_index.load(std::memory_order_relaxed));
       rs.client.reset();
     }
@@ -465,91 +491,6 @@ Reply Supervisor::handle(const Peer& peer, const msgpack::object& req) {
       return {proto::encode_ok(), {}, true};
   }
   return {error_reply("unknown op", proto::ErrorCode::kBadRequest), {}, false};
-}
-
-Reply Supervisor::attach(const Peer& peer, const proto::AttachRequest& req) {
-  RankSlot* rs = nullptr;
-  uint32_t ri = 0;
-  for (uint32_t i = 0; i < ranks_.size(); ++i)
-    if (ranks_[i].rank == req.rank) rs = &ranks_[i], ri = i;
-  if (!rs) {
-    spdlog::warn("attach by pid {} uid {} refused: rank {} is not served here", peer.pid, peer.uid, req.rank);
-    return {error_reply(fmt::format("attach: rank {} is not served by this daemon (serves [{}] of world_size {})",
-                                    req.rank, fmt::join(cfg_.ranks.serve, ","), cfg_.ranks.world_size)),
-            {},
-            true};
-  }
-  if (rs->client) {
-    spdlog::warn("rank {}: attach by pid {} uid {} refused: already attached by pid {}", req.rank, peer.pid, peer.uid,
-                 rs->client->pid);
-    return {error_reply(fmt::format("attach: rank {} is already attached by pid {}; one client per rank", req.rank,
-                                    rs->client->pid)),
-            {},
-            true};
-  }
-  if (phase_ != Phase::kServing) {
-    // The client retries until the token cache is ready.
-    proto::ErrorReply not_ready{proto::ErrorCode::kNotReady,
-                                "attach: not ready: " + (phase_ == Phase::kIndexing ? index_line() : cache_line()),
-                                /*retry_ms=*/200};
-    return {not_ready.encode(), {}, false};
-  }
-
-  // Where the client wants to be (docs/data_model.md 4.3).
-  uint64_t epoch = req.epoch, step = req.step, world = req.world_size, base = req.base;
-  if (world == 0) world = cfg_.ranks.world_size;
-  if (epoch > cfg_.schedule.epochs || (epoch == cfg_.schedule.epochs && (step || base)))
-    return {bad_position(fmt::format("attach: epoch {} is past the job's {} epochs", epoch, cfg_.schedule.epochs)),
-            {},
-            true};
-  bool replanned = false;
-  const Schedule* sch = rs->schedule.get();
-  bool same_segment = world == cfg_.ranks.world_size && epoch >= sch->start().epoch && base == sch->base(epoch);
-  if (!same_segment && epoch < cfg_.schedule.epochs) {
-    StreamStart start{epoch, base};
-    if (world != cfg_.ranks.world_size) {
-      // Elastic: the rows dealt before this position, over the old world
-      // size, are a prefix of the epoch; the new world continues after it.
-      start.base = base + step * world * cfg_.batch.rows();
-      step = 0;
-    }
-    replan_rank(ri, start);
-    replanned = true;
-    sch = rs->schedule.get();
-    spdlog::info(
-        "rank {}: stream planned again from epoch {} row {} (client position: epoch {} step {}, world "
-        "size {}, base {})",
-        rs->rank, start.epoch, start.base, epoch, step, world, base);
-  }
-  if (epoch < cfg_.schedule.epochs && step > sch->epoch_batches()[epoch - sch->start().epoch])
-    return {bad_position(fmt::format("attach: step {} is past epoch {}'s {} batches", step, epoch,
-                                     sch->epoch_batches()[epoch - sch->start().epoch])),
-            {},
-            true};
-  uint64_t start_index = sch->index_of(epoch, step);
-
-  int data_ro = shm::reopen_read_only(data_seg_.fd());
-  int consumer_rw = ::fcntl(rs->consumer.fd(), F_DUPFD_CLOEXEC, 0);
-  if (data_ro < 0 || consumer_rw < 0) {
-    if (data_ro >= 0) ::close(data_ro);
-    if (consumer_rw >= 0) ::close(consumer_rw);
-    return {error_reply(std::string("attach: cannot share the segments: ") + std::strerror(errno)), {}, true};
-  }
-  rs->client = peer;
-  spdlog::info("rank {}: client pid {} uid {} attached at epoch {} step {}", rs->rank, peer.pid, peer.uid, epoch, step);
-
-  proto::AttachReply reply;
-  reply.rank = rs->rank;
-  reply.ring_base = ri * cfg_.workers.count;
-  reply.workers = cfg_.workers.count;
-  reply.first_epoch = sch->start().epoch;
-  reply.start_base = sch->start().base;
-  reply.epochs = sch->epochs();
-  reply.world_size = cfg_.ranks.world_size;
-  reply.start_index = start_index;
-  reply.replanned = replanned;
-  reply.epoch_batches = sch->epoch_batches();
-  return {reply.encode(), {data_ro, consumer_rw}, false, /*persistent=*/true};
 }
 
 }  // namespace tokfeed

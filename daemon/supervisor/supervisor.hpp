@@ -38,11 +38,12 @@ namespace tokfeed {
 
 // Shared memory a job needs, for --check-config and start-up errors.
 struct ShmPlan {
-  uint64_t slot_bytes;
+  uint64_t slot_bytes;  // the larger of a training and an evaluation batch
   uint64_t data_bytes;
-  uint64_t consumer_bytes;  // per served rank
+  uint64_t consumer_bytes;       // per served rank
+  uint64_t eval_consumer_bytes;  // per served rank's evaluation stream (0 without [eval])
   uint64_t ranks;
-  uint64_t total() const { return data_bytes + consumer_bytes * ranks; }
+  uint64_t total() const { return data_bytes + (consumer_bytes + eval_consumer_bytes) * ranks; }
 };
 ShmPlan plan_shm(const JobConfig& cfg);
 
@@ -73,8 +74,15 @@ class Supervisor final : public ControlHandler {
     uint64_t last_restart_ms = 0;  // time from death to respawn
     std::string last_exit;
   };
+  // One stream of one served rank: its training stream, or its evaluation
+  // passes (docs/data_model.md section 7), each with its own rings
+  // [ring_base, ring_base + workers) and consumer segment.
   struct RankSlot {
     uint32_t rank;
+    uint32_t served;  // index of the rank in [ranks] serve (its cores)
+    bool eval = false;
+    uint32_t ring_base = 0;
+    uint32_t workers = 0;
     shm::Mapping consumer;
     std::unique_ptr<Schedule> schedule;  // set once the token cache is ready
     std::optional<Peer> client;
@@ -115,6 +123,9 @@ class Supervisor final : public ControlHandler {
   void finish_shutdown();
 
   Reply attach(const Peer& peer, const proto::AttachRequest& req);
+  Reply attach_eval(const Peer& peer, const proto::AttachRequest& req, uint32_t ri);
+  // Shares the segments with the client and sends the reply.
+  Reply grant(const Peer& peer, RankSlot& rs, uint64_t start_index, bool replanned, uint64_t epoch, uint64_t step);
   std::string status_payload();
   void pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const;
   std::string summary_line();
@@ -123,6 +134,11 @@ class Supervisor final : public ControlHandler {
   shm::RingHeader& ring(std::size_t index) const;
 
   JobConfig cfg_;
+  JobConfig eval_cfg_;  // eval_job(cfg_), when [eval] is set
+  const JobConfig& cfg_of(const RankSlot& rs) const { return rs.eval ? eval_cfg_ : cfg_; }
+  const Mixture& mixture_of(const RankSlot& rs) const { return rs.eval ? data_->eval_mixture() : data_->mixture(); }
+  // The RankSlot of (rank, split), or nullptr.
+  RankSlot* find_slot(uint32_t rank, bool eval, uint32_t& index);
   std::unique_ptr<text::Tokenizer> tok_;
   std::unique_ptr<Dataset> data_;  // set once indexing is done
   Phase phase_ = Phase::kIndexing;

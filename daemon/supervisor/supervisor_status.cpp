@@ -36,9 +36,10 @@ std::string Supervisor::summary_line() {
   if (phase_ != Phase::kServing)
     return fmt::format("{} records ({} bad); {}", data_->size(), data_->bad().size(), cache_line());
   return fmt::format(
-      "{} records ({} bad), {} workers ({} restarts), {}/{} ranks attached, {:.0f} samples/s, "
+      "{} records ({} bad), {} workers ({} restarts), {}/{} {} attached, {:.0f} samples/s, "
       "{:.0f} tokens/s",
-      data_->size(), data_->bad().size(), workers_.size(), restarts, attached, ranks_.size(), sps, tps);
+      data_->size(), data_->bad().size(), workers_.size(), restarts, attached, ranks_.size(),
+      cfg_.eval.enabled() ? "rank streams (train and eval)" : "ranks", sps, tps);
 }
 
 // The "dataset" map: indexing progress, then what was indexed, in all and per
@@ -46,7 +47,7 @@ std::string Supervisor::summary_line() {
 void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   const IndexProgress& ip = index_progress_;
   pk.pack("dataset");
-  pk.pack_map(11);
+  pk.pack_map(12);
   kv(pk, "state", data_ ? "ready" : "indexing");
   pk.pack("index");
   pk.pack_map(7);
@@ -68,12 +69,16 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   kv(pk, "valid", data_ ? data_->size() : uint64_t{0});
   kv(pk, "bad", data_ ? data_->bad().size() : std::size_t{0});
   kv(pk, "samples_per_epoch", data_ ? data_->mixture().per_epoch() : uint64_t{0});
+  kv(pk, "eval_samples", data_ ? data_->eval_mixture().per_epoch() : uint64_t{0});
   pk.pack("datasets");
   pk.pack_array(data_ ? static_cast<uint32_t>(data_->datasets().size()) : 0u);
   if (data_) {
     for (const DatasetInfo& d : data_->datasets()) {
-      pk.pack_map(8);
+      pk.pack_map(10);
       kv(pk, "name", d.name);
+      kv(pk, "split",
+         &d - data_->datasets().data() < static_cast<std::ptrdiff_t>(cfg_.train_datasets) ? "train" : "eval");
+      kv(pk, "held_out", d.held_out);
       kv(pk, "shards", d.shards);
       kv(pk, "bytes", d.bytes);
       kv(pk, "records", d.records);
@@ -97,7 +102,6 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
 std::string Supervisor::status_payload() {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  const uint32_t W = cfg_.workers.count;
   pk.pack_map(8);
   kv(pk, "v", proto::kVersion);
   kv(pk, "ok", true);
@@ -141,8 +145,9 @@ std::string Supervisor::status_payload() {
     bool done = r.head.load(std::memory_order_relaxed) >= r.end_seq;
     bool building = r.building_index.load(std::memory_order_relaxed) != 0;
     const ProcCpu cpu = read_proc_cpu(w.pid);
-    pk.pack_map(13);
+    pk.pack_map(14);
     kv(pk, "rank", ranks_[w.rank_index].rank);
+    kv(pk, "split", ranks_[w.rank_index].eval ? "eval" : "train");
     kv(pk, "worker", w.worker);
     kv(pk, "pid", static_cast<int64_t>(w.pid));
     kv(pk, "state", w.pid <= 0 ? "restarting" : done ? "done" : building ? "building" : "waiting");
@@ -164,28 +169,32 @@ std::string Supervisor::status_payload() {
   pk.pack_array(static_cast<uint32_t>(ranks_.size()));
   for (uint32_t ri = 0; ri < ranks_.size(); ++ri) {
     const RankSlot& rs = ranks_[ri];
+    const uint32_t W = rs.workers;
     const auto* ch = rs.consumer.at<shm::ConsumerHeader>(0);
     uint64_t fill = 0;
     for (uint32_t w = 0; w < W; ++w) {
-      const shm::RingHeader& r = ring(ri * W + w);
+      const shm::RingHeader& r = ring(rs.ring_base + w);
       const auto* line = rs.consumer.at<shm::ConsumerLine>(ch->lines_offset + w * sizeof(shm::ConsumerLine));
       uint64_t head = r.head.load(std::memory_order_relaxed), tail = line->tail.load(std::memory_order_relaxed);
       bool same = r.session.load(std::memory_order_relaxed) == line->session.load(std::memory_order_relaxed);
       if (same && head >= tail) fill += std::min<uint64_t>(head - tail, cfg_.workers.slots);
     }
     uint64_t next = load(ch->next_index);
-    uint64_t epoch = 0, step = 0, bpe = 0, epochs = cfg_.schedule.epochs;
+    // Of the evaluation stream: epoch is the pass, epochs 0 (passes repeat).
+    uint64_t epoch = 0, step = 0, bpe = 0, epochs = rs.eval ? 0 : cfg_.schedule.epochs;
     StreamStart start;
     if (const Schedule* s = rs.schedule.get()) {
       start = s->start();
       if (next < s->total_batches()) s->locate(next, epoch, step);
       else epoch = epochs;
-      if (epoch >= start.epoch && epoch - start.epoch < s->epoch_batches().size())
+      if (s->passes()) bpe = s->epoch_batches()[0];
+      else if (epoch >= start.epoch && epoch - start.epoch < s->epoch_batches().size())
         bpe = s->epoch_batches()[epoch - start.epoch];
     }
     uint64_t wait = load(ch->wait_ns), busy = load(ch->busy_ns);
-    pk.pack_map(15);
+    pk.pack_map(16);
     kv(pk, "rank", rs.rank);
+    kv(pk, "split", rs.eval ? "eval" : "train");
     kv(pk, "attached", rs.client.has_value());
     kv(pk, "client_pid", rs.client ? static_cast<int64_t>(rs.client->pid) : int64_t{0});
     kv(pk, "ring_fill", fill);

@@ -62,6 +62,28 @@ constexpr std::pair<ErrorCode, std::string_view> kCodes[] = {{ErrorCode::kRefuse
 
 }  // namespace
 
+std::string_view split_name(Split s) noexcept { return s == Split::kEval ? "eval" : "train"; }
+
+bool parse_split(std::string_view name, Split& out) noexcept {
+  if (name == "train") out = Split::kTrain;
+  else if (name == "eval") out = Split::kEval;
+  else return false;
+  return true;
+}
+
+namespace {
+
+// An optional "split" field: absent is train.
+std::string get_split(const msgpack::object& map, Split& out) {
+  const msgpack::object* o = find(map, "split");
+  if (!o) return {};
+  std::optional<std::string_view> name = get_str(map, "split");
+  if (!name || !parse_split(*name, out)) return "field 'split' must be \"train\" or \"eval\"";
+  return {};
+}
+
+}  // namespace
+
 std::string_view op_name(Op op) noexcept {
   for (auto [o, name] : kOps)
     if (o == op) return name;
@@ -96,9 +118,10 @@ std::string encode_request(Op op) {
 std::string AttachRequest::encode() const {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  open_map(pk, 6);
+  open_map(pk, 7);
   pk.pack("op"), pk.pack(op_name(Op::kAttach));
   pk.pack("rank"), pk.pack(rank);
+  pk.pack("split"), pk.pack(split_name(split));
   pk.pack("epoch"), pk.pack(epoch);
   pk.pack("step"), pk.pack(step);
   pk.pack("world_size"), pk.pack(world_size);
@@ -111,7 +134,7 @@ std::string AttachRequest::decode(const msgpack::object& request, AttachRequest&
   std::string e = first_error(
       "attach", [&] { return get_u32(request, "rank", r.rank); }, [&] { return get_u64(request, "epoch", r.epoch); },
       [&] { return get_u64(request, "step", r.step); }, [&] { return get_u64(request, "world_size", r.world_size); },
-      [&] { return get_u64(request, "base", r.base); });
+      [&] { return get_u64(request, "base", r.base); }, [&] { return get_split(request, r.split); });
   if (e.empty()) out = r;
   return e;
 }
@@ -119,9 +142,10 @@ std::string AttachRequest::decode(const msgpack::object& request, AttachRequest&
 std::string AttachReply::encode() const {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  open_map(pk, 11);
+  open_map(pk, 12);
   pk.pack("ok"), pk.pack(true);
   pk.pack("rank"), pk.pack(rank);
+  pk.pack("split"), pk.pack(split_name(split));
   pk.pack("ring_base"), pk.pack(ring_base);
   pk.pack("workers"), pk.pack(workers);
   pk.pack("first_epoch"), pk.pack(first_epoch);
@@ -158,7 +182,8 @@ std::string AttachReply::decode(const msgpack::object& reply, AttachReply& out) 
           r.epoch_batches.push_back(o.via.u64);
         }
         return {};
-      });
+      },
+      [&] { return get_split(reply, r.split); });
   if (!e.empty()) return e;
   if (r.workers == 0) return "attach reply: 'workers' is 0";
   if (r.world_size == 0) return "attach reply: 'world_size' is 0";

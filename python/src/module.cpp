@@ -150,10 +150,14 @@ struct HostBatch {
 class PyClient {
  public:
   PyClient(const std::string& socket, uint32_t rank, uint64_t epoch, uint64_t step, double liveness_timeout_s,
-           bool verify_checksums, double attach_wait_s, uint64_t world_size, uint64_t base, bool copy_on_write) {
+           bool verify_checksums, double attach_wait_s, uint64_t world_size, uint64_t base, bool copy_on_write,
+           const std::string& split) {
     tokfeed::ClientOptions o;
     o.socket = socket;
     o.rank = rank;
+    if (split != "train" && split != "eval")
+      throw StatusError{Code::kInvalidArgument, "split '" + split + "': expected 'train' or 'eval'"};
+    o.split = split == "eval" ? tokfeed::Split::kEval : tokfeed::Split::kTrain;
     o.start = {epoch, step, world_size, base};
     o.liveness_timeout = std::chrono::milliseconds(static_cast<int64_t>(liveness_timeout_s * 1000));
     o.verify_checksums = verify_checksums;
@@ -277,10 +281,11 @@ PYBIND11_MODULE(_tokfeed, m) {
       .def("tensors", &HostBatch::tensors, "dict name -> DLPack capsule (zero-copy, read-only memory)");
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, uint32_t, uint64_t, uint64_t, double, bool, double, uint64_t, uint64_t, bool>(),
+      .def(py::init<const std::string&, uint32_t, uint64_t, uint64_t, double, bool, double, uint64_t, uint64_t, bool,
+                    const std::string&>(),
            py::arg("socket"), py::arg("rank") = 0, py::arg("epoch") = 0, py::arg("step") = 0,
            py::arg("liveness_timeout") = 1.5, py::arg("verify_checksums") = false, py::arg("attach_wait") = 2.0,
-           py::arg("world_size") = 0, py::arg("base") = 0, py::arg("copy_on_write") = false)
+           py::arg("world_size") = 0, py::arg("base") = 0, py::arg("copy_on_write") = false, py::arg("split") = "train")
       .def("next", &PyClient::next, "the next Batch, or None at the end of the stream")
       .def("close", &PyClient::close)
       .def_property_readonly("live_batches", &PyClient::live_batches)
@@ -299,6 +304,8 @@ PYBIND11_MODULE(_tokfeed, m) {
           "(epoch, step, world_size, base) of stream batch `index`")
       .def_property_readonly("batches_per_epoch", [](PyClient& c) { return c.get().batches_per_epoch(); })
       .def_property_readonly("epochs", [](PyClient& c) { return c.get().epochs(); })
+      .def_property_readonly("split",
+                             [](PyClient& c) { return c.get().split() == tokfeed::Split::kEval ? "eval" : "train"; })
       .def_property_readonly("rank", [](PyClient& c) { return c.get().rank(); })
       .def_property_readonly("workers", [](PyClient& c) { return c.get().workers(); })
       .def_property_readonly("mapping_base",

@@ -84,6 +84,7 @@ class Lease:
     once every share is gone."""
 
     def __init__(self, config, tokfeedd=None, start_timeout=60.0):
+        self._fd = None  # first: release() and __del__ hold for a config refused below
         self.config = os.path.abspath(config)
         if not os.path.isfile(self.config):
             raise FileNotFoundError(f"{config}: no such job config")
@@ -97,7 +98,6 @@ class Lease:
                 f"{config}: cannot create {self.socket}.lock beside the job's socket ({e.strerror}); to start the "
                 "daemon from Python, put [server] socket in a folder of yours (e.g. socket = \"run/job.sock\", "
                 "relative to the config)") from e
-        self._fd = None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             fd = os.open(self.socket + ".lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o660)

@@ -26,6 +26,7 @@ def _parse_device(device):
 
 
 FORMATS = ("hf", "raw")
+SPLITS = ("train", "eval")
 
 # The daemon's names for what transformers does not take: the unpadded
 # flash-attn offsets and the padding mask of a packed row.
@@ -78,17 +79,27 @@ class Loader:
     device="cuda[:N]": batches are copied by libtokfeed on its own stream into
     pooled device buffers, ``prefetch`` batches ahead, and the current torch
     stream waits for the copies. Use the tensors on that stream.
+
+    split="eval" reads the rank's evaluation stream ([eval] in the job,
+    docs/data_model.md section 7) through its own rings: the training
+    stream's position never moves. Each ``for batch in loader`` is one pass
+    over this rank's share of the evaluation set, in a fixed order; every
+    pass yields the same bytes. ``len(loader)`` is the batches of a pass,
+    and a position is (epoch = pass, step).
     """
 
     def __init__(self, socket=None, rank=0, device="cpu", prefetch=2, liveness_timeout=1.5, verify_checksums=False,
-                 format="hf", config=None):
+                 format="hf", config=None, split="train"):
         self._lease = None
         if (socket is None) == (config is None):
             raise _tokfeed.InvalidArgument("Loader: give the daemon's socket, or config= (a job's TOML) to attach to "
                                            "or start the daemon serving it")
         if format not in FORMATS:
             raise _tokfeed.InvalidArgument(f"format {format!r}: expected one of {FORMATS}")
+        if split not in SPLITS:
+            raise _tokfeed.InvalidArgument(f"split {split!r}: expected one of {SPLITS}")
         self.format = format
+        self.split = split
         self.socket = str(socket)
         self.rank = int(rank)
         self.prefetch = int(prefetch)
@@ -173,7 +184,17 @@ class Loader:
     # ---- iteration ----
 
     def __iter__(self):
+        if self.split == "eval":
+            return self._one_pass()
         return self
+
+    def _one_pass(self):
+        """Yields one evaluation pass. A pass left part way is not resumed:
+        the next one starts at its first batch."""
+        if self._next[1] != 0:
+            self.load_state_dict({"epoch": self._next[0] + 1, "step": 0})
+        for _ in range(len(self)):
+            yield next(self)
 
     def __next__(self):
         if self._stream is not None:
@@ -204,7 +225,7 @@ class Loader:
         self._disconnect()
         self._client = _tokfeed.Client(self.socket, self.rank, epoch, step, self.liveness_timeout,
                                        self.verify_checksums, world_size=world_size, base=base,
-                                       copy_on_write=self._cuda_index is None)
+                                       copy_on_write=self._cuda_index is None, split=self.split)
         self._epochs = self._client.epochs
         if self._cuda_index is not None:
             self._stream = _tokfeed.DeviceStream(self._client, self._cuda_index, self.prefetch)

@@ -9,9 +9,11 @@ Plain loop:
 
 HF Trainer or TRL SFTTrainer (one Trainer epoch = one tokfeed epoch):
     TrainerCls = tokfeed.torch.trainer_class(transformers.Trainer)
-    trainer = TrainerCls(model=model, args=args, tokfeed_loader=loader)
+    trainer = TrainerCls(model=model, args=args, tokfeed_loader=loader,
+                         tokfeed_eval_loader=tokfeed.Loader(sock, rank, split="eval"))  # optional
     trainer.train()                                   # saves the loader position with each checkpoint
     trainer.train(resume_from_checkpoint=True)        # continues at exactly the next batch
+    trainer.evaluate()                                # one pass of the job's evaluation stream
 """
 import json
 import os
@@ -48,6 +50,23 @@ class EpochLoader:
 
     def load_state_dict(self, state):
         self.loader.load_state_dict(state)
+
+
+class EvalPassLoader:
+    """One evaluation pass per ``for`` (a Loader with split="eval"), as the
+    Trainer's evaluation loop iterates an eval dataloader. ``len()`` is this
+    rank's batches per pass. Every pass yields the same batches."""
+
+    def __init__(self, loader: Loader):
+        if getattr(loader, "split", "train") != "eval":
+            raise ValueError("tokfeed_eval_loader= takes tokfeed.Loader(socket, rank, split=\"eval\")")
+        self.loader = loader
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        return iter(self.loader)
 
 
 def save_state(loader: Loader, checkpoint_dir):
@@ -97,18 +116,36 @@ def trainer_class(base):
       that file resumes at (the Trainer's epoch, batches trained in it).
       With ``ignore_data_skip`` the resumed epoch restarts at its first
       batch, as with a map-style dataset.
+    - ``tokfeed_eval_loader=`` (a Loader with split="eval"): ``evaluate()``
+      and ``eval_strategy="steps"``/``"epoch"`` run one pass of the job's
+      evaluation stream ([eval], docs/data_model.md section 7) through its
+      own rings, so the training stream's position never moves. No
+      eval_dataset is needed (a placeholder stands in for the Trainer's
+      check). ``eval_loss`` is the mean of the per-batch losses, as the
+      Trainer computes it for any eval dataloader. Passing another
+      eval_dataset to evaluate() uses the Trainer's own pipeline for it.
     """
 
     class TokfeedTrainer(base):
-        def __init__(self, *args, tokfeed_loader=None, **kwargs):
+        def __init__(self, *args, tokfeed_loader=None, tokfeed_eval_loader=None, **kwargs):
             if tokfeed_loader is None:
                 raise TypeError("tokfeed_loader= is required")
+            self.tokfeed_eval_loader = tokfeed_eval_loader and EvalPassLoader(tokfeed_eval_loader)
+            if tokfeed_eval_loader is not None and kwargs.get("eval_dataset") is None:
+                kwargs["eval_dataset"] = placeholder_dataset()
             super().__init__(*args, **kwargs)
             self.tokfeed_loader = tokfeed_loader
             self._tokfeed_checkpoint = None
 
         def get_train_dataloader(self):
             return EpochLoader(self.tokfeed_loader)
+
+        def get_eval_dataloader(self, eval_dataset=None):
+            # evaluate() passes self.eval_dataset (the placeholder) or None.
+            own = eval_dataset is None or eval_dataset is self.eval_dataset
+            if self.tokfeed_eval_loader is not None and own:
+                return self.tokfeed_eval_loader
+            return super().get_eval_dataloader(eval_dataset)
 
         def _inner_training_loop(self, *args, **kwargs):
             self._tokfeed_checkpoint = kwargs.get("resume_from_checkpoint")

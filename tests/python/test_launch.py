@@ -100,8 +100,7 @@ class Launch(unittest.TestCase):
 
     def write_config(self, world_size, **job):
         with open(self.config, "w") as f:
-            f.write(job_toml(os.path.join(self.dir, "run", "job.sock"), self.prefix, **job)
-                    + f"\n[ranks]\nworld_size = {world_size}\n")
+            f.write(job_toml(os.path.join(self.dir, "run", "job.sock"), self.prefix, world_size=world_size, **job))
 
     def tearDown(self):
         for c in self.children:

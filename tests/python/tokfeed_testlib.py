@@ -22,7 +22,8 @@ SP_MODEL = os.path.join(SOURCE_DIR, "tests", "data", "tokenizers", "sp32k", "tok
 
 
 def job_toml(socket, shm_prefix, *, batch_size=4, max_length=512, epochs=1, workers=2, slots=8,
-             shuffle=True, seed=42, dataset=DATA, tokenizer=SP_MODEL, heartbeat_ms=100, padding="longest"):
+             shuffle=True, seed=42, dataset=DATA, tokenizer=SP_MODEL, heartbeat_ms=100, padding="longest",
+             world_size=1, extra=""):
     return f"""
 [dataset]
 path = "{dataset}"
@@ -49,11 +50,14 @@ seed = {seed}
 count = {workers}
 slots = {slots}
 
+[ranks]
+world_size = {world_size}
+
 [server]
 socket = "{socket}"
 shm_prefix = "{shm_prefix}"
 heartbeat_ms = {heartbeat_ms}
-"""
+{extra}"""
 
 
 class Daemon:
@@ -86,11 +90,11 @@ class Daemon:
         with open(os.path.join(self.dir, "tokfeedd.log")) as f:
             return f.read()
 
-    def dump(self, rank=0, count=None, epoch=None, step=None):
+    def dump(self, rank=0, count=None, epoch=None, step=None, split="train"):
         """The batches `tokfeedctl dump` prints, as dicts of nested lists.
 
         dump attaches as the rank itself: no Loader may be attached meanwhile."""
-        cmd = [TOKFEEDCTL, "-s", self.socket, "dump", "--rank", str(rank)]
+        cmd = [TOKFEEDCTL, "-s", self.socket, "dump", "--rank", str(rank), "--split", split]
         if count is not None:
             cmd += ["--count", str(count)]
         if epoch is not None:
@@ -107,6 +111,11 @@ class Daemon:
         if out is None:
             raise RuntimeError("dump: rank stayed attached")
         return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    def status(self):
+        r = subprocess.run([TOKFEEDCTL, "-s", self.socket, "status", "--json"], capture_output=True, text=True,
+                           check=True)
+        return json.loads(r.stdout)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)

@@ -368,6 +368,8 @@ def load_config(path):
     # Spec 6: batches are byte-identical with and without the token cache (A28).
     _typed(ch, "cache", "enabled", True, bool, "true or false")
     _typed(ch, "cache", "dir", "", str, "a string")
+    import tokfeed_ref_eval   # section 7, beside this file
+    tokfeed_ref_eval.load_eval_config(raw, base, cfg)
     return cfg
 
 
@@ -901,7 +903,7 @@ class Corpus:
 def load_datasets(cfg, limit=None):
     """Spec 1, 1.1: read every dataset's shards -> Corpus (limit: per shard, AMBIGUITY A35)."""
     corpus = Corpus()
-    for d, ds in enumerate(cfg["datasets"]):
+    for d, ds in enumerate(cfg["datasets"] + cfg.get("eval_datasets", [])):   # section 7: evaluation ones last
         shards = resolve_shards(ds)
         info = {"path": ds["path"], "shards": len(shards), "records": 0, "valid": 0, "bad": 0,
                 "offset": len(corpus.convs)}
@@ -1323,28 +1325,37 @@ def mix_counts(sizes, datasets):
 
 
 class Mix:
-    """Spec 1.1: the datasets' sizes n_d, offsets o_d and counts c_d -> the sample list L."""
+    """Spec 1.1: the datasets' sizes n_d, offsets o_d and counts c_d -> the sample list L.
 
-    def __init__(self, sizes, datasets):
+    ids[d] (section 7): dataset d's records as valid-record numbers, when
+    they are not o_d .. o_d + n_d - 1 (a training dataset less its held-out
+    records).
+    """
+
+    def __init__(self, sizes, datasets, ids=None):
         self.sizes = list(sizes)
         self.offsets = [sum(self.sizes[:d]) for d in range(len(self.sizes))]
+        self.ids = ids or [list(range(o, o + n)) for o, n in zip(self.offsets, self.sizes)]
         self.counts = mix_counts(self.sizes, datasets)
 
-    def draw(self, d, epoch, seed):
+    def draw(self, d, epoch, seed, seed_index=None):
         """Spec 1.1 "Draw": dataset d's samples of an epoch (valid-record numbers).
 
         Its records in order q times, then m of them without replacement:
         the first m of [0..n_d) shuffled by spec 4's loop with its own seed,
-        sorted, plus o_d. Whatever schedule.shuffle says (AMBIGUITY A37).
+        sorted, mapped to their records. Whatever schedule.shuffle says
+        (AMBIGUITY A37). seed_index: the d of the seed (section 7: an
+        evaluation dataset's index in the job).
         """
-        n_d, c_d, o_d = self.sizes[d], self.counts[d], self.offsets[d]
+        n_d, c_d, ids = self.sizes[d], self.counts[d], self.ids[d]
         if c_d == 0:
             return []
         q, m = divmod(c_d, n_d)
-        out = list(range(o_d, o_d + n_d)) * q
+        out = list(ids) * q
         if m:
-            state = (seed & MASK64) ^ ((epoch * GOLDEN) & MASK64) ^ (((d + 1) * DRAW_MUL) & MASK64)
-            out += [o_d + i for i in sorted(shuffled(n_d, state)[:m])]
+            sd = d if seed_index is None else seed_index
+            state = (seed & MASK64) ^ ((epoch * GOLDEN) & MASK64) ^ (((sd + 1) * DRAW_MUL) & MASK64)
+            out += [ids[i] for i in sorted(shuffled(n_d, state)[:m])]
         return out
 
     def sample_list(self, epoch, seed):
@@ -1676,23 +1687,27 @@ def stream(cfg, convs, tok, rank, epochs, stats, count=None, start=(0, 0, 0), el
         if packed and epoch not in counted:
             counted.add(epoch)
             count_dropped(epoch)
-        if packed:
-            batch_rows = [[samples.get(i) for i in row] for row in rows]
-            for t in (t for row in batch_rows for t in row):
-                if all(x == IGNORE for x in t[1]):
-                    stats["all_masked"] += 1  # A22: judged before the boundary -100
-            yield epoch, step, build_packed_batch(batch_rows, cfg, tok.pad_id)
-            continue
-        batch_rows = []
-        for (i,) in rows:
-            t = samples.get(i)
-            if t is None:
-                stats["dropped"] += 1
-                continue
+        yield epoch, step, make_batch(rows, samples, cfg, tok, stats)
+
+
+def make_batch(rows, samples, cfg, tok, stats):
+    """Spec 5: a padded batch of `rows` (each [record]), less dropped samples."""
+    if cfg["padding"] in PACKED:
+        batch_rows = [[samples.get(i) for i in row] for row in rows]
+        for t in (t for row in batch_rows for t in row):
             if all(x == IGNORE for x in t[1]):
-                stats["all_masked"] += 1
-            batch_rows.append(t)
-        yield epoch, step, build_batch(batch_rows, cfg, tok.pad_id)
+                stats["all_masked"] += 1  # A22: judged before the boundary -100
+        return build_packed_batch(batch_rows, cfg, tok.pad_id)
+    batch_rows = []
+    for (i,) in rows:
+        t = samples.get(i)
+        if t is None:
+            stats["dropped"] += 1
+            continue
+        if all(x == IGNORE for x in t[1]):
+            stats["all_masked"] += 1
+        batch_rows.append(t)
+    return build_batch(batch_rows, cfg, tok.pad_id)
 
 
 def dump_line(epoch, step, batch):
@@ -1727,6 +1742,9 @@ def main(argv=None):
                     help="print 'shard:line: reason' per bad record (all datasets) and exit")
     ap.add_argument("--start-epoch", type=int, default=0, help="stream start e0 (spec 4.2)")
     ap.add_argument("--start-base", type=int, default=0, help="stream start s0: epoch e0's first row")
+    ap.add_argument("--split", choices=("train", "eval"), default="train",
+                    help="eval: the evaluation stream (spec 7), --passes passes of it")
+    ap.add_argument("--passes", type=int, default=1, help="evaluation passes to print (--split eval)")
     ap.add_argument("--elastic-from", type=_position, default=None, metavar="EPOCH,STEP,WORLD_SIZE,BASE",
                     help="resume from a position of a stream at WORLD_SIZE ranks (spec 4.3)")
     args = ap.parse_args(argv)
@@ -1740,12 +1758,26 @@ def main(argv=None):
             for _, _, msg in corpus.bad:
                 print(msg)
             return 0
+        all_datasets = cfg["datasets"] + cfg["eval_datasets"]
         for d, _, msg in corpus.bad:   # on_bad_record is per dataset (AMBIGUITY A36)
-            if cfg["datasets"][d]["on_bad_record"] == "fail":
+            if all_datasets[d]["on_bad_record"] == "fail":
                 print(msg, file=sys.stderr)
                 return 2
-        mix = Mix(corpus.sizes(), cfg["datasets"])
+        import tokfeed_ref_eval
+        mix, eval_set = tokfeed_ref_eval.splits(corpus, cfg)
         tok = make_tokenizer(cfg)
+        if args.split == "eval":
+            if cfg["eval"] is None:
+                raise ToolError("--split eval: the config has no [eval] (E2)", 2)
+            stats = {"dropped": 0, "all_masked": 0}
+            for p, step, batch in tokfeed_ref_eval.eval_stream(cfg, convs, tok, args.rank, args.passes, stats,
+                                                               eval_set):
+                sys.stdout.write(dump_line(p, step, batch) + "\n")
+            sys.stdout.flush()
+            if args.report:
+                print(json.dumps({"eval_samples": len(eval_set), "dropped": stats["dropped"],
+                                  "all_masked": stats["all_masked"]}), file=sys.stderr)
+            return 0
         epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
         stats = {"dropped": 0, "all_masked": 0}
         out = sys.stdout

@@ -86,6 +86,24 @@ TEST_CASE("an attach request round-trips, and its op decodes") {
   CHECK(got.base == 4096);
 }
 
+TEST_CASE("an attach request carries its split; one without a split (an older client) asks for train") {
+  AttachRequest sent{3, 1, 2, 0, 0, Split::kEval};
+  AttachRequest got;
+  REQUIRE(AttachRequest::decode(unpack_ok(sent.encode()).get(), got) == "");
+  CHECK(got.split == Split::kEval);
+  CHECK(got.epoch == 1);
+  auto old = unpack_ok(hand_map("op", "attach", "rank", 1, "epoch", 0, "step", 0, "world_size", 0, "base", 0));
+  got.split = Split::kEval;
+  REQUIRE(AttachRequest::decode(old.get(), got) == "");
+  CHECK(got.split == Split::kTrain);
+  auto bad = unpack_ok(
+      hand_map("op", "attach", "rank", 1, "epoch", 0, "step", 0, "world_size", 0, "base", 0, "split", "test"));
+  CHECK(AttachRequest::decode(bad.get(), got) == "attach: field 'split' must be \"train\" or \"eval\"");
+  auto typed =
+      unpack_ok(hand_map("op", "attach", "rank", 1, "epoch", 0, "step", 0, "world_size", 0, "base", 0, "split", 1));
+  CHECK(AttachRequest::decode(typed.get(), got) == "attach: field 'split' must be \"train\" or \"eval\"");
+}
+
 TEST_CASE("an attach request with a missing, negative, mistyped or oversized field is refused by name") {
   AttachRequest got;
   auto missing = unpack_ok(hand_map("op", "attach", "rank", 1));
@@ -138,6 +156,11 @@ TEST_CASE("an attach reply round-trips and is checked for consistency") {
   CHECK(got.start_index == 17);
   CHECK(got.replanned);
   CHECK(got.epoch_batches == std::vector<uint64_t>{40, 41});
+  CHECK(got.split == Split::kTrain);
+  sent.split = Split::kEval;
+  REQUIRE(AttachReply::decode(unpack_ok(sent.encode()).get(), got) == "");
+  CHECK(got.split == Split::kEval);
+  sent.split = Split::kTrain;
 
   sent.epoch_batches = {40};  // epochs 1..3 need two counts
   auto short_plan = unpack_ok(sent.encode());

@@ -73,9 +73,16 @@ struct Position {
   uint64_t base = 0;  // first row of the epoch's segment
 };
 
+// A rank's two streams (docs/data_model.md section 7): the training stream,
+// or the evaluation stream, whose passes repeat without end. Each has its own
+// rings: reading one never moves the other. An evaluation position is
+// (epoch = pass, step) at the daemon's world size, base 0.
+enum class Split : uint8_t { kTrain, kEval };
+
 struct ClientOptions {
   std::string socket;
   uint32_t rank = 0;
+  Split split = Split::kTrain;
   Position start;                                        // where to begin (exact resume)
   std::chrono::milliseconds liveness_timeout{1500};      // heartbeat age that means "daemon lost"
   std::chrono::milliseconds ready_timeout{3600 * 1000};  // for a daemon still indexing or building its cache
@@ -137,14 +144,16 @@ class Client {
   ~Client();
 
   // The next batch, in stream order. Waits for it (spinning briefly, then
-  // sleeping on a futex). Returns kEndOfStream after the last epoch and
+  // sleeping on a futex). Returns kEndOfStream after the last epoch (never
+  // on the eval split, unless this rank has no batch in a pass) and
   // kDaemonLost within about liveness_timeout if the daemon dies or stops.
   Status next(Batch& out) noexcept;
 
   Position position() const noexcept;                   // of the next batch next() returns
   Position position_of(uint64_t index) const noexcept;  // of stream batch `index`
-  uint64_t batches_per_epoch() const noexcept;          // in the current epoch (packing varies it)
-  uint64_t epochs() const noexcept;
+  uint64_t batches_per_epoch() const noexcept;          // in the current epoch (packing varies it); eval: a pass
+  uint64_t epochs() const noexcept;                     // the job's epochs; eval: 1 (each pass counts as one)
+  Split split() const noexcept;
   uint32_t rank() const noexcept;
   uint32_t workers() const noexcept;
   // The data mapping tensor views point into (zero-copy checks, host

@@ -29,14 +29,24 @@ std::string decode_op(const msgpack::object& request, Op& out);
 // status, ping and shutdown: the op alone.
 std::string encode_request(Op op);
 
+// Which of a rank's two streams: the training stream, or the evaluation
+// stream's passes (docs/data_model.md section 7).
+enum class Split : uint8_t { kTrain, kEval };
+
+std::string_view split_name(Split s) noexcept;
+// "train" or "eval"; false for anything else.
+bool parse_split(std::string_view name, Split& out) noexcept;
+
 // attach: a client asks for rank `rank`'s stream from a position
-// (docs/data_model.md 4.3). world_size 0 means the daemon's own.
+// (docs/data_model.md 4.3; of the eval split: pass `epoch`, batch `step`).
+// world_size 0 means the daemon's own. A request without "split" is train.
 struct AttachRequest {
   uint32_t rank = 0;
   uint64_t epoch = 0;
   uint64_t step = 0;
   uint64_t world_size = 0;
   uint64_t base = 0;
+  Split split = Split::kTrain;
 
   std::string encode() const;
   static std::string decode(const msgpack::object& request, AttachRequest& out);
@@ -55,6 +65,10 @@ struct AttachReply {
   uint64_t start_index = 0;             // stream index of the client's position
   bool replanned = false;               // the stream was planned again for this position
   std::vector<uint64_t> epoch_batches;  // batches of each epoch from first_epoch on
+  // The stream served. Eval: passes repeat without end, each of
+  // epoch_batches[0] batches (epochs 1); a daemon that predates splits
+  // sends no "split", read as train.
+  Split split = Split::kTrain;
 
   std::string encode() const;
   static std::string decode(const msgpack::object& reply, AttachReply& out);
