@@ -21,7 +21,8 @@ struct WorkerContext {
   const JobConfig* cfg;
   const Dataset* data;
   const text::Tokenizer* tok;
-  const TokenStore* store;  // nullptr without the token cache
+  const TokenStore* store;   // nullptr without the token cache
+  const SampleFacts* facts;  // the store, a facts table (cache off), or nullptr
   StreamStart start;
   // The rows of epoch `shared_epoch`, computed by the supervisor before fork
   // and read, never written, by every worker (nullptr: none).

@@ -74,6 +74,10 @@ int check_config(const std::string& path) {
   }
   if (is_packed(cfg.batch.padding) && !store) {
     std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
+  } else if (cfg.batch.leaves_samples_out() && !store) {
+    std::printf(
+        "# batches per epoch: known once every record is tokenized (truncation = \"drop\" or keep_untrained = "
+        "false leave samples out)\n");
   } else {
     for (uint32_t r : cfg.ranks.serve) {
       Schedule s(cfg, data.mixture(), r, {}, store.get());

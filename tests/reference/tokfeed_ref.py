@@ -62,11 +62,14 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     start.
  A11 "step" in the dump is k, the batch index within its epoch (not the
     stream index e*B + k).
- A12 A batch whose samples are all dropped (truncation = "drop") is still
-    emitted, with rows = 0 (all tensors are []), and keeps its step.
- A13 Dropped / all-masked counts in --report are per sample occurrence in
-    the emitted stream of this rank (all epochs, up to --count), including
-    DistributedSampler padding duplicates.
+ A12 (settled by 4.1: samples left out take no row, in every mode.) A
+    padded batch has rows = 0 only when a plan without sample facts meets a
+    dropped sample, which 4.1 rules out; the code keeps the old handling.
+ A13 "all_masked" in --report counts kept samples (keep_untrained = true)
+    with no trained token per sample occurrence in the emitted stream of
+    this rank (all epochs, up to --count), including DistributedSampler
+    padding duplicates. "dropped" and "untrained" count what 4.1 leaves out:
+    see A21.
  A14 JSONL lines are split on b"\\n" only; a line is blank when it holds only
     JSON whitespace (space, tab, CR). A line that is not UTF-8, or whose
     JSON has NaN/Infinity, is malformed. Duplicate keys: last one wins
@@ -92,10 +95,12 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     (base b + step*R*S) from step 0. A position whose step is the segment's
     B goes to (epoch + 1, 0) at either world size; step > B or a base past
     the epoch's rows is an error.
- A21 Packed modes: "dropped" in --report counts an epoch's samples taken
-    out by truncation = "drop" once, for the whole epoch (also for e0 with
+ A21 Every mode: "dropped" (truncation = "drop") and "untrained" (no
+    trained token, keep_untrained = false) in --report count an epoch's
+    samples taken out by 4.1 once, for the whole epoch (also for e0 with
     s0 > 0), on every rank that prints a batch of that epoch: they belong
-    to no row, so to no rank.
+    to no row, so to no rank. A sample both too long and untrained counts
+    as dropped (a dropped sample has no tokens to judge).
  A22 "all_masked" is judged on a sample's labels after truncation (spec 3),
     before packing sets its first label to -100; counted per sample in the
     printed batches of this rank.
@@ -340,6 +345,7 @@ def load_config(path):
         "padding": bt.get("padding", "longest"),
         "truncation": bt.get("truncation", "right"),
         "loss": bt.get("loss", "all_assistant"),
+        "keep_untrained": bt.get("keep_untrained", False),
         "epochs": int(sc.get("epochs", 1)),
         "shuffle": bool(sc.get("shuffle", True)),
         "seed": int(sc.get("seed", 42)),
@@ -356,6 +362,8 @@ def load_config(path):
     for key, allowed in checks.items():
         if cfg[key] not in allowed:
             raise ToolError(f"config: {key} = {cfg[key]!r}, expected one of {allowed}")
+    if not isinstance(cfg["keep_untrained"], bool):
+        raise ToolError("config: [batch] keep_untrained: expected true or false")
     # Spec 4.1: packing window and padding_free capacity (A23).
     cfg["pack_window"] = _int(bt, "batch", "pack_window", 1000, 1)
     cfg["tokens"] = _int(bt, "batch", "tokens", cfg["max_length"], 1)
@@ -1420,20 +1428,37 @@ def pack_rows(samples, lengths, capacity, window):
     return rows
 
 
-def epoch_rows(perm, cfg, lengths=None):
+def leaves_samples_out(cfg):
+    """Spec 4.1: whether a sample may be left out by what tokenizing it finds."""
+    return cfg["truncation"] == "drop" or not cfg.get("keep_untrained", False)
+
+
+def epoch_rows(perm, cfg, lengths=None, untrained=None):
     """Spec 4.1: the rows of an epoch, each a list of valid record indices.
 
-    Padded modes: one sample per row, `perm` itself. Packed modes: `lengths`
-    maps a record to its token count after truncation, None when dropped by
-    truncation = "drop"; dropped samples are taken out first (returned,
-    counted by the caller).  -> (rows, dropped samples)
+    `lengths` maps a record to its token count after truncation, None when
+    dropped by truncation = "drop"; `untrained` maps a record to True when
+    none of its labels is trained after truncation. Samples left out (dropped;
+    untrained unless keep_untrained) are taken out of `perm` first, keeping
+    its order (returned, counted by the caller). Padded modes: one sample per
+    row; without `lengths`, `perm` itself. Packed modes: best-fit decreasing
+    over windows.  -> (rows, left-out samples)
     """
-    if cfg["padding"] not in PACKED:
+    if lengths is None:
+        if cfg["padding"] in PACKED:
+            raise ToolError("packed modes need every sample's length")
         return [[s] for s in perm], []
-    kept = [s for s in perm if lengths[s] is not None]
-    dropped = [s for s in perm if lengths[s] is None]
+    keep_untrained = cfg.get("keep_untrained", False)
+
+    def left_out(s):
+        return lengths[s] is None or (not keep_untrained and untrained is not None and untrained[s])
+
+    kept = [s for s in perm if not left_out(s)]
+    gone = [s for s in perm if left_out(s)]
+    if cfg["padding"] not in PACKED:
+        return [[s] for s in kept], gone
     capacity = cfg["max_length"] if cfg["padding"] == "packed" else cfg["tokens"]
-    return pack_rows(kept, lengths, capacity, cfg["pack_window"]), dropped
+    return pack_rows(kept, lengths, capacity, cfg["pack_window"]), gone
 
 
 # ---------------------------------------------------------------- section 4.2: ranks and steps
@@ -1628,6 +1653,11 @@ class Samples:
         t = self.get(i)
         return None if t is None else len(t[0])
 
+    def untrained(self, i):
+        """True when record i is kept by truncation but has no trained label."""
+        t = self.get(i)
+        return t is not None and all(x == IGNORE for x in t[1])
+
 
 class _Lengths:
     """samples.length as a sequence, so that only the records of an epoch's
@@ -1640,21 +1670,31 @@ class _Lengths:
         return self.samples.length(i)
 
 
+class _Untrained(_Lengths):
+    """samples.untrained as a sequence, tokenizing on demand like _Lengths."""
+
+    def __getitem__(self, i):
+        return self.samples.untrained(i)
+
+
 def make_rows_of(samples, cfg, stats, mix=None):
     """Epoch -> rows (spec 4.1) over the epoch's order (spec 1.1, 4), memoized;
-    packed modes count each epoch's dropped samples once (A21)."""
+    each epoch's left-out samples are counted once (A21)."""
     memo = {}
     n = len(samples.convs)
 
     def rows_of(epoch):
         if epoch not in memo:
-            lengths = _Lengths(samples) if cfg["padding"] in PACKED else None
-            rows, dropped = epoch_rows(epoch_order(n, epoch, cfg, mix), cfg, lengths)
-            memo[epoch] = (rows, dropped)
+            facts = cfg["padding"] in PACKED or leaves_samples_out(cfg)
+            lengths = _Lengths(samples) if facts else None
+            untrained = _Untrained(samples) if facts else None
+            rows, gone = epoch_rows(epoch_order(n, epoch, cfg, mix), cfg, lengths, untrained)
+            memo[epoch] = (rows, gone)
         return memo[epoch][0]
 
     def count_dropped(epoch):
-        stats["dropped"] += len(memo[epoch][1])
+        for s in memo[epoch][1]:
+            stats["dropped" if samples.get(s) is None else "untrained"] += 1
 
     return rows_of, count_dropped
 
@@ -1673,7 +1713,7 @@ def stream(cfg, convs, tok, rank, epochs, stats, count=None, start=(0, 0, 0), el
     counted = set()
     it = plan(len(convs), rank, epochs, cfg, start, rows_of)
     for epoch, step, rows in itertools.islice(it, count):
-        if packed and epoch not in counted:
+        if epoch not in counted:
             counted.add(epoch)
             count_dropped(epoch)
         if packed:
@@ -1747,7 +1787,7 @@ def main(argv=None):
         mix = Mix(corpus.sizes(), cfg["datasets"])
         tok = make_tokenizer(cfg)
         epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
-        stats = {"dropped": 0, "all_masked": 0}
+        stats = {"dropped": 0, "untrained": 0, "all_masked": 0}
         out = sys.stdout
         if args.elastic_from is not None and (args.start_epoch or args.start_base):
             raise ToolError("--elastic-from computes the start: give no --start-epoch / --start-base")
@@ -1760,7 +1800,8 @@ def main(argv=None):
         out.flush()
         if args.report:
             report = {"valid_records": len(convs), "bad_records": [m for _, _, m in corpus.bad],
-                      "dropped": stats["dropped"], "all_masked": stats["all_masked"]}
+                      "dropped": stats["dropped"], "untrained": stats["untrained"],
+                      "all_masked": stats["all_masked"]}
             if cfg["datasets_form"]:   # AMBIGUITY A39
                 report["datasets"] = [{"path": info["path"], "shards": info["shards"],
                                        "records": info["records"], "valid": info["valid"],
