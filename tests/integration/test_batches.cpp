@@ -21,8 +21,7 @@ std::string job(const std::string& truncation, bool keep_untrained, uint32_t wor
   return "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
          "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
          "\"\ntemplate = \"chatml\"\n[batch]\nsize = 3\nmax_length = " + std::to_string(max_length) +
-         "\ntruncation = \"" + truncation +
-         "\"\nkeep_untrained = " + (keep_untrained ? "true" : "false") +
+         "\ntruncation = \"" + truncation + "\"\nkeep_untrained = " + (keep_untrained ? "true" : "false") +
          "\n[schedule]\nepochs = 2\nseed = 11\n[ranks]\nworld_size = 2\n[workers]\ncount = " + std::to_string(workers) +
          "\n" + more;
 }
@@ -131,18 +130,18 @@ TEST_CASE("left-out samples: the same stream with 1 and 3 workers, the cache off
   for (const char* variant : {"three", "off"}) {
     INFO(variant);
     std::string more = std::string(variant) == "off" ? "[cache]\nenabled = false\n" : "";
-    std::string cfg =
-        write_job(dir, job("drop", false, std::string(variant) == "three" ? 3 : 2, more, 256), variant);
+    std::string cfg = write_job(dir, job("drop", false, std::string(variant) == "three" ? 3 : 2, more, 256), variant);
     Daemon d(cfg, socket_of(dir, variant));
     for (uint32_t r : {0u, 1u}) require_equal(dump(d.socket(), r), expected[r], "rank " + std::to_string(r));
-    if (std::string(variant) == "off") CHECK(d.log().find("token cache off: tokenizing every record once") != std::string::npos);
+    if (std::string(variant) == "off")
+      CHECK(d.log().find("token cache off: tokenizing every record once") != std::string::npos);
     // Resume rank 1 at epoch 1, step 2: the rest of the stream, nothing else.
     std::size_t from = 0;
     while (from < expected[1].size() && expected[1][from].find("\"epoch\":1,\"step\":2,") == std::string::npos) ++from;
     REQUIRE(from < expected[1].size());
     auto resumed = dump(d.socket(), 1, "--epoch 1 --step 2");
-    require_equal(resumed, std::vector<std::string>(expected[1].begin() + static_cast<std::ptrdiff_t>(from),
-                                                    expected[1].end()),
+    require_equal(resumed,
+                  std::vector<std::string>(expected[1].begin() + static_cast<std::ptrdiff_t>(from), expected[1].end()),
                   "resumed rank 1");
     CHECK(d.stop(SIGTERM) == 0);
   }
