@@ -187,6 +187,13 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     sample (tokenized once, same tokens); each occurrence is a sample of its
     own for packing, dealing and the dropped / all_masked counts (A13, A21).
     Only records that occur in some epoch's order are tokenized.
+ A40 qwen2_5's tool records (spec 2): the reference reads section 1.2 for
+    records in the HF `messages` form, ms-swift's `tool_call` /
+    `tool_response` roles included (a tool call's content a JSON object or a
+    JSON string of one); ShareGPT's `function_call` / `observation` are not
+    read here (such records stay section 1's bad records). A tool record is
+    checked by rendering it: a template error (e.g. a None content) makes it
+    bad with the Python error as its reason.
  A39 --report adds "datasets" (after the other keys) only for a config with
     `[[datasets]]`, so a [dataset] job's report is unchanged: per dataset
     {"path": as written, "shards": how many, "records": records read (valid
@@ -874,11 +881,83 @@ def rename_columns(rec, columns):
     return out
 
 
+class ToolChat:
+    """A qwen2_5 record with tool content (spec 2): its section 1.2 messages and tools."""
+
+    def __init__(self, msgs, tools):
+        self.msgs, self.tools = msgs, tools
+
+
+def _placeholder_text(text, placeholders):
+    return apply_placeholders([("", text)], placeholders)[0][1] if placeholders else text
+
+
+def _tool_call(content):
+    """ms-swift's tool_call content -> the HF form (spec 1.2)."""
+    call = json.loads(content) if isinstance(content, str) else content
+    if not isinstance(call, dict) or "name" not in call:
+        raise BadRecord("a tool call must be a JSON object {\"name\", \"arguments\"}")
+    if isinstance(call.get("function"), dict):
+        return call
+    return {"type": "function", "function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+
+
+def tool_chat(rec, ds):
+    """Spec 1.2 under qwen2_5 (AMBIGUITY A40): a ToolChat when the record has
+    tool content, else None (section 1 reads it)."""
+    rec = rename_columns(rec, ds["columns"])
+    if ds["format"] not in ("auto", "messages") or not isinstance(rec.get("messages"), list):
+        return None
+    tools = rec.get("tools")
+    try:
+        if isinstance(tools, str):
+            tools = json.loads(tools)
+        if tools is not None and not isinstance(tools, list):
+            return None
+        msgs, joined = [], False
+        for m in rec["messages"]:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                return None
+            m = dict(m)
+            if m["role"] == "tool_call":
+                call = _tool_call(m.get("content"))
+                if joined:
+                    msgs[-1]["tool_calls"].append(call)
+                else:
+                    msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
+                joined = True
+                continue
+            joined = False
+            if m["role"] == "tool_response":
+                m["role"] = "tool"
+            if isinstance(m.get("content"), str):
+                m["content"] = _placeholder_text(m["content"], ds["placeholders"])
+            msgs.append(m)
+    except (ValueError, BadRecord):
+        return None
+    if not msgs:
+        return None
+    if isinstance(rec.get("system"), str) and msgs[0]["role"] != "system":
+        msgs.insert(0, {"role": "system", "content": rec["system"]})
+    if tools or any(m["role"] == "tool" or m.get("tool_calls") for m in msgs):
+        return ToolChat(msgs, tools)
+    return None
+
+
 def to_conversation(rec, ds, template):
     """Record -> validated conversation [(role, content)] or raise BadRecord.
 
     ds is the record's dataset (format, columns, placeholders; spec 1, 1.1).
+    Under qwen2_5 a record with tool content is a ToolChat (spec 2, A40).
     """
+    if template == "qwen2_5":
+        chat = tool_chat(rec, ds)
+        if chat is not None:
+            try:
+                render_qwen2_5_tools(chat, DEFAULT_SYSTEM["qwen2_5"], Renderer())
+            except (TypeError, KeyError, AttributeError) as e:
+                raise BadRecord(f"template error: {e}") from None
+            return chat
     rec = rename_columns(rec, ds["columns"])
     fmt = ds["format"]
     if fmt == "auto":
@@ -1054,6 +1133,52 @@ def render_llama3(conv, system, r):
     r.emit("<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
+QWEN_TOOLS_HEAD = ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                   "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                   "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                   "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
+
+
+def render_qwen2_5_tools(chat, default_system, r):
+    """Spec 2 `qwen2_5` with tool content: Qwen2.5's own template, trained
+    text by the prefix rule (each assistant turn after its header)."""
+    msgs = chat.msgs
+    if msgs and msgs[0]["role"] == "system":
+        system, msgs = msgs[0]["content"], msgs[1:]
+    else:
+        system = default_system
+    if chat.tools:
+        r.emit("<|im_start|>system\n" + system + QWEN_TOOLS_HEAD)
+        for tool in chat.tools:
+            r.emit("\n" + json.dumps(tool, ensure_ascii=False))
+        r.emit(QWEN_TOOLS_TAIL)
+    else:
+        r.emit("<|im_start|>system\n" + system + "<|im_end|>\n")
+    for i, m in enumerate(msgs):
+        role, content = m["role"], m.get("content")
+        if role == "assistant":
+            r.emit("<|im_start|>assistant\n")
+            calls = m.get("tool_calls")
+            if calls:
+                body = content if content else ""
+                for k, call in enumerate(calls):
+                    f = call["function"] if "function" in call else call
+                    body += ("\n" if k or content else "") + '<tool_call>\n{"name": "' + f["name"] + \
+                        '", "arguments": ' + json.dumps(f["arguments"], ensure_ascii=False) + "}\n</tool_call>"
+            else:
+                body = content
+            r.spans.append([r.emit(body + "<|im_end|>\n")])
+        elif role == "tool":
+            if i == 0 or msgs[i - 1]["role"] != "tool":
+                r.emit("<|im_start|>user")
+            r.emit("\n<tool_response>\n" + content + "\n</tool_response>")
+            if i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool":
+                r.emit("<|im_end|>\n")
+        else:
+            r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
+
+
 RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
              "chatml": render_chatml, "qwen2_5": render_chatml,
              "qwen3": render_qwen3, "llama3": render_llama3}
@@ -1062,9 +1187,13 @@ RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
 def render(conv, cfg):
     """Spec 2: conversation -> (string, trained byte spans)."""
     template = cfg["template"]
-    system, rest = _system_and_rest(conv, template, cfg["default_system"])
     r = Renderer()
-    RENDERERS[template](rest, system, r)
+    if isinstance(conv, ToolChat):
+        default = cfg["default_system"] if cfg["default_system"] is not None else DEFAULT_SYSTEM[template]
+        render_qwen2_5_tools(conv, default, r)
+    else:
+        system, rest = _system_and_rest(conv, template, cfg["default_system"])
+        RENDERERS[template](rest, system, r)
     per_turn = r.spans
     if cfg["loss"] == "last_assistant":
         per_turn = per_turn[-1:]
