@@ -22,9 +22,17 @@ namespace {
 
 // A record's verdict: under its dataset's model template when it has one.
 std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
-  if (!rules.chat) return text::check_record(rec, rules, padded);
-  tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
-  return text::check_chat_record(rec, rules, padded);
+  if (rules.chat) {
+    tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
+    return text::check_chat_record(rec, rules, padded);
+  }
+  static thread_local tmpl::Value messages, tools;
+  static thread_local text::Rendered rendered;
+  if (text::tool_record(rec, rules, padded, messages, tools)) {
+    tmpl::RecordScope budget(rules.tool_chat->limits);
+    return text::render_labeled(*rules.tool_chat, messages, tools, rules.last_assistant, rendered);
+  }
+  return text::check_record(rec, rules, padded);
 }
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'S', 'H', 'X', '1'};

@@ -24,6 +24,10 @@ std::string tok_and_batch(const std::string& batch = "size = 4\nmax_length = 512
          "\"\ntemplate = \"mistral\"\n[batch]\n" + batch;
 }
 
+// The cache off with nothing to find before serving (keep_untrained, right
+// truncation): the workers read and tokenize the records as they serve.
+std::string lazy_batch() { return tok_and_batch("size = 4\nmax_length = 512\nkeep_untrained = true\n"); }
+
 // One `[[datasets]]` table: its path, then `rest` (more keys and subtables).
 std::string entry(const std::string& path, const std::string& rest = "") {
   return "[[datasets]]\npath = \"" + path + "\"\n" + rest;
@@ -70,13 +74,15 @@ TEST_CASE("a mix with samples below and above each dataset's size equals the ref
   TempDir dir;
   std::string body = entry(data_path("sft/messages-100.jsonl"), "samples = 30\n") +
                      entry(data_path("sft/alpaca-100.jsonl"), "samples = 250\n") +
-                     entry(data_path("sft/sharegpt-100.jsonl")) + tok_and_batch() +
+                     entry(data_path("sft/sharegpt-100.jsonl")) +
+                     tok_and_batch("size = 4\nmax_length = 512\nkeep_untrained = true\n") +
                      "[schedule]\nepochs = 2\n[ranks]\nworld_size = 2\n";
   std::string cfg = write_job(dir, body);
   Daemon d(cfg, socket_of(dir));
   for (uint32_t r = 0; r < 2; ++r) {
     std::vector<std::string> ours = dump(d.socket(), r);
-    // 30 + 250 + 100 samples an epoch, over 2 ranks in batches of 4: 48 batches per rank per epoch.
+    // 30 + 250 + 100 samples an epoch (untrained ones kept), over 2 ranks in
+    // batches of 4: 48 batches per rank per epoch.
     CHECK(ours.size() == 96);
     require_equal(ours, reference(cfg, r), "rank " + std::to_string(r));
   }
@@ -414,7 +420,7 @@ void with_1_and_4_workers(const TempDir& dir, const std::string& data, const std
     CAPTURE(workers);
     std::string name = "w" + std::to_string(workers);
     std::string cfg = write_job(dir,
-                                "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() +
+                                "[dataset]\npath = \"" + data + "\"\n" + lazy_batch() +
                                     "[workers]\ncount = " + std::to_string(workers) + "\n[cache]\nenabled = false\n",
                                 name);
     Daemon d(cfg, socket_of(dir, name));
@@ -468,8 +474,8 @@ TEST_CASE("a dataset file truncated while served stops the daemon, naming it, in
   TempDir dir;
   std::string data = repeated(dir, "big.jsonl", 8);  // 2,400 records, 4.2 MB
   // Without the token cache the workers read the records from the mapping.
-  std::string cfg = write_job(dir, "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() +
-                                       "[workers]\ncount = 2\n[cache]\nenabled = false\n");
+  std::string cfg = write_job(
+      dir, "[dataset]\npath = \"" + data + "\"\n" + lazy_batch() + "[workers]\ncount = 2\n[cache]\nenabled = false\n");
   Daemon d(cfg, socket_of(dir));
   const std::string drain = bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count ";
   REQUIRE(run(drain + "8").status == 0);  // serving
@@ -519,8 +525,7 @@ TEST_CASE("indexing shows its progress in status while the socket answers, and a
   // 6 chunks of the index, each slowed to 600 ms by the test-only hook: the
   // index takes at least 1.8 s on 2 threads.
   std::string big = repeated(dir, "big.jsonl", 90);
-  std::string cfg =
-      write_job(dir, "[dataset]\npath = \"" + big + "\"\n" + tok_and_batch() + "[cache]\nenabled = false\n");
+  std::string cfg = write_job(dir, "[dataset]\npath = \"" + big + "\"\n" + lazy_batch() + "[cache]\nenabled = false\n");
   const std::string hook = "TOKFEED_FAULT_INDEX_CHUNK_MS=600";
   {
     Daemon d(cfg, socket_of(dir), hook);

@@ -20,7 +20,10 @@ TEST_CASE("metrics: counters, gauges and the client wait histogram match a drain
   TempDir dir;
   std::string body = "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
                      "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
-                     data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"mistral\"\n";
+                     data_path("tokenizers/sp32k/tokenizer.model") +
+                     "\"\ntemplate = \"mistral\"\n"
+                     // Every one of the 300 samples, the untrained one included: totals known by heart.
+                     "[batch]\nkeep_untrained = true\n";
   Daemon d(write_job(dir, body), socket_of(dir));
   Output drain = run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain");
   REQUIRE(drain.status == 0);
@@ -47,7 +50,7 @@ namespace {
 std::string sp_job_body() {
   return "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
          "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
-         "\"\ntemplate = \"mistral\"\n";
+         "\"\ntemplate = \"mistral\"\n[batch]\nkeep_untrained = true\n";
 }
 
 // write_job ends in the [server] table: keys appended here land in it.

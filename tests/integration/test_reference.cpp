@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <fstream>
+
 #include "harness.hpp"
 
 using namespace tokfeed::testing;
@@ -57,6 +59,25 @@ TEST_CASE("qwen2_5 over a JSON array with placeholders, three ranks, two epochs,
                   "default_system = \"You are a test.\"\n[schedule]\nepochs = 2\n[ranks]\nworld_size = 3\n",
                   "[dataset.placeholders]\nNAME = \"tokfeed-bot\"\nAUTHOR = \"the tokfeed team\"\n"),
               {0, 2});
+}
+
+TEST_CASE("qwen2_5 with tool lists, tool calls and tool results, when ../shared has the agent conversations") {
+  std::string all = shared_path("templates/conversations.jsonl");
+  if (all.empty()) {
+    MESSAGE("../shared/templates is absent; skipped");
+    return;
+  }
+  // The first 120 of the 300, for the suite's time (reference.builtin_templates
+  // checks all of them against transformers): 33 with tool content.
+  TempDir dir;
+  std::string conv = dir.file("conversations.jsonl");
+  {
+    std::ifstream in(all);
+    std::ofstream out(conv);
+    std::string line;
+    for (int i = 0; i < 120 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  check_equal(job(conv, "qwen2_5", "[batch]\nsize = 3\nloss = \"last_assistant\"\nmax_length = 4096\n"));
 }
 
 TEST_CASE("each format, named explicitly") {

@@ -293,3 +293,41 @@ TEST_CASE("sample lists: exact counts per dataset, N above the size repeats, det
   tokfeed::Mixture one({{0, 7, 7}});
   CHECK(one.whole());
 }
+
+TEST_CASE("padded: samples left out by their facts take no row; the next ones move up (4.1)") {
+  using tokfeed::cache_flags::kAllMasked;
+  using tokfeed::cache_flags::kDropped;
+  const uint32_t n = 11;
+  std::vector<uint8_t> flags(n, 0);
+  flags[2] = kDropped;
+  flags[5] = kAllMasked;
+  flags[6] = kAllMasked;
+  Store st(std::vector<uint32_t>(n, 4), flags);
+  for (bool keep : {false, true}) {
+    CAPTURE(keep);
+    JobConfig c = job(2, 2);
+    c.batch.keep_untrained = keep;
+    std::vector<uint64_t> kept;
+    for (uint32_t s = 0; s < n; ++s)
+      if (s != 2 && (keep || (s != 5 && s != 6))) kept.push_back(s);
+    for (uint32_t r = 0; r < 2; ++r) {
+      Schedule s(c, whole(n), r, {}, st.store.get());
+      // DistributedSampler over the kept samples: rank r takes kept[r], kept[r + 2], ...
+      uint64_t per_rank = (kept.size() + 1) / 2;
+      CHECK(s.total_batches() == (per_rank + 1) / 2);
+      std::vector<uint64_t> got, want;
+      for (uint64_t j = r; want.size() < per_rank; j += 2) want.push_back(kept[j % kept.size()]);
+      for (uint64_t i = 0; i < s.total_batches(); ++i) {
+        auto b = samples(s, i);
+        CHECK(b.size() == (i + 1 < s.total_batches() ? 2u : per_rank - 2 * i));
+        got.insert(got.end(), b.begin(), b.end());
+      }
+      CHECK(got == want);
+    }
+  }
+  // Without facts (the cache off, keep_untrained) every sample is a row.
+  JobConfig c = job(1, 4);
+  c.batch.keep_untrained = true;
+  Schedule s(c, whole(n), 0, {}, nullptr);
+  CHECK(s.total_batches() == 3);
+}
