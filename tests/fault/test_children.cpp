@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,9 +21,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string body() {
-  return "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
-         "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
+std::string body(const std::string& data = data_path("sft/mixed-300.jsonl")) {
+  return "[dataset]\npath = \"" + data + "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
+         data_path("tokenizers/sp32k/tokenizer.model") +
          "\"\ntemplate = \"mistral\"\n[batch]\nsize = 2\n[schedule]\nshuffle = false\n[workers]\ncount = 2\n";
 }
 
@@ -40,6 +42,15 @@ int files_with(const std::string& dir, const std::string& part) {
   return n;
 }
 
+// `from` without its line `skip` (1-based), written to `to`.
+void copy_without_line(const std::string& from, const std::string& to, int skip) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (n != skip) out << line << '\n';
+}
+
 }  // namespace
 
 TEST_CASE("every way a child ends leaves the socket, the segments and the cache intact, and the daemon serving") {
@@ -50,6 +61,17 @@ TEST_CASE("every way a child ends leaves the socket, the segments and the cache 
     clean = dump(d.socket());
   }
   REQUIRE(clean.size() == 150);
+  // A record that crashes its child three times is skipped: it is left out
+  // of every epoch before batches are cut (docs/data_model.md 4.1), so the
+  // stream is that of a run without the fault over the data without line 5.
+  std::vector<std::string> without;
+  {
+    std::string data = dir.file("mixed-299.jsonl");
+    copy_without_line(data_path("sft/mixed-300.jsonl"), data, 5);
+    Daemon d(write_job(dir, body(data) + "[cache]\nenabled = false\n", "without"), socket_of(dir, "without"));
+    without = dump(d.socket());
+  }
+  REQUIRE(!without.empty());
   for (const char* how : {"throw", "exit", "abort", "segv"}) {
     for (bool cache : {true, false}) {
       std::string name = std::string(how) + (cache ? "-cache" : "-workers");
@@ -67,14 +89,15 @@ TEST_CASE("every way a child ends leaves the socket, the segments and the cache 
       Output st = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json");
       CHECK(st.status == 0);
       CHECK(st.out.find("mixed-300.jsonl:5: record crashed a worker 3 times; skipping it") != std::string::npos);
-      // Batch for batch the stream of a run without the fault, but for the
-      // batch that held line 5 (records 4 and 5: only line 6 remains).
-      REQUIRE(got.size() == clean.size());
-      for (std::size_t k = 0; k < clean.size(); ++k) {
+      // Batch for batch the stream of a run without the fault and without
+      // line 5; before the batch that held line 5, the clean run's.
+      REQUIRE(got.size() == without.size());
+      for (std::size_t k = 0; k < without.size(); ++k) {
         INFO("batch " << k);
-        if (k == 2) CHECK(got[k] != clean[k]);
-        else CHECK(got[k] == clean[k]);
+        CHECK(got[k] == without[k]);
+        if (k < 2) CHECK(got[k] == clean[k]);
       }
+      CHECK(got[2] != clean[2]);
       if (cache) {
         CHECK(files_with(cache_dir, ".idx") == 1);  // the store was published
         CHECK(files_with(cache_dir, ".tmp.") == 0);
