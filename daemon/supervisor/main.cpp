@@ -6,7 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include "pipeline/batch_builder.hpp"
 #include "config/cache_dir.hpp"
@@ -21,6 +24,33 @@
 #include "dev.hpp"
 
 namespace {
+
+// Each record's token count and flags, found by tokenizing every record once:
+// what --check-config needs to count batches when samples may be left out
+// (docs/data_model.md 4.1) and no token cache is built.
+class FoundFacts final : public tokfeed::SampleFacts {
+ public:
+  FoundFacts(const tokfeed::JobConfig& cfg, const tokfeed::Dataset& data, const tokfeed::text::Tokenizer& tok)
+      : lengths_(data.size()), flags_(data.size()) {
+    tokfeed::SampleEncoder enc(cfg, data, tok);
+    tokfeed::text::EncodedSample s;
+    for (uint64_t r = 0; r < data.size(); ++r) {
+      if (!enc.encode(r, s)) {
+        flags_[r] = tokfeed::cache_flags::kDropped;
+        continue;
+      }
+      lengths_[r] = static_cast<uint32_t>(s.ids.size());
+      flags_[r] = tokfeed::sample_flags(s);
+    }
+  }
+  uint64_t size() const override { return lengths_.size(); }
+  uint32_t length(uint64_t i) const override { return lengths_[i]; }
+  uint8_t flags(uint64_t i) const override { return flags_[i]; }
+
+ private:
+  std::vector<uint32_t> lengths_;
+  std::vector<uint8_t> flags_;
+};
 
 int check_config(const std::string& path) {
   using namespace tokfeed;
@@ -88,20 +118,37 @@ int check_config(const std::string& path) {
   else std::printf("# eval split: none (set [eval] split_ratio or [[eval.datasets]])\n");
   if (is_packed(cfg.batch.padding) && !store) {
     std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
-  } else if (cfg.batch.leaves_samples_out() && !store) {
-    std::printf(
-        "# batches per epoch: known once every record is tokenized (truncation = \"drop\" or keep_untrained = "
-        "false leave samples out)\n");
   } else {
+    // Samples left out take no row (4.1): without a built cache, find which
+    // by tokenizing every record here.
+    std::unique_ptr<FoundFacts> found;
+    const SampleFacts* facts = store.get();
+    if (!store && cfg.batch.leaves_samples_out()) {
+      auto t0 = std::chrono::steady_clock::now();
+      found = std::make_unique<FoundFacts>(cfg, data, *tok);
+      facts = found.get();
+      uint64_t dropped = 0, untrained = 0;
+      for (uint64_t i = 0; i < found->size(); ++i) {
+        dropped += (found->flags(i) & cache_flags::kDropped) != 0;
+        untrained += (found->flags(i) & (cache_flags::kDropped | cache_flags::kAllMasked)) == cache_flags::kAllMasked;
+      }
+      std::printf(
+          "# sample facts: %llu records tokenized in %.2f s; %llu longer than max_length (truncation = \"%s\"), "
+          "%llu with no trained token (%s)\n",
+          static_cast<unsigned long long>(found->size()),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          static_cast<unsigned long long>(dropped), std::string(truncation_name(cfg.batch.truncation)).c_str(),
+          static_cast<unsigned long long>(untrained), cfg.batch.keep_untrained ? "kept" : "left out");
+    }
     const JobConfig eval_cfg = cfg.eval.enabled() ? eval_job(cfg) : cfg;
     std::vector<uint64_t> pass;
     for (uint32_t r : cfg.ranks.serve) {
-      Schedule s(cfg, data.mixture(), r, {}, store.get());
+      Schedule s(cfg, data.mixture(), r, {}, facts);
       std::printf("# rank %u: %llu batches in epoch 0, %llu in all %llu epochs", r,
                   static_cast<unsigned long long>(s.epoch_batches().empty() ? 0 : s.epoch_batches()[0]),
                   static_cast<unsigned long long>(s.total_batches()), static_cast<unsigned long long>(s.epochs()));
       if (cfg.eval.enabled()) {
-        Schedule e(eval_cfg, data.eval_mixture(), r, {}, store.get());
+        Schedule e(eval_cfg, data.eval_mixture(), r, {}, facts);
         pass.push_back(e.epoch_batches()[0]);
         std::printf("; %llu batches per evaluation pass", static_cast<unsigned long long>(pass.back()));
       }

@@ -1938,14 +1938,15 @@ def main(argv=None):
         if args.split == "eval":
             if cfg["eval"] is None:
                 raise ToolError("--split eval: the config has no [eval] (E2)", 2)
-            stats = {"dropped": 0, "all_masked": 0}
+            stats = {"dropped": 0, "untrained": 0, "all_masked": 0}
             for p, step, batch in tokfeed_ref_eval.eval_stream(cfg, convs, tok, args.rank, args.passes, stats,
                                                                eval_set):
                 sys.stdout.write(dump_line(p, step, batch) + "\n")
             sys.stdout.flush()
             if args.report:
                 print(json.dumps({"eval_samples": len(eval_set), "dropped": stats["dropped"],
-                                  "all_masked": stats["all_masked"]}), file=sys.stderr)
+                                  "untrained": stats["untrained"], "all_masked": stats["all_masked"]}),
+                      file=sys.stderr)
             return 0
         epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
         stats = {"dropped": 0, "untrained": 0, "all_masked": 0}

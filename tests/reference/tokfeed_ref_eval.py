@@ -12,6 +12,9 @@ Readings chosen where the page is ambiguous:
  E2 --split eval without [eval] is an error (exit 2).
  E3 The dump's "epoch" of an evaluation batch is its pass, "step" its
     batch within the pass (A11 for passes).
+ E4 "dropped" and "untrained" in --report count a pass's left-out samples
+    once per printed pass, on every rank (A21 for passes), whether or not
+    the rank has a batch in it.
 """
 import math
 
@@ -110,14 +113,21 @@ def deal_pass(Q, rank, world, cfg):
 
 
 def eval_stream(cfg, convs, tok, rank, passes, stats, V):
-    """Yield (pass, step, batch) for `passes` passes of rank's evaluation stream."""
+    """Yield (pass, step, batch) for `passes` passes of rank's evaluation stream.
+
+    A pass leaves out what an epoch does (section 7, by 4.1): samples longer
+    than max_length under truncation = "drop", and samples with no trained
+    token unless keep_untrained; counted once per pass (E4).
+    """
     ecfg = eval_cfg(cfg)
     samples = ref.Samples(convs, ecfg, tok)
-    lengths = ref._Lengths(samples) if ecfg["padding"] in ref.PACKED else None
-    rows, dropped = ref.epoch_rows(list(V), ecfg, lengths)
+    facts = ecfg["padding"] in ref.PACKED or ref.leaves_samples_out(ecfg)
+    lengths = ref._Lengths(samples) if facts else None
+    untrained = ref._Untrained(samples) if facts else None
+    rows, gone = ref.epoch_rows(list(V), ecfg, lengths, untrained)
     batches = deal_pass(rows, rank, ecfg["world_size"], ecfg)
     for p in range(passes):
-        if ecfg["padding"] in ref.PACKED:
-            stats["dropped"] += len(dropped)
+        for s in gone:
+            stats["dropped" if samples.get(s) is None else "untrained"] += 1
         for step, batch_rows in enumerate(batches):
             yield p, step, ref.make_batch(batch_rows, samples, ecfg, tok, stats)
