@@ -47,12 +47,23 @@ Value repeat(const Value& seq, int64_t n) {
   return Value::new_list(std::move(r), seq.tuple);
 }
 
+// Python's float `**`: errors where CPython raises them.
+double float_pow(double x, double y) {
+  if (x == 0 && y < 0) throw Error("0.0 cannot be raised to a negative power");
+  if (x < 0 && std::isfinite(y) && y != std::floor(y))
+    throw Error("a negative number to a fractional power is complex, which templates do not support");
+  double r = std::pow(x, y);
+  if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) throw Error("(34, 'Numerical result out of range')");
+  return r;
+}
+
 Value arith(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
     std::string r = to_str(a);
     append_str(b, r);
     return Value::str(std::move(r));
   }
+  if (op == "%" && a.is_str()) return Value::str(percent_format(*a.s, b));  // str.__mod__ takes any operand
   check_defined(a);
   check_defined(b);
   const char* o = op.c_str();
@@ -68,10 +79,14 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
           return Value::integer(r);
         case '*':
           if (op == "**") {
-            if (y < 0) return Value::real(std::pow(static_cast<double>(x), static_cast<double>(y)));
+            if (y < 0) return Value::real(float_pow(static_cast<double>(x), static_cast<double>(y)));
+            if (x == 0 || x == 1) return Value::integer(y == 0 ? 1 : x);
+            if (x == -1) return Value::integer(y % 2 ? -1 : 1);
             r = 1;
-            for (int64_t k = 0; k < y; ++k)
-              if (__builtin_mul_overflow(r, x, &r)) throw Error("integer overflow");
+            for (int64_t base = x, e = y; e; e >>= 1) {  // squaring; |x| >= 2 overflows within 63 steps
+              if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw Error("integer overflow");
+              if ((e >> 1) && __builtin_mul_overflow(base, base, &base)) throw Error("integer overflow");
+            }
             return Value::integer(r);
           }
           if (__builtin_mul_overflow(x, y, &r)) throw Error("integer overflow");
@@ -89,31 +104,42 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     switch (op[0]) {
       case '+': return Value::real(x + y);
       case '-': return Value::real(x - y);
-      case '*': return Value::real(op == "**" ? std::pow(x, y) : x * y);
+      case '*': return Value::real(op == "**" ? float_pow(x, y) : x * y);
       case '/':
       case '%': {
-        if (y == 0) throw Error("float division by zero");
+        if (y == 0) throw Error(op == "/" ? "float division by zero" : "float modulo");
         if (op == "/") return Value::real(x / y);
-        if (op == "//") return Value::real(std::floor(x / y));
-        double m = std::fmod(x, y);
-        if (m != 0 && ((m < 0) != (y < 0))) m += y;
-        return Value::real(m);
+        // CPython's float divmod: floor division from the exact remainder.
+        double m = std::fmod(x, y), div = (x - m) / y;
+        if (m != 0) {
+          if ((y < 0) != (m < 0)) m += y, div -= 1.0;
+        } else {
+          m = std::copysign(0.0, y);
+        }
+        if (op == "%") return Value::real(m);
+        double fl = 0;
+        if (div != 0) {
+          fl = std::floor(div);
+          if (div - fl > 0.5) fl += 1.0;
+        } else {
+          fl = std::copysign(0.0, x / y);
+        }
+        return Value::real(fl);
       }
     }
   }
   if (op == "+") {
     if (a.is_str() && b.is_str()) return Value::str(*a.s + *b.s);
-    if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+    if (a.is_seq() && b.is_seq() && a.tuple == b.tuple) {
       std::vector<Value> r = a.list->items;
       r.insert(r.end(), b.list->items.begin(), b.list->items.end());
       return Value::new_list(std::move(r), a.tuple);
     }
   }
   if (op == "*") {
-    if ((a.is_str() || a.is_list()) && int_like(b)) return repeat(a, as_int(b));
-    if ((b.is_str() || b.is_list()) && int_like(a)) return repeat(b, as_int(a));
+    if ((a.is_str() || a.is_seq()) && int_like(b)) return repeat(a, as_int(b));
+    if ((b.is_str() || b.is_seq()) && int_like(a)) return repeat(b, as_int(a));
   }
-  if (op == "%" && a.is_str()) return Value::str(percent_format(*a.s, b));
   type_error(o, a, b);
 }
 
@@ -156,8 +182,15 @@ std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Valu
   return idx;
 }
 
+// obj[a:b:c] as Python slices (jinja2 compiles a slice to plain Python,
+// not to its getitem): a str, list or tuple, else a TypeError.
 Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
   check_defined(obj);
+  if (obj.is_dict() && !obj.ns) throw Error("unhashable type: 'slice'");
+  if (!obj.is_str() && !obj.is_seq()) throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
+  for (const Value* v : {&a, &b, &c})
+    if (!v->is_none() && !int_like(*v))
+      throw Error("slice indices must be integers or None or have an __index__ method");
   if (obj.is_str()) {
     // Code-point indices; ASCII text takes the byte path.
     const std::string& s = *obj.s;
@@ -174,13 +207,19 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     for (std::size_t k : slice_indices(static_cast<int64_t>(cps.size()), a, b, c)) utf8_append(cps[k], r);
     return Value::str(std::move(r));
   }
-  if (obj.is_list()) {
+  if (obj.is_seq()) {
     std::vector<Value> r;
     for (std::size_t k : slice_indices(static_cast<int64_t>(obj.list->items.size()), a, b, c))
       r.push_back(obj.list->items[k]);
     return Value::new_list(std::move(r), obj.tuple);
   }
-  throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
+  return Value::undefined();
+}
+
+bool folded_slice(const Expr& e) {
+  for (const auto& x : e.a)
+    if (x && x->kind != EK::kLiteral) return false;
+  return true;
 }
 
 Value call_value(Interp& in, const Value& f, Args& args, const std::string& what) {
@@ -195,6 +234,8 @@ void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
 }
 
 }  // namespace
+
+Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
 
 Value eval(Interp& in, const Expr& e) {
   in.step(e.pos);
@@ -229,11 +270,19 @@ Value eval(Interp& in, const Expr& e) {
     }
     case EK::kSlice: {
       Value obj = eval(in, *e.a[0]);
-      Value parts[3];
+      Value parts[3] = {Value::none(), Value::none(), Value::none()};  // absent: None
       for (int k = 0; k < 3; ++k)
         if (e.a[1 + k]) parts[k] = eval(in, *e.a[1 + k]);
       in.pos = e.pos;
-      return slice(obj, parts[0], parts[1], parts[2]);
+      if (!folded_slice(e)) return slice(obj, parts[0], parts[1], parts[2]);
+      // All literals: jinja2's optimizer folds it at compile time through
+      // getitem, so a TypeError gives an undefined value there.
+      try {
+        return slice(obj, parts[0], parts[1], parts[2]);
+      } catch (const Error& err) {
+        if (std::string_view(err.what()).find("step cannot be zero") != std::string_view::npos) throw;
+        return Value::undefined();
+      }
     }
     case EK::kCall: {
       const Expr& callee = *e.a[0];
@@ -260,6 +309,7 @@ Value eval(Interp& in, const Expr& e) {
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
+      if (!e.filter) throw Error("No filter named '" + e.name + "'.");
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
@@ -267,6 +317,7 @@ Value eval(Interp& in, const Expr& e) {
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
+      if (!e.test) throw Error("No test named '" + e.name + "'.");
       return Value::boolean(e.test(in, subject, args) != e.negate);
     }
     case EK::kNeg:

@@ -6,6 +6,9 @@ namespace tokfeed::tmpl {
 
 namespace {
 
+void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
+bool reads(const Body& body, std::string_view name);
+
 class Parser : public ExprParser {
  public:
   explicit Parser(std::vector<Token> toks) : ExprParser(std::move(toks)) {}
@@ -15,10 +18,12 @@ class Parser : public ExprParser {
     p.body = body({});
     if (cur().kind != Tok::kEnd) fail(cur().pos, "unexpected '" + cur().text + "'");
     p.has_generation = has_generation_;
+    check_names(p.body, false, p.warnings);
     return p;
   }
 
  private:
+  // Statements until a block tag named in `stops` (left unconsumed after
   // its `{%`) or the end.
   Body body(std::initializer_list<std::string_view> stops) {
     Body out;
@@ -224,6 +229,9 @@ class Parser : public ExprParser {
     s->bodies.push_back(body({"endmacro"}));
     loop_depth_ = saved;
     end_tag();
+    s->uses_varargs = reads(s->bodies[0], "varargs");
+    s->uses_kwargs = reads(s->bodies[0], "kwargs");
+    s->uses_caller = reads(s->bodies[0], "caller");
     return s;
   }
 
@@ -284,6 +292,79 @@ class Parser : public ExprParser {
   int loop_depth_ = 0;
   bool has_generation_ = false;
 };
+
+bool reads(const Expr& e, std::string_view name) {
+  if (e.kind == EK::kName && e.name == name) return true;
+  for (const auto& x : e.a)
+    if (x && reads(*x, name)) return true;
+  for (const auto& [k, x] : e.kw)
+    if (reads(*x, name)) return true;
+  return false;
+}
+
+// Whether `body` reads the variable `name` anywhere (nested blocks included).
+bool reads(const Body& body, std::string_view name) {
+  for (const auto& s : body) {
+    for (const auto& x : s->exprs)
+      if (x && reads(*x, name)) return true;
+    if (s->filter && reads(*s->filter, name)) return true;
+    for (const Body& b : s->bodies)
+      if (reads(b, name)) return true;
+  }
+  return false;
+}
+
+// Unknown filters and tests, as jinja2 3.x compiles them: inside an `if`
+// (its conditions and branches) or a conditional expression they fail only
+// when reached, and become load warnings; anywhere else, and under a
+// construct that opens a new scope (loop body, macro, call, filter, with,
+// set block), they fail at load.
+void check_expr(const Expr& e, bool soft, std::vector<std::string>& warnings) {
+  if (e.kind == EK::kCond) soft = true;
+  bool unknown = (e.kind == EK::kFilter && !e.filter) || (e.kind == EK::kTest && !e.test);
+  if (unknown) {
+    std::string what = std::string(e.kind == EK::kFilter ? "filter" : "test") + " '" + e.name + "'";
+    if (!soft) throw Error(where(e.pos) + ": unsupported or unknown " + what);
+    warnings.push_back(where(e.pos) + ": unknown " + what + " (an error if a render reaches it)");
+  }
+  for (const auto& x : e.a)
+    if (x) check_expr(*x, soft, warnings);
+  for (const auto& [k, x] : e.kw) check_expr(*x, soft, warnings);
+}
+
+void check_names(const Body& body, bool soft, std::vector<std::string>& warnings) {
+  auto exprs = [&](const Stmt& s, std::size_t from, std::size_t to, bool sf) {
+    for (std::size_t k = from; k < s.exprs.size() && k < to; ++k)
+      if (s.exprs[k]) check_expr(*s.exprs[k], sf, warnings);
+  };
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    switch (s.kind) {
+      case SK::kIf:
+        exprs(s, 0, s.exprs.size(), true);
+        for (const Body& b : s.bodies) check_names(b, true, warnings);
+        break;
+      case SK::kFor:
+        exprs(s, 0, 1, soft);  // the iterable: the enclosing scope
+        exprs(s, 1, 2, false);
+        for (const Body& b : s.bodies) check_names(b, false, warnings);
+        break;
+      case SK::kCallBlock:
+        exprs(s, 0, 1, soft);  // the call: the enclosing scope
+        exprs(s, 1, s.exprs.size(), false);
+        check_names(s.bodies[0], false, warnings);
+        break;
+      case SK::kWith:
+        exprs(s, 0, s.exprs.size(), soft);
+        check_names(s.bodies[0], false, warnings);
+        break;
+      default:
+        exprs(s, 0, s.exprs.size(), s.kind == SK::kMacro ? false : soft);
+        if (s.filter) check_expr(*s.filter, false, warnings);
+        for (const Body& b : s.bodies) check_names(b, false, warnings);
+    }
+  }
+}
 
 }  // namespace
 

@@ -15,6 +15,11 @@ Template Template::parse(std::string_view source) {
 
 bool Template::has_generation() const noexcept { return p_ && p_->has_generation; }
 
+const std::vector<std::string>& Template::warnings() const noexcept {
+  static const std::vector<std::string> none;
+  return p_ ? p_->warnings : none;
+}
+
 std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation) const {
   std::string out;
   Interp in;
