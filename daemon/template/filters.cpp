@@ -3,35 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "template/filter_util.hpp"
 #include "template/interp.hpp"
 #include "template/parser.hpp"
 #include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
-
-namespace {
-
-// Argument `i` by position or keyword `kw`; Undefined when absent.
-const Value& arg(Args& a, std::size_t i, std::string_view kw) {
-  static const Value missing;
-  if (i < a.pos.size()) return a.pos[i];
-  for (auto& [k, v] : a.kw)
-    if (k == kw) return v;
-  return missing;
-}
-bool given(const Value& v) { return !v.is_undefined(); }
-bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
-int64_t as_int(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
-double as_double(const Value& v) {
-  return v.kind == Kind::kFloat ? v.f : v.kind == Kind::kBool ? v.b : static_cast<double>(v.i);
-}
-std::string soft_str(const Value& v) { return to_str(v); }
-// What jinja's generator-returning filters give: an iterator.
-Value iterator(std::vector<Value> items) {
-  Value v = Value::new_list(std::move(items));
-  v.gen = true;
-  return v;
-}
 
 // Attribute lookup as environment.getattr, with dotted paths ("a.b").
 Value attr_path(const Value& obj, const std::string& path) {
@@ -46,6 +23,8 @@ Value attr_path(const Value& obj, const std::string& path) {
     b = e + 1;
   }
 }
+
+namespace {
 
 // Case folding for sort/unique/dictsort when not case_sensitive.
 Value fold(const Value& v, bool case_sensitive) {
@@ -182,84 +161,7 @@ Value f_tojson(Interp&, Value& v, Args& a) {
   }
   return Value::str(tojson(v, ascii, ip, sort, is, ks));
 }
-// What jinja2 does with an undefined value where a filter computes with it
-// (int(), float(), `+`): the undefined error.
-void no_undefined(const Value& v) {
-  if (v.is_undefined()) throw Error("'" + (v.s ? *v.s : std::string("value")) + "' is undefined");
-}
 
-// jinja2's int: int(value), else int(float(value)), else the default.
-Value f_int(Interp&, Value& v, Args& a) {
-  no_undefined(v);
-  const Value& d = arg(a, 0, "default");
-  Value dflt = given(d) ? d : Value::integer(0);
-  auto from_float = [&](double f) {
-    if (!std::isfinite(f)) return dflt;
-    if (std::fabs(f) >= 9.2e18) throw Error("int() of " + to_str(Value::real(f)) + " is past 64 bits");
-    return Value::integer(static_cast<int64_t>(f));
-  };
-  if (int_like(v)) return Value::integer(as_int(v));
-  if (v.kind == Kind::kFloat) return from_float(v.f);
-  if (v.is_str()) {
-    int64_t n = 0;
-    NumParse r = py_parse_int(*v.s, n);
-    if (r == NumParse::kOk) return Value::integer(n);
-    if (r == NumParse::kTooBig) throw Error("int() of '" + *v.s + "' is past 64 bits");
-    double f = 0;
-    if (py_parse_float(*v.s, f)) return from_float(f);
-  }
-  return dflt;
-}
-Value f_float(Interp&, Value& v, Args& a) {
-  no_undefined(v);
-  const Value& d = arg(a, 0, "default");
-  Value dflt = given(d) ? d : Value::real(0.0);
-  if (v.is_number()) return Value::real(as_double(v));
-  double f = 0;
-  if (v.is_str() && py_parse_float(*v.s, f)) return Value::real(f);
-  return dflt;
-}
-Value f_abs(Interp&, Value& v, Args&) {
-  if (v.kind == Kind::kFloat) return Value::real(std::fabs(v.f));
-  if (int_like(v)) return Value::integer(std::llabs(v.kind == Kind::kBool ? v.b : v.i));
-  throw Error("bad operand type for abs(): '" + std::string(type_name(v)) + "'");
-}
-// jinja2's round: Python's round(value, precision) (an int stays an int;
-// a float is rounded half to even on its exact decimal value), or
-// math.ceil/floor(value * 10**precision) / 10**precision.
-Value f_round(Interp&, Value& v, Args& a) {
-  const Value& p = arg(a, 0, "precision");
-  const Value& m = arg(a, 1, "method");
-  std::string method = given(m) ? soft_str(m) : "common";
-  if (method != "common" && method != "ceil" && method != "floor") throw Error("method must be common, ceil or floor");
-  if (!v.is_number()) throw Error("type " + std::string(type_name(v)) + " doesn't define __round__ method");
-  if (given(p) && !int_like(p))
-    throw Error("'" + std::string(type_name(p)) + "' object cannot be interpreted as an integer");
-  int64_t prec = given(p) ? as_int(p) : 0;
-  double x = as_double(v), scale = std::pow(10.0, static_cast<double>(prec));
-  if (method != "common") return Value::real((method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale);
-  if (int_like(v)) {
-    int64_t n = as_int(v);
-    if (prec >= 0) return Value::integer(n);
-    if (prec < -18) return Value::integer(0);
-    int64_t unit = 1;
-    for (int64_t k = 0; k < -prec; ++k) unit *= 10;
-    int64_t q = n / unit, r = n % unit;
-    if (r < 0) r += unit, --q;  // floor division
-    if (2 * r > unit || (2 * r == unit && (q & 1))) ++q;
-    return Value::integer(q * unit);
-  }
-  if (!std::isfinite(x)) return Value::real(x);
-  if (prec >= 0) {
-    if (prec > 330) return Value::real(x);
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);  // exact, half to even
-    return Value::real(std::strtod(buf, nullptr));
-  }
-  return Value::real(prec < -330 ? 0.0 * x
-                                 : std::nearbyint(x / std::pow(10.0, static_cast<double>(-prec))) *
-                                       std::pow(10.0, static_cast<double>(-prec)));
-}
 Value f_escape(Interp&, Value& v, Args&) {
   std::string out;
   for (char c : soft_str(v)) {
@@ -466,16 +368,6 @@ Value minmax(Value& v, Args& a, bool max) {
 }
 Value f_min(Interp&, Value& v, Args& a) { return minmax(v, a, false); }
 Value f_max(Interp&, Value& v, Args& a) { return minmax(v, a, true); }
-// Python's sum(iterable, start): `+` from the start value (0), no strings.
-Value f_sum(Interp&, Value& v, Args& a) {
-  const Value& attr = arg(a, 0, "attribute");
-  const Value& start = arg(a, 1, "start");
-  Value total = given(start) ? start : Value::integer(0);
-  if (total.is_str()) throw Error("sum() can't sum strings [use ''.join(seq) instead]");
-  for (const Value& x : iterate(v)) total = binary_op("+", total, given(attr) ? attr_path(x, soft_str(attr)) : x);
-  return total;
-}
-
 struct NamedFilter {
   std::string_view name;
   FilterFn fn;
@@ -523,6 +415,9 @@ constexpr NamedFilter kFilters[] = {
     {"min", f_min},
     {"max", f_max},
     {"sum", f_sum},
+    {"truncate", f_truncate},
+    {"batch", f_batch},
+    {"slice", f_slice},
 };
 
 }  // namespace

@@ -215,7 +215,7 @@ class Gen:
         if k == 31:
             return self.N("str", "(", self.e("list", d), ")|string")
         if k == 32:
-            return self.filt("str", s(), "wordcount") if r.random() < 0.2 else self.filt("str", s(), "trim", L())
+            return self.filt("str", s(), "truncate", *r.choice([["3"], ["5, true"], ["4, end='!'"], ["6, leeway=0"], ["3, false, '', 1"]]))
         if k == 33:
             return self.N("str", "(", self.e("dict", d), ").get(", lit_str(r, r.choice(WORDS)), ", ", s(), ")")
         if k == 34:
@@ -401,7 +401,7 @@ class Gen:
         if k == 15:
             return self.filt("list", self.filt("list", self.e("any", d), r.choice(["select", "reject", "map"]), *r.choice([[], ["'string'"]])), "list")
         if k == 16:
-            return self.filt("list", self.filt("list", self.e("str", d), "list"), "list")
+            return self.filt("list", self.filt("list", L(), r.choice(["batch", "slice"]), r.choice(["2", "3", "2, 'f'", "1"])), "list")
         if k == 17:
             return self.N("list", "(", self.e("str", d), " | list)")
         if k == 18:
