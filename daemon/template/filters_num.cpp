@@ -101,7 +101,6 @@ Value f_sum(Interp&, Value& v, Args& a) {
 // jinja2's truncate: length + leeway (5) characters fit; else cut to
 // length - len(end), at the last space unless killwords, and end appended.
 Value f_truncate(Interp&, Value& v, Args& a) {
-  std::string s = soft_str(v);
   const Value& l = arg(a, 0, "length");
   const Value& e = arg(a, 2, "end");
   const Value& lw = arg(a, 3, "leeway");
@@ -110,8 +109,10 @@ Value f_truncate(Interp&, Value& v, Args& a) {
   int64_t end_len = static_cast<int64_t>(py_len(end));
   if ((given(l) && !int_like(l)) || length < end_len) throw Error("expected length >= " + std::to_string(end_len));
   if (leeway < 0) throw Error("expected leeway >= 0, got " + std::to_string(leeway));
-  std::vector<uint32_t> cps = code_points(s);
-  if (static_cast<int64_t>(cps.size()) <= length + leeway) return Value::str(s);
+  if (tmpl::length(v) <= length + leeway) return v;  // the value itself, whatever it is (len() only)
+  if (!v.is_str())
+    throw Error("can only concatenate " + std::string(type_name(v)) + " (not \"str\") to " + std::string(type_name(v)));
+  std::vector<uint32_t> cps = code_points(*v.s);
   std::string head;
   for (int64_t k = 0; k < length - end_len; ++k) utf8_append(cps[static_cast<std::size_t>(k)], head);
   if (!truthy(arg(a, 1, "killwords"))) {

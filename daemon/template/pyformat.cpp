@@ -37,21 +37,26 @@ void pad(const Spec& sp, std::string_view sign, std::string_view body, std::stri
   }
 }
 
-// %d %i %u %o %x %X of an integer.
-void format_int(const Spec& sp, char conv, int64_t n, std::string& out) {
-  bool neg = n < 0;
-  uint64_t u = neg ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+// %d %i %u %o %x %X of an integer: its sign and its digits.
+void format_digits(const Spec& sp, char conv, bool neg, std::string body, std::string& out) {
   int base = conv == 'o' ? 8 : (conv == 'x' || conv == 'X') ? 16 : 10;
-  const char* digits = conv == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
-  std::string body;
-  do {
-    body.insert(body.begin(), digits[u % static_cast<uint64_t>(base)]);
-    u /= static_cast<uint64_t>(base);
-  } while (u);
   if (sp.prec > static_cast<int64_t>(body.size())) body.insert(0, static_cast<std::size_t>(sp.prec) - body.size(), '0');
   std::string sign = neg ? "-" : sp.plus ? "+" : sp.space ? " " : "";
   if (sp.alt && base != 10) sign += conv == 'o' ? "0o" : conv == 'x' ? "0x" : "0X";
   pad(sp, sign, body, out, true);
+}
+
+void format_int(const Spec& sp, char conv, int64_t n, std::string& out) {
+  bool neg = n < 0;
+  uint64_t u = neg ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  uint64_t base = conv == 'o' ? 8 : (conv == 'x' || conv == 'X') ? 16 : 10;
+  const char* digits = conv == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
+  std::string body;
+  do {
+    body.insert(body.begin(), digits[u % base]);
+    u /= base;
+  } while (u);
+  format_digits(sp, conv, neg, std::move(body), out);
 }
 
 // %e %E %f %F %g %G of a float, as C's printf (which CPython's matches for
@@ -207,8 +212,14 @@ std::string percent_format(const std::string& f, const Value& args) {
         if (v.kind == Kind::kFloat) {
           if (!decimal) throw Error(std::string("%") + conv + " format: an integer is required, not float");
           if (std::isnan(v.f)) throw Error("cannot convert float NaN to integer");
-          if (std::isinf(v.f) || std::fabs(v.f) >= 9.2e18) throw Error("cannot convert float infinity to integer");
-          format_int(sp, conv, static_cast<int64_t>(v.f), out);
+          if (std::isinf(v.f)) throw Error("cannot convert float infinity to integer");
+          if (std::fabs(v.f) < 9.2e18) {
+            format_int(sp, conv, static_cast<int64_t>(v.f), out);
+          } else {  // a float this large is an integer; its digits are exact
+            char b[400];
+            std::snprintf(b, sizeof b, "%.0f", std::fabs(v.f));
+            format_digits(sp, conv, v.f < 0, b, out);
+          }
         } else if (int_like(v)) {
           format_int(sp, conv, as_int(v), out);
         } else {
