@@ -33,7 +33,17 @@ const Value& arg(Args& a, std::size_t i, std::string_view kw = {}) {
   return missing;
 }
 
+// CPython's argument count check of a builtin method (no keywords taken).
+void arity(std::string_view type, std::string_view name, const Args& a, std::size_t min, std::size_t max) {
+  std::string n = std::string(type) + "." + std::string(name) + "()";
+  if (!a.kw.empty()) throw Error(n + " takes no keyword arguments");
+  if (a.pos.size() < min || a.pos.size() > max)
+    throw Error(n + " takes " + (min == max ? "exactly " + std::to_string(min) : "at most " + std::to_string(max)) +
+                " argument" + (max == 1 ? "" : "s") + " (" + std::to_string(a.pos.size()) + " given)");
+}
+
 Value dict_method(const Value& d, std::string_view name, Args& a) {
+  arity("dict", name, a, name == "get" ? 1 : 0, name == "get" ? 2 : 0);
   if (name == "get") {
     const Value& k = arg(a, 0);
     if (const Value* v = d.dict->find(key_of(k))) return *v;
@@ -59,10 +69,23 @@ Value dict_method(const Value& d, std::string_view name, Args& a) {
 }
 
 Value list_method(const Value& l, std::string_view name, Args& a) {
+  arity(l.tuple ? "tuple" : "list", name, a, name == "copy" ? 0 : 1, name == "index" ? 3 : name == "copy" ? 0 : 1);
   if (name == "copy") return Value::new_list(l.list->items, l.tuple);
   const Value& x = arg(a, 0);
   int64_t n = 0;
-  for (std::size_t k = 0; k < l.list->items.size(); ++k) {
+  // index(x, start, end): Python's slice bounds on the list.
+  auto bound = [&](std::size_t i, int64_t dflt) {
+    if (i >= a.pos.size()) return dflt;
+    const Value& v = a.pos[i];
+    if (v.kind != Kind::kInt && v.kind != Kind::kBool)
+      throw Error("slice indices must be integers or have an __index__ method");
+    int64_t b = v.kind == Kind::kBool ? v.b : v.i, len = static_cast<int64_t>(l.list->items.size());
+    if (b < 0) b = std::max<int64_t>(b + len, 0);
+    return std::min(b, len);
+  };
+  std::size_t from = static_cast<std::size_t>(bound(1, 0));
+  std::size_t to = static_cast<std::size_t>(bound(2, static_cast<int64_t>(l.list->items.size())));
+  for (std::size_t k = name == "index" ? from : 0; k < (name == "index" ? to : l.list->items.size()); ++k) {
     if (!equal(l.list->items[k], x)) continue;
     if (name == "index") return Value::integer(static_cast<int64_t>(k));
     ++n;
@@ -82,7 +105,9 @@ bool has_method(const Value& obj, std::string_view name) {
   switch (obj.kind) {
     case Kind::kStr: return in_set(kStrMethods, name);
     case Kind::kDict: return !obj.ns && (in_set(kDictMethods, name) || in_set(kDictUnsafe, name));
-    case Kind::kList: return obj.is_seq() && (in_set(kListMethods, name) || in_set(kListUnsafe, name));
+    case Kind::kList:
+      if (obj.tuple) return obj.is_seq() && (name == "index" || name == "count");
+      return obj.is_seq() && (in_set(kListMethods, name) || in_set(kListUnsafe, name));
     default: return false;
   }
 }
@@ -99,7 +124,7 @@ Value call_method(Interp&, const Value& obj, std::string_view name, Args& a, boo
       if (in_set(kDictUnsafe, name)) unsafe(obj, name);
       break;
     case Kind::kList:
-      if (!obj.is_seq()) break;
+      if (!obj.is_seq() || (obj.tuple && !has_method(obj, name))) break;
       if (in_set(kListMethods, name)) return list_method(obj, name, a);
       if (in_set(kListUnsafe, name)) unsafe(obj, name);
       break;

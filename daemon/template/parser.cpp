@@ -66,6 +66,16 @@ class Parser : public ExprParser {
     }
   }
 
+  // A macro's, call block's or {% generation %} body: jinja2 compiles it to
+  // a function, so `break`/`continue` there are outside any loop.
+  Body body_outside_loop(std::initializer_list<std::string_view> stops) {
+    int saved = loop_depth_;
+    loop_depth_ = 0;
+    Body b = body(stops);
+    loop_depth_ = saved;
+    return b;
+  }
+
   std::unique_ptr<Stmt> make(SK k, Pos p) {
     auto s = std::make_unique<Stmt>();
     s->kind = k;
@@ -87,7 +97,7 @@ class Parser : public ExprParser {
     if (tag == "generation") {
       auto s = make(SK::kGeneration, p);
       expect_block_end();
-      s->bodies.push_back(body({"endgeneration"}));
+      s->bodies.push_back(body_outside_loop({"endgeneration"}));
       end_tag();
       has_generation_ = true;
       return s;
@@ -224,10 +234,7 @@ class Parser : public ExprParser {
     s->text = expect_name();
     params(*s);
     expect_block_end();
-    int saved = loop_depth_;
-    loop_depth_ = 0;
-    s->bodies.push_back(body({"endmacro"}));
-    loop_depth_ = saved;
+    s->bodies.push_back(body_outside_loop({"endmacro"}));
     end_tag();
     s->uses_varargs = reads(s->bodies[0], "varargs");
     s->uses_kwargs = reads(s->bodies[0], "kwargs");
@@ -261,7 +268,7 @@ class Parser : public ExprParser {
     if (s->exprs[0]->kind != EK::kCall) fail(p, "expected a call after 'call'");
     for (auto& d : defaults) s->exprs.push_back(std::move(d));
     expect_block_end();
-    s->bodies.push_back(body({"endcall"}));
+    s->bodies.push_back(body_outside_loop({"endcall"}));
     end_tag();
     return s;
   }
