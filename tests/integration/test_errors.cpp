@@ -163,7 +163,7 @@ TEST_CASE("an unknown filter in a branch is a --check-config warning with its li
   Output o = check(dir, ds + sp + soft + "\"\n");
   CHECK(o.status == 0);
   CHECK(o.out.find("# warning: chat template") != std::string::npos);
-  CHECK(o.out.find("2:37: unknown filter 'from_json'") != std::string::npos);
+  CHECK(o.out.find("2:38: unknown filter 'from_json'") != std::string::npos);
   CHECK(o.out.find("refused") == std::string::npos);  // the first record renders
   // Outside a branch, jinja2 refuses the template when it compiles it.
   std::string hard = write(dir, "hard.jinja", "{% for m in messages %}\n  {{ m.content | from_json }}{% endfor %}");
