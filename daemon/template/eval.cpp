@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "template/interp.hpp"
+#include "template/parser.hpp"
 #include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
@@ -216,10 +217,14 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
   return Value::undefined();
 }
 
-bool folded_slice(const Expr& e) {
-  for (const auto& x : e.a)
-    if (x && x->kind != EK::kLiteral) return false;
-  return true;
+Value unary(bool neg, const Value& v) {
+  check_defined(v);
+  if (!v.is_number())
+    throw Error("bad operand type for unary " + std::string(neg ? "-" : "+") + ": '" + std::string(type_name(v)) + "'");
+  if (!neg) return v.kind == Kind::kBool ? Value::integer(v.b) : v;
+  if (v.kind == Kind::kFloat) return Value::real(-v.f);
+  if (as_int(v) == INT64_MIN) throw Error("integer overflow");
+  return Value::integer(-as_int(v));
 }
 
 Value call_value(Interp& in, const Value& f, Args& args, const std::string& what) {
@@ -236,6 +241,121 @@ void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
+
+namespace {
+
+bool fold_all(Interp& in, const std::vector<ExprPtr>& es, std::size_t from, std::vector<Value>& out) {
+  for (std::size_t k = from; k < es.size(); ++k) {
+    Value v;
+    if (!es[k] || !fold_const(in, *es[k], v)) return false;
+    out.push_back(std::move(v));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool fold_const(Interp& in, const Expr& e, Value& out) {
+  try {
+    std::vector<Value> v;
+    switch (e.kind) {
+      case EK::kLiteral: out = e.lit; return true;
+      case EK::kList:
+      case EK::kTuple:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::new_list(std::move(v), e.kind == EK::kTuple);
+        return true;
+      case EK::kDict:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::new_dict();
+        for (std::size_t k = 0; k + 1 < v.size(); k += 2) out.dict->set(key_of(v[k]), v[k + 1]);
+        return true;
+      case EK::kAttr:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = get_attr(v[0], e.name);
+        return true;
+      case EK::kItem:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = get_item(v[0], v[1]);
+        return true;
+      case EK::kSlice: {  // through getitem: a TypeError gives an undefined value
+        Value parts[4] = {Value(), Value::none(), Value::none(), Value::none()};
+        for (int k = 0; k < 4; ++k)
+          if (e.a[k] && !fold_const(in, *e.a[k], parts[k])) return false;
+        if (parts[0].is_undefined()) return false;
+        try {
+          out = slice(parts[0], parts[1], parts[2], parts[3]);
+        } catch (const Error& err) {
+          if (std::string_view(err.what()).find("step cannot be zero") != std::string_view::npos) return false;
+          out = Value::undefined();
+        }
+        return true;
+      }
+      case EK::kFilter:
+      case EK::kTest: {
+        // Filters that take jinja2's context (select, map, ...) are not folded.
+        static const FilterFn kContextual[] = {find_filter("select"), find_filter("reject"), find_filter("selectattr"),
+                                               find_filter("rejectattr"), find_filter("map")};
+        if (e.kind == EK::kFilter &&
+            (!e.filter || std::find(std::begin(kContextual), std::end(kContextual), e.filter) != std::end(kContextual)))
+          return false;
+        if (e.kind == EK::kTest && !e.test) return false;
+        if (!fold_all(in, e.a, 0, v)) return false;
+        Args args;
+        args.pos.assign(v.begin() + 1, v.end());
+        for (const auto& [name, x] : e.kw) {
+          Value kv;
+          if (!fold_const(in, *x, kv)) return false;
+          args.kw.emplace_back(name, std::move(kv));
+        }
+        if (e.kind == EK::kFilter) out = e.filter(in, v[0], args);
+        else out = Value::boolean(e.test(in, v[0], args) != e.negate);
+        return true;
+      }
+      case EK::kNot:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::boolean(!truthy(v[0]));
+        return true;
+      case EK::kNeg:
+      case EK::kPos:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = unary(e.kind == EK::kNeg, v[0]);
+        return true;
+      case EK::kBinary:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = arith(e.name, v[0], v[1]);
+        return true;
+      case EK::kCompare:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::boolean(true);
+        for (std::size_t k = 0; k < e.ops.size(); ++k)
+          if (!compare(e.ops[k], v[k], v[k + 1])) {
+            out = Value::boolean(false);
+            break;
+          }
+        return true;
+      case EK::kAnd:
+      case EK::kOr: {
+        Value l;
+        if (!fold_const(in, *e.a[0], l)) return false;
+        if (truthy(l) == (e.kind == EK::kOr)) {
+          out = l;
+          return true;
+        }
+        return fold_const(in, *e.a[1], out);
+      }
+      case EK::kCond: {
+        Value c;
+        if (!fold_const(in, *e.a[1], c)) return false;
+        if (truthy(c)) return fold_const(in, *e.a[0], out);
+        return e.a[2] && fold_const(in, *e.a[2], out);
+      }
+      default: return false;  // names, calls
+    }
+  } catch (const Error&) {
+    return false;  // jinja2 leaves it to the render, which fails the same way
+  }
+}
 
 Value eval(Interp& in, const Expr& e) {
   in.step(e.pos);
@@ -274,15 +394,7 @@ Value eval(Interp& in, const Expr& e) {
       for (int k = 0; k < 3; ++k)
         if (e.a[1 + k]) parts[k] = eval(in, *e.a[1 + k]);
       in.pos = e.pos;
-      if (!folded_slice(e)) return slice(obj, parts[0], parts[1], parts[2]);
-      // All literals: jinja2's optimizer folds it at compile time through
-      // getitem, so a TypeError gives an undefined value there.
-      try {
-        return slice(obj, parts[0], parts[1], parts[2]);
-      } catch (const Error& err) {
-        if (std::string_view(err.what()).find("step cannot be zero") != std::string_view::npos) throw;
-        return Value::undefined();
-      }
+      return slice(obj, parts[0], parts[1], parts[2]);
     }
     case EK::kCall: {
       const Expr& callee = *e.a[0];
@@ -321,16 +433,7 @@ Value eval(Interp& in, const Expr& e) {
       return Value::boolean(e.test(in, subject, args) != e.negate);
     }
     case EK::kNeg:
-    case EK::kPos: {
-      Value v = eval(in, *e.a[0]);
-      check_defined(v);
-      if (!v.is_number())
-        throw Error("bad operand type for unary " + std::string(e.kind == EK::kNeg ? "-" : "+") + ": '" +
-                    std::string(type_name(v)) + "'");
-      if (e.kind == EK::kPos) return v.kind == Kind::kBool ? Value::integer(v.b) : v;
-      if (v.kind == Kind::kFloat) return Value::real(-v.f);
-      return Value::integer(-as_int(v));
-    }
+    case EK::kPos: return unary(e.kind == EK::kNeg, eval(in, *e.a[0]));
     case EK::kNot: return Value::boolean(!truthy(eval(in, *e.a[0])));
     case EK::kAnd: {
       Value l = eval(in, *e.a[0]);

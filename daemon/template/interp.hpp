@@ -49,6 +49,11 @@ struct Interp {
 };
 
 Value eval(Interp& in, const Expr& e);
+// jinja2's compile-time evaluation of a constant expression (its nodes'
+// as_const): `out` and true, or false where jinja2 leaves it to the render.
+// It differs from eval() only in slicing through getitem (a TypeError gives
+// an undefined value).
+bool fold_const(Interp& in, const Expr& e, Value& out);
 // What the `break`/`continue` statements unwind with.
 enum class Flow : uint8_t { kNormal, kBreak, kContinue };
 Flow exec(Interp& in, const Body& body);

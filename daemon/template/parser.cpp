@@ -1,5 +1,6 @@
 #include "template/parser.hpp"
 
+#include "template/interp.hpp"
 #include "template/parser_expr.hpp"
 
 namespace tokfeed::tmpl {
@@ -8,6 +9,7 @@ namespace {
 
 void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
 bool reads(const Body& body, std::string_view name);
+void optimize(Body& body);
 
 class Parser : public ExprParser {
  public:
@@ -19,6 +21,7 @@ class Parser : public ExprParser {
     if (cur().kind != Tok::kEnd) fail(cur().pos, "unexpected '" + cur().text + "'");
     p.has_generation = has_generation_;
     check_names(p.body, false, p.warnings);
+    optimize(p.body);
     return p;
   }
 
@@ -369,6 +372,68 @@ void check_names(const Body& body, bool soft, std::vector<std::string>& warnings
         exprs(s, 0, s.exprs.size(), s.kind == SK::kMacro ? false : soft);
         if (s.filter) check_expr(*s.filter, false, warnings);
         for (const Body& b : s.bodies) check_names(b, false, warnings);
+    }
+  }
+}
+
+// Whether Python can write `v` as a literal (jinja2's has_safe_repr): what
+// its optimizer may fold into the template.
+bool safe_repr(const Value& v) {
+  switch (v.kind) {
+    case Kind::kNone:
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat:
+    case Kind::kStr: return true;
+    case Kind::kList:
+      if (!v.is_seq()) return false;
+      for (const Value& x : v.list->items)
+        if (!safe_repr(x)) return false;
+      return true;
+    case Kind::kDict:
+      if (v.ns) return false;
+      for (const auto& [k, x] : v.dict->items)
+        if (!safe_repr(x)) return false;
+      return true;
+    default: return false;
+  }
+}
+
+void optimize_expr(ExprPtr& e, Interp& in) {
+  if (!e) return;
+  for (auto& x : e->a) optimize_expr(x, in);
+  for (auto& [k, x] : e->kw) optimize_expr(x, in);
+  Value v;
+  if (e->kind == EK::kLiteral || !fold_const(in, *e, v) || !safe_repr(v)) return;
+  auto lit = std::make_unique<Expr>();
+  lit->kind = EK::kLiteral;
+  lit->pos = e->pos;
+  lit->lit = std::move(v);
+  e = std::move(lit);
+}
+
+// jinja2's compile-time constant folding, where it can differ from
+// rendering (a slice of a constant that is not sliceable gives an undefined
+// value there): its optimizer turns a constant subexpression with a literal
+// value into that literal, and its code generator writes the output of a
+// constant expression as text.
+void optimize(Body& body) {
+  std::string sink;
+  Interp in;
+  in.frames.emplace_back();
+  in.out = in.root = &sink;
+  in.max_steps = 1'000'000;
+  in.max_output = 1u << 20;
+  for (auto& sp : body) {
+    Stmt& s = *sp;
+    for (auto& x : s.exprs) optimize_expr(x, in);
+    optimize_expr(s.filter, in);
+    for (Body& b : s.bodies) optimize(b);
+    Value v;
+    if (s.kind == SK::kOutput && fold_const(in, *s.exprs[0], v)) {
+      s.kind = SK::kText;
+      s.text = to_str(v);
+      s.exprs.clear();
     }
   }
 }

@@ -46,6 +46,7 @@ bool t_sameas(Interp&, const Value& v, Args& a) {
     case Kind::kUndefined: return true;
     case Kind::kBool: return v.b == o.b;
     case Kind::kInt: return v.i == o.i && v.i >= -5 && v.i <= 256;  // CPython's small-int cache
+    case Kind::kStr: return v.s == o.s;                             // the same string object (one variable read twice)
     case Kind::kList: return v.list == o.list;
     case Kind::kDict: return v.dict == o.dict;
     case Kind::kFunc: return v.fn == o.fn;

@@ -334,7 +334,7 @@ class Gen:
         if k == 15:
             return self.N("bool", "(", lit_str(r, r.choice(WORDS)), r.choice([" in ", " not in "]), self.e("dict", d), ".", r.choice(["keys", "values", "items"]), "())")
         if k == 16:
-            return self.N("bool", "(", self.e("any", d), " is ", r.choice(["divisibleby(2.5)", "divisibleby 0.5", "sameas s1", "in 'abc'", "eq(none)", "mapping", "sequence"]), ")")
+            return self.N("bool", "(", self.e("any", d), " is ", r.choice(["divisibleby(2.5)", "divisibleby 0.5", "sameas false", "in 'abc'", "eq(none)", "mapping", "sequence"]), ")")
         if k <= 3:
             tests = ["defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true", "false",
                      "mapping", "iterable", "sequence", "callable", "odd", "even", "lower", "upper", "divisibleby 3",
