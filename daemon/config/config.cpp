@@ -228,6 +228,11 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
                      d.format);
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
+  d.check_rows_when_read = s.choice("check_rows", "start", {"start", "when_read"}) == "when_read";
+  if (d.check_rows_when_read && !d.skip_bad)
+    s.fail("check_rows",
+           "\"when_read\" leaves bad rows out as they are read; with on_bad_record = \"fail\" every "
+           "row is checked at start: set one or the other");
   d.max_record_bytes =
       static_cast<uint64_t>(s.integer("max_record_bytes", DatasetConfig::kDefaultMaxRecordBytes, 0, int64_t{1} << 32));
   d.placeholders = string_table(s, "placeholders", "NAME = \"value\"");
@@ -456,6 +461,7 @@ std::string describe(const JobConfig& c) {
   for (const DatasetConfig& d : c.datasets) {
     out += fmt::format("[[datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
                        text::format_name(d.format), d.skip_bad ? "skip" : "fail");
+    if (d.check_rows_when_read) out += "check_rows = \"when_read\"\n";
     if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
     if (d.weight) out += fmt::format("weight = {}\n", *d.weight);
     out += fmt::format("max_record_bytes = {}\n", d.max_record_bytes);

@@ -169,6 +169,30 @@ std::string_view record_at(const char* data, uint64_t size, ShardKind kind, uint
   return std::string_view(data + offset, end - offset);
 }
 
+std::string record_verdict(std::string_view rec, const text::RecordRules& rules) {
+  std::string reason = size_reason(rec.size(), rules);
+  return reason.empty() ? check(rec, rules, false) : reason;
+}
+
+ShardIndex ShardIndex::rows(uint64_t n, std::vector<ShardBad> bad) {
+  ShardIndex x;
+  x.shard_bytes_ = n;  // offsets are rows: load(file, n) checks them against the row count
+  if (bad.empty()) {
+    x.valid_ = n;
+    return x;
+  }
+  x.owned_.reserve(n - bad.size());
+  std::size_t k = 0;
+  for (uint64_t r = 0; r < n; ++r) {
+    if (k < bad.size() && bad[k].line == r + 1) ++k;
+    else x.owned_.push_back(r);
+  }
+  x.bad_ = std::move(bad);
+  x.valid_ = x.owned_.size();
+  x.offsets_ = x.owned_.data();
+  return x;
+}
+
 uint32_t line_at(const char* data, uint64_t offset) noexcept {
   return static_cast<uint32_t>(1 + std::count(data, data + offset, '\n'));
 }

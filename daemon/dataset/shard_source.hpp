@@ -1,6 +1,7 @@
 // A dataset's shards (docs/data_model.md 1.1): which files a path names, and
 // each shard's bytes mapped read-only and shared, compressed shards through a
-// decompressed spool file so that workers can map them too.
+// decompressed spool file so that workers can map them too. Parquet and Arrow
+// shards are mapped as they are (columnar_source.hpp reads them).
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "dataset/columnar_source.hpp"
 #include "tokfeed/shm/segment.hpp"
 
 namespace tokfeed {
@@ -56,9 +56,6 @@ class ShardBytes {
   // A file truncated under its mapping makes reading past its new end raise
   // SIGBUS: the supervisor asks this when a child dies of one.
   std::string shrunk() const;
-  // A Parquet or Arrow shard's row groups and columns (its spool holds one
-  // JSON line per row); kind kNone for a text shard.
-  const ColumnarLayout& layout() const { return layout_; }
 
  private:
   shm::Mapping map_;  // no mapping for an empty shard
@@ -66,7 +63,6 @@ class ShardBytes {
   std::string file_;  // the mapped file: the shard or its spool ("" for memory)
   ino_t ino_ = 0;
   dev_t dev_ = 0;
-  ColumnarLayout layout_;
 };
 
 }  // namespace tokfeed

@@ -27,6 +27,13 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
 }
 
 bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
+  // A Parquet or Arrow row is checked as it is read: a bad one is left out.
+  if (std::string bad = data_.verdict(rec); !bad.empty()) {
+    if (++bad_rows_ <= kLoggedBadRows)
+      spdlog::warn("{}: bad record: {}; left out{}", data_.where(rec), bad,
+                   bad_rows_ == kLoggedBadRows ? " (further bad rows found by this process are not logged)" : "");
+    return false;
+  }
   std::string reason = render(rec, rendered_);
   if (!reason.empty()) {
     spdlog::error("{}: record no longer parses ({}); the file changed after indexing", data_.where(rec), reason);
