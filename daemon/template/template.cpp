@@ -30,6 +30,11 @@ RecordScope::~RecordScope() {
 
 void cancel_renders() noexcept { render_cancel.store(true, std::memory_order_relaxed); }
 
+const std::vector<std::string>& Template::warnings() const noexcept {
+  static const std::vector<std::string> none;
+  return p_ ? p_->warnings : none;
+}
+
 std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation) const {
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)

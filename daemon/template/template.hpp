@@ -57,6 +57,10 @@ class Template {
   static Template parse(std::string_view source);
 
   bool has_generation() const noexcept;
+  // What the template may fail on at render, found at load: unknown filters
+  // and tests where jinja2 defers the error until a render reaches them,
+  // each "line:column: unknown filter 'name' ...".
+  const std::vector<std::string>& warnings() const noexcept;
   // Renders with `vars` as the template's variables. `generation`, when
   // given, receives the byte spans of {% generation %} blocks. Throws
   // tmpl::Error (the message, with the line:column reached) when the

@@ -87,6 +87,8 @@ TEST_CASE("errors: unsupported constructs at load with line:column; raise_except
   CHECK(load_error("a\n  {% include 'x' %}").find("include") != std::string::npos);
   CHECK(load_error("{{ x | nosuchfilter }}").find("1:") == 0);
   CHECK(load_error("{{ x is nosuchtest }}").find("nosuchtest") != std::string::npos);
+  CHECK(load_error("{% for m in [] %}\n{{ m | nosuch }}{% endfor %}").rfind("2:8:", 0) == 0);  // a loop is no branch
+  CHECK(load_error("{{ dict(a=1, a=2) }}").find("keyword argument repeated") != std::string::npos);
   CHECK(load_error("{% for x in y %}").find("endfor") != std::string::npos);
   CHECK(load_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").find("nesting") !=
         std::string::npos);
@@ -182,4 +184,29 @@ TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF 
         "field 'messages[0].role' is missing");
   CHECK(text::record_to_chat(R"({"messages": [{"role": "tool_call", "content": "nope"}]})", rules, false, msgs, tools)
             .find("tool call") != std::string::npos);
+}
+
+TEST_CASE("unknown filters and tests in a branch fail only when reached, and are load warnings") {
+  // jinja2 3.x defers them inside `if` and conditional expressions.
+  std::string src = "{% if x is string %}{{ x | from_json }}{% endif %}\n{{ 'n' if y else y is nosuch }}";
+  Template t = Template::parse(src);
+  REQUIRE(t.warnings().size() == 2);
+  CHECK(t.warnings()[0] == "1:28: unknown filter 'from_json' (an error if a render reaches it)");
+  CHECK(t.warnings()[1].rfind("2:", 0) == 0);
+  CHECK(t.warnings()[1].find("test 'nosuch'") != std::string::npos);
+  CHECK(render(src, R"({"x": 1, "y": 1})") == "n");  // trim_blocks takes the newline
+  CHECK(render_error(src, R"({"x": "a"})").rfind("No filter named 'from_json'.", 0) == 0);
+  CHECK(Template::parse("{{ x | upper }}").warnings().empty());
+}
+
+TEST_CASE("Python's str semantics: full case mapping, %-formatting, divisibleby on floats") {
+  CHECK(render("{{ 'ß'.upper() }} {{ 'ﬃ'.upper() }} {{ 'İ'.lower() | length }} {{ 'ΑΣ'.lower() }}") == "SS FFI 2 ας");
+  CHECK(render("{{ 'ǆa'.title() }} {{ 'ßa'.capitalize() }} {{ 'Straße'.casefold() }} {{ 'aBß'.swapcase() }}") ==
+        "ǅa Ssa strasse AbSS");
+  CHECK(render("{{ '٣'.isdigit() }} {{ 'ǅ'.istitle() }} {{ 'Ⅻ'.isnumeric() }} {{ '٣' | int }}") == "True True True 3");
+  CHECK(render("{{ ('%600d' % 1) | length }}|{{ '%x|%#o|%-3s|%.1f' % (-255, 8, 'ß', 0.25) }}") ==
+        "600|-ff|0o10|ß  |0.2");
+  CHECK(render("{{ 12.34 is divisibleby 3 }} {{ 12.0 is divisibleby 3 }} {{ 3.0 is odd }}") == "False True True");
+  CHECK(render("{{ d | attr('role') }}|{{ nn | select | list }}{{ nn | map('upper') | list }}",
+               R"({"d": {"role": "user"}, "nn": null})") == "|[][]");
 }
