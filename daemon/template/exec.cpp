@@ -6,6 +6,13 @@ namespace tokfeed::tmpl {
 namespace {
 
 void write(Interp& in, std::string_view s) {
+  if (in.provenance && in.message >= 0 && in.out == in.root && !s.empty()) {
+    auto& pieces = in.provenance->pieces;
+    const std::size_t at = in.out->size();
+    const auto m = static_cast<uint32_t>(in.message);
+    if (!pieces.empty() && pieces.back().message == m && pieces.back().end == at) pieces.back().end += s.size();
+    else pieces.push_back({at, at + s.size(), m});
+  }
   in.out->append(s);
   if (in.out->size() > in.max_output)
     throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
@@ -32,6 +39,23 @@ struct FrameGuard {
     in.frames.back().barrier = barrier;
   }
   ~FrameGuard() { in.frames.pop_back(); }
+};
+
+// Which message `item` is (-1: none), for provenance.
+int64_t message_index(const Interp& in, const Value& item) {
+  if (!item.is_dict()) return -1;
+  const auto& ids = in.provenance->messages;
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    if (ids[k] == item.dict.get()) return static_cast<int64_t>(k);
+  return -1;
+}
+
+// Restores the message the enclosing iterations are on.
+struct MessageGuard {
+  Interp& in;
+  int64_t saved;
+  explicit MessageGuard(Interp& i) : in(i), saved(i.message) {}
+  ~MessageGuard() { in.message = saved; }
 };
 
 Flow exec_for(Interp& in, const Stmt& s) {
@@ -68,6 +92,8 @@ Flow exec_for(Interp& in, const Stmt& s) {
                    return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
                  }));
   in.assign("loop", loop);
+  MessageGuard message_guard(in);
+  const bool track = in.provenance && s.targets.size() == 1;
   for (int64_t i = 0; i < n; ++i) {
     in.step(s.pos);  // an empty body still costs a step per iteration
     d[0].second = Value::integer(i + 1);
@@ -82,6 +108,11 @@ Flow exec_for(Interp& in, const Stmt& s) {
     d[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem");
     d[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("loop.nextitem");
     assign_targets(in, s.targets, items[static_cast<std::size_t>(i)]);
+    if (track) {
+      int64_t m = message_index(in, items[static_cast<std::size_t>(i)]);
+      in.message = m >= 0 ? m : message_guard.saved;
+      if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+    }
     in.frames.back().set("loop", loop);
     if (exec(in, s.bodies[0]) == Flow::kBreak) break;
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "template/ast.hpp"
+#include "template/template.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -31,6 +32,8 @@ struct Interp {
   std::string* out = nullptr;
   std::string* root = nullptr;                                             // the top-level output
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
+  Provenance* provenance = nullptr;
+  int64_t message = -1;  // the message the innermost message-bound iteration is on (-1: none)
   uint64_t steps = 0;
   uint64_t max_steps = 0;
   std::size_t max_output = 0;

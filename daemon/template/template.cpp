@@ -15,7 +15,8 @@ Template Template::parse(std::string_view source) {
 
 bool Template::has_generation() const noexcept { return p_ && p_->has_generation; }
 
-std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation) const {
+std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation,
+                             Provenance* provenance) const {
   std::string out;
   Interp in;
   in.frames.emplace_back();
@@ -27,6 +28,11 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   in.max_output = limits.max_output;
   in.now = limits.now;
   if (generation) generation->clear();
+  in.provenance = provenance;
+  if (provenance) {
+    provenance->pieces.clear();
+    provenance->seen.assign(provenance->messages.size(), 0);
+  }
   try {
     exec(in, p_->body);
   } catch (const Error& e) {
