@@ -184,10 +184,13 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
       p = r.render(i, assistant);
       p_ok = true;
       if (!r.provenance().pieces.empty()) p_last_end = r.provenance().pieces.back().end;
-      std::string fi = i + 1 == n ? full : r.render(i + 1, false);
-      if (starts_with(fi, p) && starts_with(full, fi)) {
-        add_span(spans, p.size(), fi.size());
-        return true;
+      // P ⊑ Fi ⊑ F needs P ⊑ F: where that fails, Fi need not be rendered.
+      if (starts_with(full, p)) {
+        std::string fi = i + 1 == n ? full : r.render(i + 1, false);
+        if (starts_with(fi, p) && starts_with(full, fi)) {
+          add_span(spans, p.size(), fi.size());
+          return true;
+        }
       }
     } catch (const tmpl::Error&) {
       // a prefix the template refuses: (b) does not apply

@@ -54,9 +54,24 @@ int64_t message_index(const Interp& in, const Value& item) {
 struct MessageGuard {
   Interp& in;
   int64_t saved;
-  explicit MessageGuard(Interp& i) : in(i), saved(i.message) {}
-  ~MessageGuard() { in.message = saved; }
+  bool* saved_bound;
+  explicit MessageGuard(Interp& i) : in(i), saved(i.message), saved_bound(i.iteration_bound) {}
+  ~MessageGuard() {
+    in.message = saved;
+    in.iteration_bound = saved_bound;
+  }
 };
+
+// `{% set name = v %}` in an iteration no message is bound to (a scan by
+// index): v, when a message, binds the rest of the iteration to it.
+void bind_iteration(Interp& in, const Value& v) {
+  if (!in.iteration_bound || *in.iteration_bound) return;
+  int64_t m = message_index(in, v);
+  if (m < 0) return;
+  in.message = m;
+  *in.iteration_bound = true;
+  in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+}
 
 Flow exec_for(Interp& in, const Stmt& s) {
   Value seq = eval(in, *s.exprs[0]);
@@ -94,6 +109,8 @@ Flow exec_for(Interp& in, const Stmt& s) {
   in.assign("loop", loop);
   MessageGuard message_guard(in);
   const bool track = in.provenance && s.targets.size() == 1;
+  bool bound = false;
+  if (track) in.iteration_bound = &bound;
   for (int64_t i = 0; i < n; ++i) {
     in.step(s.pos);  // an empty body still costs a step per iteration
     d[0].second = Value::integer(i + 1);
@@ -111,6 +128,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
     if (track) {
       int64_t m = message_index(in, items[static_cast<std::size_t>(i)]);
       in.message = m >= 0 ? m : message_guard.saved;
+      bound = m >= 0;
       if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
     }
     in.frames.back().set("loop", loop);
@@ -125,6 +143,8 @@ Value make_macro(const Stmt& s) {
   return Value::func(s.text, [m](Interp& in, Args& args) -> Value {
     if (++in.depth > 100) throw Error("maximum macro recursion depth exceeded");
     FrameGuard guard(in, true);
+    MessageGuard message_guard(in);  // a set in a macro binds no iteration
+    in.iteration_bound = nullptr;
     const auto& params = m->targets;
     std::vector<Value> extra;
     for (std::size_t k = 0; k < args.pos.size(); ++k) {
@@ -212,6 +232,7 @@ Flow exec(Interp& in, const Body& body) {
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           obj.dict->set(s.text, std::move(v));
         } else {
+          if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
           assign_targets(in, s.targets, v);
         }
         break;
@@ -232,6 +253,8 @@ Flow exec(Interp& in, const Body& body) {
         const Stmt* cs = &s;
         Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
           FrameGuard g(i2, false);
+          MessageGuard message_guard(i2);  // nor one in a call block
+          i2.iteration_bound = nullptr;
           for (std::size_t k = 0; k < cs->targets.size(); ++k) {
             if (k < a.pos.size()) i2.assign(cs->targets[k], a.pos[k]);
             else if (cs->exprs[1 + k]) i2.assign(cs->targets[k], eval(i2, *cs->exprs[1 + k]));

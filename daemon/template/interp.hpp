@@ -34,6 +34,10 @@ struct Interp {
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
   Provenance* provenance = nullptr;
   int64_t message = -1;  // the message the innermost message-bound iteration is on (-1: none)
+  // Whether the innermost one-variable `for` iteration is bound to a message
+  // (null: none, or in a macro or call block); a `{% set %}` of a message
+  // binds one that is not.
+  bool* iteration_bound = nullptr;
   uint64_t steps = 0;
   uint64_t max_steps = 0;
   std::size_t max_output = 0;

@@ -5,7 +5,9 @@ page: the prefix rule (b), and the provenance rule (c) for the messages where
 Provenance on jinja2: the template's AST is rewritten before it is compiled so
 that every `{% for x in ... %}` with one loop variable calls a hook at the
 start of each iteration with the item, and another after the loop (also after
-a `break`). A message is recognised by identity: the template sees the very
+a `break`); a `{% set name = ... %}` in such a loop's body (not in a macro or
+call block) calls a third with the value, which binds an iteration that no
+message is bound to (a scan by index, `{% set m = messages[k] %}`). A message is recognised by identity: the template sees the very
 dict objects of the `messages` list (slices and reversals keep them). The
 text the root render function yields while the innermost such iteration is
 bound to messages[i] is message i's output; text rendered inside a macro or a
@@ -66,6 +68,18 @@ class Provenance:
             self.stack.pop()
         return ""
 
+    def bind(self, loop_id, value):
+        """A `{% set %}` of a message in an iteration of loop_id that no
+        message is bound to binds it, for the rest of the iteration."""
+        i = self.index.get(id(value))
+        for k in range(len(self.stack) - 1, -1, -1):
+            if self.stack[k][0] == loop_id:
+                if self.stack[k][1] is None and i is not None:
+                    self.stack[k] = (loop_id, i)
+                    self.seen.add(i)
+                break
+        return ""
+
     def current(self):
         for _, i in reversed(self.stack):
             if i is not None:
@@ -74,28 +88,39 @@ class Provenance:
 
 
 def instrument(ast):
-    """Adds the enter/leave hooks to every single-variable for loop."""
+    """Adds the enter/leave hooks to every single-variable for loop, and the
+    bind hook after each `{% set name = ... %}` inside one."""
     counter = itertools.count()
 
     def hook(name, *args):
         return nodes.ExprStmt(nodes.Call(nodes.Name(name, "load"), [nodes.Const(a) if not isinstance(a, nodes.Node)
                                                                       else a for a in args], [], None, None))
 
-    def visit(body):
+    def visit(body, loop):
+        """`loop`: the innermost enclosing instrumented loop (None outside
+        loops, and in macro and call-block bodies)."""
         out = []
         for node in body:
+            own = next(counter) if isinstance(node, nodes.For) and isinstance(node.target, nodes.Name) else None
             for field in node.fields:
                 sub = getattr(node, field)
                 if isinstance(sub, list) and sub and all(isinstance(x, nodes.Stmt) for x in sub):
-                    setattr(node, field, visit(sub))
+                    if isinstance(node, (nodes.Macro, nodes.CallBlock)):
+                        inner = None
+                    elif isinstance(node, nodes.For) and field == "body" and own is not None:
+                        inner = own
+                    else:
+                        inner = loop
+                    setattr(node, field, visit(sub, inner))
             out.append(node)
-            if isinstance(node, nodes.For) and isinstance(node.target, nodes.Name):
-                lid = next(counter)
-                node.body.insert(0, hook("tokfeed_prov_enter", lid, nodes.Name(node.target.name, "load")))
-                out.append(hook("tokfeed_prov_leave", lid))
+            if own is not None:
+                node.body.insert(0, hook("tokfeed_prov_enter", own, nodes.Name(node.target.name, "load")))
+                out.append(hook("tokfeed_prov_leave", own))
+            elif isinstance(node, nodes.Assign) and isinstance(node.target, nodes.Name) and loop is not None:
+                out.append(hook("tokfeed_prov_bind", loop, nodes.Name(node.target.name, "load")))
         return out
 
-    ast.body = visit(ast.body)
+    ast.body = visit(ast.body, None)
     return ast
 
 
@@ -118,6 +143,7 @@ class Template:
         self.prov = Provenance()
         env.globals["tokfeed_prov_enter"] = self.prov.enter
         env.globals["tokfeed_prov_leave"] = self.prov.leave
+        env.globals["tokfeed_prov_bind"] = self.prov.bind
         code = env.compile(instrument(env.parse(tmpl)))
         self.tmpl = env.template_class.from_code(env, code, env.make_globals(None))
         self.kwargs = {k: token_text(cfg[k]) for k in SPECIAL if cfg.get(k) is not None}

@@ -200,6 +200,15 @@ TEST_CASE("the label rule (c): each turn as it stands in F, where the prefix rul
       "{% if add_generation_prompt %}<A>{% endif %}";
   CHECK(labels_of(inner, calls) == std::vector<std::string>{"a", "</A>", "(q)b</A>"});
 
+  // So is one an index scan binds with {% set %}: in an iteration no message
+  // is bound to, the rest of the iteration is the set message's.
+  const char* scan =
+      "{% for m in messages %}{% if m.role == 'assistant' %}<A>{% if loop.last %}({{ m.reasoning_content }}){% endif %}"
+      "{{ m.content }}{% for k in range(loop.index, messages | length) %}<k>{% set t = messages[k] %}"
+      "{% if t.role == 'tool' %}<T>{{ t.content }}{% endif %}{% endfor %}</A>{% elif m.role == 'user' %}<U>"
+      "{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<A>{% endif %}";
+  CHECK(labels_of(scan, calls) == std::vector<std::string>{"a<k>", "<k></A>", "(q)b</A>"});
+
   // The common prefix with the generation prompt stops at a whole character.
   const char* accent =
       "{% for m in messages %}{% if m.role == 'assistant' %}{% if loop.last %}É{% else %}é{% endif %}{{ m.content }}"
