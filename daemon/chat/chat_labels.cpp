@@ -19,8 +19,11 @@ using tmpl::Value;
 
 class Renderer {
  public:
-  Renderer(const ChatSpec& spec, const Value& messages, const Value& tools) : spec_(spec), messages_(messages) {
+  // `provenance`: whether renders record which bytes each message wrote.
+  Renderer(const ChatSpec& spec, const Value& messages, const Value& tools, bool provenance)
+      : spec_(spec), messages_(messages), track_(provenance) {
     for (const Value& m : messages.list->items) prov_.messages.push_back(m.is_dict() ? m.dict.get() : nullptr);
+    prov_.seen.assign(prov_.messages.size(), 0);
     vars_ = spec.globals;
     vars_.emplace_back("messages", Value());
     vars_.emplace_back("tools", tools);
@@ -37,7 +40,7 @@ class Renderer {
             ? messages_
             : Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)));
     vars_.back().second = Value::boolean(generation_prompt);
-    return spec_.tmpl.render(vars_, spec_.limits, spans, &prov_);
+    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr);
   }
   const tmpl::Provenance& provenance() const { return prov_; }
 
@@ -45,6 +48,7 @@ class Renderer {
   const ChatSpec& spec_;
   const Value& messages_;
   tmpl::Vars vars_;
+  bool track_;
   tmpl::Provenance prov_;
 };
 
@@ -135,25 +139,9 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
                            Rendered& out) {
   out.text.clear();
   out.trained.clear();
-  Renderer r(spec, messages, tools);
   const auto& msgs = messages.list->items;
   const std::size_t n = msgs.size();
   const bool generation = spec.tmpl.has_generation();
-  tmpl::Spans gen;
-  try {
-    out.text = r.render(n, false, generation ? &gen : nullptr);
-  } catch (const tmpl::Error& e) {
-    return "template " + spec.name + ": " + e.what();
-  }
-  const std::string& full = out.text;
-  // Rule (c)'s view of F: each message's own text; whether an iteration was
-  // bound to it.
-  std::size_t full_last_end;
-  const std::vector<std::vector<Span>> own = own_text(r.provenance(), n, full.size(), full_last_end);
-  // (c) applies to the messages an iteration was bound to, where F has own
-  // text at all (a template that collects its output in a variable has none).
-  std::vector<char> placed = r.provenance().seen;
-  if (r.provenance().pieces.empty()) placed.assign(n, 0);
 
   // Which messages train: assistant messages (the last one only under
   // last_assistant), unless the message says otherwise.
@@ -170,6 +158,27 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
       train[i] = *l;
     }
   }
+  // Under (a), the blocks alone decide, but for last_assistant or a switch.
+  const bool last_block = spec.one_block_per_turn && last_assistant && !overrides;
+  const bool regions = !generation || (!last_block && (last_assistant || overrides));
+
+  Renderer r(spec, messages, tools, regions);
+  tmpl::Spans gen;
+  try {
+    out.text = r.render(n, false, generation ? &gen : nullptr);
+  } catch (const tmpl::Error& e) {
+    return "template " + spec.name + ": " + e.what();
+  }
+  const std::string& full = out.text;
+  // Rule (c)'s view of F: each message's own text; whether an iteration was
+  // bound to it.
+  std::size_t full_last_end;
+  std::vector<std::vector<Span>> own;
+  if (regions) own = own_text(r.provenance(), n, full.size(), full_last_end);
+  // (c) applies to the messages an iteration was bound to, where F has own
+  // text at all (a template that collects its output in a variable has none).
+  std::vector<char> placed = r.provenance().seen;
+  if (r.provenance().pieces.empty()) placed.assign(n, 0);
 
   // The text message i trains: (b) where it holds, else (c). False (reason
   // set) when neither applies.
@@ -231,10 +240,10 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   std::vector<Span> spans;
   if (generation) {
     for (auto [b, e] : gen) add_span(out.trained, b, e);
-    if (spec.one_block_per_turn && last_assistant && !overrides) {
+    if (last_block) {
       // Built-in templates: the last block is the last assistant's.
       if (out.trained.size() > 1) out.trained.erase(out.trained.begin(), out.trained.end() - 1);
-    } else if (last_assistant || overrides) {
+    } else if (regions) {
       for (std::size_t i = 0; i < n; ++i) {
         bool assistant = role_of(msgs[i]) == "assistant";
         if (static_cast<bool>(train[i]) == assistant) continue;  // what the blocks already say
