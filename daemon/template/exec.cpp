@@ -43,11 +43,7 @@ struct FrameGuard {
 
 // Which message `item` is (-1: none), for provenance.
 int64_t message_index(const Interp& in, const Value& item) {
-  if (!item.is_dict()) return -1;
-  const auto& ids = in.provenance->messages;
-  for (std::size_t k = 0; k < ids.size(); ++k)
-    if (ids[k] == item.dict.get()) return static_cast<int64_t>(k);
-  return -1;
+  return item.is_dict() ? in.provenance->index_of(item.dict.get()) : -1;
 }
 
 // Restores the message the enclosing iterations are on.

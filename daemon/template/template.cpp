@@ -1,5 +1,6 @@
 #include "template/template.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "template/interp.hpp"
@@ -32,6 +33,11 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   if (provenance) {
     provenance->pieces.clear();
     provenance->seen.assign(provenance->messages.size(), 0);
+    auto& sorted = provenance->sorted;
+    sorted.clear();
+    for (std::size_t k = 0; k < provenance->messages.size(); ++k)
+      sorted.emplace_back(provenance->messages[k], static_cast<uint32_t>(k));
+    std::sort(sorted.begin(), sorted.end());
   }
   try {
     exec(in, p_->body);
@@ -39,6 +45,11 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
     throw Error(std::string(e.what()) + " (at template " + where(in.pos) + ")");
   }
   return out;
+}
+
+int64_t Provenance::index_of(const DictObj* d) const {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), std::make_pair(d, uint32_t{0}));
+  return it != sorted.end() && it->first == d ? static_cast<int64_t>(it->second) : -1;
 }
 
 bool parse_instant(std::string_view text, std::tm& out) {

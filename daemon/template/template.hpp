@@ -38,6 +38,10 @@ struct Provenance {
   };
   std::vector<Piece> pieces;  // out: in output order, adjacent pieces of one message joined
   std::vector<char> seen;     // out: whether an iteration was bound to messages[i]
+  // Which message `d` is (-1: none), by binary search in `sorted`, which
+  // each render builds from `messages`.
+  int64_t index_of(const DictObj* d) const;
+  std::vector<std::pair<const DictObj*, uint32_t>> sorted;
 };
 
 class Template {

@@ -167,6 +167,13 @@ TEST_CASE("the label rule (c): each turn as it stands in F, where the prefix rul
       R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r", "loss": false},
                        {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B"}]})";
   CHECK(labels_of(drop, off) == std::vector<std::string>{"B\n"});
+  // So does it under (a): the switch untrains the blocks inside (c)'s region.
+  const char* blocks =
+      "{% for m in messages %}{{ m.role }}:{% if m.role == 'assistant' %}{% generation %}{% if m.reasoning_content "
+      "and loop.last %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}\n{% endgeneration %}"
+      "{% else %}{{ m.content }}\n{% endif %}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  CHECK(labels_of(blocks, rec) == std::vector<std::string>{"A\n", "<think>s</think>B\n"});
+  CHECK(labels_of(blocks, off) == std::vector<std::string>{"B\n"});
 
   // The generation prompt's text is what P writes after the last text it
   // writes for a message: after a tool result, the tag closing the tool
