@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs the whole suite.
 #   scripts/test.sh            the default suite (unit, integration, shm, tsan, fault (brief), python, fuzz replay)
-#   scripts/test.sh --long     also the long fault soak
+#   scripts/test.sh --long     also the long fault soak and the wheel (ctest wheel.install: a Release build)
 # The HF-stack tests (label hf) run against a venv of PyPI torch 2.x,
 # transformers, trl, ... (scripts/venv.sh), made once in
 # ~/.cache/tokfeed/venv and reused by every checkout, or against $TOKFEED_VENV

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the HF-stack venv the Python tests run against (TOKFEED_HF_PYTHON):
 # PyPI torch 2.x, transformers, trl, ... (python/requirements-hf.txt), then
-# tokfeed itself (pip install ./python). Idempotent: an existing venv whose
+# tokfeed itself (pip install . : the wheel of pyproject.toml). Idempotent: an existing venv whose
 # requirements have not changed is kept, and only tokfeed is reinstalled.
 #   scripts/venv.sh [DIR]            default .venv/ in the repository
 # Environment: TOKFEED_VENV_NO_INSTALL=1 skips installing tokfeed itself; PYTHON (the interpreter to base it on, default python3),
@@ -27,8 +27,8 @@ if [[ -n ${TOKFEED_VENV_NO_INSTALL:-} ]]; then
   # The test suite imports tokfeed from the build tree instead.
   "$venv/bin/python" -c 'import torch, transformers; print("venv.sh:", "torch", torch.__version__, "transformers", transformers.__version__)'
 else
-  # The binding, built by CMake for this interpreter (needs the C++ build deps).
-  JOBS=${JOBS:-2} "$venv/bin/pip" install -q --no-build-isolation ./python 2>&1 | tail -20
+  # tokfeedd, tokfeedctl and the binding, built by CMake for this interpreter (needs the C++ build deps).
+  CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-2} "$venv/bin/pip" install -q . 2>&1 | tail -20
   "$venv/bin/python" -c 'import tokfeed, torch, transformers; print("venv.sh:", "torch", torch.__version__, "transformers", transformers.__version__, "tokfeed", tokfeed.__version__)'
 fi
 echo "venv.sh: $venv ready in $(($(date +%s) - start)) s"

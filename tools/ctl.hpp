@@ -26,9 +26,6 @@ int metrics(const std::string& socket);
 int watch(const std::string& socket);
 int dump(const StreamArgs& a);
 int drain(const StreamArgs& a);
-int tokenize(const std::string& path, const std::string& type, bool decode);
-// One JSON string per valid record: its text as the job's template renders it.
-int render(const std::string& config, std::optional<uint64_t> limit);
 
 // JSON string escaping shared by the subcommands.
 void append_json_string(std::string& out, std::string_view s);

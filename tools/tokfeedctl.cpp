@@ -1,5 +1,6 @@
-// tokfeedctl: the operator's and developer's tool. Talks to tokfeedd over its
-// unix socket (proto/), and tokenizes locally for debugging data.
+// tokfeedctl: the operator's tool. Talks to tokfeedd over its unix socket
+// (proto/) and attaches as a rank (libtokfeed); it links nothing of the
+// daemon's (`tokfeedd render|tokenize` debug a job's text offline).
 #include <CLI/CLI.hpp>
 
 #include "ctl.hpp"
@@ -35,19 +36,6 @@ int main(int argc, char** argv) {
   auto* drain = app.add_subcommand("drain", "attach as a rank, consume and check batches, print a summary");
   add_stream(drain);
 
-  std::string tok_path, tok_type = "hf";
-  bool decode = false;
-  auto* tk = app.add_subcommand("tokenize", "read one JSON string per line, print its ids as a JSON array");
-  tk->add_option("--tokenizer", tok_path, "tokenizer.json or .model")->required();
-  tk->add_option("--type", tok_type, "hf | sentencepiece")->capture_default_str();
-  tk->add_flag("--decode", decode, "read JSON arrays of ids and print the decoded strings");
-
-  std::string job;
-  uint64_t limit = 0;
-  auto* rd = app.add_subcommand("render", "print each valid record as the job's template renders it, as JSON strings");
-  rd->add_option("--config,-c", job, "the job's TOML config")->required();
-  rd->add_option("--limit,-n", limit, "only the first N valid records");
-
   CLI11_PARSE(app, argc, argv);
   sa.socket = socket;
   if (count) sa.count = count;
@@ -57,7 +45,5 @@ int main(int argc, char** argv) {
   if (watch->parsed()) return ctl::watch(socket);
   if (dump->parsed()) return ctl::dump(sa);
   if (drain->parsed()) return ctl::drain(sa);
-  if (tk->parsed()) return ctl::tokenize(tok_path, tok_type, decode);
-  if (rd->parsed()) return ctl::render(job, limit ? std::optional<uint64_t>(limit) : std::nullopt);
   return 2;
 }

@@ -1,28 +1,34 @@
 #!/usr/bin/python3
-"""Parquet dataset benchmark: tokfeed's first index and first batch on a
-Parquet dataset of about --gb GB, against `pyarrow.parquet.read_table` and HF
-`datasets.load_dataset("parquet")` in the same run, and the daemon's memory
-per worker on it (docs/benchmarks.md, "Parquet datasets").
+"""Parquet dataset benchmark: tokfeed's time to its first batch on a Parquet
+dataset of about --gb GB, read in place (rows checked at start, and with
+check_rows = "when_read") and, with --build-before, by a build that copies the
+rows into a JSON-lines spool first; against `pyarrow.parquet.read_table` and
+HF `datasets.load_dataset("parquet")` in the same run, as ratios; and the
+daemon's memory per worker on it (docs/benchmarks.md, "Parquet datasets").
 
     /usr/bin/python3 bench/dataset/columnar.py [--gb 1] [--shards 4] [--work /tmp/tokfeed-bench-columnar]
-        [--build build] [--hf-python /work/venv/bin/python] [--skip-memory] [--no-write]
+        [--build build] [--build-before OTHER_BUILD] [--hf-python PY] [--batches 20] [--skip-memory] [--no-write]
 
 In one run:
   1. the data: --source (mixed-10k.jsonl) as an Arrow table, repeated with a
      unique `id` per copy, written by pyarrow (in --hf-python) as --shards
      Parquet files of row groups of 10,000 rows, snappy, up to --gb GB on disk;
-     reused when it is there;
-  2. tokfeed first index: `tokfeedd --check-config` with an empty cache dir
-     (every row to its JSON line in the spool, then indexed and validated),
-     best of 2; then a cached start;
-  3. tokfeed first batch: `tokfeedd --config` ([cache] enabled = false, so the
-     rows go to an in-memory spool) until `tokfeedctl drain --count 1` returns,
-     from a cold cache dir;
-  4. pyarrow: `pq.read_table(DIR)` in a fresh --hf-python process (best of 2);
-     datasets: `load_dataset("parquet", data_files=..., split="train",
+     reused when it is there; read once so every contender finds it in the
+     page cache;
+  2. per tokfeed contender: planning cold, `tokfeedd --check-config` with an
+     empty cache dir (it checks every row), and warm, the same again (a
+     cached start: the kept index or verdicts); the cache dir's bytes; and
+     the first batch cold: `tokfeedd --config` with `[cache] enabled = false`
+     from start until `tokfeedctl drain --count 1` returns (nothing kept from
+     an earlier start);
+  3. pyarrow: `pq.read_table(DIR)` in a fresh --hf-python process; datasets:
+     `load_dataset("parquet", data_files=..., split="train",
      cache_dir=fresh)` then `ds[0]`, in a fresh process;
-  5. memory: tokfeedd serving the dataset with 1, 2 and 4 workers, PSS summed
-     over the daemon and its children as bench/dataset/run.py measures it.
+  4. memory: the in-place daemon serving the dataset with 1, 2 and 4 workers
+     (check_rows = "when_read", `[cache] enabled = false`, so workers decode the row groups they need:
+     the plan's random order makes most samples decode a group), PSS summed
+     over the daemon and its children and RSS per process at the peak while
+     draining --batches batches, as bench/dataset/run.py measures it.
 """
 
 import argparse
@@ -118,11 +124,16 @@ def python_stats(py, script, *args, env=None):
     return out
 
 
-def first_batch(bins, work, data):
+WHEN_READ = 'check_rows = "when_read"\n'
+
+
+def first_batch(bins, work, data, extra=""):
+    """Seconds from starting tokfeedd ([cache] off) until one batch is drained."""
     name = "first-batch"
     sock = os.path.join(work, name + ".sock")
     cache = dsbench.fresh_dir(os.path.join(work, "cache-first-batch"))
-    cfg = dsbench.write(os.path.join(work, name + ".toml"), dsbench.job_toml(data, cache, False, work, name))
+    cfg = dsbench.write(os.path.join(work, name + ".toml"),
+                        dsbench.job_toml(data, cache, False, work, name, dataset_extra=extra))
     if os.path.exists(sock):
         os.unlink(sock)
     t0 = time.perf_counter()
@@ -142,6 +153,26 @@ def first_batch(bins, work, data):
     return wall
 
 
+def measure_contender(label, bins, work, data, extra, planning):
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    out = {"label": label}
+    if planning:
+        cache = os.path.join(work, "cache-" + slug)
+        cfg = dsbench.write(os.path.join(work, slug + ".toml"),
+                            dsbench.job_toml(data, cache, True, work, slug, dataset_extra=extra))
+        dsbench.fresh_dir(cache)
+        log(f"{label}: planning, cold (--check-config, empty cache dir) ...")
+        out["cold"] = dsbench.check_config(bins, cfg)
+        log(f"{label}: planning, warm (--check-config again) ...")
+        out["warm"] = dsbench.check_config(bins, cfg)
+        out["disk"] = dir_bytes(cache)
+        shutil.rmtree(cache, ignore_errors=True)
+    log(f"{label}: first batch, cold ([cache] enabled = false) ...")
+    out["first"] = first_batch(bins, work, data, extra)
+    log(f"{label}: first batch after {out['first']:.2f} s")
+    return out
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=1.0)
@@ -149,8 +180,9 @@ def main(argv):
     ap.add_argument("--source", default=SOURCE)
     ap.add_argument("--work", default="/tmp/tokfeed-bench-columnar")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--build-before", help="a build of tokfeed that spools Parquet rows as JSON lines (before)")
     ap.add_argument("--hf-python", default=os.environ.get("TOKFEED_HF_PYTHON", "/work/venv/bin/python"))
-    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--no-write", action="store_true")
@@ -176,24 +208,15 @@ def main(argv):
             while fh.read(1 << 24):
                 pass
 
-    cfg_cache = os.path.join(args.work, "cache-index")
-    cfg = dsbench.write(os.path.join(args.work, "index.toml"),
-                        dsbench.job_toml(data, cfg_cache, True, args.work, "index"))
-    firsts = []
-    for i in range(2):
-        dsbench.fresh_dir(cfg_cache)
-        log(f"tokfeed first index {i + 1}/2 ...")
-        firsts.append(dsbench.check_config(bins, cfg))
-    first = min(firsts, key=lambda r: r["wall"])
-    spool = dir_bytes(os.path.join(cfg_cache, "spool"))
-    log("tokfeed cached start ...")
-    cached = dsbench.check_config(bins, cfg)
-    log("tokfeed first batch ...")
-    fb = first_batch(bins, args.work, data)
+    runs = []
+    if args.build_before:
+        runs.append(measure_contender("spool (before)", dsbench.Binaries(args.build_before), args.work, data, "",
+                                      True))
+    runs.append(measure_contender("in place, rows checked at start", bins, args.work, data, "", True))
+    runs.append(measure_contender('in place, check_rows = "when_read"', bins, args.work, data, WHEN_READ, False))
 
     log("pyarrow read_table ...")
-    pa_runs = [python_stats(args.hf_python, READ_TABLE, data) for _ in range(2)]
-    pa_best = min(pa_runs, key=lambda r: r["read"])
+    pa_run = python_stats(args.hf_python, READ_TABLE, data)
     log("datasets load_dataset ...")
     hf_cache = tempfile.mkdtemp(prefix="hf-cache-", dir=args.work)
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
@@ -201,51 +224,55 @@ def main(argv):
     hf_cache_bytes = dir_bytes(hf_cache)
     shutil.rmtree(hf_cache, ignore_errors=True)
 
-    mem = None if args.skip_memory else dsbench.measure_memory(bins, args.work, data, batches=args.batches)
+    # check_rows = "when_read": the workers as with rows checked at start, no check before each start.
+    mem = None if args.skip_memory else dsbench.measure_memory(bins, args.work, data, batches=args.batches,
+                                                               dataset_extra=WHEN_READ)
 
     counts = (0, 0, 0)
-    for l in first["lines"]:
+    for l in runs[-2]["cold"]["lines"]:
         if m := re.match(r"^# dataset: .*?([0-9]+) records, ([0-9]+) valid, ([0-9]+) bad", l):
             counts = tuple(int(x) for x in m.groups())
     cmd = " ".join(["/usr/bin/python3", "bench/dataset/columnar.py"] + [shlex.quote(a) for a in argv])
-    base = first["wall"]
+    pa_s, hf_s = pa_run["wall"], hf["wall"]
     md = [f"Produced by `{cmd}` on {datetime.date.today().isoformat()} in "
           f"{(time.monotonic() - t_start) / 60:.1f} min. Machine: {os.cpu_count()} cores shared with other jobs "
           f"(load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): figures are noisy, "
           f"compare the ratios of this one run.", "",
-          f"Data: {args.shards} Parquet shards written by pyarrow {pa_best['version']}, {size / GB:.2f} GB, "
+          f"Data: {args.shards} Parquet shards written by pyarrow {pa_run['version']}, {size / GB:.2f} GB, "
           f"{rows:,} rows (`{os.path.basename(args.source)}` repeated with a unique `id`; row groups of 10,000 "
           f"rows, snappy), in the page cache. tokfeed found {counts[0]:,} records, {counts[1]:,} valid, "
-          f"{counts[2]:,} bad; its JSON-lines spool in `[cache] dir` took {spool / GB:.2f} GB. "
-          f"HF: datasets {hf['version']}, its Arrow cache took {hf_cache_bytes / GB:.2f} GB (deleted after).", "",
-          "| measurement | seconds | vs tokfeed first index |", "|---|---:|---:|",
-          f"| tokfeed first index: `--check-config`, empty cache dir (best of 2) | {base:.2f} | 1.00x |",
-          f"| tokfeed cached start: second `--check-config` | {cached['wall']:.2f} | "
-          f"{cached['wall'] / base:.2f}x |",
-          f"| tokfeed first batch: start → `drain --count 1` returns, `[cache] enabled = false` | {fb:.2f} | "
-          f"{fb / base:.2f}x |",
-          f"| `pq.read_table(DIR)` (best of 2, import excluded) | {pa_best['read']:.2f} | "
-          f"{pa_best['read'] / base:.2f}x |",
-          f"| `pq.read_table` process: Python start, import, read, first row | {pa_best['wall']:.2f} | "
-          f"{pa_best['wall'] / base:.2f}x |",
-          f"| `load_dataset(\"parquet\")`, fresh cache (import excluded) | {hf['read']:.2f} | "
-          f"{hf['read'] / base:.2f}x |",
-          f"| `load_dataset` process: Python start, import, load, `ds[0]` | {hf['wall']:.2f} | "
-          f"{hf['wall'] / base:.2f}x |", "",
-          "`tokfeedd --check-config` (first index) printed:", "", "```"] + [
-        l for l in first["lines"] if l.startswith(("# dataset", "# tokenizer"))] + ["```", ""]
+          f"{counts[2]:,} bad. HF: datasets {hf['version']}, its Arrow cache took {hf_cache_bytes / GB:.2f} GB "
+          f"(deleted after).", "",
+          "First batch: `tokfeedd --config` with `[cache] enabled = false` (nothing kept from an earlier start), "
+          "from its start until `tokfeedctl drain --count 1` returns; the peers' whole process (Python start, "
+          "import, read, first row). Planning: `tokfeedd --check-config` (which checks every row, under either "
+          "`check_rows`), cold with an empty `[cache] dir`, warm a second time.", "",
+          "| contender | first batch (s) | vs `read_table` | vs `load_dataset` | planning cold (s) | "
+          "planning warm (s) | `[cache] dir` after |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        plan = (f"{r['cold']['wall']:.2f} | {r['warm']['wall']:.2f} | {r['disk'] / MiB:,.1f} MiB"
+                if "cold" in r else "— | — | —")
+        md.append(f"| tokfeed, {r['label']} | {r['first']:.2f} | {r['first'] / pa_s:.3f}x | "
+                  f"{r['first'] / hf_s:.3f}x | {plan} |")
+    md += [f"| `pq.read_table(DIR)` process (read alone {pa_run['read']:.2f} s) | {pa_s:.2f} | 1.000x | "
+           f"{pa_s / hf_s:.3f}x | | | |",
+           f"| `load_dataset(\"parquet\")` process, fresh cache (load alone {hf['read']:.2f} s) | {hf_s:.2f} | "
+           f"{hf_s / pa_s:.3f}x | 1.000x | | | {hf_cache_bytes / MiB:,.1f} MiB |", ""]
     if mem:
-        md += ["Memory: `tokfeedd --config` on the dataset, `[cache] enabled = false` (the rows' JSON lines in a "
-               "memory file the workers map), started afresh per worker count, then "
-               f"`tokfeedctl drain --rank 0 --count {args.batches}`; PSS of the daemon and its children summed "
-               "every 100 ms, the peak while draining (as bench/dataset/run.py).", "",
-               "| workers | start → serving (s) | summed PSS (MiB) | anon / file / shmem (MiB) | per process (MiB) |",
-               "|---:|---:|---:|---|---|"]
+        md += ["Memory: the in-place `tokfeedd --config` on the dataset, `check_rows = \"when_read\"`, "
+               "`[cache] enabled = false` (each worker "
+               "decodes the row groups its samples are in, through its cache of 4 decoded groups, 64 MiB), started "
+               f"afresh per worker count, then `tokfeedctl drain --rank 0 --count {args.batches}`; PSS of the "
+               "daemon and its children summed every 100 ms, the peak while draining (as bench/dataset/run.py), "
+               "with each process's PSS and RSS at that peak.", "",
+               "| workers | drain (batches/s) | summed PSS (MiB) | anon / file / shmem (MiB) | "
+               "per process PSS (MiB) | per process RSS (MiB) |", "|---:|---:|---:|---|---|---|"]
         for r in mem:
             p = {k: v / MiB for k, v in r["pss"].items()}
             per = ", ".join(f"{n} {v / MiB:.1f}" for n, v in r["procs"])
-            md.append(f"| {r['workers']} | {r['ready_s']:.2f} | {p['Pss']:.1f} | {p['Pss_Anon']:.1f} / "
-                      f"{p['Pss_File']:.1f} / {p['Pss_Shmem']:.1f} | {per} |")
+            rss = ", ".join(f"{n} {v / MiB:.1f}" for n, v in r["rss"])
+            md.append(f"| {r['workers']} | {args.batches / max(r['drain_s'], 1e-9):.2f} | {p['Pss']:.1f} | "
+                      f"{p['Pss_Anon']:.1f} / {p['Pss_File']:.1f} / {p['Pss_Shmem']:.1f} | {per} | {rss} |")
         lo, hi = mem[0], mem[-1]
         added = max(hi["workers"] - lo["workers"], 1)
         md += ["", f"Per added worker: {(hi['pss']['Pss'] - lo['pss']['Pss']) / added / MiB:.1f} MiB summed PSS, "

@@ -203,9 +203,9 @@ def measure_wc(path, records, runs=3):
 
 # ---------------------------------------------------------------- 3. tokfeed index
 
-def job_toml(data, cache_dir, cache, work, name, workers=2, padding="longest"):
+def job_toml(data, cache_dir, cache, work, name, workers=2, padding="longest", dataset_extra=""):
     return (f'# written by bench/dataset/run.py\n'
-            f'[dataset]\npath = "{data}"\nformat = "auto"\non_bad_record = "skip"\n\n'
+            f'[dataset]\npath = "{data}"\nformat = "auto"\non_bad_record = "skip"\n{dataset_extra}\n'
             f'[tokenizer]\ntype = "sentencepiece"\npath = "{SP_MODEL}"\ntemplate = "mistral"\n\n'
             f'[batch]\nsize = 4\nmax_length = 2048\npadding = "{padding}"\ntruncation = "right"\n\n'
             f'[schedule]\nepochs = 1\nshuffle = true\nseed = 42\n\n'
@@ -421,7 +421,7 @@ def measure_hf(work, data, records, keep):
 
 # ---------------------------------------------------------------- 5. memory
 
-PSS_KEYS = ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem")
+PSS_KEYS = ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem", "Rss")
 
 
 def pss_and_name(pid):
@@ -452,20 +452,23 @@ class PssSampler(threading.Thread):
         self.root, self.period = root, period
         self.phase = "start"
         self.peak = {}           # phase -> ({key: summed bytes}, {pid: (name, Pss bytes)})
+        self.peak_rss = {}       # phase -> {pid: (name, Rss bytes)} at that peak
         self.seen = {}           # pid -> name
         self.stop_event = threading.Event()
 
     def sample(self):
-        procs, total = {}, dict.fromkeys(PSS_KEYS, 0)
+        procs, rss, total = {}, {}, dict.fromkeys(PSS_KEYS, 0)
         for pid in descendants(self.root):
             got = pss_and_name(pid)
             if got:
                 procs[pid] = (got[1], got[0]["Pss"])
+                rss[pid] = (got[1], got[0].get("Rss", 0))
                 self.seen[pid] = got[1]
                 for k, v in got[0].items():
                     total[k] += v
         if procs and total["Pss"] > self.peak.get(self.phase, ({"Pss": -1},))[0]["Pss"]:
             self.peak[self.phase] = (total, procs)
+            self.peak_rss[self.phase] = rss
 
     def run(self):
         while not self.stop_event.is_set():
@@ -518,11 +521,12 @@ def stop_daemon(bins, proc, sock, pids):
     return [p for p in left if pss_and_name(p)]
 
 
-def measure_memory_once(bins, work, data, workers, batches, start_timeout):
+def measure_memory_once(bins, work, data, workers, batches, start_timeout, dataset_extra=""):
     name = f"serve-w{workers}"
     sock = os.path.join(work, name + ".sock")
     cfg = write(os.path.join(work, name + ".toml"),
-                job_toml(data, os.path.join(work, "cache-serve"), False, work, name, workers=workers))
+                job_toml(data, os.path.join(work, "cache-serve"), False, work, name, workers=workers,
+                         dataset_extra=dataset_extra))
     if os.path.exists(sock):
         os.unlink(sock)
     logf = open(os.path.join(work, name + ".log"), "w")
@@ -559,14 +563,15 @@ def measure_memory_once(bins, work, data, workers, batches, start_timeout):
     total, procs = sampler.peak["drain"]
     return {"workers": workers, "ready_s": ready, "drain_s": drain_s, "batches": drained.get("batches"),
             "pss": total, "procs": sorted(procs.values(), key=lambda p: (p[0] != "tokfeedd", p[0])),
+            "rss": sorted(sampler.peak_rss["drain"].values(), key=lambda p: (p[0] != "tokfeedd", p[0])),
             "start_pss": sampler.peak.get("start", ({"Pss": 0},))[0]["Pss"], "left": left}
 
 
-def measure_memory(bins, work, data, workers_list=(1, 2, 4), batches=200, start_timeout=1800):
+def measure_memory(bins, work, data, workers_list=(1, 2, 4), batches=200, start_timeout=1800, dataset_extra=""):
     rows = []
     for w in workers_list:
         log(f"memory: tokfeedd with {w} worker(s), drain {batches} batches ...")
-        row = measure_memory_once(bins, work, data, w, batches, start_timeout)
+        row = measure_memory_once(bins, work, data, w, batches, start_timeout, dataset_extra)
         log(f"  serving after {row['ready_s']:.2f} s, peak summed PSS {row['pss']['Pss'] / MiB:.1f} MiB, "
             f"left running: {row['left'] or 'none'}")
         rows.append(row)

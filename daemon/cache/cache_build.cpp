@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/fault_hook.hpp"
 #include "encode/sample_encoder.hpp"
 #include "tokfeed/shm/futex.hpp"
 
@@ -41,7 +42,13 @@ void write_all(int fd, const void* p, std::size_t n) {
 
 CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, CacheKey key,
                        uint32_t parts, int64_t crash_on_line)
-    : cfg_(cfg), data_(data), tok_(tok), key_(key), crash_on_line_(crash_on_line), records_(data.size()) {
+    : cfg_(cfg),
+      data_(data),
+      tok_(tok),
+      key_(key),
+      crash_on_line_(crash_on_line),
+      records_(data.size()),
+      owner_(::getpid()) {
   uint64_t p = std::max<uint64_t>(1, std::min<uint64_t>(parts, records_));
   // Lengths and flags are written by the builders straight into memory the
   // supervisor sees: no results travel through pipes.
@@ -63,6 +70,7 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
 }
 
 CacheBuild::~CacheBuild() {
+  if (::getpid() != owner_) return;  // a forked child: the files are the supervisor's
   abort();
   for (const Part& p : parts_) ::unlink(p.path.c_str());
   if (shared_) munmap(shared_, shared_bytes_);
@@ -125,7 +133,7 @@ void CacheBuild::builder_main(std::size_t index, int fd) {
     if (flags_[r] & cache_flags::kIsolated) continue;  // isolated by the supervisor: no tokens
     current.store(r + 1, std::memory_order_relaxed);
 #ifdef TOKFEED_FAULT_HOOKS
-    if (crash_on_line_ >= 0 && data_.line(r) == crash_on_line_) ::abort();
+    if (crash_on_line_ >= 0 && data_.line(r) == crash_on_line_) fault_crash();
 #endif
     if (!enc.encode(r, s)) {
       // The file changed after indexing: keep nothing of it.

@@ -78,6 +78,7 @@ class CacheBuild {
   std::atomic<uint64_t>* done_ = nullptr;     // per part: records whose tokens are in its file
   std::atomic<uint64_t>* current_ = nullptr;  // per part: record being encoded + 1
   uint64_t start_ns_ = 0;
+  pid_t owner_;  // the supervisor: only it kills builders and removes the parts
 };
 
 }  // namespace tokfeed

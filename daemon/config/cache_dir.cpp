@@ -41,6 +41,25 @@ std::string make_dir(const std::string& dir, mode_t mode, bool ours) {
   return {};
 }
 
+// mode = "group": what tokfeed writes in `dir` must get the folder's group,
+// which takes the setgid bit (or a daemon whose own group is the folder's).
+// Sets the bit when this user owns the folder; else says what to run.
+std::string check_group_dir(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return fmt::format("cannot stat it: {}", std::strerror(errno));
+  if ((st.st_mode & S_ISGID) || st.st_gid == ::getegid()) return {};
+  if (st.st_uid == ::geteuid() && ::chmod(dir.c_str(), (st.st_mode & 07777) | S_ISGID) == 0 &&
+      ::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_ISGID)) {
+    spdlog::info("[cache] dir {}: set its setgid bit, so files written in it get its group (gid {})", dir, st.st_gid);
+    return {};
+  }
+  return fmt::format(
+      "mode = \"group\" needs its files to get the folder's group (gid {}), but the folder has no setgid bit and "
+      "this daemon's group is gid {}: its files would be unreadable to the group. Run: chmod g+s '{}' (as its owner "
+      "or root), or point [cache] dir at a folder tokfeed may create",
+      st.st_gid, ::getegid(), dir);
+}
+
 }  // namespace
 
 std::string prepare_cache_dir(const CacheConfig& c) {
@@ -48,7 +67,9 @@ std::string prepare_cache_dir(const CacheConfig& c) {
   if (!c.enabled) return {};
   const mode_t mode = c.group ? 02770 : 0700;
   for (const std::string& d : {c.dir, c.dir + "/index", c.dir + "/spool"}) {
-    if (std::string why = make_dir(d, mode, d != c.dir); !why.empty())
+    std::string why = make_dir(d, mode, d != c.dir);
+    if (why.empty() && c.group) why = check_group_dir(d);
+    if (!why.empty())
       return fmt::format(
           "[cache] dir {}: {}; set [cache] dir to a directory this user can write (under systemd, "
           "CacheDirectory= gives one in $CACHE_DIRECTORY)",

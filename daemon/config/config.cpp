@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <arpa/inet.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -228,6 +230,11 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
                      d.format);
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
+  d.check_rows_when_read = s.choice("check_rows", "start", {"start", "when_read"}) == "when_read";
+  if (d.check_rows_when_read && !d.skip_bad)
+    s.fail("check_rows",
+           "\"when_read\" leaves bad rows out as they are read; with on_bad_record = \"fail\" every "
+           "row is checked at start: set one or the other");
   d.max_record_bytes =
       static_cast<uint64_t>(s.integer("max_record_bytes", DatasetConfig::kDefaultMaxRecordBytes, 0, int64_t{1} << 32));
   d.placeholders = string_table(s, "placeholders", "NAME = \"value\"");
@@ -357,6 +364,14 @@ JobConfig load_config(const std::string& path) {
         s.fail("cpus", why + ": expected \"auto\" or a list such as \"16-23,30\"");
     c.workers.nice = static_cast<int32_t>(s.integer("nice", 0, 0, 19));
     c.workers.batch_policy = s.choice("policy", "other", {"other", "batch"}) == "batch";
+    if (const toml::node* m = s.get("max_memory")) {
+      double gb = m->is_integer()          ? static_cast<double>(m->as_integer()->get())
+                  : m->is_floating_point() ? m->as_floating_point()->get()
+                                           : -1;
+      if (!(gb >= 0) || !std::isfinite(gb) || gb > 1e9)
+        s.fail("max_memory", "expected a number of GB >= 0 per worker, e.g. 4 (0: no cap)");
+      c.workers.max_memory = static_cast<uint64_t>(gb * 1e9);
+    }
     s.check_unknown();
   }
   {
@@ -450,12 +465,22 @@ JobConfig load_config(const std::string& path) {
   return c;
 }
 
+uint64_t child_memory_cap(const JobConfig& c) {
+  if (c.workers.max_memory) return *c.workers.max_memory;
+  // Half the node's memory, shared by the workers of every served rank; at
+  // least 1 GiB each.
+  uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t children = std::max<uint64_t>(1, uint64_t{c.workers.count} * std::max<std::size_t>(1, c.ranks.serve.size()));
+  return std::max<uint64_t>(uint64_t{1} << 30, ram / 2 / children);
+}
+
 std::string describe(const JobConfig& c) {
   std::string out;
   auto q = [](const std::string& s) { return "\"" + s + "\""; };
   for (const DatasetConfig& d : c.datasets) {
     out += fmt::format("[[datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
                        text::format_name(d.format), d.skip_bad ? "skip" : "fail");
+    if (d.check_rows_when_read) out += "check_rows = \"when_read\"\n";
     if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
     if (d.weight) out += fmt::format("weight = {}\n", *d.weight);
     out += fmt::format("max_record_bytes = {}\n", d.max_record_bytes);
@@ -480,6 +505,8 @@ std::string describe(const JobConfig& c) {
   out += fmt::format("[workers]\ncount = {}\nslots = {}\nmax_crashes = {}\ncpus = {}\nnice = {}\npolicy = \"{}\"\n",
                      c.workers.count, c.workers.slots, c.workers.max_crashes, q(c.workers.cpus), c.workers.nice,
                      c.workers.batch_policy ? "batch" : "other");
+  out += fmt::format("max_memory = {}  # GB per worker beyond what it inherits{}\n", child_memory_cap(c) / 1e9,
+                     c.workers.max_memory ? "" : " (default: a share of RAM)");
   std::string serve;
   for (uint32_t r : c.ranks.serve) serve += (serve.empty() ? "" : ", ") + std::to_string(r);
   out += fmt::format("[ranks]\nworld_size = {}\nserve = [{}]\n", c.ranks.world_size, serve);

@@ -35,6 +35,9 @@ struct DatasetConfig {
   std::string path;  // a file, a glob or a directory, resolved against the config file's directory
   text::Format format = text::Format::kAuto;
   bool skip_bad = true;  // on_bad_record = "skip"
+  // check_rows = "when_read": Parquet and Arrow rows are checked when read
+  // (a bad one is left out where the plan puts it), not all at start.
+  bool check_rows_when_read = false;
   std::vector<std::pair<std::string, std::string>> placeholders;
   std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as
   std::optional<uint64_t> samples;                           // per epoch, ms-swift's `#N`
@@ -85,6 +88,10 @@ struct WorkersConfig {
   std::string cpus;           // "" unpinned | "auto" (the GPU's NUMA node) | "16-23,30": workers and builders
   int32_t nice = 0;           // 0..19, for workers and builders
   bool batch_policy = false;  // policy = "batch": SCHED_BATCH
+  // What each worker and cache builder may map beyond what it inherits from
+  // the supervisor (RLIMIT_AS), so one record cannot take the node. Written
+  // in GB (10^9 bytes) as max_memory; unset: default_child_memory(); 0: no cap.
+  std::optional<uint64_t> max_memory;
 };
 
 struct RanksConfig {
@@ -139,6 +146,9 @@ JobConfig load_config(const std::string& path);
 
 // The resolved settings as TOML, for --check-config and status.
 std::string describe(const JobConfig& c);
+// Bytes of address space each worker or cache builder may add to what it
+// inherits ([workers] max_memory, else the default share of RAM); 0: no cap.
+uint64_t child_memory_cap(const JobConfig& c);
 
 std::string_view padding_name(Padding p) noexcept;
 std::string_view truncation_name(text::Truncation t) noexcept;

@@ -162,7 +162,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 }  // namespace
 
 ControlServer::ControlServer(asio::io_context& io, const std::string& path, ControlHandler& handler, Access access)
-    : path_(path), handler_(handler), access_(std::move(access)), acceptor_(io) {
+    : path_(path), owner_(::getpid()), handler_(handler), access_(std::move(access)), acceptor_(io) {
   stream::endpoint ep(path);
   acceptor_.open(ep.protocol());
   acceptor_.bind(ep);
@@ -177,7 +177,7 @@ void ControlServer::close() {
   if (acceptor_.is_open()) {
     boost::system::error_code ec;
     acceptor_.close(ec);
-    ::unlink(path_.c_str());
+    if (::getpid() == owner_) ::unlink(path_.c_str());
   }
 }
 

@@ -66,6 +66,7 @@ class ControlServer {
  private:
   void accept();
   std::string path_;
+  pid_t owner_;  // the process that bound the socket: the only one that removes it
   ControlHandler& handler_;
   Access access_;
   boost::asio::local::stream_protocol::acceptor acceptor_;

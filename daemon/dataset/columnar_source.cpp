@@ -2,29 +2,30 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
+#include <algorithm>
+#include <atomic>
 
-#include "dataset/dataset.hpp"
-#include "template/pystr.hpp"
+#include "dataset/dataset_error.hpp"
+#include "dataset/shard_source.hpp"
 
 #ifdef TOKFEED_WITH_ARROW
 #include <arrow/api.h>
-#include <arrow/io/file.h>
+#include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
+#include <arrow/util/byte_size.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
 
 #include <malloc.h>
 
-#include <algorithm>
-#include <charconv>
-#include <condition_variable>
-#include <mutex>
 #include <chrono>
-#include <cmath>
-#include <memory>
+#include <cstring>
+#include <list>
+#include <mutex>
 #include <thread>
+
+#include "dataset/columnar_json.hpp"
 #endif
 
 namespace tokfeed {
@@ -48,57 +49,26 @@ uint64_t ColumnarLayout::rows() const {
   return n;
 }
 
-// kind (1 byte), group count, the counts, column count, then per column its
-// length and bytes; integers as 8 little-endian bytes.
-std::string ColumnarLayout::serialize() const {
-  std::string out(1, static_cast<char>(kind));
-  auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); };
-  put(group_rows.size());
-  for (uint64_t r : group_rows) put(r);
-  put(columns.size());
-  for (const std::string& c : columns) put(c.size()), out += c;
-  return out;
-}
-
-bool ColumnarLayout::parse(std::string_view b) {
-  std::size_t at = 1;
-  auto get = [&](uint64_t& v) {
-    if (b.size() - at < 8) return false;
-    std::memcpy(&v, b.data() + at, 8);
-    at += 8;
-    return true;
-  };
-  uint64_t n;
-  if (b.empty() ||
-      (b[0] != static_cast<char>(ColumnarKind::kParquet) && b[0] != static_cast<char>(ColumnarKind::kArrow)))
-    return false;
-  kind = static_cast<ColumnarKind>(b[0]);
-  if (!get(n) || n > b.size() / 8) return false;
-  group_rows.resize(n);
-  for (uint64_t& r : group_rows)
-    if (!get(r)) return false;
-  if (!get(n) || n > b.size() / 8) return false;
-  columns.resize(n);
-  for (std::string& c : columns) {
-    uint64_t len;
-    if (!get(len) || b.size() - at < len) return false;
-    c.assign(b.substr(at, len));
-    at += len;
-  }
-  return at == b.size();
-}
-
 #ifndef TOKFEED_WITH_ARROW
 
 bool columnar_supported() noexcept { return false; }
+std::size_t columnar_cached_groups() noexcept { return 0; }
 
-ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind, const std::function<void(std::string_view)>&,
-                                 const ShardProgress&) {
+struct ColumnarRows::Reader {};
+
+ColumnarRows::ColumnarRows(std::string path, ColumnarKind, const char*, uint64_t, uint64_t)
+    : path_(std::move(path)), id_(0) {
   throw DatasetError(
       fmt::format("{}: this tokfeedd was built without Apache Arrow, so it cannot read Parquet or Arrow files; "
                   "run scripts/deps.sh (it installs pyarrow, whose C++ libraries tokfeed links) and build again "
                   "(cmake -DTOKFEED_WITH_ARROW=ON requires them), or convert the dataset to JSONL",
-                  path));
+                  path_));
+}
+ColumnarRows::~ColumnarRows() = default;
+void ColumnarRows::row(uint64_t, std::string&) const {}
+std::vector<ColumnarBad> ColumnarRows::check_rows(const std::function<std::string(std::string_view)>&, unsigned,
+                                                  const ShardProgress&) const {
+  return {};
 }
 
 #else
@@ -107,275 +77,67 @@ bool columnar_supported() noexcept { return true; }
 
 namespace {
 
+using Batches = std::vector<std::shared_ptr<arrow::RecordBatch> >;
+
+// The decoded groups one process keeps: at most this many and, past the one
+// in use, at most this many bytes of decoded buffers (docs/data_model.md 1.1).
+constexpr std::size_t kCachedGroups = 4;
+constexpr uint64_t kCachedGroupBytes = 64ull << 20;
+
 template <class T>
-void json_number(T v, std::string& out) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (!std::isfinite(v)) {
-      out += "null";  // JSON has no NaN or infinity
-      return;
-    }
-  }
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+T ok(arrow::Result<T> r, const std::function<DatasetError(const std::string&)>& fail) {
+  if (!r.ok()) throw fail(r.status().ToString());
+  return std::move(r).ValueUnsafe();
 }
 
-// Writes element i of one array as JSON; built once per record batch.
-class Writer {
- public:
-  // Holds the array: an accessor may hand out a new one each call.
-  explicit Writer(std::shared_ptr<arrow::Array> a) : owner_(std::move(a)), array_(*owner_) {}
-  virtual ~Writer() = default;
-  bool null(int64_t i) const { return array_.IsNull(i); }
-  // Element i (not null) as a JSON value.
-  virtual void value(int64_t i, std::string& out) const = 0;
-  void write(int64_t i, std::string& out) const {
-    if (null(i)) out += "null";
-    else value(i, out);
-  }
-
- protected:
-  std::shared_ptr<arrow::Array> owner_;
-  const arrow::Array& array_;
+// One decoded group: its record batches, each with its rows' first row in the
+// group and its JSON writers (made when a row of it is first read).
+struct Group {
+  uint64_t shard = 0;  // ColumnarRows::id_
+  std::size_t index = 0;
+  Batches batches;
+  std::vector<int64_t> first;  // batches + 1 entries
+  std::vector<std::unique_ptr<RowJson> > json;
+  uint64_t bytes = 0;  // decoded buffers held (0 for buffers in the mapping)
 };
 
-std::unique_ptr<Writer> make_writer(const std::shared_ptr<arrow::Array>& a);
-
-class NullWriter final : public Writer {
- public:
-  using Writer::Writer;
-  void value(int64_t, std::string& out) const override { out += "null"; }
+// This process's decoded groups, the most recently used first. A forked
+// worker starts with a copy of its parent's (the supervisor reads none while
+// serving) and keeps its own from then on. Never destroyed: a shard may
+// outlive static destruction.
+struct Cache {
+  std::mutex mu;
+  std::list<Group> groups;
+  uint64_t bytes = 0;
 };
+Cache& cache() {
+  static Cache* c = new Cache;
+  return *c;
+}
+std::atomic<uint64_t> g_next_id{1};
 
-class BoolWriter final : public Writer {
- public:
-  using Writer::Writer;
-  void value(int64_t i, std::string& out) const override {
-    out += static_cast<const arrow::BooleanArray&>(array_).Value(i) ? "true" : "false";
-  }
-};
+}  // namespace
 
-template <class ArrayT>
-class NumberWriter final : public Writer {
- public:
-  using Writer::Writer;
-  void value(int64_t i, std::string& out) const override {
-    json_number(static_cast<const ArrayT&>(array_).Value(i), out);
-  }
-};
-
-template <class ArrayT>
-class StringWriter final : public Writer {
- public:
-  using Writer::Writer;
-  void value(int64_t i, std::string& out) const override {
-    tmpl::json_quote(static_cast<const ArrayT&>(array_).GetView(i), out);
-  }
-};
-
-// JSON text (Arrow's canonical arrow.json extension type, which HF
-// `datasets` writes for values of mixed types: its `Json` feature): the value
-// it holds, on one line (a line break outside a string is whitespace; inside
-// one it is invalid JSON either way).
-template <class ArrayT>
-class JsonTextWriter final : public Writer {
- public:
-  using Writer::Writer;
-  void value(int64_t i, std::string& out) const override {
-    std::string_view v = static_cast<const ArrayT&>(array_).GetView(i);
-    std::size_t at = out.size();
-    out.append(v);
-    for (std::size_t k = at; k < out.size(); ++k)
-      if (out[k] == '\n' || out[k] == '\r') out[k] = ' ';
-    if (v.find_first_not_of(" \t\n\r") == std::string_view::npos) out += "null";
-  }
-};
-
-// Any other type (dates, decimals, ...): its text, as a JSON string.
-class TextWriter final : public Writer {
- public:
-  using Writer::Writer;
-  void value(int64_t i, std::string& out) const override {
-    auto s = array_.GetScalar(i);
-    tmpl::json_quote(s.ok() ? (*s)->ToString() : std::string(), out);
-  }
-};
-
-template <class ArrayT>
-class ListWriter final : public Writer {
- public:
-  explicit ListWriter(std::shared_ptr<arrow::Array> a)
-      : Writer(std::move(a)), values_(make_writer(static_cast<const ArrayT&>(array_).values())) {}
-  void value(int64_t i, std::string& out) const override {
-    const auto& l = static_cast<const ArrayT&>(array_);
-    int64_t b = l.value_offset(i), n = l.value_length(i);
-    out += '[';
-    for (int64_t k = 0; k < n; ++k) {
-      if (k) out += ',';
-      values_->write(b + k, out);
-    }
-    out += ']';
-  }
-
- private:
-  std::unique_ptr<Writer> values_;
-};
-
-// A struct is an object; its null fields are left out (missing keys).
-class StructWriter final : public Writer {
- public:
-  explicit StructWriter(std::shared_ptr<arrow::Array> a) : Writer(std::move(a)) {
-    const auto& s = static_cast<const arrow::StructArray&>(array_);
-    for (int f = 0; f < s.num_fields(); ++f) {
-      std::string key;
-      tmpl::json_quote(s.struct_type()->field(f)->name(), key);
-      key += ':';
-      fields_.push_back({std::move(key), make_writer(s.field(f))});
-    }
-  }
-  void value(int64_t i, std::string& out) const override {
-    out += '{';
-    bool first = true;
-    for (const auto& [key, w] : fields_) {
-      if (w->null(i)) continue;
-      if (!first) out += ',';
-      first = false;
-      out += key;
-      w->value(i, out);
-    }
-    out += '}';
-  }
-
- private:
-  std::vector<std::pair<std::string, std::unique_ptr<Writer> > > fields_;
-};
-
-// A map with string keys is an object (a null value is left out); with other
-// keys, a list of {"key": ..., "value": ...}.
-class MapWriter final : public Writer {
- public:
-  explicit MapWriter(std::shared_ptr<arrow::Array> a) : Writer(std::move(a)) {
-    const auto& m = static_cast<const arrow::MapArray&>(array_);
-    auto id = m.keys()->type_id();
-    string_keys_ = id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING || id == arrow::Type::STRING_VIEW;
-    keys_ = make_writer(m.keys());
-    items_ = make_writer(m.items());
-  }
-  void value(int64_t i, std::string& out) const override {
-    const auto& m = static_cast<const arrow::MapArray&>(array_);
-    int64_t b = m.value_offset(i), n = m.value_length(i);
-    out += string_keys_ ? '{' : '[';
-    bool first = true;
-    for (int64_t k = b; k < b + n; ++k) {
-      if (string_keys_ && items_->null(k)) continue;
-      if (!first) out += ',';
-      first = false;
-      if (string_keys_) {
-        keys_->write(k, out);
-        out += ':';
-        items_->write(k, out);
-      } else {
-        out += "{\"key\":";
-        keys_->write(k, out);
-        out += ",\"value\":";
-        items_->write(k, out);
-        out += '}';
-      }
-    }
-    out += string_keys_ ? '}' : ']';
-  }
-
- private:
-  bool string_keys_ = false;
-  std::unique_ptr<Writer> keys_, items_;
-};
-
-class DictionaryWriter final : public Writer {
- public:
-  explicit DictionaryWriter(std::shared_ptr<arrow::Array> a)
-      : Writer(std::move(a)), dict_(make_writer(static_cast<const arrow::DictionaryArray&>(array_).dictionary())) {}
-  void value(int64_t i, std::string& out) const override {
-    dict_->write(static_cast<const arrow::DictionaryArray&>(array_).GetValueIndex(i), out);
-  }
-
- private:
-  std::unique_ptr<Writer> dict_;
-};
-
-std::unique_ptr<Writer> make_writer(const std::shared_ptr<arrow::Array>& a) {
-  using T = arrow::Type;
-  if (a->type_id() == T::EXTENSION) {
-    const auto& ext = static_cast<const arrow::ExtensionArray&>(*a);
-    std::shared_ptr<arrow::Array> storage = ext.storage();
-    if (static_cast<const arrow::ExtensionType&>(*a->type()).extension_name() == "arrow.json") {
-      switch (storage->type_id()) {
-        case T::STRING: return std::make_unique<JsonTextWriter<arrow::StringArray> >(storage);
-        case T::LARGE_STRING: return std::make_unique<JsonTextWriter<arrow::LargeStringArray> >(storage);
-        case T::STRING_VIEW: return std::make_unique<JsonTextWriter<arrow::StringViewArray> >(storage);
-        default: break;
-      }
-    }
-    return make_writer(storage);  // other extensions: their storage
-  }
-  switch (a->type_id()) {
-    case T::NA: return std::make_unique<NullWriter>(a);
-    case T::BOOL: return std::make_unique<BoolWriter>(a);
-    case T::INT8: return std::make_unique<NumberWriter<arrow::Int8Array> >(a);
-    case T::INT16: return std::make_unique<NumberWriter<arrow::Int16Array> >(a);
-    case T::INT32: return std::make_unique<NumberWriter<arrow::Int32Array> >(a);
-    case T::INT64: return std::make_unique<NumberWriter<arrow::Int64Array> >(a);
-    case T::UINT8: return std::make_unique<NumberWriter<arrow::UInt8Array> >(a);
-    case T::UINT16: return std::make_unique<NumberWriter<arrow::UInt16Array> >(a);
-    case T::UINT32: return std::make_unique<NumberWriter<arrow::UInt32Array> >(a);
-    case T::UINT64: return std::make_unique<NumberWriter<arrow::UInt64Array> >(a);
-    case T::FLOAT: return std::make_unique<NumberWriter<arrow::FloatArray> >(a);
-    case T::DOUBLE: return std::make_unique<NumberWriter<arrow::DoubleArray> >(a);
-    case T::STRING: return std::make_unique<StringWriter<arrow::StringArray> >(a);
-    case T::LARGE_STRING: return std::make_unique<StringWriter<arrow::LargeStringArray> >(a);
-    case T::STRING_VIEW: return std::make_unique<StringWriter<arrow::StringViewArray> >(a);
-    case T::LIST: return std::make_unique<ListWriter<arrow::ListArray> >(a);
-    case T::LARGE_LIST: return std::make_unique<ListWriter<arrow::LargeListArray> >(a);
-    case T::LIST_VIEW: return std::make_unique<ListWriter<arrow::ListViewArray> >(a);
-    case T::LARGE_LIST_VIEW: return std::make_unique<ListWriter<arrow::LargeListViewArray> >(a);
-    case T::FIXED_SIZE_LIST: return std::make_unique<ListWriter<arrow::FixedSizeListArray> >(a);
-    case T::STRUCT: return std::make_unique<StructWriter>(a);
-    case T::MAP: return std::make_unique<MapWriter>(a);
-    case T::DICTIONARY: return std::make_unique<DictionaryWriter>(a);
-    default: return std::make_unique<TextWriter>(a);
-  }
+std::size_t columnar_cached_groups() noexcept {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  return c.groups.size();
 }
 
-// Appends one JSON line per row of `batch` to `buf` (a null column is left
-// out), handing `buf` to `sink` whenever it holds `flush` bytes.
-void write_rows(const arrow::RecordBatch& batch, std::string& buf, const std::function<void(std::string_view)>& sink,
-                std::size_t flush = 1u << 20) {
-  std::vector<std::pair<std::string, std::unique_ptr<Writer> > > cols;
-  for (int c = 0; c < batch.num_columns(); ++c) {
-    std::string key;
-    tmpl::json_quote(batch.schema()->field(c)->name(), key);
-    key += ':';
-    cols.emplace_back(std::move(key), make_writer(batch.column(c)));
-  }
-  for (int64_t r = 0; r < batch.num_rows(); ++r) {
-    buf += '{';
-    bool first = true;
-    for (const auto& [key, w] : cols) {
-      if (w->null(r)) continue;
-      if (!first) buf += ',';
-      first = false;
-      buf += key;
-      w->value(r, buf);
-    }
-    buf += "}\n";
-    if (buf.size() >= flush) {
-      sink(buf);
-      buf.clear();
-    }
-  }
-}
+// Arrow's readers of one file: a Parquet reader, or an IPC file reader, or
+// an IPC stream read forward from its start (and opened again to go back).
+struct ColumnarRows::Reader {
+  std::shared_ptr<arrow::Buffer> bytes;  // the mapping, not owned
+  std::unique_ptr<parquet::arrow::FileReader> parquet;
+  std::shared_ptr<arrow::ipc::RecordBatchFileReader> ipc_file;
+  std::shared_ptr<arrow::ipc::RecordBatchStreamReader> ipc_stream;
+  std::size_t stream_next = 0;  // the record batch ipc_stream reads next
 
-// The error for group `g` of `path` (Parquet row group or Arrow record
-// batch), which starts at the file's row `first`.
+  std::shared_ptr<arrow::io::RandomAccessFile> file() const { return std::make_shared<arrow::io::BufferReader>(bytes); }
+};
+
+namespace {
+
 DatasetError damaged(const std::string& path, ColumnarKind kind, std::size_t g, uint64_t first,
                      const std::string& what) {
   const char* group = kind == ColumnarKind::kArrow ? "record batch" : "row group";
@@ -384,172 +146,283 @@ DatasetError damaged(const std::string& path, ColumnarKind kind, std::size_t g, 
                   "fetch or write it again",
                   path, group, g, first, what));
 }
-DatasetError damaged(const std::string& path, const ColumnarLayout& layout, std::size_t g, const std::string& what) {
-  return damaged(path, layout.kind, g, layout.rows(), what);
-}
 
-template <class T>
-T ok(arrow::Result<T> r, const std::function<DatasetError(const std::string&)>& fail) {
-  if (!r.ok()) throw fail(r.status().ToString());
-  return std::move(r).ValueUnsafe();
-}
-
-void columns_of(const arrow::Schema& s, ColumnarLayout& layout) {
-  for (const auto& f : s.fields()) layout.columns.push_back(f->name());
-}
-
-// A Parquet file's row groups as JSON lines into `sink`, in order. Several
-// threads, each with its own reader of the mapped file, convert whole row
-// groups; each waits for its turn to hand its group's text on, so at most one
-// group per thread is held.
-void parquet_rows(const std::string& path, const std::shared_ptr<arrow::io::RandomAccessFile>& file,
-                  parquet::arrow::FileReader& first_reader, uint64_t size, ColumnarLayout& layout,
-                  const std::function<void(std::string_view)>& sink, const std::function<void(uint64_t)>& advance) {
-  auto meta = first_reader.parquet_reader()->metadata();
-  const int groups = first_reader.num_row_groups();
-  std::vector<uint64_t> first_row{0}, end_byte{0};
-  for (int g = 0; g < groups; ++g) {
-    first_row.push_back(first_row.back() + static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->num_rows())));
-    end_byte.push_back(std::min(size, end_byte.back() + static_cast<uint64_t>(std::max<int64_t>(
-                                                            0, meta->RowGroup(g)->total_compressed_size()))));
+// Refuses row group `g` from its metadata alone when a column chunk holds
+// more uncompressed bytes per row than a record may have: at least one of
+// its cells would pass max_record_bytes once expanded (a 1 GiB cell
+// compresses to kilobytes), so it is never decompressed.
+void check_row_group(const std::string& path, parquet::RowGroupMetaData& rg, int g, uint64_t first,
+                     uint64_t max_row_bytes) {
+  const int64_t rows = std::max<int64_t>(1, rg.num_rows());
+  if (max_row_bytes == 0) return;
+  for (int c = 0; c < rg.num_columns(); ++c) {
+    auto chunk = rg.ColumnChunk(c);
+    const int64_t bytes = chunk->total_uncompressed_size();
+    if (bytes <= 0 || static_cast<uint64_t>(bytes / rows) <= max_row_bytes) continue;
+    throw DatasetError(fmt::format(
+        "{}: row group {} (rows {} to {}): column '{}' holds {} bytes uncompressed for {} row(s), so a row is "
+        "longer than max_record_bytes = {}; it is refused before it is decompressed: drop or split that row, or "
+        "raise max_record_bytes",
+        path, g, first, first + static_cast<uint64_t>(rows) - 1, chunk->path_in_schema()->ToDotString(), bytes, rows,
+        max_row_bytes));
   }
-  layout.group_rows.assign(static_cast<std::size_t>(groups), 0);
-  std::mutex mu;
-  std::condition_variable turn;
-  int next_write = 0, failed_group = groups;
-  std::exception_ptr error;
-  std::atomic<int> next{0};
-  auto fail_at = [&](int g, std::exception_ptr e) {
-    std::lock_guard lock(mu);
-    if (g < failed_group) failed_group = g, error = std::move(e);
-    turn.notify_all();
-  };
-  auto work = [&](parquet::arrow::FileReader* reader) {
-    for (int g; (g = next.fetch_add(1)) < groups;) {
-      std::string text;
-      uint64_t rows = 0;
-      try {
-        auto fail = [&](const std::string& what) {
-          return damaged(path, ColumnarKind::kParquet, static_cast<std::size_t>(g), first_row[g], what);
-        };
+}
+
+bool is_ipc_file(const arrow::Buffer& b) { return b.size() >= 6 && std::memcmp(b.data(), "ARROW1", 6) == 0; }
+
+std::unique_ptr<parquet::arrow::FileReader> open_parquet(const std::shared_ptr<arrow::io::RandomAccessFile>& f,
+                                                         const std::function<DatasetError(const std::string&)>& fail) {
+  // The system allocator: a group's buffers go back to the system when it
+  // leaves the cache.
+  return ok(parquet::arrow::OpenFile(f, arrow::system_memory_pool()), fail);
+}
+
+// Group `g` of a Parquet file, decoded.
+Batches read_parquet_group(parquet::arrow::FileReader& r, int g,
+                           const std::function<DatasetError(const std::string&)>& fail) {
 #if ARROW_VERSION_MAJOR >= 24
-        auto table = ok(reader->ReadRowGroup(g), fail);
+  auto table = ok(r.ReadRowGroup(g), fail);
 #else
-        std::shared_ptr<arrow::Table> table;
-        if (auto st = reader->ReadRowGroup(g, &table); !st.ok()) throw fail(st.ToString());
+  std::shared_ptr<arrow::Table> table;
+  if (auto st = r.ReadRowGroup(g, &table); !st.ok()) throw fail(st.ToString());
 #endif
-        arrow::TableBatchReader batches(table);
-        for (;;) {
-          std::shared_ptr<arrow::RecordBatch> batch;
-          if (auto st = batches.ReadNext(&batch); !st.ok()) throw fail(st.ToString());
-          if (!batch) break;
-          write_rows(*batch, text, {}, SIZE_MAX);
-        }
-        rows = static_cast<uint64_t>(table->num_rows());
-      } catch (...) {
-        fail_at(g, std::current_exception());
-        return;
-      }
-      std::unique_lock lock(mu);
-      turn.wait(lock, [&] { return next_write == g || failed_group < groups; });
-      if (failed_group < groups) return;
-      try {
-        sink(text);
-        layout.group_rows[static_cast<std::size_t>(g)] = rows;
-        advance(end_byte[g + 1]);
-      } catch (...) {
-        failed_group = g, error = std::current_exception();
-        turn.notify_all();
-        return;
-      }
-      ++next_write;
-      turn.notify_all();
-    }
-  };
-  const unsigned threads = std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8);
-  std::vector<std::unique_ptr<parquet::arrow::FileReader> > readers;
-  for (unsigned t = 1; t < std::min<unsigned>(threads, static_cast<unsigned>(groups)); ++t) {
-    auto r = parquet::arrow::OpenFile(file, arrow::default_memory_pool());
-    if (!r.ok()) break;  // fewer threads then
-    readers.push_back(std::move(r).ValueUnsafe());
+  Batches out;
+  arrow::TableBatchReader batches(table);
+  for (;;) {
+    std::shared_ptr<arrow::RecordBatch> b;
+    if (auto st = batches.ReadNext(&b); !st.ok()) throw fail(st.ToString());
+    if (!b) break;
+    out.push_back(std::move(b));
   }
-  std::vector<std::thread> pool;
-  for (auto& r : readers) pool.emplace_back(work, r.get());
-  work(&first_reader);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+void fill(Group& grp, Batches batches, bool count_bytes) {
+  grp.batches = std::move(batches);
+  grp.first.assign(1, 0);
+  for (const auto& b : grp.batches) {
+    grp.first.push_back(grp.first.back() + b->num_rows());
+    if (count_bytes) grp.bytes += static_cast<uint64_t>(arrow::util::TotalBufferSize(*b));
+  }
+  grp.json.resize(grp.batches.size());
 }
 
 }  // namespace
 
-ColumnarLayout columnar_to_jsonl(const std::string& path, ColumnarKind kind,
-                                 const std::function<void(std::string_view)>& sink, const ShardProgress& progress) {
-  ColumnarLayout layout;
-  layout.kind = kind;
-  std::string buf;
-  uint64_t reported = 0;
-  std::function<void(uint64_t)> advance = [&](uint64_t pos) {
-    if (progress.bytes && pos > reported) progress.bytes->fetch_add(pos - reported, std::memory_order_relaxed);
-    reported = std::max(reported, pos);
-#ifdef TOKFEED_FAULT_HOOKS
-    if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
-#endif
-    if (progress.cancel && progress.cancel->load(std::memory_order_relaxed))
-      throw DatasetError(path + ": reading stopped: the daemon is shutting down");
-  };
+ColumnarRows::ColumnarRows(std::string path, ColumnarKind kind, const char* data, uint64_t size, uint64_t max_row_bytes)
+    : path_(std::move(path)), id_(g_next_id.fetch_add(1)), reader_(std::make_unique<Reader>()) {
+  layout_.kind = kind;
   auto whole = [&](const std::string& what) {
     const char* format = kind == ColumnarKind::kParquet ? "a Parquet" : "an Arrow IPC";
     return DatasetError(
         fmt::format("{}: cannot read it as {} file: {}; the file is damaged, truncated or not in "
                     "that format: fetch or write it again",
-                    path, format, what));
+                    path_, format, what));
   };
+  static const uint8_t kEmpty = 0;
+  reader_->bytes = std::make_shared<arrow::Buffer>(size ? reinterpret_cast<const uint8_t*>(data) : &kEmpty,
+                                                   static_cast<int64_t>(size));
   try {
-    auto file = ok(arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ), whole);
-    const uint64_t size = static_cast<uint64_t>(ok(file->GetSize(), whole));
     if (kind == ColumnarKind::kParquet) {
-      auto reader = ok(parquet::arrow::OpenFile(file, arrow::default_memory_pool()), whole);
+      reader_->parquet = open_parquet(reader_->file(), whole);
       std::shared_ptr<arrow::Schema> schema;
-      if (auto st = reader->GetSchema(&schema); !st.ok()) throw whole(st.ToString());
-      columns_of(*schema, layout);
-      parquet_rows(path, file, *reader, size, layout, sink, advance);
+      if (auto st = reader_->parquet->GetSchema(&schema); !st.ok()) throw whole(st.ToString());
+      for (const auto& f : schema->fields()) layout_.columns.push_back(f->name());
+      auto meta = reader_->parquet->parquet_reader()->metadata();
+      for (int g = 0; g < meta->num_row_groups(); ++g) {
+        check_row_group(path_, *meta->RowGroup(g), g, layout_.rows(), max_row_bytes);
+        layout_.group_rows.push_back(static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->num_rows())));
+        group_bytes_.push_back(static_cast<uint64_t>(std::max<int64_t>(0, meta->RowGroup(g)->total_compressed_size())));
+      }
     } else {
-      char magic[6] = {};
-      if (auto r = file->ReadAt(0, 6, magic); !r.ok()) throw whole(r.status().ToString());
-      if (std::memcmp(magic, "ARROW1", 6) == 0) {
-        auto reader = ok(arrow::ipc::RecordBatchFileReader::Open(file), whole);
-        columns_of(*reader->schema(), layout);
-        for (int g = 0; g < reader->num_record_batches(); ++g) {
-          auto batch =
-              ok(reader->ReadRecordBatch(g), [&](const std::string& w) { return damaged(path, layout, g, w); });
-          write_rows(*batch, buf, sink);
-          layout.group_rows.push_back(static_cast<uint64_t>(batch->num_rows()));
-          advance(size * (g + 1) / reader->num_record_batches());
+      // The batches' headers only: their buffers are slices of the mapping
+      // (an uncompressed file, as `datasets` writes, decodes nothing here).
+      std::shared_ptr<arrow::Schema> schema;
+      int64_t last = 0;
+      auto count = [&](const arrow::RecordBatch& b, int64_t pos) {
+        layout_.group_rows.push_back(static_cast<uint64_t>(b.num_rows()));
+        group_bytes_.push_back(static_cast<uint64_t>(std::max<int64_t>(0, pos - last)));
+        last = pos;
+      };
+      if (is_ipc_file(*reader_->bytes)) {
+        reader_->ipc_file = ok(arrow::ipc::RecordBatchFileReader::Open(reader_->file()), whole);
+        schema = reader_->ipc_file->schema();
+        const int n = reader_->ipc_file->num_record_batches();
+        for (int g = 0; g < n; ++g) {
+          auto b = ok(reader_->ipc_file->ReadRecordBatch(g), [&](const std::string& w) {
+            return damaged(path_, kind, static_cast<std::size_t>(g), layout_.rows(), w);
+          });
+          count(*b, static_cast<int64_t>(size) * (g + 1) / n);
         }
       } else {
-        auto reader = ok(arrow::ipc::RecordBatchStreamReader::Open(file), whole);
-        columns_of(*reader->schema(), layout);
+        auto f = reader_->file();
+        auto stream = ok(arrow::ipc::RecordBatchStreamReader::Open(f), whole);
+        schema = stream->schema();
         for (std::size_t g = 0;; ++g) {
-          std::shared_ptr<arrow::RecordBatch> batch;
-          if (auto st = reader->ReadNext(&batch); !st.ok()) throw damaged(path, layout, g, st.ToString());
-          if (!batch) break;
-          write_rows(*batch, buf, sink);
-          layout.group_rows.push_back(static_cast<uint64_t>(batch->num_rows()));
-          advance(static_cast<uint64_t>(std::max<int64_t>(0, ok(file->Tell(), whole))));
+          std::shared_ptr<arrow::RecordBatch> b;
+          if (auto st = stream->ReadNext(&b); !st.ok()) throw damaged(path_, kind, g, layout_.rows(), st.ToString());
+          if (!b) break;
+          count(*b, ok(f->Tell(), whole));
         }
       }
+      for (const auto& f : schema->fields()) layout_.columns.push_back(f->name());
     }
   } catch (const DatasetError&) {
     throw;
   } catch (const std::exception& e) {  // parquet::ParquetException and the like
     throw whole(e.what());
   }
-  if (!buf.empty()) sink(buf);
-  advance(0);
+  group_first_.assign(1, 0);
+  for (uint64_t r : layout_.group_rows) group_first_.push_back(group_first_.back() + r);
+}
+
+ColumnarRows::~ColumnarRows() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  for (auto it = c.groups.begin(); it != c.groups.end();) {
+    if (it->shard == id_) {
+      c.bytes -= it->bytes;
+      it = c.groups.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ColumnarRows::row(uint64_t row, std::string& out) const {
+  const std::size_t g =
+      static_cast<std::size_t>(std::upper_bound(group_first_.begin(), group_first_.end(), row) - group_first_.begin()) -
+      1;
+  const int64_t in_group = static_cast<int64_t>(row - group_first_[g]);
+  auto fail = [&](const std::string& what) { return damaged(path_, layout_.kind, g, group_first_[g], what); };
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  auto it =
+      std::find_if(c.groups.begin(), c.groups.end(), [&](const Group& k) { return k.shard == id_ && k.index == g; });
+  if (it != c.groups.end()) {
+    c.groups.splice(c.groups.begin(), c.groups, it);
+  } else {
+    Group grp;
+    grp.shard = id_;
+    grp.index = g;
+    try {
+      Reader& r = *reader_;
+      if (r.parquet) {
+        fill(grp, read_parquet_group(*r.parquet, static_cast<int>(g), fail), true);
+      } else if (r.ipc_file) {
+        fill(grp, {ok(r.ipc_file->ReadRecordBatch(static_cast<int>(g)), fail)}, false);
+      } else {
+        if (!r.ipc_stream || r.stream_next > g) {
+          r.ipc_stream = ok(arrow::ipc::RecordBatchStreamReader::Open(r.file()), fail);
+          r.stream_next = 0;
+        }
+        std::shared_ptr<arrow::RecordBatch> b;
+        for (; r.stream_next <= g; ++r.stream_next)
+          if (auto st = r.ipc_stream->ReadNext(&b); !st.ok() || !b)
+            throw fail(st.ok() ? "no such batch" : st.ToString());
+        fill(grp, {std::move(b)}, false);
+      }
+    } catch (const DatasetError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw fail(e.what());
+    }
+    c.bytes += grp.bytes;
+    c.groups.push_front(std::move(grp));
+    // Keep the group in use; drop the least recently used past the bounds.
+    // The heap keeps the freed buffers for the next group: giving them back
+    // (malloc_trim) saves about a third of a worker's memory but halves its
+    // decoding rate, as every group then faults its pages in afresh.
+    while (c.groups.size() > kCachedGroups || (c.groups.size() > 1 && c.bytes > kCachedGroupBytes)) {
+      c.bytes -= c.groups.back().bytes;
+      c.groups.pop_back();
+    }
+  }
+  Group& grp = c.groups.front();
+  const std::size_t b =
+      static_cast<std::size_t>(std::upper_bound(grp.first.begin(), grp.first.end(), in_group) - grp.first.begin()) - 1;
+  if (b >= grp.batches.size()) throw fail("the group holds fewer rows than its header says");
+  if (!grp.json[b]) grp.json[b] = std::make_unique<RowJson>(grp.batches[b]);
+  out.clear();
+  grp.json[b]->write(in_group - grp.first[b], out);
+}
+
+std::vector<ColumnarBad> ColumnarRows::check_rows(const std::function<std::string(std::string_view)>& verdict,
+                                                  unsigned threads, const ShardProgress& progress) const {
+  const std::size_t groups = layout_.group_rows.size();
+  std::vector<std::vector<ColumnarBad> > bad(groups);
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  std::size_t failed = groups;
+  std::exception_ptr error;
+  std::atomic<bool> cancelled{false};
+  // Each thread decodes whole groups with its own reader and keeps none.
+  auto work = [&] {
+    std::unique_ptr<parquet::arrow::FileReader> pq;
+    std::string text;
+    try {
+      if (layout_.kind == ColumnarKind::kParquet)
+        pq = open_parquet(reader_->file(), [&](const std::string& w) { return damaged(path_, layout_.kind, 0, 0, w); });
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (!error) failed = 0, error = std::current_exception();
+      return;
+    }
+    for (std::size_t g; (g = next.fetch_add(1)) < groups;) {
+      if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) {
+        cancelled = true;
+        return;
+      }
+#ifdef TOKFEED_FAULT_HOOKS
+      if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
+#endif
+      auto fail = [&](const std::string& what) { return damaged(path_, layout_.kind, g, group_first_[g], what); };
+      try {
+        Batches batches;
+        if (pq) {
+          batches = read_parquet_group(*pq, static_cast<int>(g), fail);
+        } else {
+          // An Arrow file's batches: read (from the mapping) by row(), one
+          // group at a time, through this process's cache.
+          std::string one;
+          for (uint64_t r = group_first_[g]; r < group_first_[g + 1]; ++r) {
+            row(r, one);
+            if (std::string why = verdict(one); !why.empty()) bad[g].push_back({r, std::move(why)});
+          }
+        }
+        uint64_t r = group_first_[g];
+        for (const auto& b : batches) {
+          RowJson json(b);
+          for (int64_t i = 0; i < b->num_rows(); ++i, ++r) {
+            text.clear();
+            json.write(i, text);
+            if (std::string why = verdict(text); !why.empty()) bad[g].push_back({r, std::move(why)});
+          }
+        }
+        if (r != group_first_[g + 1] && pq) throw fail("the group holds another number of rows than its header says");
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (g < failed) failed = g, error = std::current_exception();
+        return;
+      }
+      if (progress.bytes) progress.bytes->fetch_add(group_bytes_[g], std::memory_order_relaxed);
+      if (progress.records) progress.records->fetch_add(layout_.group_rows[g], std::memory_order_relaxed);
+    }
+  };
+  if (layout_.kind != ColumnarKind::kParquet) threads = 1;  // read in place: nothing to share out
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(std::max<std::size_t>(groups, 1))));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
   // Workers fork from this process: leave them no freed decoding buffers.
-  arrow::default_memory_pool()->ReleaseUnused();
   ::malloc_trim(0);
-  return layout;
+  if (error) std::rethrow_exception(error);
+  if (cancelled) throw DatasetError(path_ + ": reading stopped: the daemon is shutting down");
+  std::vector<ColumnarBad> out;
+  for (auto& v : bad)
+    for (ColumnarBad& b : v) out.push_back(std::move(b));
+  return out;
 }
 
 #endif

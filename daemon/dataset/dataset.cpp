@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -43,7 +44,6 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
 // A Parquet or Arrow shard needs a column that a format reads, under its own
 // name or renamed by `columns`; else every row would be bad.
 void check_columns(const std::string& path, const ColumnarLayout& layout, const text::RecordRules& rules) {
-  if (layout.kind == ColumnarKind::kNone) return;
   for (const std::string& c : layout.columns) {
     if (text::detail::key_of(c) < text::detail::kKeys) return;
     for (const auto& [from, to] : rules.columns)
@@ -73,7 +73,7 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   return r;
 }
 
-Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
+Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows) {
   const uint64_t t0 = shm::monotonic_ns();
   // Each dataset's shards, with their sizes as stored (for progress).
   std::vector<std::vector<std::pair<std::string, uint64_t>>> shards;
@@ -92,19 +92,25 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
     progress->bytes_total.store(on_disk, std::memory_order_relaxed);
     progress->shards_total.store(count, std::memory_order_relaxed);
   }
+  // Each dataset's records in the plan: its valid records, and its
+  // Parquet and Arrow rows, bad ones found by `check_rows` included.
   std::vector<uint64_t> valid;
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules_.push_back(record_rules(cfg, d));
   for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
     DatasetInfo info;
     info.name = cfg.datasets[d].name;
     info.shards = shards[d].size();
     const std::size_t shards_before = shards_.size();
-    for (const auto& [path, bytes] : shards[d]) load_shard(cfg, d, path, bytes, progress);
+    uint64_t planned = 0, bad_rows = 0;
+    for (const auto& [path, bytes] : shards[d]) bad_rows += load_shard(cfg, d, path, bytes, progress, check_rows);
     for (std::size_t s = shards_before; s < shards_.size(); ++s) {
       info.bytes += shards_[s].bytes.size();
-      info.valid += shards_[s].index.valid();
+      planned += shards_[s].index.valid();
       info.bad += shards_[s].index.bad().size();
       info.indexed += shards_[s].indexed;
     }
+    info.bad += bad_rows;
+    info.valid = planned - bad_rows;
     info.records = info.valid + info.bad;
     if (info.valid == 0) {
       if (info.bad == 0) throw DatasetError(fmt::format("{}: no valid records: it holds no records", info.name));
@@ -114,7 +120,7 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
                       "dataset's format and columns)",
                       info.name, info.bad, b.file, b.line, b.reason));
     }
-    valid.push_back(info.valid);
+    valid.push_back(planned);
     bytes_ += info.bytes;
     info_.push_back(std::move(info));
   }
@@ -134,12 +140,12 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress) {
   seconds_ = (shm::monotonic_ns() - t0) / 1e9;
 }
 
-void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
-                         IndexProgress* progress) {
+uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+                             IndexProgress* progress, bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
-  const text::RecordRules rules = record_rules(cfg, d);
+  const text::RecordRules& rules = rules_[d];
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
-  const bool compressed = compression_of(path) != Compression::kNone || columnar_kind(path) != ColumnarKind::kNone;
+  const bool compressed = compression_of(path) != Compression::kNone;
   const uint64_t before = progress ? progress->bytes_done.load(std::memory_order_relaxed) : 0;
 
   Shard s;
@@ -153,30 +159,37 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     report.cancel = &progress->cancel;
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
+  report.max_row_bytes = cfg.datasets[d].max_record_bytes;
   s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
-  check_columns(path, s.bytes.layout(), rules);
-
-  s.index_name = index_name(s.bytes, rules);
-  std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
-  std::optional<ShardIndex> hit;
-  if (cache) hit = ShardIndex::load(saved, s.bytes.size());
-  if (hit) {
-    s.index = std::move(*hit);
+  std::vector<ColumnarBad> bad_rows;
+  if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {
+    s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size(), report.max_row_bytes);
+    check_columns(path, s.rows->layout(), rules);
+    s.index_name = index_name(s.bytes, rules);
+    bad_rows = load_columnar(cfg, d, s, report, check_rows);
   } else {
-    s.indexed = true;
-    unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    if (compressed) report.bytes = nullptr;  // counted as read
-    // The shard is a read-only shared file mapping; the daemon reads it again
-    // only to name a record's line.
-    s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);
-    if (cache) {
-      std::error_code ec;
-      std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
-      // A cache that cannot be written costs the next start an index, no more.
-      if (std::string err = s.index.save(saved); !err.empty()) {
-        spdlog::warn("{}: the shard index is not kept ({}); the next start indexes it again", path, err);
-      } else if (auto mapped = ShardIndex::load(saved, s.bytes.size())) {
-        s.index = std::move(*mapped);  // the page cache holds it, shared with later starts
+    s.index_name = index_name(s.bytes, rules);
+    std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
+    std::optional<ShardIndex> hit;
+    if (cache) hit = ShardIndex::load(saved, s.bytes.size());
+    if (hit) {
+      s.index = std::move(*hit);
+    } else {
+      s.indexed = true;
+      unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+      if (compressed) report.bytes = nullptr;  // counted as read
+      // The shard is a read-only shared file mapping; the daemon reads it
+      // again only to name a record's line.
+      s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);
+      if (cache) {
+        std::error_code ec;
+        std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
+        // A cache that cannot be written costs the next start an index, no more.
+        if (std::string err = s.index.save(saved); !err.empty()) {
+          spdlog::warn("{}: the shard index is not kept ({}); the next start indexes it again", path, err);
+        } else if (auto mapped = ShardIndex::load(saved, s.bytes.size())) {
+          s.index = std::move(*mapped);  // the page cache holds it, shared with later starts
+        }
       }
     }
   }
@@ -185,11 +198,10 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     progress->shards_done.fetch_add(1, std::memory_order_relaxed);
     if (!s.indexed) progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
   }
-  // A Parquet or Arrow shard's "line" is the row's 1-based number in the
-  // file (its spool holds a line per row); the reason names its group.
-  const ColumnarLayout& layout = s.bytes.layout();
+  // A Parquet or Arrow row's "line" is its 1-based number in the file; the
+  // reason names its group.
   auto reason = [&](const ShardBad& b) {
-    return layout.kind == ColumnarKind::kNone ? b.reason : layout.where(b.line - 1) + ": " + b.reason;
+    return s.rows ? s.rows->layout().where(b.line - 1) + ": " + b.reason : b.reason;
   };
   if (!s.index.bad().empty() && !dc.skip_bad) {
     const ShardBad& b = s.index.bad()[0];
@@ -199,8 +211,69 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
                     path, b.line, reason(b)));
   }
   for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, reason(b)});
+  for (const ColumnarBad& b : bad_rows)
+    bad_.push_back({path, static_cast<uint32_t>(b.row + 1), s.rows->layout().where(b.row) + ": " + b.reason});
   shard_first_.push_back(s.first + s.index.valid());
   shards_.push_back(std::move(s));
+  return bad_rows.size();
+}
+
+std::vector<ColumnarBad> Dataset::load_columnar(const JobConfig& cfg, std::size_t d, Shard& s,
+                                                const ShardProgress& report, bool check_rows) {
+  const DatasetConfig& dc = cfg.datasets[d];
+  const uint64_t n = s.rows->layout().rows();
+  const bool when_read = dc.check_rows_when_read && dc.skip_bad;
+  // What a start that checked every row left in the cache: a mark that all
+  // passed under these rules, or an index of the valid rows.
+  const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
+  const std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
+  struct stat st;
+  if (cache && ::stat(rows_ok_name(saved).c_str(), &st) == 0) {
+    s.index = ShardIndex::rows(n);
+    s.rows_checked = true;
+    return {};
+  }
+  if (when_read && !check_rows) {
+    s.index = ShardIndex::rows(n);
+    return {};
+  }
+  std::optional<ShardIndex> hit;
+  if (cache && !when_read) hit = ShardIndex::load(saved, n);
+  if (hit) {
+    s.index = std::move(*hit);
+    s.rows_checked = true;
+    return {};
+  }
+  // Every row is read and checked now, on several threads; nothing is
+  // written but the verdicts.
+  s.indexed = true;
+  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  const text::RecordRules& rules = rules_[d];
+  std::vector<ColumnarBad> bad =
+      s.rows->check_rows([&](std::string_view rec) { return record_verdict(rec, rules); }, threads, report);
+  if (cache) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
+  }
+  if (bad.empty()) {
+    s.index = ShardIndex::rows(n);
+    s.rows_checked = true;
+    if (FILE* f = cache ? std::fopen(rows_ok_name(saved).c_str(), "w") : nullptr) std::fclose(f);
+    return {};
+  }
+  if (when_read) {
+    s.index = ShardIndex::rows(n);  // the plan keeps them: reported only
+    return bad;
+  }
+  std::vector<ShardBad> out;
+  for (ColumnarBad& b : bad) out.push_back({static_cast<uint32_t>(b.row + 1), std::move(b.reason)});
+  s.index = ShardIndex::rows(n, std::move(out));
+  s.rows_checked = true;
+  if (cache) {
+    if (std::string err = s.index.save(saved); !err.empty())
+      spdlog::warn("{}: the rows' verdicts are not kept ({}); the next start checks them again", s.path, err);
+  }
+  return {};
 }
 
 const Dataset::Shard& Dataset::shard_of(uint64_t i) const {
@@ -209,17 +282,42 @@ const Dataset::Shard& Dataset::shard_of(uint64_t i) const {
   return shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
 }
 
+const Dataset::RowText& Dataset::row_text(const Shard& s, uint64_t row) const {
+  thread_local RowText last;
+  if (last.shard != s.rows->id() || last.row != row) {
+    last.shard = s.rows->id();
+    last.row = row;
+    last.error.clear();
+    try {
+      s.rows->row(row, last.text);
+    } catch (const DatasetError& e) {
+      last.text.clear();
+      last.error = e.what();
+    }
+  }
+  return last;
+}
+
+std::string Dataset::verdict(uint64_t i) const {
+  const Shard& s = shard_of(i);
+  if (!s.rows || s.rows_checked) return {};
+  const RowText& t = row_text(s, s.index.offset(i - s.first));
+  return t.error.empty() ? record_verdict(t.text, rules_[s.dataset]) : t.error;
+}
+
 uint32_t Dataset::line(uint64_t i) const {
   const Shard& s = shard_of(i);
+  if (s.rows) return static_cast<uint32_t>(s.index.offset(i - s.first) + 1);
   return line_at(s.bytes.data(), s.index.offset(i - s.first));
 }
 
 std::string Dataset::where(uint64_t i) const {
   const Shard& s = shard_of(i);
-  uint32_t line = line_at(s.bytes.data(), s.index.offset(i - s.first));
-  if (s.bytes.layout().kind != ColumnarKind::kNone)
-    return fmt::format("{}:{} ({})", s.path, line, s.bytes.layout().where(line - 1));
-  return fmt::format("{}:{}", s.path, line);
+  if (s.rows) {
+    const uint64_t row = s.index.offset(i - s.first);
+    return fmt::format("{}:{} ({})", s.path, row + 1, s.rows->layout().where(row));
+  }
+  return fmt::format("{}:{}", s.path, line_at(s.bytes.data(), s.index.offset(i - s.first)));
 }
 
 }  // namespace tokfeed

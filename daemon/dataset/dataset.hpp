@@ -1,6 +1,10 @@
 // The job's datasets (docs/data_model.md 1 and 1.1): every shard mapped once
 // in the supervisor, indexed and validated before the workers fork, so every
-// worker shares the same pages and the same index.
+// worker shares the same pages and the same index. A Parquet or Arrow shard
+// is read in place: its footer gives the row count, and a row is decoded when
+// it is read. Its rows are checked at start (decoded once, on several
+// threads; the verdicts kept in the index cache), or, with check_rows =
+// "when_read", as they are read (verdict()), every row being a record.
 //
 // Valid records are numbered over the datasets in config order, each one's
 // shards in sorted order, each shard in file order. The index keeps 8 bytes
@@ -8,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "dataset/columnar_source.hpp"
 #include "dataset/dataset_error.hpp"
 #include "dataset/mixture.hpp"
 #include "dataset/shard_index.hpp"
@@ -35,7 +41,7 @@ struct DatasetInfo {
   uint64_t shards = 0;
   uint64_t bytes = 0;    // shard bytes, decompressed
   uint64_t records = 0;  // valid + bad
-  uint64_t valid = 0;
+  uint64_t valid = 0;    // Parquet and Arrow rows not checked at start count as valid
   uint64_t bad = 0;
   uint64_t samples = 0;  // per epoch (c_d)
   uint64_t indexed = 0;  // shards indexed at this start (the others came from the index cache)
@@ -66,16 +72,26 @@ class Dataset {
   // Throws DatasetError for an unreadable or damaged file, a dataset without
   // valid records, or a bad record under on_bad_record = "fail"; ConfigError
   // for weights that leave no room.
-  explicit Dataset(const JobConfig& cfg, IndexProgress* progress = nullptr);
+  // `check_rows`: check every Parquet and Arrow row at start even under
+  // check_rows = "when_read", so that bad() lists the bad ones (tokfeedd
+  // --check-config); the records and their numbers stay the same.
+  explicit Dataset(const JobConfig& cfg, IndexProgress* progress = nullptr, bool check_rows = false);
   Dataset(const Dataset&) = delete;
   Dataset& operator=(const Dataset&) = delete;
 
-  // Valid records, 0..size()-1.
+  // Valid records, 0..size()-1 (a Parquet or Arrow row counts as valid
+  // until verdict() says otherwise). A row's text lives in a buffer of the
+  // calling thread, until its next call.
   uint64_t size() const { return shard_first_.back(); }
   std::string_view record(uint64_t i) const {
     const Shard& s = shard_of(i);
+    if (s.rows) return row_text(s, s.index.offset(i - s.first)).text;
     return record_at(s.bytes.data(), s.bytes.size(), s.index.kind(), s.index.offset(i - s.first));
   }
+  // Why record i is bad, or "": only a Parquet or Arrow row not checked at
+  // start can be (the check the index gives every JSONL record, or the
+  // failure to decode its group). Deterministic: a function of the row.
+  std::string verdict(uint64_t i) const;
   // "shard:line" of valid record i, and its line alone (both count the
   // shard's newlines up to it: for messages, not for hot paths).
   std::string where(uint64_t i) const;
@@ -95,6 +111,7 @@ class Dataset {
     std::vector<std::string> out;
     for (const Shard& s : shards_) {
       out.push_back(dir + "/index/" + s.index_name);
+      if (s.rows) out.push_back(rows_ok_name(out.back()));
       if (!s.bytes.file().empty() && s.bytes.file() != s.path) out.push_back(s.bytes.file());
     }
     return out;
@@ -105,6 +122,11 @@ class Dataset {
     for (const Shard& s : shards_)
       if (std::string why = s.bytes.shrunk(); !why.empty()) return why;
     return {};
+  }
+  // The mark beside a Parquet or Arrow shard's index name `index`: every row
+  // passed the checks at start.
+  static std::string rows_ok_name(const std::string& index) {
+    return index.substr(0, index.size() - 4) + "-rows-ok.tfx";
   }
   // Each shard's valid record count and the name of its index, in order: the
   // index's identity of the shard (path, size, mtime, inode and edges, or a
@@ -124,16 +146,33 @@ class Dataset {
     std::string index_name;  // its saved index's file name in `[cache] dir/index/`
     ShardBytes bytes;
     ShardIndex index;
+    std::unique_ptr<ColumnarRows> rows;  // a Parquet or Arrow shard's rows
+    bool rows_checked = false;           // all checked at start: verdict() has nothing to say
+  };
+  struct RowText {
+    uint64_t shard = 0;  // ColumnarRows::id()
+    uint64_t row = UINT64_MAX;
+    std::string text;
+    std::string error;  // its group cannot be decoded
   };
   const Shard& shard_of(uint64_t i) const;
+  // The text of row `row` of columnar shard `s`, kept per thread.
+  const RowText& row_text(const Shard& s, uint64_t row) const;
   // `disk_bytes`: the file's size as stored, which progress counts.
-  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
-                  IndexProgress* progress);
+  // Returns the bad Parquet or Arrow rows it found (they stay in the plan).
+  uint64_t load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+                      IndexProgress* progress, bool check_rows);
+  // A Parquet or Arrow shard, into `s`: its layout, and its rows checked
+  // when its dataset fails on bad records or `check_rows`. Returns the bad
+  // rows (under "skip": a row is only reported here).
+  std::vector<ColumnarBad> load_columnar(const JobConfig& cfg, std::size_t d, Shard& s, const ShardProgress& report,
+                                         bool check_rows);
 
   std::vector<Shard> shards_;
   std::vector<uint64_t> shard_first_{0};  // shards + 1 entries
   std::vector<BadRecord> bad_;
   std::vector<DatasetInfo> info_;
+  std::vector<text::RecordRules> rules_;  // per dataset
   Mixture mixture_;
   uint64_t bytes_ = 0;
   double seconds_ = 0;

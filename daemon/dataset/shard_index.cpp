@@ -22,7 +22,9 @@ namespace {
 
 // A record's verdict: under its dataset's model template when it has one.
 std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
-  return rules.chat ? text::check_chat_record(rec, rules, padded) : text::check_record(rec, rules, padded);
+  if (!rules.chat) return text::check_record(rec, rules, padded);
+  tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
+  return text::check_chat_record(rec, rules, padded);
 }
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'S', 'H', 'X', '1'};
@@ -130,6 +132,9 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
   uint64_t pos = b;
   uint32_t line = 0;
   while (pos < e) {
+    // A shutdown does not wait for the rest of the chunk (the caller sees
+    // the flag and drops the part).
+    if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) return;
     ++line;
     const void* nl = std::memchr(d + pos, '\n', e - pos);
     uint64_t end = nl ? static_cast<uint64_t>(static_cast<const char*>(nl) - d) : e;
@@ -167,6 +172,30 @@ std::string_view record_at(const char* data, uint64_t size, ShardKind kind, uint
   }
   while (end > offset && is_ws(data[end - 1])) --end;
   return std::string_view(data + offset, end - offset);
+}
+
+std::string record_verdict(std::string_view rec, const text::RecordRules& rules) {
+  std::string reason = size_reason(rec.size(), rules);
+  return reason.empty() ? check(rec, rules, false) : reason;
+}
+
+ShardIndex ShardIndex::rows(uint64_t n, std::vector<ShardBad> bad) {
+  ShardIndex x;
+  x.shard_bytes_ = n;  // offsets are rows: load(file, n) checks them against the row count
+  if (bad.empty()) {
+    x.valid_ = n;
+    return x;
+  }
+  x.owned_.reserve(n - bad.size());
+  std::size_t k = 0;
+  for (uint64_t r = 0; r < n; ++r) {
+    if (k < bad.size() && bad[k].line == r + 1) ++k;
+    else x.owned_.push_back(r);
+  }
+  x.bad_ = std::move(bad);
+  x.valid_ = x.owned_.size();
+  x.offsets_ = x.owned_.data();
+  return x;
 }
 
 uint32_t line_at(const char* data, uint64_t offset) noexcept {
@@ -208,6 +237,8 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         uint64_t end = i;
         while (end > start && is_ws(d[end - 1])) --end;
         std::string_view rec(d + start, end - start);
+        if (progress.cancel && progress.cancel->load(std::memory_order_relaxed))
+          throw DatasetError(name + ": indexing stopped: the daemon is shutting down");
         std::string reason = size_reason(end - start, rules);
         if (reason.empty()) reason = check(rec, rules, false);
         if (reason.empty()) {
@@ -252,6 +283,10 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
 #endif
         index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], progress, file_mapping);
+        if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) {
+          cancelled = true;
+          return;
+        }
       }
     };
     threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks)));

@@ -33,6 +33,10 @@ std::string_view record_at(const char* data, uint64_t size, ShardKind kind, uint
 // The 1-based line of `offset`: counts the newlines before it.
 uint32_t line_at(const char* data, uint64_t offset) noexcept;
 
+// Why record `rec` is bad under `rules` (its size, then its parse), or "":
+// the check every record of an index gets.
+std::string record_verdict(std::string_view rec, const text::RecordRules& rules);
+
 class ShardIndex {
  public:
   // Where a build reports to while it runs; it stops at the next chunk when
@@ -48,6 +52,12 @@ class ShardIndex {
   // (dropping anonymous pages zeroes them).
   static ShardIndex build(const std::string& name, const char* data, uint64_t size, const text::RecordRules& rules,
                           unsigned threads, const Progress& progress, bool file_mapping = false);
+  // A Parquet or Arrow shard read in place, of `n` rows: its valid records
+  // are its rows but `bad` (1-based row numbers in `line`), and offset(i)
+  // is valid record i's 0-based row. Without bad rows it stores nothing
+  // (record i is row i). Saved as any index; load it with the row count as
+  // `shard_bytes`.
+  static ShardIndex rows(uint64_t n, std::vector<ShardBad> bad = {});
   // Maps a saved index; nullopt when it is missing, damaged or not for a
   // shard of `shard_bytes` bytes.
   static std::optional<ShardIndex> load(const std::string& file, uint64_t shard_bytes);
@@ -57,7 +67,7 @@ class ShardIndex {
 
   ShardKind kind() const { return kind_; }
   uint64_t valid() const { return valid_; }
-  uint64_t offset(uint64_t i) const { return offsets_[i]; }
+  uint64_t offset(uint64_t i) const { return offsets_ ? offsets_[i] : i; }
   const std::vector<ShardBad>& bad() const { return bad_; }
   uint64_t records() const { return valid_ + bad_.size(); }
 

@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <random>
 
-#include "dataset/columnar_source.hpp"
 #include "dataset/dataset_error.hpp"
 
 namespace tokfeed {
@@ -180,24 +179,9 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
   if (last != 0) throw at(in.size(), "truncated zstd stream (it ends inside a frame)");
 }
 
-std::string content_key(const Mapped& in, ColumnarKind columnar) {
+std::string content_key(const Mapped& in) {
   XXH128_hash_t h = XXH3_128bits(in.data(), static_cast<std::size_t>(in.size()));
-  // A columnar shard's spool is what this version's conversion made of it.
-  if (columnar != ColumnarKind::kNone) {
-    std::string salt = fmt::format("tokfeed columnar spool v1 {:016x}{:016x}", h.high64, h.low64);
-    h = XXH3_128bits(salt.data(), salt.size());
-  }
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
-}
-
-std::string read_small(const std::string& path) {
-  std::string out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[1 << 16];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
-  return out;
 }
 
 }  // namespace
@@ -245,10 +229,8 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
   ShardBytes s;
   Mapped in = map_file(path);
   Compression c = compression_of(path);
-  ColumnarKind columnar = columnar_kind(path);
-  if (columnar != ColumnarKind::kNone && !columnar_supported())
-    columnar_to_jsonl(path, columnar, {}, progress);  // throws: how to enable Arrow
-  if (c == Compression::kNone && columnar == ColumnarKind::kNone) {
+  // A Parquet or Arrow shard is mapped as it is, and read in place.
+  if (c == Compression::kNone) {
     s.map_ = std::move(in.map);
     std::error_code ec;
     fs::path real = fs::weakly_canonical(path, ec);
@@ -259,14 +241,9 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
     s.dev_ = in.st.st_dev;
     return s;
   }
-  std::string key = content_key(in, columnar);
+  std::string key = content_key(in);
   s.identity_ = "spool\n" + key;
-  // Decompresses, or writes a columnar shard's rows as JSON lines, into `w`.
-  auto fill = [&](int w, const std::string& out_name) {
-    if (columnar == ColumnarKind::kNone) return decompress(path, c, in, w, out_name, progress);
-    s.layout_ = columnar_to_jsonl(
-        path, columnar, [&](std::string_view b) { write_all(w, b.data(), b.size(), out_name); }, progress);
-  };
+  auto fill = [&](int w, const std::string& out_name) { decompress(path, c, in, w, out_name, progress); };
   int fd = -1;
   if (spool_dir.empty()) {
     fd = ::memfd_create("tokfeed-shard", MFD_CLOEXEC);
@@ -281,10 +258,7 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
     std::error_code ec;
     fs::create_directories(spool_dir, ec);
     std::string spool = fmt::format("{}/{}.jsonl", spool_dir, key);
-    // A columnar shard's spool comes with its layout (row groups, columns).
-    std::string layout_file = fmt::format("{}/{}.layout", spool_dir, key);
-    bool layout_ok = columnar == ColumnarKind::kNone || s.layout_.parse(read_small(layout_file));
-    fd = layout_ok ? ::open(spool.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    fd = ::open(spool.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       // Written under a temporary name and renamed: a crash leaves no
       // half-written spool under the final name.
@@ -295,23 +269,6 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& spool_di
                                        std::strerror(errno)));
       try {
         fill(w, tmp);
-        if (columnar != ColumnarKind::kNone) {
-          std::string ltmp = tmp + ".layout", bytes = s.layout_.serialize();
-          int l = ::open(ltmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-          if (l < 0) throw DatasetError(fmt::format("{}: cannot create {}: {}", path, ltmp, std::strerror(errno)));
-          try {
-            write_all(l, bytes.data(), bytes.size(), ltmp);
-          } catch (...) {
-            ::close(l);
-            ::unlink(ltmp.c_str());
-            throw;
-          }
-          ::close(l);
-          if (::rename(ltmp.c_str(), layout_file.c_str()) != 0) {
-            ::unlink(ltmp.c_str());
-            throw DatasetError(fmt::format("{}: cannot keep {}: {}", path, layout_file, std::strerror(errno)));
-          }
-        }
       } catch (...) {
         ::close(w);
         ::unlink(tmp.c_str());

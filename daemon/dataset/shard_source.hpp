@@ -1,6 +1,7 @@
 // A dataset's shards (docs/data_model.md 1.1): which files a path names, and
 // each shard's bytes mapped read-only and shared, compressed shards through a
-// decompressed spool file so that workers can map them too.
+// decompressed spool file so that workers can map them too. Parquet and Arrow
+// shards are mapped as they are (columnar_source.hpp reads them).
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "dataset/columnar_source.hpp"
 #include "tokfeed/shm/segment.hpp"
 
 namespace tokfeed {
@@ -29,6 +29,10 @@ struct ShardProgress {
   std::atomic<uint64_t>* records = nullptr;   // advanced by the records found
   const std::atomic<bool>* cancel = nullptr;  // stops the pass at its next chunk, with a DatasetError
   uint32_t slow_chunk_ms = 0;                 // test-only fault hook: each chunk waits this long
+  // A Parquet row group whose column chunk holds more than this per row
+  // (its metadata says so) is refused before it is decompressed: some row
+  // would pass max_record_bytes (0: no bound).
+  uint64_t max_row_bytes = 0;
 };
 Compression compression_of(const std::string& path) noexcept;
 
@@ -56,9 +60,6 @@ class ShardBytes {
   // A file truncated under its mapping makes reading past its new end raise
   // SIGBUS: the supervisor asks this when a child dies of one.
   std::string shrunk() const;
-  // A Parquet or Arrow shard's row groups and columns (its spool holds one
-  // JSON line per row); kind kNone for a text shard.
-  const ColumnarLayout& layout() const { return layout_; }
 
  private:
   shm::Mapping map_;  // no mapping for an empty shard
@@ -66,7 +67,6 @@ class ShardBytes {
   std::string file_;  // the mapped file: the shard or its spool ("" for memory)
   ino_t ino_ = 0;
   dev_t dev_ = 0;
-  ColumnarLayout layout_;
 };
 
 }  // namespace tokfeed

@@ -17,6 +17,7 @@ SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const te
 std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
   const text::RecordRules& rules = rules_[data_.dataset_of(rec)];
   if (rules.chat) {
+    tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
     std::string reason = text::record_to_chat(data_.record(rec), rules, false, messages_, tools_);
     if (!reason.empty()) return reason;
     return text::render_labeled(*rules.chat, messages_, tools_, rules.last_assistant, out);
@@ -27,9 +28,18 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
 }
 
 bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
+  // A Parquet or Arrow row is checked as it is read: a bad one is left out.
+  if (std::string bad = data_.verdict(rec); !bad.empty()) {
+    if (++bad_rows_ <= kLoggedBadRows)
+      spdlog::warn("{}: bad record: {}; left out{}", data_.where(rec), bad,
+                   bad_rows_ == kLoggedBadRows ? " (further bad rows found by this process are not logged)" : "");
+    return false;
+  }
   std::string reason = render(rec, rendered_);
   if (!reason.empty()) {
-    spdlog::error("{}: record no longer parses ({}); the file changed after indexing", data_.where(rec), reason);
+    // The index accepted it: the file changed since, or the worker's render
+    // passed what the supervisor's did not ([workers] max_memory).
+    spdlog::error("{}: record refused while encoding ({}); it is left out", data_.where(rec), reason);
     return false;
   }
   // A long sample is tokenized only as far as its kept tokens reach.

@@ -18,9 +18,11 @@ class SampleEncoder {
  public:
   SampleEncoder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok);
 
-  // Encodes valid record `rec` into `out`. Returns false when the record no
-  // longer parses: the index validated it before fork, so the file changed
-  // under us (logged; the caller leaves the sample out).
+  // Encodes valid record `rec` into `out`. Returns false when the record is
+  // refused now though the index validated it before fork: the file changed
+  // under us, the render ran out of the worker's memory, or it is a Parquet
+  // or Arrow row that Dataset::verdict() finds bad (logged; the caller leaves
+  // the sample out).
   bool encode(uint64_t rec, text::EncodedSample& out);
   // Renders record `rec` with its trained spans; returns the bad-record
   // reason, or an empty string (tokfeedd --check-config shows one).
@@ -38,6 +40,8 @@ class SampleEncoder {
   text::Rendered rendered_;
   std::vector<text::Token> tokens_;
   std::vector<text::Token> check_;  // bounded encoding's second part
+  static constexpr uint64_t kLoggedBadRows = 20;
+  uint64_t bad_rows_ = 0;
 };
 
 }  // namespace tokfeed

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "common/fault_hook.hpp"
 #include "pipeline/batch_builder.hpp"
 #include "pipeline/schedule.hpp"
 #include "tokfeed/shm/futex.hpp"
@@ -48,7 +49,7 @@ void worker_main(const WorkerContext& ctx) {
   auto on_record = [&](uint64_t rec) {
     stats.building_record.store(rec + 1, std::memory_order_relaxed);
 #ifdef TOKFEED_FAULT_HOOKS
-    if (ctx.crash_on_line >= 0 && ctx.data->line(rec) == ctx.crash_on_line) abort();
+    if (ctx.crash_on_line >= 0 && ctx.data->line(rec) == ctx.crash_on_line) fault_crash();
 #endif
   };
 

@@ -1,4 +1,5 @@
 // tokfeedd: the tokfeed daemon. Runs in the foreground, as systemd wants.
+// `tokfeedd render|tokenize` run a job's text pipeline offline (tools/dev.hpp).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -16,6 +17,7 @@
 #include "encode/sample_encoder.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/segment.hpp"
+#include "dev.hpp"
 
 namespace {
 
@@ -30,7 +32,7 @@ int check_config(const std::string& path) {
   auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
-  Dataset data(cfg);
+  Dataset data(cfg, nullptr, /*check_rows=*/true);
   for (const DatasetInfo& d : data.datasets())
     std::printf("# dataset: %s: %llu shard(s), %llu records, %llu valid, %llu bad, %llu samples per epoch\n",
                 d.name.c_str(), static_cast<unsigned long long>(d.shards), static_cast<unsigned long long>(d.records),
@@ -106,7 +108,22 @@ int main(int argc, char** argv) {
   app.add_option("--config", config, "job config (TOML) to serve");
   app.add_option("--check-config", check, "validate a job config, print what it resolves to, and exit");
   app.add_option("--log-level", level, "trace | debug | info | warn | error")->capture_default_str();
+  app.require_subcommand(0, 1);
+
+  std::string tok_path, tok_type = "hf";
+  bool decode = false;
+  auto* tk = app.add_subcommand("tokenize", "read one JSON string per line, print its ids as a JSON array");
+  tk->add_option("--tokenizer", tok_path, "tokenizer.json or .model")->required();
+  tk->add_option("--type", tok_type, "hf | sentencepiece")->capture_default_str();
+  tk->add_flag("--decode", decode, "read JSON arrays of ids and print the decoded strings");
+  std::string job;
+  uint64_t limit = 0;
+  auto* rd = app.add_subcommand("render", "print each valid record as the job's template renders it, as JSON strings");
+  rd->add_option("--config,-c", job, "the job's TOML config")->required();
+  rd->add_option("--limit,-n", limit, "only the first N valid records");
   CLI11_PARSE(app, argc, argv);
+  if (tk->parsed()) return tokfeed::dev::tokenize(tok_path, tok_type, decode);
+  if (rd->parsed()) return tokfeed::dev::render(job, limit ? std::optional<uint64_t>(limit) : std::nullopt);
 
   auto logger = spdlog::stderr_color_mt("tokfeedd");
   spdlog::set_default_logger(logger);

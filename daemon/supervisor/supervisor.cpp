@@ -5,12 +5,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -20,6 +22,7 @@
 #include <filesystem>
 
 #include "pipeline/batch_builder.hpp"
+#include "template/template.hpp"
 #include "control/metrics_text.hpp"
 #include "tokfeed/proto/frame.hpp"
 #include "tokfeed/shm/futex.hpp"
@@ -67,6 +70,7 @@ int abstract_lock(const std::string& name, std::string& error) {
 }
 
 std::string describe_exit(int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kChildOutOfMemory) return "ran out of memory ([workers] max_memory)";
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status))
     return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -170,20 +174,6 @@ void Supervisor::create_segments() {
   h->state.store(shm::kStateReady, std::memory_order_release);
   spdlog::info("shared memory: {} bytes of rings in {} ({} rings x {} slots x {} bytes), anonymous", plan_.data_bytes,
                cfg_.server.shm_dir, rings, cfg_.workers.slots, plan_.slot_bytes);
-}
-
-pid_t Supervisor::fork_child(const std::function<void()>& child, int rank_index) {
-  io_.notify_fork(asio::io_context::fork_prepare);
-  pid_t pid = fork();
-  if (pid == 0) {
-    const std::vector<int>& cpus = rank_index >= 0 ? cpu_plan_.per_rank[rank_index] : builder_cpus_;
-    if (std::string err = apply_cpu_policy(cpus, cfg_.workers); !err.empty())
-      spdlog::warn("pid {}: [workers] cpus/nice/policy not applied: {}", getpid(), err);
-    child();  // never returns
-    _exit(0);
-  }
-  io_.notify_fork(asio::io_context::fork_parent);
-  return pid;
 }
 
 // ------------------------------------------------------------ serving
@@ -399,6 +389,17 @@ int Supervisor::run() {
   sd_notify(0, "READY=1");
   start_indexing();
   io_.run();
+  // A stop does not wait long for the index: renders and shards stop at
+  // their next step or record, but one record's parsing can take a while.
+  // Past the grace period the process ends without it (nothing is left:
+  // the socket is gone, the segments are anonymous, the builders are dead).
+  for (int i = 0; i < 100 && index_thread_.joinable() && !index_done_.load(std::memory_order_acquire); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (index_thread_.joinable() && !index_done_.load(std::memory_order_acquire)) {
+    spdlog::warn("indexing has not stopped 1 s after the shutdown; exiting without it");
+    spdlog::default_logger()->flush();
+    ::_exit(exit_code_);
+  }
   return exit_code_;
 }
 
@@ -413,6 +414,7 @@ void Supervisor::begin_shutdown(const char* why) {
   cache_timer_.cancel();
   index_timer_.cancel();
   index_progress_.cancel.store(true, std::memory_order_relaxed);
+  tmpl::cancel_renders();  // a render in the index does not hold the shutdown up
   signals_.cancel();
   if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
   bool any = false;

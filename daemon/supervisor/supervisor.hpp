@@ -46,6 +46,9 @@ struct ShmPlan {
 };
 ShmPlan plan_shm(const JobConfig& cfg);
 
+// The exit status of a child that ran out of [workers] max_memory.
+constexpr int kChildOutOfMemory = 4;
+
 class Supervisor final : public ControlHandler {
  public:
   // Loads everything and creates the segments; throws std::runtime_error

@@ -42,7 +42,7 @@ Value get_item(const Value& obj, const Value& key) {
     case Kind::kUndefined: undefined_error(obj);
     case Kind::kDict:
       if (key.is_str()) {
-        if (const Value* v = obj.dict->find(*key.s)) return *v;
+        if (const Value* v = obj.dict->find(key.s->starts_with('\x01') ? key_of(key) : *key.s)) return *v;
         if (has_method(obj, *key.s)) return bound_method(obj, *key.s);
         return Value::undefined(*key.s);
       }
@@ -95,7 +95,7 @@ bool contains(const Value& c, const Value& item) {
       return false;
     case Kind::kDict:
       if (c.ns) break;
-      if (item.is_str()) return c.dict->find(*item.s) != nullptr;
+      if (item.is_str()) return c.dict->find(item.s->starts_with('\x01') ? key_of(item) : *item.s) != nullptr;
       if (item.is_number() || item.is_none()) return c.dict->find(key_of(item)) != nullptr;
       return false;
     default: break;
@@ -148,6 +148,7 @@ namespace {
 
 void dump(const Value& v, const std::string* indent, bool ascii, bool sort, const std::string& item_sep,
           const std::string& key_sep, int level, std::string& out) {
+  if (level > kMaxNesting) throw Error("maximum recursion depth exceeded while encoding a JSON object");
   auto newline = [&](int lvl) {
     out += '\n';
     for (int k = 0; k < lvl; ++k) out += *indent;

@@ -226,6 +226,7 @@ Flow exec(Interp& in, const Body& body) {
           if (!(obj.is_dict() && obj.ns))
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
+          in.keep_namespace(obj, v);
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);

@@ -2,7 +2,9 @@
 // the step budget and the generation spans.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <ctime>
 #include <string>
 #include <utility>
@@ -12,6 +14,9 @@
 #include "template/template.hpp"
 
 namespace tokfeed::tmpl {
+
+// Set by cancel_renders(): every render stops at its next 1024th step.
+inline std::atomic<bool> render_cancel{false};
 
 struct Frame {
   std::vector<std::pair<std::string, Value>> vars;
@@ -45,11 +50,28 @@ struct Interp {
   std::tm now{};  // what strftime_now formats
   Pos pos;        // the node being evaluated, for errors
 
+  // Namespaces given a list, dict or function: emptied when the render ends.
+  std::vector<std::shared_ptr<DictObj>> namespaces;
+
   void step(Pos p) {
     pos = p;
-    if (++steps > max_steps)
-      throw Error("the template ran past its step budget of " + std::to_string(max_steps) +
-                  " steps (raise [tokenizer] template_max_steps if the template is legitimately long)");
+    if (++steps > max_steps) throw Error(step_error());
+    if ((steps & 1023) == 0 && render_cancel.load(std::memory_order_relaxed)) throw Error("the daemon is stopping");
+  }
+  std::string step_error() const {
+    return "the template ran past its step budget of " + std::to_string(max_steps) +
+           " steps (raise [tokenizer] template_max_steps if the template is legitimately long)";
+  }
+  void keep_namespace(const Value& ns, const Value& v) {
+    if (v.is_list() || v.is_dict() || v.kind == Kind::kFunc) namespaces.push_back(ns.dict);
+  }
+  void release_namespaces() {
+    std::vector<std::shared_ptr<DictObj>> all;
+    all.swap(namespaces);
+    for (auto& d : all) {
+      std::vector<std::pair<std::string, Value>> items;
+      items.swap(d->items);
+    }
   }
   Value lookup(std::string_view name);
   void assign(std::string_view name, Value v) { frames.back().set(name, std::move(v)); }

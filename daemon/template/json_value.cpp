@@ -21,7 +21,10 @@ Value from_json(simdjson::dom::element e) {
       Value d = Value::new_dict();
       // Python's json.loads keeps the last of duplicate keys, at the first one's place.
       simdjson::dom::object obj = e.get_object().value_unsafe();
-      for (simdjson::dom::key_value_pair kv : obj) d.dict->set(kv.key, from_json(kv.value));
+      for (simdjson::dom::key_value_pair kv : obj) {
+        if (kv.key.starts_with('\x01')) d.dict->set(str_key(kv.key), from_json(kv.value));
+        else d.dict->set(kv.key, from_json(kv.value));
+      }
       return d;
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/parser.hpp"
 
@@ -16,8 +17,26 @@ Template Template::parse(std::string_view source) {
 
 bool Template::has_generation() const noexcept { return p_ && p_->has_generation; }
 
+namespace {
+thread_local RecordScope* tl_record = nullptr;
+}
+
+RecordScope::RecordScope(uint64_t max_steps) noexcept : max_steps_(max_steps), active_(tl_record == nullptr) {
+  if (active_) tl_record = this;
+}
+
+RecordScope::~RecordScope() {
+  if (active_) tl_record = nullptr;
+}
+
+void cancel_renders() noexcept { render_cancel.store(true, std::memory_order_relaxed); }
+
 std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation,
                              Provenance* provenance) const {
+  RecordScope* rec = tl_record;
+  if (rec && rec->used_ >= rec->max_steps_)
+    throw Error("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
+                " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
   Interp in;
   in.frames.emplace_back();
@@ -26,6 +45,8 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   in.root = &out;
   in.generation = generation;
   in.max_steps = limits.max_steps;
+  bool record_bound = rec && rec->max_steps_ - rec->used_ < in.max_steps;
+  if (record_bound) in.max_steps = rec->max_steps_ - rec->used_;
   in.max_output = limits.max_output;
   in.now = limits.now;
   if (generation) generation->clear();
@@ -39,10 +60,48 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       sorted.emplace_back(provenance->messages[k], static_cast<uint32_t>(k));
     std::sort(sorted.begin(), sorted.end());
   }
-  try {
-    exec(in, p_->body);
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " (at template " + where(in.pos) + ")");
+  RenderBudget budget;
+  budget.max_bytes = limits.max_bytes;
+  budget.steps = &in.steps;
+  budget.max_steps = in.max_steps;
+  std::string failure;
+  {
+    BudgetScope scope(&budget);
+    // What fails the render is reported with the budget lifted: the message
+    // itself must not fail.
+    auto relax = [&budget] {
+      budget.max_bytes = uint64_t{1} << 62;
+      budget.steps = nullptr;
+    };
+    try {
+      exec(in, p_->body);
+    } catch (const Error& e) {
+      relax();
+      failure = e.what();
+    } catch (const BudgetExceeded&) {
+      relax();
+      failure = budget.over_steps ? ""
+                                  : "the render needed more than " + std::to_string(limits.max_bytes) +
+                                        " bytes of memory (the per-render budget)";
+    } catch (const std::bad_alloc&) {
+      relax();
+      failure = "the render ran out of memory ([workers] max_memory)";
+    } catch (const std::exception& e) {
+      relax();
+      failure = std::string("the template failed: ") + e.what();
+    }
+    if (failure.empty() && budget.over_steps) failure = in.step_error();
+    // Namespaces are the only values a template mutates, so every reference
+    // cycle passes through one: emptying them frees whatever a render built
+    // (a namespace that holds itself included). None outlives the render.
+    in.release_namespaces();
+  }
+  if (rec) rec->used_ += in.steps;
+  if (!failure.empty()) {
+    if (record_bound && in.steps >= in.max_steps)
+      failure = "the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
+                " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)";
+    throw Error(failure + " (at template " + where(in.pos) + ")");
   }
   return out;
 }

@@ -17,10 +17,35 @@ namespace tokfeed::tmpl {
 struct Parsed;
 
 struct RenderLimits {
-  uint64_t max_steps = 2'000'000;      // evaluation steps per render
+  uint64_t max_steps = 2'000'000;      // evaluation steps per render (and one per 4 KiB allocated)
   std::size_t max_output = 64u << 20;  // bytes per render
+  std::size_t max_bytes = 256u << 20;  // memory a render may hold at once (strings, lists, dicts, output)
   std::tm now{};                       // what strftime_now() formats
 };
+
+// One record's renders share a step budget while a RecordScope is in scope
+// on the thread (the label rule renders every prefix of a conversation):
+// `max_steps` in all, so a record's work is bounded however many turns it
+// has. Scopes do not nest: an inner one is ignored.
+class RecordScope {
+ public:
+  static constexpr uint64_t kRendersPerRecord = 16;  // the record's budget: this many renders' worth of steps
+  explicit RecordScope(const RenderLimits& limits) noexcept : RecordScope(kRendersPerRecord * limits.max_steps) {}
+  explicit RecordScope(uint64_t max_steps) noexcept;
+  ~RecordScope();
+  RecordScope(const RecordScope&) = delete;
+  RecordScope& operator=(const RecordScope&) = delete;
+  uint64_t used() const noexcept { return used_; }
+
+ private:
+  friend class Template;
+  uint64_t max_steps_, used_ = 0;
+  bool active_;
+};
+
+// Every render in the process, now and later, fails at its next step
+// ("the daemon is stopping"): SIGTERM does not wait for a long render.
+void cancel_renders() noexcept;
 
 using Vars = std::vector<std::pair<std::string, Value>>;
 using Spans = std::vector<std::pair<std::size_t, std::size_t>>;  // byte [begin, end)

@@ -1,8 +1,10 @@
 #include "template/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "template/pystr.hpp"
 
@@ -213,12 +215,40 @@ std::string to_str(const Value& v) {
   return out;
 }
 
+namespace {
+
+// The lists and dicts whose repr is being written on this thread: one met
+// again is written as Python writes it ([...], {...}), so a namespace that
+// holds itself prints as jinja2 prints it.
+thread_local std::vector<const void*> tl_repr_stack;
+
+struct ReprEnter {
+  bool again;
+  explicit ReprEnter(const void* obj) {
+    again = std::find(tl_repr_stack.begin(), tl_repr_stack.end(), obj) != tl_repr_stack.end();
+    if (again) return;
+    if (tl_repr_stack.size() >= static_cast<std::size_t>(kMaxNesting))
+      throw Error("maximum recursion depth exceeded while getting the repr of an object");
+    tl_repr_stack.push_back(obj);
+  }
+  ~ReprEnter() {
+    if (!again) tl_repr_stack.pop_back();
+  }
+};
+
+}  // namespace
+
 void append_repr(const Value& v, std::string& out) {
   switch (v.kind) {
     case Kind::kStr: py_repr(*v.s, out); return;
     case Kind::kList: {
       if (v.gen) {
         out += "<generator object>";
+        return;
+      }
+      ReprEnter guard(v.list.get());
+      if (guard.again) {
+        out += v.tuple ? "(...)" : "[...]";
         return;
       }
       out += v.tuple ? '(' : '[';
@@ -233,6 +263,11 @@ void append_repr(const Value& v, std::string& out) {
     }
     case Kind::kDict: {
       if (v.ns) out += "<Namespace ";
+      ReprEnter guard(v.dict.get());
+      if (guard.again) {
+        out += v.ns ? "{...}>" : "{...}";
+        return;
+      }
       out += '{';
       bool first = true;
       for (const auto& [k, x] : v.dict->items) {
@@ -252,9 +287,31 @@ void append_repr(const Value& v, std::string& out) {
   }
 }
 
+std::size_t DictObj::indexed(std::string_view key) const {
+  for (int pass = 0; pass < 2; ++pass) {
+    if (index_size_ != items.size() || pass == 1) {
+      index_.clear();
+      index_.reserve(items.size());
+      for (std::size_t i = 0; i < items.size(); ++i) index_.emplace(items[i].first, i);  // first of duplicates wins
+      index_size_ = items.size();
+    }
+    auto it = index_.find(key);
+    if (it == index_.end()) return items.size();
+    if (it->second < items.size() && items[it->second].first == key) return it->second;
+  }
+  return items.size();
+}
+
+std::string str_key(std::string_view s) {
+  if (s.empty() || s[0] != '\x01') return std::string(s);
+  std::string k = "\x01s";
+  k += s;
+  return k;
+}
+
 std::string key_of(const Value& v) {
   switch (v.kind) {
-    case Kind::kStr: return *v.s;
+    case Kind::kStr: return str_key(*v.s);
     case Kind::kBool: return std::string("\x01i") + (v.b ? "1" : "0");
     case Kind::kInt: return "\x01i" + std::to_string(v.i);
     case Kind::kFloat:
@@ -271,15 +328,28 @@ std::string key_of(const Value& v) {
 
 Value key_value(const std::string& key) {
   if (key.empty() || key[0] != '\x01') return Value::str(key);
-  if (key[1] == 'i') return Value::integer(std::stoll(key.substr(2)));
-  if (key[1] == 'f') return Value::real(std::stod(key.substr(2)));
-  return Value::none();
+  char tag = key.size() > 1 ? key[1] : 's';
+  const char* first = key.data() + std::min<std::size_t>(2, key.size());
+  const char* last = key.data() + key.size();
+  if (tag == 'i') {
+    int64_t i = 0;
+    if (std::from_chars(first, last, i).ec == std::errc()) return Value::integer(i);
+  } else if (tag == 'f') {
+    std::string digits(first, last);
+    char* end = nullptr;
+    double f = std::strtod(digits.c_str(), &end);
+    if (end && *end == '\0' && !digits.empty()) return Value::real(f);
+  } else if (tag == 'n') {
+    return Value::none();
+  }
+  // 's' (a string key that starts with U+0001), or anything else: the text.
+  return Value::str(std::string(first, last));
 }
 
 std::string key_json(const std::string& key) {
   if (key.empty() || key[0] != '\x01') return key;
-  if (key[1] == 'n') return "null";
-  return key.substr(2);
+  if (key.size() > 1 && key[1] == 'n') return "null";
+  return key.substr(std::min<std::size_t>(2, key.size()));
 }
 
 }  // namespace tokfeed::tmpl

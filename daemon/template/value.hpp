@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -93,27 +94,54 @@ struct ListObj {
 };
 
 // An insertion-ordered dict with string keys (what JSON and templates build).
+// A big one (a record may hold 100k keys) finds keys through a hash index,
+// built on first need and rebuilt when `items` changed size behind its back.
 struct DictObj {
   std::vector<std::pair<std::string, Value>> items;
   const Value* find(std::string_view key) const {
-    for (const auto& [k, v] : items)
-      if (k == key) return &v;
-    return nullptr;
+    if (items.size() <= kLinear) {
+      for (const auto& [k, v] : items)
+        if (k == key) return &v;
+      return nullptr;
+    }
+    std::size_t at = indexed(key);
+    return at < items.size() ? &items[at].second : nullptr;
   }
   void set(std::string_view key, Value v) {
-    for (auto& [k, old] : items)
-      if (k == key) {
-        old = std::move(v);
-        return;
-      }
+    if (items.size() <= kLinear) {
+      for (auto& [k, old] : items)
+        if (k == key) {
+          old = std::move(v);
+          return;
+        }
+    } else if (std::size_t at = indexed(key); at < items.size()) {
+      items[at].second = std::move(v);
+      return;
+    }
     items.emplace_back(std::string(key), std::move(v));
+    if (index_size_ + 1 == items.size()) index_.emplace(items.back().first, items.size() - 1), ++index_size_;
   }
+
+ private:
+  static constexpr std::size_t kLinear = 16;
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  // The position of `key`, or items.size().
+  std::size_t indexed(std::string_view key) const;
+  mutable std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
+  mutable std::size_t index_size_ = 0;  // items.size() when index_ was last complete
 };
 
 struct FuncObj {
   std::string name;
   std::function<Value(Interp&, Args&)> call;
 };
+
+// How deep repr() and tojson go into nested lists and dicts (Python's
+// recursion limit): deeper is an error, never a crash.
+constexpr int kMaxNesting = 1000;
 
 // Python's type name, as errors name it.
 std::string_view type_name(const Value& v) noexcept;
@@ -130,8 +158,12 @@ void append_repr(const Value& v, std::string& out);
 // Python's repr of a float.
 void append_float(double f, std::string& out);
 // Dict keys are strings; a key of another type (an int, a float, None) is
-// stored encoded after a \x01 byte, so `{1024: x}` keeps an int key.
+// stored encoded after a \x01 byte, so `{1024: x}` keeps an int key, and a
+// string key that itself starts with \x01 is stored after "\x01s". No key is
+// ever converted with an exception: a malformed one is its text.
 std::string key_of(const Value& v);
+// The stored form of the string key `s` (what key_of(Value::str(s)) gives).
+std::string str_key(std::string_view s);
 Value key_value(const std::string& key);
 // The key as json.dumps writes it (an int key 1 becomes "1").
 std::string key_json(const std::string& key);

@@ -1,7 +1,8 @@
 """tokfeed: batches from a tokfeedd daemon as torch tensors.
 
     import tokfeed
-    loader = tokfeed.Loader("/run/tokfeed/job.sock", rank=0)
+    loader = tokfeed.Loader(config="job.toml", rank=0)   # starts tokfeedd, or attaches
+    loader = tokfeed.Loader("/run/tokfeed/job.sock", rank=0)  # a running service
     for batch in loader:          # dict of torch tensors
         loss = model(**batch).loss
 
@@ -16,7 +17,15 @@ from ._tokfeed import (
     IoError,
     InvalidArgument,
 )
-from .loader import Loader
+
+
+def __getattr__(name):
+    # Loader imports torch: loaded on first use, so that `python -m tokfeed`
+    # and the daemon's keeper (launch.py) run without it.
+    if name == "Loader":
+        from .loader import Loader
+        return Loader
+    raise AttributeError(f"module 'tokfeed' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 __all__ = [

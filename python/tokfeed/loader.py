@@ -5,6 +5,7 @@ import torch
 from torch.utils.dlpack import from_dlpack
 
 from . import _tokfeed
+from .launch import Lease
 
 
 def _parse_device(device):
@@ -51,6 +52,11 @@ def _hf_packed(out):
 class Loader:
     """Iterates a tokfeedd daemon's batch stream for one rank.
 
+    ``Loader(config="job.toml", rank=r)`` in place of a socket attaches to
+    the daemon serving that job, or starts tokfeedd for it: one daemon shared
+    by the node's loaders, stopped when the last closes or its process exits
+    (tokfeed/launch.py, docs/packaging.md).
+
     Yields dicts that ``model(**batch)`` takes (docs/data_model.md section 5):
     input_ids, attention_mask, labels, position_ids for padded jobs. Packed
     and padding_free jobs (format="hf", the default) give input_ids, labels,
@@ -74,8 +80,12 @@ class Loader:
     stream waits for the copies. Use the tensors on that stream.
     """
 
-    def __init__(self, socket, rank=0, device="cpu", prefetch=2, liveness_timeout=1.5, verify_checksums=False,
-                 format="hf"):
+    def __init__(self, socket=None, rank=0, device="cpu", prefetch=2, liveness_timeout=1.5, verify_checksums=False,
+                 format="hf", config=None):
+        self._lease = None
+        if (socket is None) == (config is None):
+            raise _tokfeed.InvalidArgument("Loader: give the daemon's socket, or config= (a job's TOML) to attach to "
+                                           "or start the daemon serving it")
         if format not in FORMATS:
             raise _tokfeed.InvalidArgument(f"format {format!r}: expected one of {FORMATS}")
         self.format = format
@@ -88,7 +98,16 @@ class Loader:
         self._client = None
         self._stream = None
         self._next = (0, 0, 0, 0)
-        self._connect(0, 0)
+        if config is not None:
+            # Attach to the daemon serving the config, or start one owned by
+            # this node's loaders (tokfeed/launch.py).
+            self._lease = Lease(config)
+            self.socket = self._lease.socket
+        try:
+            self._connect(0, 0)
+        except BaseException:
+            self._release_lease()
+            raise
 
     # ---- position ----
 
@@ -220,6 +239,12 @@ class Loader:
         if self._client is not None:
             self._client.close()
             self._client = None
+        self._release_lease()
+
+    def _release_lease(self):
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
 
     def __enter__(self):
         return self

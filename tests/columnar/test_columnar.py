@@ -71,7 +71,7 @@ def source_records():
 class Job:
     """A private tokfeedd over `datasets_toml`; dump() gives its batches."""
 
-    def __init__(self, tmp, datasets_toml, *, name=None, cache=True, extra=""):
+    def __init__(self, tmp, datasets_toml, *, name=None, cache=True, extra="", batch=None):
         self.name = name or uuid.uuid4().hex[:8]
         self.socket = os.path.join(tmp, self.name + ".sock")
         self.config = os.path.join(tmp, self.name + ".toml")
@@ -82,9 +82,7 @@ class Job:
 type = "sentencepiece"
 path = "{SP_MODEL}"
 template = "mistral"
-[batch]
-size = 4
-max_length = 512
+{batch or DEFAULT_BATCH}
 [schedule]
 epochs = 2
 {extra}
@@ -118,6 +116,9 @@ enabled = {"true" if cache else "false"}
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
             log.close()
+
+
+DEFAULT_BATCH = "[batch]\nsize = 4\nmax_length = 512\n"
 
 
 def dataset(path, rest=""):
@@ -166,7 +167,14 @@ class ColumnarTest(unittest.TestCase):
         pq.write_table(self.table, p, row_group_size=64)
         self.assertGreater(pq.ParquetFile(p).num_row_groups, 3)
         self.assert_same(dataset(p), "one Parquet file")
-        # Without the cache, through memory instead of the spool: the same.
+        # Read in place: no copy of the rows in the cache dir, only the
+        # index of the valid rows (the file has a bad record).
+        cache = os.path.join(self.tmp, "cache")
+        self.assertEqual(os.listdir(os.path.join(cache, "spool")), [])
+        kept = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(os.path.join(cache, "index"))
+                   for f in fs)
+        self.assertLess(kept, os.path.getsize(p) // 4)
+        # Without the cache, rows checked again: the same.
         self.assert_same(dataset(p), "one Parquet file, no cache", cache=False)
 
     @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
@@ -287,6 +295,71 @@ class ColumnarTest(unittest.TestCase):
         out = Job(self.tmp, dataset(nul).replace('"skip"', '"fail"')).check()
         self.assertNotEqual(out.returncode, 0)
         self.assertIn(nul + ":18: bad record: row group 1, row 7: ", out.stderr)
+
+    @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
+    def test_rows_checked_at_start_are_kept(self):
+        """A second start reads the footer and the kept verdicts, not the rows."""
+        p = self.path("kept", "train.parquet")
+        pq.write_table(self.table, p, row_group_size=50)
+        job = Job(self.tmp, dataset(p), name="kept")
+        first, again = job.check(), job.check()
+        for out in (first, again):
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn(f"{len(self.records)} records, {len(self.records) - 1} valid, 1 bad", out.stdout)
+            self.assertIn(p + ":310: row group 6, row 9: roles must alternate user/assistant", out.stdout)
+        self.assertIn("(1 of 1 shards indexed", first.stdout)
+        self.assertIn("(0 of 1 shards indexed", again.stdout)
+
+    @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
+    def test_rows_checked_when_read(self):
+        """check_rows = "when_read": every row is a record, and a bad one is
+        left out of its batch where the plan puts it, as `truncation =
+        "drop"` leaves out a sample that is too long: the stream equals that
+        of the JSONL whose bad record is replaced by one too long to keep."""
+        when_read = 'check_rows = "when_read"\n'
+        drop = "[batch]\nsize = 4\nmax_length = 512\ntruncation = \"drop\"\n"
+        bad = 309  # roles must alternate (mistral)
+        long_rec = {"messages": [{"role": "user", "content": "long " * 3000},
+                                 {"role": "assistant", "content": "ok"}]}
+        j = self.path("lazy", "same.jsonl")
+        with open(j, "w", encoding="utf-8") as f:
+            for i, r in enumerate(self.records):
+                f.write(json.dumps(long_rec if i == bad else r, ensure_ascii=False) + "\n")
+        for what, write in (("Parquet", lambda p: pq.write_table(self.table, p, row_group_size=64)),
+                            ("Arrow IPC stream", lambda p: self.write_stream(p, 70))):
+            p = self.path("lazy", "t.parquet" if what == "Parquet" else "t.arrow")
+            write(p)
+            want = self.dump_with(j, drop, "")
+            got = self.dump_with(p, drop, when_read)
+            self.assertGreater(len(want.splitlines()), 100)
+            self.assertEqual(got, want, what + ": a bad row read in place")
+            self.assertEqual(self.dump_with(p, drop, when_read, cache=False), want, what + ", no cache")
+        # The bad row is named by file, record batch and row, in the log.
+        with open(self.last_log) as f:
+            log = f.read()
+        self.assertIn(p + ":310 (record batch 4, row 29): bad record: roles must alternate user/assistant", log)
+        # --check-config still checks every row and names the bad one; the
+        # plan keeps it.
+        out = Job(self.tmp, dataset(p, when_read)).check()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        n = len(self.records)
+        self.assertIn(f"{n} records, {n - 1} valid, 1 bad, {n} samples per epoch", out.stdout)
+        self.assertIn(p + ":310: record batch 4, row 29: roles must alternate", out.stdout)
+        # With on_bad_record = "fail" every row is checked at start: refused.
+        out = Job(self.tmp, dataset(p, when_read).replace('"skip"', '"fail"')).check()
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("check_rows", out.stderr)
+
+    def write_stream(self, p, rows):
+        with pa.OSFile(p, "wb") as sink, pa.ipc.new_stream(sink, self.table.schema) as w:
+            for b in self.table.to_batches(max_chunksize=rows):
+                w.write_batch(b)
+
+    def dump_with(self, path, batch, rest, cache=True):
+        """Batches of one dataset under a [batch] table of its own."""
+        job = Job(self.tmp, dataset(path, rest), cache=cache, extra="", batch=batch)
+        ColumnarTest.last_log = job.config + ".log"
+        return job.dump()
 
     @unittest.skipIf(WITH_ARROW, "tokfeed built with Arrow")
     def test_without_arrow_says_how_to_enable_it(self):

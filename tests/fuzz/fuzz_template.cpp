@@ -1,6 +1,8 @@
 // Fuzz target: the chat-template engine (daemon/template/) on arbitrary
 // template sources and contexts: the lexer and parser, then a render under a
-// small step budget and output cap, as the supervisor and workers run them.
+// small step budget, output cap and memory budget, as the supervisor and
+// workers run them. The corpus holds the known attacks (string growth, a
+// namespace holding itself, keys starting with U+0001).
 //
 // Input: the template source, a NUL byte, then a JSON object of variables
 // (when it does not parse, a fixed two-turn `messages` is used). Beyond "no
@@ -44,6 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RenderLimits limits;
   limits.max_steps = 20000;
   limits.max_output = 1 << 20;
+  limits.max_bytes = 16 << 20;  // the memory budget, checked before each allocation (not in sanitizer builds)
   parse_instant("2024-07-26", limits.now);
   Spans spans;
   try {

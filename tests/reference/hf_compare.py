@@ -2,16 +2,16 @@
 """Compare tokfeed's HF tokenizer.json backend with HF `tokenizers` (PyPI).
 
 Not part of the default tests: it needs `python3 -m pip install tokenizers`
-and a built `tokfeedctl`. Every string of every record of the SFT data
+and a built `tokfeedd`. Every string of every record of the SFT data
 (all formats: alpaca, messages, sharegpt, query/response, self-cognition),
 plus the golden texts, is encoded by both with add_special_tokens=False, and
 the exact-match counts are printed per tokenizer and per source.
 
-Our side runs `tokfeedctl tokenize --tokenizer PATH --type hf`, which reads one
+Our side runs `tokfeedd tokenize --tokenizer PATH --type hf`, which reads one
 JSON string per line on stdin and prints one JSON array of ids per line.
 Use --cmd to run another command ("{tokenizer}" is replaced by the path).
 
-  python3 tests/reference/hf_compare.py --shared ../shared --tokfeedctl build/tools/tokfeedctl
+  python3 tests/reference/hf_compare.py --shared ../shared --tokfeedd build/daemon/tokfeedd
 """
 import argparse
 import glob
@@ -67,12 +67,12 @@ def ours(cmd_template, tokenizer_path, texts):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
-    ap.add_argument("--tokfeedctl", default="tokfeedctl")
+    ap.add_argument("--tokfeedd", default="tokfeedd")
     ap.add_argument("--cmd", help='our encoder command; default: "TOKFEEDCTL tokenize --tokenizer {tokenizer} --type hf"')
     ap.add_argument("--tokenizers", default="qwen3,sp32k", help="names under SHARED/tokenizers (llama3,deepseek_v3 too)")
     ap.add_argument("--show", type=int, default=3, help="mismatches to print per source")
     args = ap.parse_args()
-    cmd = args.cmd or f"{shlex.quote(args.tokfeedctl)} tokenize --tokenizer {{tokenizer}} --type hf"
+    cmd = args.cmd or f"{shlex.quote(args.tokfeedd)} tokenize --tokenizer {{tokenizer}} --type hf"
 
     sources = load_sources(args.shared)
     all_exact = True

@@ -4,9 +4,9 @@
 For each dataset, every valid record (read by tokfeed_ref.py) is rendered with
 the chat_template of <tokenizer-dir>/tokenizer_config.json (jinja2, the way
 HF's apply_chat_template runs it, add_generation_prompt=False) and compared,
-character for character, with what `tokfeedctl render` prints for the same job.
+character for character, with what `tokfeedd render` prints for the same job.
 
-    render_check.py --tokfeedctl PATH --template qwen3 --tokenizer-dir DIR DATASET...
+    render_check.py --tokfeedd PATH --template qwen3 --tokenizer-dir DIR DATASET...
 
 Exit codes: 0 all identical, 1 some differ (each is shown), 77 skipped
 (the tokenizer directory or jinja2 is missing).
@@ -66,12 +66,12 @@ def check_dataset(args, tmpl, specials, dataset):
     with tempfile.TemporaryDirectory() as tmp:
         job = write_job(tmp, os.path.abspath(dataset), args.template,
                         os.path.join(os.path.abspath(args.tokenizer_dir), "tokenizer.json"))
-        ours = subprocess.run([args.tokfeedctl, "render", "--config", job], check=True,
+        ours = subprocess.run([args.tokfeedd, "render", "--config", job], check=True,
                               capture_output=True, text=True, encoding="utf-8").stdout
         convs, _ = tokfeed_ref.load_dataset(tokfeed_ref.load_config(job))
     ours = [json.loads(line) for line in ours.splitlines()]
     if len(ours) != len(convs):
-        print(f"{dataset}: tokfeedctl rendered {len(ours)} records, the reference read {len(convs)}")
+        print(f"{dataset}: tokfeedd rendered {len(ours)} records, the reference read {len(convs)}")
         return 0, max(len(ours), len(convs))
     same = differ = 0
     for i, (conv, text) in enumerate(zip(convs, ours)):
@@ -90,7 +90,7 @@ def check_dataset(args, tmpl, specials, dataset):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tokfeedctl", required=True)
+    ap.add_argument("--tokfeedd", required=True)
     ap.add_argument("--template", required=True, help="tokfeed's template name")
     ap.add_argument("--tokenizer-dir", required=True, help="holds tokenizer.json and tokenizer_config.json")
     ap.add_argument("datasets", nargs="+")

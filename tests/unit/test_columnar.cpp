@@ -1,12 +1,11 @@
-// A columnar shard's layout: which row group a row of the file is in, and the
-// form kept beside its spool.
+// A columnar shard's layout: which row group a row of the file is in.
 #include <doctest/doctest.h>
 
 #include "dataset/columnar_source.hpp"
 
 using namespace tokfeed;
 
-TEST_CASE("columnar layout: a row's group and row, and the kept form read back") {
+TEST_CASE("columnar layout: a row's group and row") {
   ColumnarLayout l;
   l.kind = ColumnarKind::kParquet;
   l.group_rows = {3, 0, 2};
@@ -18,18 +17,6 @@ TEST_CASE("columnar layout: a row's group and row, and the kept form read back")
   CHECK(l.where(4) == "row group 2, row 1");
   l.kind = ColumnarKind::kArrow;
   CHECK(l.where(1) == "record batch 0, row 1");
-
-  std::string kept = l.serialize();
-  ColumnarLayout back;
-  REQUIRE(back.parse(kept));
-  CHECK(back.kind == l.kind);
-  CHECK(back.group_rows == l.group_rows);
-  CHECK(back.columns == l.columns);
-  // Anything else is refused: cut short, one byte more, an unknown kind, nothing.
-  CHECK_FALSE(ColumnarLayout().parse(kept.substr(0, kept.size() - 1)));
-  CHECK_FALSE(ColumnarLayout().parse(kept + "x"));
-  CHECK_FALSE(ColumnarLayout().parse("\x07" + kept.substr(1)));
-  CHECK_FALSE(ColumnarLayout().parse(""));
 }
 
 TEST_CASE("columnar shards by name") {

@@ -1,6 +1,6 @@
-// render: what the chat template makes of each valid record of a job's
-// dataset, one JSON string per line (tests/reference/render_check.py compares
-// it with the model's own Jinja chat_template).
+// tokfeedd render: what the chat template makes of each valid record of a
+// job's dataset, one JSON string per line (tests/reference/render_check.py
+// compares it with the model's own Jinja chat_template).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -8,12 +8,19 @@
 
 #include "pipeline/batch_builder.hpp"
 #include "config/config.hpp"
-#include "ctl.hpp"
+#include "dev.hpp"
 #include "dataset/dataset.hpp"
 #include "chat/chat_jinja.hpp"
 #include "chat/chat_template.hpp"
+#include "tokfeed/proto/frame.hpp"
 
-namespace tokfeed::ctl {
+namespace tokfeed::dev {
+
+void append_json_string(std::string& out, std::string_view s) {
+  msgpack::zone z;
+  msgpack::object o(s, z);
+  out += proto::to_json(o);
+}
 
 int render(const std::string& config, std::optional<uint64_t> limit) {
   try {
@@ -46,10 +53,10 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
       std::fwrite(out.data(), 1, out.size(), stdout);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tokfeedctl: render: %s\n", e.what());
+    std::fprintf(stderr, "tokfeedd: render: %s\n", e.what());
     return 1;
   }
   return 0;
 }
 
-}  // namespace tokfeed::ctl
+}  // namespace tokfeed::dev

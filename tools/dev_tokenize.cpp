@@ -1,4 +1,4 @@
-// tokenize: the tokenizer, checked from outside. One JSON string per line in,
+// tokfeedd tokenize: the tokenizer, checked from outside. One JSON string per line in,
 // one JSON array of ids per line out (no special tokens added); --decode
 // reverses it.
 #include <simdjson.h>
@@ -8,17 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "ctl.hpp"
+#include "dev.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace tokfeed::ctl {
+namespace tokfeed::dev {
 
 int tokenize(const std::string& path, const std::string& type, bool decode) {
   std::unique_ptr<text::Tokenizer> tok;
   try {
     tok = text::load_tokenizer(type, path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tokfeedctl: %s\n", e.what());
+    std::fprintf(stderr, "tokfeedd: %s\n", e.what());
     return 1;
   }
   simdjson::dom::parser parser;
@@ -31,13 +31,13 @@ int tokenize(const std::string& path, const std::string& type, bool decode) {
     out.clear();
     simdjson::dom::element el;
     if (parser.parse(line).get(el)) {
-      std::fprintf(stderr, "tokfeedctl: stdin line %llu: not valid JSON\n", static_cast<unsigned long long>(lineno));
+      std::fprintf(stderr, "tokfeedd: stdin line %llu: not valid JSON\n", static_cast<unsigned long long>(lineno));
       return 1;
     }
     if (decode) {
       simdjson::dom::array arr;
       if (el.get_array().get(arr)) {
-        std::fprintf(stderr, "tokfeedctl: stdin line %llu: expected a JSON array of ids\n",
+        std::fprintf(stderr, "tokfeedd: stdin line %llu: expected a JSON array of ids\n",
                      static_cast<unsigned long long>(lineno));
         return 1;
       }
@@ -45,7 +45,7 @@ int tokenize(const std::string& path, const std::string& type, bool decode) {
       for (auto v : arr) {
         int64_t id;
         if (v.get_int64().get(id)) {
-          std::fprintf(stderr, "tokfeedctl: stdin line %llu: ids must be integers\n",
+          std::fprintf(stderr, "tokfeedd: stdin line %llu: ids must be integers\n",
                        static_cast<unsigned long long>(lineno));
           return 1;
         }
@@ -55,7 +55,7 @@ int tokenize(const std::string& path, const std::string& type, bool decode) {
     } else {
       std::string_view text;
       if (el.get_string().get(text)) {
-        std::fprintf(stderr, "tokfeedctl: stdin line %llu: expected a JSON string\n",
+        std::fprintf(stderr, "tokfeedd: stdin line %llu: expected a JSON string\n",
                      static_cast<unsigned long long>(lineno));
         return 1;
       }
@@ -74,4 +74,4 @@ int tokenize(const std::string& path, const std::string& type, bool decode) {
   return 0;
 }
 
-}  // namespace tokfeed::ctl
+}  // namespace tokfeed::dev

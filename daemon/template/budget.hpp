@@ -1,0 +1,52 @@
+// What one render may spend: memory (every allocation its thread makes while
+// it runs, checked before the allocation is made) and steps, weighted by the
+// bytes they allocate, so a render is bounded in space and time whatever the
+// template and the record do. Template::render installs a budget for its
+// duration; a render that passes it fails with a tmpl::Error naming the
+// limit, never std::bad_alloc or the node's OOM killer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace tokfeed::tmpl {
+
+// Thrown by the allocator when a render passes its memory budget (a
+// std::bad_alloc, as an allocation failure must be); Template::render turns
+// it into a tmpl::Error.
+class BudgetExceeded : public std::bad_alloc {
+ public:
+  const char* what() const noexcept override { return "the render passed its memory budget"; }
+};
+
+struct RenderBudget {
+  int64_t live = 0;           // bytes allocated minus bytes freed by the render's thread
+  uint64_t max_bytes = 0;     // live may not pass this
+  uint64_t* steps = nullptr;  // the render's step counter: every 4 KiB allocated is one step
+  uint64_t max_steps = 0;
+  uint64_t peak = 0;
+  bool over_steps = false;  // which limit tripped
+};
+
+// The budget of the render running on this thread (nullptr: none).
+RenderBudget* current_budget() noexcept;
+
+// Installs `b` for this thread while in scope (renders nest: a macro's
+// capture is the same render, a render inside a render keeps the outer one).
+class BudgetScope {
+ public:
+  explicit BudgetScope(RenderBudget* b) noexcept;
+  ~BudgetScope();
+  BudgetScope(const BudgetScope&) = delete;
+  BudgetScope& operator=(const BudgetScope&) = delete;
+
+ private:
+  RenderBudget* prev_;
+};
+
+// Whether allocations are counted in this build (sanitizer builds keep
+// their own allocator and count nothing).
+bool budget_counts_allocations() noexcept;
+
+}  // namespace tokfeed::tmpl
