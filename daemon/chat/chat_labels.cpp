@@ -201,6 +201,9 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
           return true;
         }
       }
+    } catch (const tmpl::LimitError& e) {
+      reason = "template " + spec.name + ": " + e.what();
+      return false;
     } catch (const tmpl::Error&) {
       // a prefix the template refuses: (b) does not apply
     }
@@ -224,6 +227,9 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
         std::size_t k = common_prefix(p, u);
         if (p_last_end != std::string::npos) k = std::min(k, p_last_end);
         prompt = std::string_view(p).substr(k);
+      } catch (const tmpl::LimitError& e) {
+        reason = "template " + spec.name + ": " + e.what();
+        return false;
       } catch (const tmpl::Error&) {
         prompt = {};
       }

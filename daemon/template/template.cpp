@@ -35,7 +35,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
                              Provenance* provenance) const {
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)
-    throw Error("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
+    throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
                 " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
   Interp in;
@@ -65,6 +65,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   budget.steps = &in.steps;
   budget.max_steps = in.max_steps;
   std::string failure;
+  bool limit = false;
   {
     BudgetScope scope(&budget);
     // What fails the render is reported with the budget lifted: the message
@@ -78,18 +79,22 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
     } catch (const Error& e) {
       relax();
       failure = e.what();
+      limit = in.steps > in.max_steps || render_cancel.load(std::memory_order_relaxed);
     } catch (const BudgetExceeded&) {
       relax();
+      limit = true;
       failure = budget.over_steps ? ""
                                   : "the render needed more than " + std::to_string(limits.max_bytes) +
                                         " bytes of memory (the per-render budget)";
     } catch (const std::bad_alloc&) {
       relax();
+      limit = true;
       failure = "the render ran out of memory ([workers] max_memory)";
     } catch (const std::exception& e) {
       relax();
       failure = std::string("the template failed: ") + e.what();
     }
+    if (budget.over_steps) limit = true;
     if (failure.empty() && budget.over_steps) failure = in.step_error();
     // Namespaces are the only values a template mutates, so every reference
     // cycle passes through one: emptying them frees whatever a render built
@@ -98,10 +103,14 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   }
   if (rec) rec->used_ += in.steps;
   if (!failure.empty()) {
-    if (record_bound && in.steps >= in.max_steps)
+    if (record_bound && in.steps >= in.max_steps) {
       failure = "the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
                 " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)";
-    throw Error(failure + " (at template " + where(in.pos) + ")");
+      limit = true;
+    }
+    failure += " (at template " + where(in.pos) + ")";
+    if (limit) throw LimitError(failure);
+    throw Error(failure);
   }
   return out;
 }
