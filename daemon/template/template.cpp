@@ -36,7 +36,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)
     throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
-                " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
+                     " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
   Interp in;
   in.frames.emplace_back();
