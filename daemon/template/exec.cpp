@@ -8,6 +8,13 @@ namespace tokfeed::tmpl {
 namespace {
 
 void write(Interp& in, std::string_view s) {
+  if (in.provenance && in.message >= 0 && in.out == in.root && !s.empty()) {
+    auto& pieces = in.provenance->pieces;
+    const std::size_t at = in.out->size();
+    const auto m = static_cast<uint32_t>(in.message);
+    if (!pieces.empty() && pieces.back().message == m && pieces.back().end == at) pieces.back().end += s.size();
+    else pieces.push_back({at, at + s.size(), m});
+  }
   in.out->append(s);
   if (in.out->size() > in.max_output)
     throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
@@ -37,6 +44,34 @@ struct FrameGuard {
 };
 
 bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items);
+
+// Which message `item` is (-1: none), for provenance.
+int64_t message_index(const Interp& in, const Value& item) {
+  return item.is_dict() ? in.provenance->index_of(item.dict.get()) : -1;
+}
+
+// Restores the message the enclosing iterations are on.
+struct MessageGuard {
+  Interp& in;
+  int64_t saved;
+  bool* saved_bound;
+  explicit MessageGuard(Interp& i) : in(i), saved(i.message), saved_bound(i.iteration_bound) {}
+  ~MessageGuard() {
+    in.message = saved;
+    in.iteration_bound = saved_bound;
+  }
+};
+
+// `{% set name = v %}` in an iteration no message is bound to (a scan by
+// index): v, when a message, binds the rest of the iteration to it.
+void bind_iteration(Interp& in, const Value& v) {
+  if (!in.iteration_bound || *in.iteration_bound) return;
+  int64_t m = message_index(in, v);
+  if (m < 0) return;
+  in.message = m;
+  *in.iteration_bound = true;
+  in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+}
 
 Flow exec_for(Interp& in, const Stmt& s) {
   Value seq = eval(in, *s.exprs[0]);
@@ -86,6 +121,10 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items) {
                  }));
   in.assign("loop", loop);
   bool completed = false;
+  MessageGuard message_guard(in);
+  const bool track = in.provenance && s.targets.size() == 1;
+  bool bound = false;
+  if (track) in.iteration_bound = &bound;
   for (int64_t i = 0; i < n; ++i) {
     in.step(s.pos);  // an empty body still costs a step per iteration
     d[0].second = Value::integer(i + 1);
@@ -100,6 +139,12 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items) {
     d[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem");
     d[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("loop.nextitem");
     assign_targets(in, s.targets, items[static_cast<std::size_t>(i)]);
+    if (track) {
+      int64_t m = message_index(in, items[static_cast<std::size_t>(i)]);
+      in.message = m >= 0 ? m : message_guard.saved;
+      bound = m >= 0;
+      if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+    }
     in.frames.back().set("loop", loop);
     Flow f = exec(in, s.bodies[0]);
     if (f == Flow::kBreak) break;
@@ -122,6 +167,8 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     FrameGuard outer(in, true);
     if (closure) in.frames.back().vars = closure->vars;
     FrameGuard guard(in, false);
+    MessageGuard message_guard(in);  // a set in a macro binds no iteration
+    in.iteration_bound = nullptr;
     const auto& params = m->targets;
     auto kw = args.kw;
     auto pop = [&](std::string_view name, Value& out) {
@@ -231,6 +278,7 @@ Flow exec(Interp& in, const Body& body) {
           in.keep_namespace(obj, v);
           obj.dict->set(s.text, std::move(v));
         } else {
+          if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
           assign_targets(in, s.targets, v);
         }
         break;
@@ -265,6 +313,8 @@ Flow exec(Interp& in, const Body& body) {
         const Stmt* cs = &s;
         Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
           FrameGuard g(i2, false);
+          MessageGuard message_guard(i2);  // nor one in a call block
+          i2.iteration_bound = nullptr;
           for (std::size_t k = 0; k < cs->targets.size(); ++k) {
             if (k < a.pos.size()) i2.assign(cs->targets[k], a.pos[k]);
             else if (cs->exprs[1 + k]) i2.assign(cs->targets[k], eval(i2, *cs->exprs[1 + k]));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "template/ast.hpp"
+#include "template/template.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -36,6 +37,12 @@ struct Interp {
   std::string* out = nullptr;
   std::string* root = nullptr;                                             // the top-level output
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
+  Provenance* provenance = nullptr;
+  int64_t message = -1;  // the message the innermost message-bound iteration is on (-1: none)
+  // Whether the innermost one-variable `for` iteration is bound to a message
+  // (null: none, or in a macro or call block); a `{% set %}` of a message
+  // binds one that is not.
+  bool* iteration_bound = nullptr;
   uint64_t steps = 0;
   uint64_t max_steps = 0;
   std::size_t max_output = 0;

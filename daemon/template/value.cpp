@@ -263,8 +263,8 @@ void append_repr(const Value& v, std::string& out) {
         out += '(';
         append_repr(plain, out);
         out += ')';
-          return;
-        }
+        return;
+      }
       ReprEnter guard(v.list.get());
       if (guard.again) {
         out += v.tuple ? "(...)" : "[...]";

@@ -20,6 +20,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// A render stopped by a limit (steps, memory, the record's budget, the
+// daemon stopping), not by the template.
+class LimitError : public Error {
+ public:
+  explicit LimitError(const std::string& msg) : Error(msg) {}
+};
+
 enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kStr, kList, kDict, kFunc };
 
 struct Value;
