@@ -354,6 +354,8 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
     }
   } catch (const Error&) {
     return false;  // jinja2 leaves it to the render, which fails the same way
+  } catch (const std::bad_alloc&) {
+    return false;  // past the load's budget (optimize()): the render's own budget refuses it
   }
 }
 

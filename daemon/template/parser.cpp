@@ -1,5 +1,6 @@
 #include "template/parser.hpp"
 
+#include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/parser_expr.hpp"
 
@@ -424,6 +425,13 @@ void optimize(Body& body) {
   in.out = in.root = &sink;
   in.max_steps = 1'000'000;
   in.max_output = 1u << 20;
+  // Folding allocates under a budget of its own: a constant that would not
+  // fit is left to the render, whose budget refuses it with the limit named.
+  RenderBudget budget;
+  budget.max_bytes = 64u << 20;
+  budget.steps = &in.steps;
+  budget.max_steps = in.max_steps;
+  BudgetScope scope(&budget);
   for (auto& sp : body) {
     Stmt& s = *sp;
     for (auto& x : s.exprs) optimize_expr(x, in);
