@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config xz-utils clang clang-format
   libboost-dev libmsgpack-cxx-dev libsentencepiece-dev libsimdjson-dev libtomlplusplus-dev
-  libpcre2-dev libutf8proc-dev libxxhash-dev libcli11-dev libspdlog-dev libfmt-dev libsystemd-dev
+  libpcre2-dev libutf8proc-dev libicu-dev libxxhash-dev libcli11-dev libspdlog-dev libfmt-dev libsystemd-dev
   libzstd-dev zlib1g-dev zstd libdlpack-dev doctest-dev libbenchmark-dev pybind11-dev
   python3 python3-dev python3-pip python3-numpy python3-torch python3-sentencepiece python3-jinja2 python3-matplotlib systemd
 )

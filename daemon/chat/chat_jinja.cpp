@@ -158,6 +158,8 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
   spec->key = source;
   for (const auto& [k, v] : spec->globals) spec->key += "\n" + k + "=" + tmpl::to_str(v);
   spec->key += "\ntime=" + src.instant + "\nsteps=" + std::to_string(spec->limits.max_steps);
+  // The label rule's version: what it serves and trains (docs/data_model.md 2.2).
+  spec->key += "\nlabels=generation|prefix|provenance";
   return spec;
 }
 

@@ -3,8 +3,9 @@
 //     return_assistant_tokens_mask does;
 // (b) otherwise assistant message i trains F[len(P):len(Fi)] when
 //     P = render(msgs[:i], add_generation_prompt) ⊑ Fi = render(msgs[:i+1]) ⊑ F;
-// (c) where (b) fails the record is bad, with a reason that names the template
-//     and the message and says what to do;
+// (c) where (b) fails, the message trains its own text in F (the output
+//     written while the template iterated over it), less the generation
+//     prompt's text at its start;
 // a message's own "loss": true/false overrides the rule for that message.
 #include <algorithm>
 
@@ -18,7 +19,11 @@ using tmpl::Value;
 
 class Renderer {
  public:
-  Renderer(const ChatSpec& spec, const Value& messages, const Value& tools) : spec_(spec), messages_(messages) {
+  // `provenance`: whether renders record which bytes each message wrote.
+  Renderer(const ChatSpec& spec, const Value& messages, const Value& tools, bool provenance)
+      : spec_(spec), messages_(messages), track_(provenance) {
+    for (const Value& m : messages.list->items) prov_.messages.push_back(m.is_dict() ? m.dict.get() : nullptr);
+    prov_.seen.assign(prov_.messages.size(), 0);
     vars_ = spec.globals;
     vars_.emplace_back("messages", Value());
     vars_.emplace_back("tools", tools);
@@ -26,7 +31,8 @@ class Renderer {
     vars_.emplace_back("add_generation_prompt", Value::boolean(false));
   }
 
-  // Renders messages[:n]; throws tmpl::Error.
+  // Renders messages[:n]; throws tmpl::Error. provenance() then says which
+  // bytes each message wrote.
   std::string render(std::size_t n, bool generation_prompt, tmpl::Spans* spans = nullptr) {
     const auto& all = messages_.list->items;
     vars_[vars_.size() - 4].second =
@@ -34,13 +40,16 @@ class Renderer {
             ? messages_
             : Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)));
     vars_.back().second = Value::boolean(generation_prompt);
-    return spec_.tmpl.render(vars_, spec_.limits, spans);
+    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr);
   }
+  const tmpl::Provenance& provenance() const { return prov_; }
 
  private:
   const ChatSpec& spec_;
   const Value& messages_;
   tmpl::Vars vars_;
+  bool track_;
+  tmpl::Provenance prov_;
 };
 
 std::string role_of(const Value& m) {
@@ -58,6 +67,37 @@ std::optional<bool> loss_of(const Value& m) {
 }
 
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+// The length of the longest common prefix of a and b, in whole characters.
+std::size_t common_prefix(std::string_view a, std::string_view b) {
+  std::size_t k = 0, n = std::min(a.size(), b.size());
+  while (k < n && a[k] == b[k]) ++k;
+  while (k > 0 && k < n && (static_cast<unsigned char>(a[k]) & 0xC0) == 0x80) --k;  // not inside a UTF-8 sequence
+  return k;
+}
+
+// Per message, its own text in a rendering of `length` bytes: the pieces
+// written for it, and, for the message that wrote last, the tail written after
+// every message's text. `last_end`: where the last piece ends (npos: none).
+std::vector<std::vector<Span>> own_text(const tmpl::Provenance& prov, std::size_t n, std::size_t length,
+                                        std::size_t& last_end) {
+  std::vector<std::vector<Span>> own(n);
+  last_end = std::string::npos;
+  uint32_t last = 0;
+  for (const auto& p : prov.pieces) {
+    if (p.message >= n) continue;
+    auto& v = own[p.message];
+    if (!v.empty() && v.back().end == p.begin) v.back().end = static_cast<uint32_t>(p.end);
+    else v.push_back({static_cast<uint32_t>(p.begin), static_cast<uint32_t>(p.end)});
+    last_end = p.end, last = p.message;
+  }
+  if (last_end != std::string::npos && last_end < length) {
+    auto& v = own[last];
+    if (v.back().end == last_end) v.back().end = static_cast<uint32_t>(length);
+    else v.push_back({static_cast<uint32_t>(last_end), static_cast<uint32_t>(length)});
+  }
+  return own;
+}
 
 void add_span(std::vector<Span>& spans, std::size_t b, std::size_t e) {
   spans.push_back({static_cast<uint32_t>(b), static_cast<uint32_t>(e)});
@@ -99,17 +139,9 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
                            Rendered& out) {
   out.text.clear();
   out.trained.clear();
-  Renderer r(spec, messages, tools);
   const auto& msgs = messages.list->items;
   const std::size_t n = msgs.size();
   const bool generation = spec.tmpl.has_generation();
-  tmpl::Spans gen;
-  try {
-    out.text = r.render(n, false, generation ? &gen : nullptr);
-  } catch (const tmpl::Error& e) {
-    return "template " + spec.name + ": " + e.what();
-  }
-  const std::string& full = out.text;
 
   // Which messages train: assistant messages (the last one only under
   // last_assistant), unless the message says otherwise.
@@ -126,57 +158,113 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
       train[i] = *l;
     }
   }
+  // Under (a), the blocks alone decide, but for last_assistant or a switch.
+  const bool last_block = spec.one_block_per_turn && last_assistant && !overrides;
+  const bool regions = !generation || (!last_block && (last_assistant || overrides));
 
-  // The text message i adds: from the end of P (its generation prompt, for
-  // an assistant) or of F[i-1], to the end of F[i]. Empty: the prefix rule
-  // fails (reason set).
+  Renderer r(spec, messages, tools, regions);
+  tmpl::Spans gen;
+  try {
+    out.text = r.render(n, false, generation ? &gen : nullptr);
+  } catch (const tmpl::Error& e) {
+    return "template " + spec.name + ": " + e.what();
+  }
+  const std::string& full = out.text;
+  // Rule (c)'s view of F: each message's own text; whether an iteration was
+  // bound to it.
+  std::size_t full_last_end;
+  std::vector<std::vector<Span>> own;
+  if (regions) own = own_text(r.provenance(), n, full.size(), full_last_end);
+  // (c) applies to the messages an iteration was bound to, where F has own
+  // text at all (a template that collects its output in a variable has none).
+  std::vector<char> placed = r.provenance().seen;
+  if (r.provenance().pieces.empty()) placed.assign(n, 0);
+
+  // The text message i trains: (b) where it holds, else (c). False (reason
+  // set) when neither applies.
   std::string reason;
-  auto region = [&](std::size_t i, std::size_t& b, std::size_t& e) -> bool {
-    bool assistant = role_of(msgs[i]) == "assistant";
-    std::string p, fi;
+  auto region = [&](std::size_t i, std::vector<Span>& spans) -> bool {
+    const bool assistant = role_of(msgs[i]) == "assistant";
+    spans.clear();
+    std::string p;
+    bool p_ok = false;
+    std::size_t p_last_end = std::string::npos;
     try {
       p = r.render(i, assistant);
-      fi = i + 1 == n ? full : r.render(i + 1, false);
-    } catch (const tmpl::Error& ex) {
-      reason = "template " + spec.name +
-               " refuses a prefix of the conversation that the label rule renders for messages[" + std::to_string(i) +
-               "]: " + ex.what();
+      p_ok = true;
+      if (!r.provenance().pieces.empty()) p_last_end = r.provenance().pieces.back().end;
+      // P ⊑ Fi ⊑ F needs P ⊑ F: where that fails, Fi need not be rendered.
+      if (starts_with(full, p)) {
+        std::string fi = i + 1 == n ? full : r.render(i + 1, false);
+        if (starts_with(fi, p) && starts_with(full, fi)) {
+          add_span(spans, p.size(), fi.size());
+          return true;
+        }
+      }
+    } catch (const tmpl::LimitError& e) {
+      reason = "template " + spec.name + ": " + e.what();
+      return false;
+    } catch (const tmpl::Error&) {
+      // a prefix the template refuses: (b) does not apply
+    }
+    if (!placed[i]) {
+      reason = "template " + spec.name + ": no label rule places messages[" + std::to_string(i) + "] (" +
+               role_of(msgs[i]) +
+               "): the prefix rule fails there, and the template writes no text while iterating over it (it "
+               "reaches messages by index, or collects its output in a variable); use a template with "
+               "{% generation %} blocks, or loss = \"last_assistant\"";
       return false;
     }
-    if (!starts_with(fi, p) || !starts_with(full, fi)) {
-      reason = "template " + spec.name + ": the prefix label rule fails at messages[" + std::to_string(i) + "] (" +
-               role_of(msgs[i]) + "): rendering messages[:" + std::to_string(i) +
-               "] is not a prefix of rendering messages[:" + std::to_string(i + 1) +
-               "], or that is not a prefix of the whole conversation (the template rewrites earlier turns, e.g. "
-               "drops their reasoning); use a template with {% generation %} blocks, or loss = \"last_assistant\"";
-      return false;
+    spans = own[i];
+    if (!assistant || spans.empty()) return true;
+    // The generation prompt: what P adds after the text for msgs[:i], i.e.
+    // from the common prefix of P and U = render(msgs[:i], false), or from
+    // the end of the last text P writes for a message where that comes first.
+    std::string_view prompt;
+    if (p_ok) {
+      try {
+        std::string u = r.render(i, false);
+        std::size_t k = common_prefix(p, u);
+        if (p_last_end != std::string::npos) k = std::min(k, p_last_end);
+        prompt = std::string_view(p).substr(k);
+      } catch (const tmpl::LimitError& e) {
+        reason = "template " + spec.name + ": " + e.what();
+        return false;
+      } catch (const tmpl::Error&) {
+        prompt = {};
+      }
     }
-    b = p.size();
-    e = fi.size();
+    const std::size_t start = spans.front().begin;
+    const std::size_t cut = start + common_prefix(std::string_view(full).substr(start), prompt);
+    std::vector<Span> kept;
+    for (Span sp : spans)
+      if (sp.end > cut) kept.push_back({std::max(sp.begin, static_cast<uint32_t>(cut)), sp.end});
+    spans = std::move(kept);
     return true;
   };
 
+  std::vector<Span> spans;
   if (generation) {
     for (auto [b, e] : gen) add_span(out.trained, b, e);
-    if (spec.one_block_per_turn && last_assistant && !overrides) {
+    if (last_block) {
       // Built-in templates: the last block is the last assistant's.
       if (out.trained.size() > 1) out.trained.erase(out.trained.begin(), out.trained.end() - 1);
-    } else if (last_assistant || overrides) {
+    } else if (regions) {
       for (std::size_t i = 0; i < n; ++i) {
         bool assistant = role_of(msgs[i]) == "assistant";
         if (static_cast<bool>(train[i]) == assistant) continue;  // what the blocks already say
-        std::size_t b, e;
-        if (!region(i, b, e)) return reason;
-        if (train[i]) add_span(out.trained, b, e);
-        else subtract(out.trained, b, e);
+        if (!region(i, spans)) return reason;
+        for (Span sp : spans) {
+          if (train[i]) out.trained.push_back(sp);
+          else subtract(out.trained, sp.begin, sp.end);
+        }
       }
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) {
       if (!train[i]) continue;
-      std::size_t b, e;
-      if (!region(i, b, e)) return reason;
-      add_span(out.trained, b, e);
+      if (!region(i, spans)) return reason;
+      out.trained.insert(out.trained.end(), spans.begin(), spans.end());
     }
   }
   normalize(out.trained);

@@ -85,6 +85,12 @@ int check_config(const std::string& path) {
   std::printf("# chat template: %s\n",
               cfg.tokenizer.chat ? cfg.tokenizer.chat->source.c_str()
                                  : ("built-in '" + std::string(text::template_name(cfg.tokenizer.tmpl)) + "'").c_str());
+  if (cfg.tokenizer.chat) {
+    // Unknown filters and tests fail only when a render reaches them (as in
+    // jinja2): say where they are now.
+    for (const std::string& w : cfg.tokenizer.chat->tmpl.warnings())
+      std::printf("# warning: chat template %s: %s\n", cfg.tokenizer.chat->name.c_str(), w.c_str());
+  }
   if (data.size() > 0) {
     // One record as the template renders it, trained text between [[ and ]].
     SampleEncoder enc(cfg, data, *tok);

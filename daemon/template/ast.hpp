@@ -81,6 +81,9 @@ struct Stmt {
   std::vector<Body> bodies;          // kIf: one per condition (+ else); kFor: body, else; others: body
   ExprPtr filter;                    // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)
   bool has_else = false;
+  // kMacro: whether the body reads `varargs`, `kwargs`, `caller` (jinja2
+  // then accepts extra positional arguments, unknown keywords, a caller).
+  bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
 };
 
 }  // namespace tokfeed::tmpl

@@ -1,5 +1,5 @@
 // Python semantics the evaluator and filters share (item and attribute
-// access, `in`, iteration, len, %-formatting), transformers' tojson, and the
+// access, `in`, iteration, len), transformers' tojson, and the
 // globals: range, namespace, dict, raise_exception, strftime_now.
 #include <algorithm>
 #include <cmath>
@@ -51,7 +51,7 @@ Value get_item(const Value& obj, const Value& key) {
       }
       return Value::undefined();
     case Kind::kList:
-      if (obj.gen) return Value::undefined();
+      if (obj.gen || obj.view) return Value::undefined();
       if (int_like(key)) {
         int64_t i = as_int(key), n = static_cast<int64_t>(obj.list->items.size());
         if (i < 0) i += n;
@@ -77,6 +77,14 @@ Value get_item(const Value& obj, const Value& key) {
   }
 }
 
+void require_hashable(const Value& v) {
+  if (v.is_list() && v.tuple) {
+    for (const Value& x : v.list->items) require_hashable(x);
+  } else if ((v.is_list() && !v.gen) || (v.is_dict() && !v.ns)) {
+    throw Error("unhashable type: '" + std::string(type_name(v)) + "'");
+  }
+}
+
 bool contains(const Value& c, const Value& item) {
   switch (c.kind) {
     case Kind::kUndefined: return false;
@@ -97,6 +105,7 @@ bool contains(const Value& c, const Value& item) {
       if (c.ns) break;
       if (item.is_str()) return c.dict->find(item.s->starts_with('\x01') ? key_of(item) : *item.s) != nullptr;
       if (item.is_number() || item.is_none()) return c.dict->find(key_of(item)) != nullptr;
+      require_hashable(item);
       return false;
     default: break;
   }
@@ -164,7 +173,7 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
       return;
     case Kind::kStr: json_quote(*v.s, out, ascii); return;
     case Kind::kList: {
-      if (v.gen) break;
+      if (v.gen || v.view) break;
       const auto& items = v.list->items;
       if (items.empty()) {
         out += "[]";
@@ -214,92 +223,6 @@ std::string tojson(const Value& v, bool ascii, const std::string* indent, bool s
   std::string ks = key_sep ? *key_sep : ": ";
   std::string out;
   dump(v, indent, ascii, sort_keys, is, ks, 0, out);
-  return out;
-}
-
-std::string percent_format(const std::string& f, const Value& args) {
-  std::vector<Value> pos;
-  const Value* mapping = nullptr;
-  if (args.is_list() && args.tuple) pos = args.list->items;
-  else if (args.is_dict()) mapping = &args;
-  else pos.push_back(args);
-  std::size_t next = 0;
-  std::string out;
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    if (f[i] != '%') {
-      out += f[i];
-      continue;
-    }
-    if (++i >= f.size()) throw Error("incomplete format");
-    const Value* v = nullptr;
-    if (f[i] == '(') {
-      std::size_t e = f.find(')', i);
-      if (e == std::string::npos || !mapping) throw Error("format requires a mapping");
-      v = mapping->dict->find(f.substr(i + 1, e - i - 1));
-      if (!v) throw Error("KeyError: '" + f.substr(i + 1, e - i - 1) + "'");
-      i = e + 1;
-    }
-    std::string spec = "%";
-    while (i < f.size() && std::string_view("-+ #0").find(f[i]) != std::string_view::npos) spec += f[i++];
-    while (i < f.size() && f[i] >= '0' && f[i] <= '9') spec += f[i++];
-    if (i < f.size() && f[i] == '.') {
-      spec += f[i++];
-      while (i < f.size() && f[i] >= '0' && f[i] <= '9') spec += f[i++];
-    }
-    if (i >= f.size()) throw Error("incomplete format");
-    char conv = f[i];
-    if (conv == '%') {
-      out += '%';
-      continue;
-    }
-    if (!v) {
-      if (next >= pos.size()) throw Error("not enough arguments for format string");
-      v = &pos[next++];
-    }
-    char buf[512];
-    switch (conv) {
-      case 's':
-      case 'r': {
-        std::string s;
-        if (conv == 's') append_str(*v, s);
-        else append_repr(*v, s);
-        spec += 's';
-        std::snprintf(buf, sizeof buf, spec.c_str(), s.c_str());
-        out += s.size() >= sizeof buf - 1 ? s : std::string(buf);
-        break;
-      }
-      case 'd':
-      case 'i':
-      case 'x':
-      case 'X':
-      case 'o': {
-        if (!v->is_number())
-          throw Error("%" + std::string(1, conv) + " format: a real number is required, not " +
-                      std::string(type_name(*v)));
-        long long n = v->kind == Kind::kFloat ? static_cast<long long>(v->f) : as_int(*v);
-        spec += "ll";
-        spec += conv == 'i' ? 'd' : conv;
-        std::snprintf(buf, sizeof buf, spec.c_str(), n);
-        out += buf;
-        break;
-      }
-      case 'f':
-      case 'F':
-      case 'e':
-      case 'E':
-      case 'g':
-      case 'G': {
-        if (!v->is_number()) throw Error("must be real number, not " + std::string(type_name(*v)));
-        double d = v->kind == Kind::kFloat ? v->f : static_cast<double>(as_int(*v));
-        spec += conv;
-        std::snprintf(buf, sizeof buf, spec.c_str(), d);
-        out += buf;
-        break;
-      }
-      default: throw Error(std::string("unsupported format character '") + conv + "'");
-    }
-  }
-  if (!mapping && next < pos.size()) throw Error("not all arguments converted during string formatting");
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "template/interp.hpp"
+#include "template/parser.hpp"
 #include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
@@ -47,12 +48,23 @@ Value repeat(const Value& seq, int64_t n) {
   return Value::new_list(std::move(r), seq.tuple);
 }
 
+// Python's float `**`: errors where CPython raises them.
+double float_pow(double x, double y) {
+  if (x == 0 && y < 0) throw Error("0.0 cannot be raised to a negative power");
+  if (x < 0 && std::isfinite(y) && y != std::floor(y))
+    throw Error("a negative number to a fractional power is complex, which templates do not support");
+  double r = std::pow(x, y);
+  if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) throw Error("(34, 'Numerical result out of range')");
+  return r;
+}
+
 Value arith(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
     std::string r = to_str(a);
     append_str(b, r);
     return Value::str(std::move(r));
   }
+  if (op == "%" && a.is_str()) return Value::str(percent_format(*a.s, b));  // str.__mod__ takes any operand
   check_defined(a);
   check_defined(b);
   const char* o = op.c_str();
@@ -68,10 +80,14 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
           return Value::integer(r);
         case '*':
           if (op == "**") {
-            if (y < 0) return Value::real(std::pow(static_cast<double>(x), static_cast<double>(y)));
+            if (y < 0) return Value::real(float_pow(static_cast<double>(x), static_cast<double>(y)));
+            if (x == 0 || x == 1) return Value::integer(y == 0 ? 1 : x);
+            if (x == -1) return Value::integer(y % 2 ? -1 : 1);
             r = 1;
-            for (int64_t k = 0; k < y; ++k)
-              if (__builtin_mul_overflow(r, x, &r)) throw Error("integer overflow");
+            for (int64_t base = x, e = y; e; e >>= 1) {  // squaring; |x| >= 2 overflows within 63 steps
+              if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw Error("integer overflow");
+              if ((e >> 1) && __builtin_mul_overflow(base, base, &base)) throw Error("integer overflow");
+            }
             return Value::integer(r);
           }
           if (__builtin_mul_overflow(x, y, &r)) throw Error("integer overflow");
@@ -89,31 +105,42 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     switch (op[0]) {
       case '+': return Value::real(x + y);
       case '-': return Value::real(x - y);
-      case '*': return Value::real(op == "**" ? std::pow(x, y) : x * y);
+      case '*': return Value::real(op == "**" ? float_pow(x, y) : x * y);
       case '/':
       case '%': {
-        if (y == 0) throw Error("float division by zero");
+        if (y == 0) throw Error(op == "/" ? "float division by zero" : "float modulo");
         if (op == "/") return Value::real(x / y);
-        if (op == "//") return Value::real(std::floor(x / y));
-        double m = std::fmod(x, y);
-        if (m != 0 && ((m < 0) != (y < 0))) m += y;
-        return Value::real(m);
+        // CPython's float divmod: floor division from the exact remainder.
+        double m = std::fmod(x, y), div = (x - m) / y;
+        if (m != 0) {
+          if ((y < 0) != (m < 0)) m += y, div -= 1.0;
+        } else {
+          m = std::copysign(0.0, y);
+        }
+        if (op == "%") return Value::real(m);
+        double fl = 0;
+        if (div != 0) {
+          fl = std::floor(div);
+          if (div - fl > 0.5) fl += 1.0;
+        } else {
+          fl = std::copysign(0.0, x / y);
+        }
+        return Value::real(fl);
       }
     }
   }
   if (op == "+") {
     if (a.is_str() && b.is_str()) return Value::str(*a.s + *b.s);
-    if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+    if (a.is_seq() && b.is_seq() && a.tuple == b.tuple) {
       std::vector<Value> r = a.list->items;
       r.insert(r.end(), b.list->items.begin(), b.list->items.end());
       return Value::new_list(std::move(r), a.tuple);
     }
   }
   if (op == "*") {
-    if ((a.is_str() || a.is_list()) && int_like(b)) return repeat(a, as_int(b));
-    if ((b.is_str() || b.is_list()) && int_like(a)) return repeat(b, as_int(a));
+    if ((a.is_str() || a.is_seq()) && int_like(b)) return repeat(a, as_int(b));
+    if ((b.is_str() || b.is_seq()) && int_like(a)) return repeat(b, as_int(a));
   }
-  if (op == "%" && a.is_str()) return Value::str(percent_format(*a.s, b));
   type_error(o, a, b);
 }
 
@@ -156,8 +183,15 @@ std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Valu
   return idx;
 }
 
+// obj[a:b:c] as Python slices (jinja2 compiles a slice to plain Python,
+// not to its getitem): a str, list or tuple, else a TypeError.
 Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
   check_defined(obj);
+  if (obj.is_dict() && !obj.ns) throw Error("unhashable type: 'slice'");
+  if (!obj.is_str() && !obj.is_seq()) throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
+  for (const Value* v : {&a, &b, &c})
+    if (!v->is_none() && !int_like(*v))
+      throw Error("slice indices must be integers or None or have an __index__ method");
   if (obj.is_str()) {
     // Code-point indices; ASCII text takes the byte path.
     const std::string& s = *obj.s;
@@ -174,13 +208,23 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     for (std::size_t k : slice_indices(static_cast<int64_t>(cps.size()), a, b, c)) utf8_append(cps[k], r);
     return Value::str(std::move(r));
   }
-  if (obj.is_list()) {
+  if (obj.is_seq()) {
     std::vector<Value> r;
     for (std::size_t k : slice_indices(static_cast<int64_t>(obj.list->items.size()), a, b, c))
       r.push_back(obj.list->items[k]);
     return Value::new_list(std::move(r), obj.tuple);
   }
-  throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
+  return Value::undefined();
+}
+
+Value unary(bool neg, const Value& v) {
+  check_defined(v);
+  if (!v.is_number())
+    throw Error("bad operand type for unary " + std::string(neg ? "-" : "+") + ": '" + std::string(type_name(v)) + "'");
+  if (!neg) return v.kind == Kind::kBool ? Value::integer(v.b) : v;
+  if (v.kind == Kind::kFloat) return Value::real(-v.f);
+  if (as_int(v) == INT64_MIN) throw Error("integer overflow");
+  return Value::integer(-as_int(v));
 }
 
 Value call_value(Interp& in, const Value& f, Args& args, const std::string& what) {
@@ -195,6 +239,125 @@ void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
 }
 
 }  // namespace
+
+Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
+
+namespace {
+
+bool fold_all(Interp& in, const std::vector<ExprPtr>& es, std::size_t from, std::vector<Value>& out) {
+  for (std::size_t k = from; k < es.size(); ++k) {
+    Value v;
+    if (!es[k] || !fold_const(in, *es[k], v)) return false;
+    out.push_back(std::move(v));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool fold_const(Interp& in, const Expr& e, Value& out) {
+  try {
+    std::vector<Value> v;
+    switch (e.kind) {
+      case EK::kLiteral: out = e.lit; return true;
+      case EK::kList:
+      case EK::kTuple:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::new_list(std::move(v), e.kind == EK::kTuple);
+        return true;
+      case EK::kDict:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::new_dict();
+        for (std::size_t k = 0; k + 1 < v.size(); k += 2) out.dict->set(key_of(v[k]), v[k + 1]);
+        return true;
+      case EK::kAttr:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = get_attr(v[0], e.name);
+        return true;
+      case EK::kItem:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = get_item(v[0], v[1]);
+        return true;
+      case EK::kSlice: {  // through getitem: a TypeError gives an undefined value
+        Value parts[4] = {Value(), Value::none(), Value::none(), Value::none()};
+        for (int k = 0; k < 4; ++k)
+          if (e.a[k] && !fold_const(in, *e.a[k], parts[k])) return false;
+        if (parts[0].is_undefined()) return false;
+        try {
+          out = slice(parts[0], parts[1], parts[2], parts[3]);
+        } catch (const Error& err) {
+          if (std::string_view(err.what()).find("step cannot be zero") != std::string_view::npos) return false;
+          out = Value::undefined();
+        }
+        return true;
+      }
+      case EK::kFilter:
+      case EK::kTest: {
+        // Filters that take jinja2's context (select, map, ...) are not folded.
+        static const FilterFn kContextual[] = {find_filter("select"), find_filter("reject"), find_filter("selectattr"),
+                                               find_filter("rejectattr"), find_filter("map")};
+        if (e.kind == EK::kFilter &&
+            (!e.filter || std::find(std::begin(kContextual), std::end(kContextual), e.filter) != std::end(kContextual)))
+          return false;
+        if (e.kind == EK::kTest && !e.test) return false;
+        if (!fold_all(in, e.a, 0, v)) return false;
+        Args args;
+        args.pos.assign(v.begin() + 1, v.end());
+        for (const auto& [name, x] : e.kw) {
+          Value kv;
+          if (!fold_const(in, *x, kv)) return false;
+          args.kw.emplace_back(name, std::move(kv));
+        }
+        if (e.kind == EK::kFilter) out = e.filter(in, v[0], args);
+        else out = Value::boolean(e.test(in, v[0], args) != e.negate);
+        return true;
+      }
+      case EK::kNot:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::boolean(!truthy(v[0]));
+        return true;
+      case EK::kNeg:
+      case EK::kPos:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = unary(e.kind == EK::kNeg, v[0]);
+        return true;
+      case EK::kBinary:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = arith(e.name, v[0], v[1]);
+        return true;
+      case EK::kCompare:
+        if (!fold_all(in, e.a, 0, v)) return false;
+        out = Value::boolean(true);
+        for (std::size_t k = 0; k < e.ops.size(); ++k)
+          if (!compare(e.ops[k], v[k], v[k + 1])) {
+            out = Value::boolean(false);
+            break;
+          }
+        return true;
+      case EK::kAnd:
+      case EK::kOr: {
+        Value l;
+        if (!fold_const(in, *e.a[0], l)) return false;
+        if (truthy(l) == (e.kind == EK::kOr)) {
+          out = l;
+          return true;
+        }
+        return fold_const(in, *e.a[1], out);
+      }
+      case EK::kCond: {
+        Value c;
+        if (!fold_const(in, *e.a[1], c)) return false;
+        if (truthy(c)) return fold_const(in, *e.a[0], out);
+        return e.a[2] && fold_const(in, *e.a[2], out);
+      }
+      default: return false;  // names, calls
+    }
+  } catch (const Error&) {
+    return false;  // jinja2 leaves it to the render, which fails the same way
+  } catch (const std::bad_alloc&) {
+    return false;  // past the load's budget (optimize()): the render's own budget refuses it
+  }
+}
 
 Value eval(Interp& in, const Expr& e) {
   in.step(e.pos);
@@ -229,7 +392,7 @@ Value eval(Interp& in, const Expr& e) {
     }
     case EK::kSlice: {
       Value obj = eval(in, *e.a[0]);
-      Value parts[3];
+      Value parts[3] = {Value::none(), Value::none(), Value::none()};  // absent: None
       for (int k = 0; k < 3; ++k)
         if (e.a[1 + k]) parts[k] = eval(in, *e.a[1 + k]);
       in.pos = e.pos;
@@ -260,6 +423,7 @@ Value eval(Interp& in, const Expr& e) {
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
+      if (!e.filter) throw Error("No filter named '" + e.name + "'.");
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
@@ -267,19 +431,11 @@ Value eval(Interp& in, const Expr& e) {
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
+      if (!e.test) throw Error("No test named '" + e.name + "'.");
       return Value::boolean(e.test(in, subject, args) != e.negate);
     }
     case EK::kNeg:
-    case EK::kPos: {
-      Value v = eval(in, *e.a[0]);
-      check_defined(v);
-      if (!v.is_number())
-        throw Error("bad operand type for unary " + std::string(e.kind == EK::kNeg ? "-" : "+") + ": '" +
-                    std::string(type_name(v)) + "'");
-      if (e.kind == EK::kPos) return v.kind == Kind::kBool ? Value::integer(v.b) : v;
-      if (v.kind == Kind::kFloat) return Value::real(-v.f);
-      return Value::integer(-as_int(v));
-    }
+    case EK::kPos: return unary(e.kind == EK::kNeg, eval(in, *e.a[0]));
     case EK::kNot: return Value::boolean(!truthy(eval(in, *e.a[0])));
     case EK::kAnd: {
       Value l = eval(in, *e.a[0]);

@@ -1,4 +1,6 @@
 // Statements: output, control flow, assignment, macros.
+#include <memory>
+
 #include "template/interp.hpp"
 
 namespace tokfeed::tmpl {
@@ -6,6 +8,13 @@ namespace tokfeed::tmpl {
 namespace {
 
 void write(Interp& in, std::string_view s) {
+  if (in.provenance && in.message >= 0 && in.out == in.root && !s.empty()) {
+    auto& pieces = in.provenance->pieces;
+    const std::size_t at = in.out->size();
+    const auto m = static_cast<uint32_t>(in.message);
+    if (!pieces.empty() && pieces.back().message == m && pieces.back().end == at) pieces.back().end += s.size();
+    else pieces.push_back({at, at + s.size(), m});
+  }
   in.out->append(s);
   if (in.out->size() > in.max_output)
     throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
@@ -34,15 +43,45 @@ struct FrameGuard {
   ~FrameGuard() { in.frames.pop_back(); }
 };
 
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items);
+
+// Which message `item` is (-1: none), for provenance.
+int64_t message_index(const Interp& in, const Value& item) {
+  return item.is_dict() ? in.provenance->index_of(item.dict.get()) : -1;
+}
+
+// Restores the message the enclosing iterations are on.
+struct MessageGuard {
+  Interp& in;
+  int64_t saved;
+  bool* saved_bound;
+  explicit MessageGuard(Interp& i) : in(i), saved(i.message), saved_bound(i.iteration_bound) {}
+  ~MessageGuard() {
+    in.message = saved;
+    in.iteration_bound = saved_bound;
+  }
+};
+
+// `{% set name = v %}` in an iteration no message is bound to (a scan by
+// index): v, when a message, binds the rest of the iteration to it.
+void bind_iteration(Interp& in, const Value& v) {
+  if (!in.iteration_bound || *in.iteration_bound) return;
+  int64_t m = message_index(in, v);
+  if (m < 0) return;
+  in.message = m;
+  *in.iteration_bound = true;
+  in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+}
+
 Flow exec_for(Interp& in, const Stmt& s) {
   Value seq = eval(in, *s.exprs[0]);
   if (seq.is_none() || seq.kind == Kind::kInt || seq.kind == Kind::kFloat || seq.kind == Kind::kBool ||
       seq.kind == Kind::kFunc)
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
   std::vector<Value> all = iterate(seq);
-  FrameGuard guard(in, false);
   std::vector<Value> items;
   if (s.exprs[1]) {
+    FrameGuard filter_scope(in, false);
     for (auto& v : all) {
       in.step(s.pos);
       assign_targets(in, s.targets, v);
@@ -51,23 +90,41 @@ Flow exec_for(Interp& in, const Stmt& s) {
   } else {
     items = std::move(all);
   }
-  if (items.empty()) {
-    if (s.has_else) return exec(in, s.bodies[1]);
-    return Flow::kNormal;
+  // jinja2 runs `else` unless an iteration reached the end of the body (a
+  // loop whose every iteration breaks or continues runs it too), in a scope
+  // of its own: the loop's variables are not in it.
+  bool completed = false;
+  {
+    FrameGuard guard(in, false);
+    if (!items.empty()) completed = loop_body(in, s, items);
   }
+  if (!completed && s.has_else) {
+    FrameGuard else_scope(in, false);
+    return exec(in, s.bodies[1]);
+  }
+  return Flow::kNormal;
+}
+
+// The iterations of a for loop over `items` (not empty); whether one ran to
+// the end of the body.
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items) {
   Value loop = Value::new_dict();
   const int64_t n = static_cast<int64_t>(items.size());
   auto& d = loop.dict->items;
   for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
                         "previtem", "nextitem"})
     d.emplace_back(k, Value());
-  Value items_list = Value::new_list(items);
   d.emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                    if (a.pos.empty()) throw Error("no items for cycling given");
                    int64_t i = loop_d->items[1].second.i;
                    return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
                  }));
   in.assign("loop", loop);
+  bool completed = false;
+  MessageGuard message_guard(in);
+  const bool track = in.provenance && s.targets.size() == 1;
+  bool bound = false;
+  if (track) in.iteration_bound = &bound;
   for (int64_t i = 0; i < n; ++i) {
     in.step(s.pos);  // an empty body still costs a step per iteration
     d[0].second = Value::integer(i + 1);
@@ -82,42 +139,75 @@ Flow exec_for(Interp& in, const Stmt& s) {
     d[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem");
     d[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("loop.nextitem");
     assign_targets(in, s.targets, items[static_cast<std::size_t>(i)]);
+    if (track) {
+      int64_t m = message_index(in, items[static_cast<std::size_t>(i)]);
+      in.message = m >= 0 ? m : message_guard.saved;
+      bound = m >= 0;
+      if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+    }
     in.frames.back().set("loop", loop);
-    if (exec(in, s.bodies[0]) == Flow::kBreak) break;
+    Flow f = exec(in, s.bodies[0]);
+    if (f == Flow::kBreak) break;
+    completed = completed || f == Flow::kNormal;
   }
-  return Flow::kNormal;
+  return completed;
 }
 
-// A macro value: calling it renders its body in a fresh scope.
-Value make_macro(const Stmt& s) {
+// A macro value: calling it renders its body in a fresh scope. Arguments
+// bind as jinja2's Macro.__call__ binds them: positional, then keywords for
+// the parameters left, then `caller`; leftover keywords or positionals are
+// an error unless the body reads `kwargs` or `varargs`.
+// A macro defined inside a loop or another macro sees the variables of
+// its definition's scope (jinja2 compiles it to a closure): `closure` holds
+// them, the template's top-level variables are read when it runs.
+Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
   const Stmt* m = &s;
-  return Value::func(s.text, [m](Interp& in, Args& args) -> Value {
+  return Value::func(s.text, [m, closure](Interp& in, Args& args) -> Value {
     if (++in.depth > 100) throw Error("maximum macro recursion depth exceeded");
-    FrameGuard guard(in, true);
+    FrameGuard outer(in, true);
+    if (closure) in.frames.back().vars = closure->vars;
+    FrameGuard guard(in, false);
+    MessageGuard message_guard(in);  // a set in a macro binds no iteration
+    in.iteration_bound = nullptr;
     const auto& params = m->targets;
-    std::vector<Value> extra;
-    for (std::size_t k = 0; k < args.pos.size(); ++k) {
-      if (k < params.size()) in.assign(params[k], args.pos[k]);
-      else extra.push_back(args.pos[k]);
+    auto kw = args.kw;
+    auto pop = [&](std::string_view name, Value& out) {
+      for (auto it = kw.begin(); it != kw.end(); ++it)
+        if (it->first == name) {
+          out = std::move(it->second);
+          kw.erase(it);
+          return true;
+        }
+      return false;
+    };
+    std::vector<bool> given(params.size(), false);
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      Value v;
+      if (k < args.pos.size()) v = args.pos[k], given[k] = true;
+      else given[k] = pop(params[k], v);
+      if (given[k]) in.assign(params[k], std::move(v));
+    }
+    if (m->uses_caller) {
+      Value caller;
+      if (!pop("caller", caller)) caller = Value::undefined("caller");
+      in.assign("caller", caller);
     }
     Value kwargs = Value::new_dict();
-    for (auto& [name, v] : args.kw) {
-      if (name == "caller") {
-        in.assign("caller", v);
-        continue;
-      }
-      bool is_param = false;
-      for (std::size_t k = 0; k < params.size(); ++k)
-        if (params[k] == name) {
-          if (k < args.pos.size())
-            throw Error("macro '" + m->text + "' got multiple values for argument '" + name + "'");
-          is_param = true;
-        }
-      if (is_param) in.assign(name, v);
-      else kwargs.dict->set(name, v);
+    if (m->uses_kwargs) {
+      for (auto& [name, v] : kw) kwargs.dict->set(name, v);
+    } else if (!kw.empty()) {
+      if (kw[0].first == "caller")
+        throw Error("macro '" + m->text + "' was invoked with two values for the special caller argument");
+      throw Error("macro '" + m->text + "' takes no keyword argument '" + kw[0].first + "'");
     }
-    for (std::size_t k = args.pos.size(); k < params.size(); ++k) {
-      if (in.frames.back().find(params[k])) continue;
+    std::vector<Value> extra;
+    if (args.pos.size() > params.size()) {
+      if (!m->uses_varargs)
+        throw Error("macro '" + m->text + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
+      extra.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(params.size()), args.pos.end());
+    }
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      if (given[k]) continue;
       if (m->exprs[k]) in.assign(params[k], eval(in, *m->exprs[k]));
       else in.assign(params[k], Value::undefined(params[k]));
     }
@@ -131,12 +221,18 @@ Value make_macro(const Stmt& s) {
 
 }  // namespace
 
-std::string capture(Interp& in, const Body& body) {
+std::string scoped_capture(Interp& in, const Body& body, Flow* flow) {
+  FrameGuard g(in, false);
+  return capture(in, body, flow);
+}
+
+std::string capture(Interp& in, const Body& body, Flow* flow) {
   std::string buf;
   std::string* saved = in.out;
   in.out = &buf;
   try {
-    exec(in, body);
+    Flow f = exec(in, body);
+    if (flow) *flow = f;
   } catch (...) {
     in.out = saved;
     throw;
@@ -182,12 +278,17 @@ Flow exec(Interp& in, const Body& body) {
           in.keep_namespace(obj, v);
           obj.dict->set(s.text, std::move(v));
         } else {
+          if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
           assign_targets(in, s.targets, v);
         }
         break;
       }
       case SK::kSetBlock: {
-        std::string body = capture(in, s.bodies[0]);
+        // A break or continue inside leaves the loop iteration at once: no
+        // assignment (no output, for a filter block), as in jinja2.
+        Flow f = Flow::kNormal;
+        std::string body = scoped_capture(in, s.bodies[0], &f);
+        if (f != Flow::kNormal) return f;
         Value v = Value::str(std::move(body));
         if (s.filter) {
           FrameGuard g(in, false);
@@ -197,11 +298,23 @@ Flow exec(Interp& in, const Body& body) {
         in.assign(s.targets[0], std::move(v));
         break;
       }
-      case SK::kMacro: in.assign(s.text, make_macro(s)); break;
+      case SK::kMacro: {
+        std::shared_ptr<Frame> closure;
+        for (std::size_t k = in.frames.size(); k-- > 1;) {  // the definition's scope, innermost first
+          if (!closure) closure = std::make_shared<Frame>();
+          for (const auto& [name, v] : in.frames[k].vars)
+            if (!closure->find(name)) closure->vars.emplace_back(name, v);
+          if (in.frames[k].barrier) break;
+        }
+        in.assign(s.text, make_macro(s, std::move(closure)));
+        break;
+      }
       case SK::kCallBlock: {
         const Stmt* cs = &s;
         Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
           FrameGuard g(i2, false);
+          MessageGuard message_guard(i2);  // nor one in a call block
+          i2.iteration_bound = nullptr;
           for (std::size_t k = 0; k < cs->targets.size(); ++k) {
             if (k < a.pos.size()) i2.assign(cs->targets[k], a.pos[k]);
             else if (cs->exprs[1 + k]) i2.assign(cs->targets[k], eval(i2, *cs->exprs[1 + k]));
@@ -219,7 +332,9 @@ Flow exec(Interp& in, const Body& body) {
         break;
       }
       case SK::kFilterBlock: {
-        std::string body = capture(in, s.bodies[0]);
+        Flow f = Flow::kNormal;
+        std::string body = scoped_capture(in, s.bodies[0], &f);
+        if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
         in.assign("\x01body", Value::str(std::move(body)));
         write(in, to_str(eval(in, *s.filter)));
@@ -237,7 +352,7 @@ Flow exec(Interp& in, const Body& body) {
       case SK::kBreak: return Flow::kBreak;
       case SK::kContinue: return Flow::kContinue;
       case SK::kGeneration: {
-        std::string body = capture(in, s.bodies[0]);
+        std::string body = scoped_capture(in, s.bodies[0]);
         // As transformers counts it: from the top-level output so far.
         std::size_t start = in.root->size();
         if (in.generation) in.generation->emplace_back(start, start + body.size());

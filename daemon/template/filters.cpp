@@ -3,34 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "template/filter_util.hpp"
 #include "template/interp.hpp"
 #include "template/parser.hpp"
 #include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
-
-namespace {
-
-// Argument `i` by position or keyword `kw`; Undefined when absent.
-const Value& arg(Args& a, std::size_t i, std::string_view kw) {
-  static const Value missing;
-  if (i < a.pos.size()) return a.pos[i];
-  for (auto& [k, v] : a.kw)
-    if (k == kw) return v;
-  return missing;
-}
-bool given(const Value& v) { return !v.is_undefined(); }
-bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
-double as_double(const Value& v) {
-  return v.kind == Kind::kFloat ? v.f : v.kind == Kind::kBool ? v.b : static_cast<double>(v.i);
-}
-std::string soft_str(const Value& v) { return to_str(v); }
-// What jinja's generator-returning filters give: an iterator.
-Value iterator(std::vector<Value> items) {
-  Value v = Value::new_list(std::move(items));
-  v.gen = true;
-  return v;
-}
 
 // Attribute lookup as environment.getattr, with dotted paths ("a.b").
 Value attr_path(const Value& obj, const std::string& path) {
@@ -45,6 +23,8 @@ Value attr_path(const Value& obj, const std::string& path) {
     b = e + 1;
   }
 }
+
+namespace {
 
 // Case folding for sort/unique/dictsort when not case_sensitive.
 Value fold(const Value& v, bool case_sensitive) {
@@ -65,28 +45,40 @@ Value f_trim(Interp&, Value& v, Args& a) {
   const Value& c = arg(a, 0, "chars");
   std::optional<std::string> chars;
   if (c.is_str()) chars = *c.s;
+  else if (given(c) && !c.is_none()) throw Error("strip arg must be None or str");
   return Value::str(std::string(py_strip(soft_str(v), chars, true, true)));
 }
 Value f_upper(Interp&, Value& v, Args&) { return Value::str(py_upper(soft_str(v))); }
 Value f_lower(Interp&, Value& v, Args&) { return Value::str(py_lower(soft_str(v))); }
 Value f_capitalize(Interp&, Value& v, Args&) { return Value::str(py_capitalize(soft_str(v))); }
 Value f_title(Interp&, Value& v, Args&) {
-  // jinja's title: words start after whitespace, '-', '(', '{', '[' or '<'.
+  // jinja's title: the text split at runs of whitespace and '-', '(', '{',
+  // '[', '<'; each piece's first character uppercased, the rest lowercased.
   std::string s = soft_str(v), out;
-  bool start = true;
-  for (uint32_t cp : code_points(s)) {
-    bool sep = py_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
-    std::string c;
-    utf8_append(cp, c);
-    out += sep ? c : start ? py_upper(c) : py_lower(c);
-    start = sep;
+  auto sep = [](uint32_t cp) {
+    return py_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+  };
+  std::size_t i = 0;
+  while (i < s.size()) {
+    uint32_t cp;
+    std::size_t n = utf8_decode(s, i, cp), b = i;
+    bool is_sep = sep(cp);
+    for (i += n; i < s.size(); i += n) {
+      n = utf8_decode(s, i, cp);
+      if (sep(cp) != is_sep) break;
+    }
+    std::size_t first = utf8_decode(s, b, cp);
+    out += py_upper(std::string_view(s).substr(b, first));
+    out += py_lower(std::string_view(s).substr(b + first, i - b - first));
   }
   return Value::str(std::move(out));
 }
 Value f_replace(Interp&, Value& v, Args& a) {
   const Value& c = arg(a, 2, "count");
+  if (given(c) && !c.is_none() && !int_like(c))
+    throw Error("'" + std::string(type_name(c)) + "' object cannot be interpreted as an integer");
   return Value::str(py_replace(soft_str(v), soft_str(arg(a, 0, "old")), soft_str(arg(a, 1, "new")),
-                               given(c) && !c.is_none() ? (int_like(c) ? c.i : -1) : -1));
+                               given(c) && !c.is_none() ? as_int(c) : -1));
 }
 Value f_join(Interp&, Value& v, Args& a) {
   const Value& d = arg(a, 0, "d");
@@ -106,6 +98,7 @@ Value f_first(Interp&, Value& v, Args&) {
   return items.empty() ? Value::undefined("first item") : items.front();
 }
 Value f_last(Interp&, Value& v, Args&) {
+  if (v.gen) throw Error("'generator' object is not reversible");  // reversed(seq)
   std::vector<Value> items = iterate(v);
   return items.empty() ? Value::undefined("last item") : items.back();
 }
@@ -116,9 +109,11 @@ Value f_reverse(Interp&, Value& v, Args&) {
     for (auto it = cps.rbegin(); it != cps.rend(); ++it) utf8_append(*it, r);
     return Value::str(std::move(r));
   }
+  // reversed(value): an iterator; an iterator (not reversible) becomes a list.
+  bool was_gen = v.gen;
   std::vector<Value> items = iterate(v);
   std::reverse(items.begin(), items.end());
-  return iterator(std::move(items));
+  return was_gen ? Value::new_list(std::move(items)) : iterator(std::move(items));
 }
 Value f_items(Interp&, Value& v, Args&) {
   if (v.is_undefined()) return Value::new_list();
@@ -131,8 +126,10 @@ Value f_dictsort(Interp&, Value& v, Args& a) {
   bool cs = truthy(arg(a, 0, "case_sensitive"));
   const Value& by = arg(a, 1, "by");
   bool by_value = by.is_str() && *by.s == "value";
+  if (given(by) && !by_value && !(by.is_str() && *by.s == "key"))
+    throw Error("You can only sort by either \"key\" or \"value\"");
   bool rev = truthy(arg(a, 2, "reverse"));
-  if (!v.is_dict()) throw Error("dictsort needs a mapping");
+  if (!v.is_dict() || v.ns) throw Error("dictsort needs a mapping");
   std::vector<Value> out;
   for (const auto& [k, x] : v.dict->items) out.push_back(Value::new_list({key_value(k), x}, true));
   std::stable_sort(out.begin(), out.end(), [&](const Value& p, const Value& q) {
@@ -149,8 +146,11 @@ Value f_tojson(Interp&, Value& v, Args& a) {
   bool sort = truthy(arg(a, 3, "sort_keys"));
   std::string indent, item, key;
   const std::string* ip = nullptr;
-  if (int_like(ind)) ip = &(indent = std::string(static_cast<std::size_t>(std::max<int64_t>(0, ind.i)), ' '));
+  if (int_like(ind))
+    ip = &(indent = std::string(static_cast<std::size_t>(std::clamp<int64_t>(as_int(ind), 0, 1 << 20)), ' '));
   else if (ind.is_str()) ip = &(indent = *ind.s);
+  else if (given(ind) && !ind.is_none())
+    throw Error("can't multiply sequence by non-int of type '" + std::string(type_name(ind)) + "'");
   const std::string *is = nullptr, *ks = nullptr;
   if (seps.is_list()) {
     if (seps.list->items.size() != 2) throw Error("separators must be a pair");
@@ -161,52 +161,7 @@ Value f_tojson(Interp&, Value& v, Args& a) {
   }
   return Value::str(tojson(v, ascii, ip, sort, is, ks));
 }
-Value f_int(Interp&, Value& v, Args& a) {
-  const Value& d = arg(a, 0, "default");
-  Value dflt = given(d) ? d : Value::integer(0);
-  if (int_like(v)) return Value::integer(v.kind == Kind::kBool ? v.b : v.i);
-  if (v.kind == Kind::kFloat) return std::isfinite(v.f) ? Value::integer(static_cast<int64_t>(v.f)) : dflt;
-  if (v.is_str()) {
-    std::string s(py_strip(*v.s, std::nullopt, true, true));
-    s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
-    char* end = nullptr;
-    long long n = std::strtoll(s.c_str(), &end, 10);
-    if (!s.empty() && end && *end == '\0') return Value::integer(n);
-    double f = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end && *end == '\0' && std::isfinite(f)) return Value::integer(static_cast<int64_t>(f));
-  }
-  return dflt;
-}
-Value f_float(Interp&, Value& v, Args& a) {
-  const Value& d = arg(a, 0, "default");
-  Value dflt = given(d) ? d : Value::real(0.0);
-  if (v.is_number()) return Value::real(as_double(v));
-  if (v.is_str()) {
-    std::string s(py_strip(*v.s, std::nullopt, true, true));
-    char* end = nullptr;
-    double f = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end && *end == '\0') return Value::real(f);
-  }
-  return dflt;
-}
-Value f_abs(Interp&, Value& v, Args&) {
-  if (v.kind == Kind::kFloat) return Value::real(std::fabs(v.f));
-  if (int_like(v)) return Value::integer(std::llabs(v.kind == Kind::kBool ? v.b : v.i));
-  throw Error("bad operand type for abs(): '" + std::string(type_name(v)) + "'");
-}
-Value f_round(Interp&, Value& v, Args& a) {
-  if (!v.is_number()) throw Error("round needs a number");
-  const Value& p = arg(a, 0, "precision");
-  const Value& m = arg(a, 1, "method");
-  int64_t prec = int_like(p) ? p.i : 0;
-  std::string method = m.is_str() ? *m.s : "common";
-  double x = as_double(v), scale = std::pow(10.0, static_cast<double>(prec));
-  if (method == "common" && int_like(v)) return Value::integer(v.kind == Kind::kBool ? v.b : v.i);
-  double r = method == "ceil"    ? std::ceil(x * scale) / scale
-             : method == "floor" ? std::floor(x * scale) / scale
-                                 : std::nearbyint(x * scale) / scale;  // Python's round: half to even
-  return Value::real(r);
-}
+
 Value f_escape(Interp&, Value& v, Args&) {
   std::string out;
   for (char c : soft_str(v)) {
@@ -221,9 +176,16 @@ Value f_escape(Interp&, Value& v, Args&) {
   }
   return Value::str(std::move(out));
 }
+// jinja2's indent: `s += "\n"` first, so only a string may be indented.
 Value f_indent(Interp&, Value& v, Args& a) {
+  no_undefined(v);
+  if (!v.is_str()) throw Error("can only indent a string, not '" + std::string(type_name(v)) + "'");
   const Value& w = arg(a, 0, "width");
-  std::string ind = w.is_str() ? *w.s : std::string(static_cast<std::size_t>(int_like(w) ? w.i : 4), ' ');
+  std::string ind;
+  if (w.is_str()) ind = *w.s;
+  else if (!given(w)) ind = "    ";
+  else if (int_like(w)) ind.assign(static_cast<std::size_t>(std::clamp<int64_t>(as_int(w), 0, 1 << 20)), ' ');
+  else throw Error("can't multiply sequence by non-int of type '" + std::string(type_name(w)) + "'");
   bool first = truthy(arg(a, 1, "first")), blank = truthy(arg(a, 2, "blank"));
   std::string s = soft_str(v) + "\n";
   std::vector<std::string> lines = py_splitlines(s, false);
@@ -238,6 +200,7 @@ Value f_indent(Interp&, Value& v, Args& a) {
   return Value::str(std::move(rv));
 }
 Value f_format(Interp&, Value& v, Args& a) {
+  if (!a.kw.empty() && !a.pos.empty()) throw Error("can't handle positional and keyword arguments at the same time");
   if (!a.kw.empty()) {
     Value d = Value::new_dict();
     for (auto& [k, x] : a.kw) d.dict->set(k, x);
@@ -245,37 +208,64 @@ Value f_format(Interp&, Value& v, Args& a) {
   }
   return Value::str(percent_format(soft_str(v), Value::new_list(a.pos, true)));
 }
+// jinja2's wordcount: the runs of \w (str.isalnum or '_') characters.
 Value f_wordcount(Interp&, Value& v, Args&) {
-  return Value::integer(static_cast<int64_t>(py_split(soft_str(v), std::nullopt, -1, false).size()));
+  int64_t n = 0;
+  bool in_word = false;
+  for (uint32_t cp : code_points(soft_str(v))) {
+    bool w = py_is_word_char(cp);
+    n += w && !in_word;
+    in_word = w;
+  }
+  return Value::integer(n);
 }
 Value f_center(Interp&, Value& v, Args& a) {
   std::string s = soft_str(v);
   const Value& w = arg(a, 0, "width");
-  int64_t width = int_like(w) ? w.i : 80, len = static_cast<int64_t>(py_len(s));
+  if (given(w) && !int_like(w))
+    throw Error("'" + std::string(type_name(w)) + "' object cannot be interpreted as an integer");
+  int64_t width = given(w) ? as_int(w) : 80, len = static_cast<int64_t>(py_len(s));
   if (width <= len) return Value::str(s);
+  if (width > (64 << 20)) throw Error("the centered string would pass the output limit");
   std::size_t pad = static_cast<std::size_t>(width - len), left = pad / 2 + (pad & static_cast<std::size_t>(width) & 1);
   return Value::str(std::string(left, ' ') + s + std::string(pad - left, ' '));
 }
-Value f_attr(Interp&, Value& v, Args& a) { return get_attr(v, soft_str(arg(a, 0, "name"))); }
+// jinja2's attr: Python's getattr only, so a dict's keys are not attributes
+// (a namespace's are), its methods are.
+Value f_attr(Interp&, Value& v, Args& a) {
+  std::string name = soft_str(arg(a, 0, "name"));
+  if (v.is_undefined() || (v.is_dict() && v.ns)) return get_attr(v, name);
+  if (has_method(v, name)) return bound_method(v, name);
+  return Value::undefined(name);
+}
 
-// select/reject/selectattr/rejectattr share this.
+// select/reject/selectattr/rejectattr share this. As in jinja2, a false
+// value (None, undefined, empty) selects nothing, and the test is looked up
+// when the first item is tested.
 Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
+  if (!truthy(v)) return iterator({});
   std::size_t k = 0;
   std::string attr;
   if (by_attr) attr = soft_str(arg(a, k++, "attribute"));
+  std::string name;
+  bool tested = k < a.pos.size();
   TestFn test = nullptr;
   Args targs;
-  if (k < a.pos.size()) {
-    std::string name = soft_str(a.pos[k++]);
-    test = find_test(name);
-    if (!test) throw Error("no test named '" + name + "'");
+  if (tested) {
+    name = soft_str(a.pos[k++]);
     targs.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(k), a.pos.end());
   }
   std::vector<Value> out;
   for (const Value& x : iterate(v)) {
     Value subject = by_attr ? attr_path(x, attr) : x;
-    Args ta = targs;
-    bool ok = test ? test(in, subject, ta) : truthy(subject);
+    bool ok;
+    if (tested) {
+      if (!test && !(test = find_test(name))) throw Error("No test named '" + name + "'.");
+      Args ta = targs;
+      ok = test(in, subject, ta);
+    } else {
+      ok = truthy(subject);
+    }
     if (ok == keep) out.push_back(x);
   }
   return iterator(std::move(out));
@@ -286,6 +276,7 @@ Value f_selectattr(Interp& in, Value& v, Args& a) { return select_impl(in, v, a,
 Value f_rejectattr(Interp& in, Value& v, Args& a) { return select_impl(in, v, a, true, false); }
 
 Value f_map(Interp& in, Value& v, Args& a) {
+  if (!truthy(v)) return iterator({});  // jinja2: a false value maps to nothing
   std::vector<Value> out;
   const Value& attr = arg(a, 99, "attribute");
   if (a.pos.empty() && given(attr)) {
@@ -298,12 +289,12 @@ Value f_map(Interp& in, Value& v, Args& a) {
   }
   if (a.pos.empty()) throw Error("map requires a filter argument");
   std::string name = soft_str(a.pos[0]);
-  FilterFn f = find_filter(name);
-  if (!f) throw Error("no filter named '" + name + "'");
+  FilterFn f = nullptr;
   Args fa;
   fa.pos.assign(a.pos.begin() + 1, a.pos.end());
   fa.kw = a.kw;
   for (Value x : iterate(v)) {
+    if (!f && !(f = find_filter(name))) throw Error("No filter named '" + name + "'.");
     Args copy = fa;
     out.push_back(f(in, x, copy));
   }
@@ -315,13 +306,41 @@ std::vector<Value> keyed(const std::vector<Value>& items, const Value& attr, boo
   for (const Value& x : items) keys.push_back(fold(given(attr) ? attr_path(x, soft_str(attr)) : x, cs));
   return keys;
 }
+// jinja2's sort key: the list of the comma-separated attributes' values
+// (the item itself without one), compared as Python compares lists: equal
+// items first (two undefined values are equal), then `<`.
 Value f_sort(Interp&, Value& v, Args& a) {
   bool rev = truthy(arg(a, 0, "reverse")), cs = truthy(arg(a, 1, "case_sensitive"));
-  std::vector<Value> items = iterate(v), keys = keyed(items, arg(a, 2, "attribute"), cs);
+  const Value& attr = arg(a, 2, "attribute");
+  std::vector<std::string> paths;
+  if (attr.is_str()) {
+    for (std::size_t b = 0;;) {
+      std::size_t e = attr.s->find(',', b);
+      paths.push_back(attr.s->substr(b, e == std::string::npos ? std::string::npos : e - b));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+  } else if (given(attr) && !attr.is_none()) {
+    paths.push_back(soft_str(attr));
+  }
+  std::vector<Value> items = iterate(v);
+  std::vector<std::vector<Value>> keys;
+  for (const Value& x : items) {
+    std::vector<Value> k;
+    if (paths.empty()) k.push_back(fold(x, cs));
+    for (const std::string& p : paths) k.push_back(fold(attr_path(x, p), cs));
+    keys.push_back(std::move(k));
+  }
+  auto key_less = [](const std::vector<Value>& x, const std::vector<Value>& y) {
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+      if (!equal(x[i], y[i])) return less(x[i], y[i]);
+    return x.size() < y.size();
+  };
   std::vector<std::size_t> order(items.size());
   for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return rev ? less(keys[y], keys[x]) : less(keys[x], keys[y]); });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return rev ? key_less(keys[y], keys[x]) : key_less(keys[x], keys[y]);
+  });
   std::vector<Value> out;
   for (std::size_t k : order) out.push_back(items[k]);
   return Value::new_list(std::move(out));
@@ -331,6 +350,7 @@ Value f_unique(Interp&, Value& v, Args& a) {
                      keys = keyed(items, arg(a, 1, "attribute"), truthy(arg(a, 0, "case_sensitive")));
   std::vector<Value> out, seen;
   for (std::size_t k = 0; k < items.size(); ++k) {
+    require_hashable(keys[k]);  // jinja2 keeps a set of the keys seen
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, keys[k]); })) continue;
     seen.push_back(keys[k]);
     out.push_back(items[k]);
@@ -348,20 +368,6 @@ Value minmax(Value& v, Args& a, bool max) {
 }
 Value f_min(Interp&, Value& v, Args& a) { return minmax(v, a, false); }
 Value f_max(Interp&, Value& v, Args& a) { return minmax(v, a, true); }
-Value f_sum(Interp&, Value& v, Args& a) {
-  const Value& attr = arg(a, 0, "attribute");
-  const Value& start = arg(a, 1, "start");
-  Value total = given(start) ? start : Value::integer(0);
-  for (const Value& x : iterate(v)) {
-    Value y = given(attr) ? attr_path(x, soft_str(attr)) : x;
-    if (!total.is_number() || !y.is_number()) throw Error("unsupported operand type(s) for +");
-    if (int_like(total) && int_like(y))
-      total = Value::integer((total.kind == Kind::kBool ? total.b : total.i) + (y.kind == Kind::kBool ? y.b : y.i));
-    else total = Value::real(as_double(total) + as_double(y));
-  }
-  return total;
-}
-
 struct NamedFilter {
   std::string_view name;
   FilterFn fn;
@@ -409,6 +415,9 @@ constexpr NamedFilter kFilters[] = {
     {"min", f_min},
     {"max", f_max},
     {"sum", f_sum},
+    {"truncate", f_truncate},
+    {"batch", f_batch},
+    {"slice", f_slice},
 };
 
 }  // namespace

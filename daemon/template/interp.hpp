@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "template/ast.hpp"
+#include "template/template.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -36,6 +37,12 @@ struct Interp {
   std::string* out = nullptr;
   std::string* root = nullptr;                                             // the top-level output
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
+  Provenance* provenance = nullptr;
+  int64_t message = -1;  // the message the innermost message-bound iteration is on (-1: none)
+  // Whether the innermost one-variable `for` iteration is bound to a message
+  // (null: none, or in a macro or call block); a `{% set %}` of a message
+  // binds one that is not.
+  bool* iteration_bound = nullptr;
   uint64_t steps = 0;
   uint64_t max_steps = 0;
   std::size_t max_output = 0;
@@ -71,11 +78,20 @@ struct Interp {
 };
 
 Value eval(Interp& in, const Expr& e);
+// jinja2's compile-time evaluation of a constant expression (its nodes'
+// as_const): `out` and true, or false where jinja2 leaves it to the render.
+// It differs from eval() only in slicing through getitem (a TypeError gives
+// an undefined value).
+bool fold_const(Interp& in, const Expr& e, Value& out);
 // What the `break`/`continue` statements unwind with.
 enum class Flow : uint8_t { kNormal, kBreak, kContinue };
 Flow exec(Interp& in, const Body& body);
-// Renders `body` into a fresh string (macros, set blocks, filter blocks).
-std::string capture(Interp& in, const Body& body);
+// Renders `body` into a fresh string (macros, set blocks, filter blocks);
+// `flow`, when given, receives how the body ended (break, continue).
+std::string capture(Interp& in, const Body& body, Flow* flow = nullptr);
+// The same in a scope of its own, as jinja2 runs set blocks, filter blocks
+// and {% generation %} (a call block): what the body sets stays inside.
+std::string scoped_capture(Interp& in, const Body& body, Flow* flow = nullptr);
 
 // Builtins (builtins.cpp, methods.cpp).
 Value global_function(std::string_view name);
@@ -83,11 +99,15 @@ Value global_function(std::string_view name);
 // `obj` has no such method.
 Value call_method(Interp& in, const Value& obj, std::string_view name, Args& args, bool& found);
 bool has_method(const Value& obj, std::string_view name);
+// s.name(args) for a str method (strmethods.cpp).
+Value str_method(const std::string& s, std::string_view name, Args& args);
 Value bound_method(const Value& obj, std::string_view name);
 // Python semantics shared by filters and the evaluator.
 Value get_item(const Value& obj, const Value& key);
 Value get_attr(const Value& obj, std::string_view name);
 bool contains(const Value& container, const Value& item);
+// Throws Python's "unhashable type" for a list or dict (or a tuple holding one).
+void require_hashable(const Value& v);
 // Iterates `v` as Python's for does (dict → keys); Undefined is empty.
 std::vector<Value> iterate(const Value& v);
 int64_t length(const Value& v);
@@ -95,5 +115,7 @@ int64_t length(const Value& v);
 std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
                    const std::string* key_sep);
 std::string percent_format(const std::string& fmt, const Value& args);
+// Python's binary operator `op` (+ - * / // % ** ~) on template values.
+Value binary_op(const std::string& op, const Value& a, const Value& b);
 
 }  // namespace tokfeed::tmpl

@@ -1,5 +1,7 @@
 #include "template/lexer.hpp"
 
+#include <unicode/uchar.h>
+
 #include <algorithm>
 
 #include "template/pystr.hpp"
@@ -236,8 +238,37 @@ class Lexer {
         case 'b': v += '\b'; break;
         case 'f': v += '\f'; break;
         case 'v': v += '\v'; break;
-        case '0': v += '\0'; break;
         case '\n': break;
+        case '0':
+        case '1':
+        case '2':
+        case '3':
+        case '4':
+        case '5':
+        case '6':
+        case '7': {  // \ooo: one to three octal digits
+          uint32_t cp = static_cast<uint32_t>(e - '0');
+          for (int k = 0; k < 2 && i < s_.size() && s_[i] >= '0' && s_[i] <= '7'; ++k, ++i)
+            cp = cp * 8 + static_cast<uint32_t>(s_[i] - '0');
+          utf8_append(cp, v);
+          break;
+        }
+        case 'N': {  // \N{NAME}: a Unicode character name or alias
+          std::size_t close = s_.find('}', i);
+          if (i >= s_.size() || s_[i] != '{' || close == std::string::npos) fail(i, "malformed \\N character escape");
+          std::string name = s_.substr(i + 1, close - i - 1);
+          for (char& ch : name) ch = static_cast<char>(ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
+          UErrorCode err = U_ZERO_ERROR;
+          UChar32 cp = u_charFromName(U_UNICODE_CHAR_NAME, name.c_str(), &err);
+          if (U_FAILURE(err)) {
+            err = U_ZERO_ERROR;
+            cp = u_charFromName(U_CHAR_NAME_ALIAS, name.c_str(), &err);
+          }
+          if (U_FAILURE(err) || name.empty()) fail(i, "unknown Unicode character name '" + name + "'");
+          utf8_append(static_cast<uint32_t>(cp), v);
+          i = close + 1;
+          break;
+        }
         case 'x':
         case 'u':
         case 'U': {

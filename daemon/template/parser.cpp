@@ -1,10 +1,16 @@
 #include "template/parser.hpp"
 
+#include "template/budget.hpp"
+#include "template/interp.hpp"
 #include "template/parser_expr.hpp"
 
 namespace tokfeed::tmpl {
 
 namespace {
+
+void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
+bool reads(const Body& body, std::string_view name);
+void optimize(Body& body);
 
 class Parser : public ExprParser {
  public:
@@ -15,10 +21,13 @@ class Parser : public ExprParser {
     p.body = body({});
     if (cur().kind != Tok::kEnd) fail(cur().pos, "unexpected '" + cur().text + "'");
     p.has_generation = has_generation_;
+    check_names(p.body, false, p.warnings);
+    optimize(p.body);
     return p;
   }
 
  private:
+  // Statements until a block tag named in `stops` (left unconsumed after
   // its `{%`) or the end.
   Body body(std::initializer_list<std::string_view> stops) {
     Body out;
@@ -61,6 +70,16 @@ class Parser : public ExprParser {
     }
   }
 
+  // A macro's, call block's or {% generation %} body: jinja2 compiles it to
+  // a function, so `break`/`continue` there are outside any loop.
+  Body body_outside_loop(std::initializer_list<std::string_view> stops) {
+    int saved = loop_depth_;
+    loop_depth_ = 0;
+    Body b = body(stops);
+    loop_depth_ = saved;
+    return b;
+  }
+
   std::unique_ptr<Stmt> make(SK k, Pos p) {
     auto s = std::make_unique<Stmt>();
     s->kind = k;
@@ -82,7 +101,7 @@ class Parser : public ExprParser {
     if (tag == "generation") {
       auto s = make(SK::kGeneration, p);
       expect_block_end();
-      s->bodies.push_back(body({"endgeneration"}));
+      s->bodies.push_back(body_outside_loop({"endgeneration"}));
       end_tag();
       has_generation_ = true;
       return s;
@@ -219,11 +238,11 @@ class Parser : public ExprParser {
     s->text = expect_name();
     params(*s);
     expect_block_end();
-    int saved = loop_depth_;
-    loop_depth_ = 0;
-    s->bodies.push_back(body({"endmacro"}));
-    loop_depth_ = saved;
+    s->bodies.push_back(body_outside_loop({"endmacro"}));
     end_tag();
+    s->uses_varargs = reads(s->bodies[0], "varargs");
+    s->uses_kwargs = reads(s->bodies[0], "kwargs");
+    s->uses_caller = reads(s->bodies[0], "caller");
     return s;
   }
 
@@ -253,7 +272,7 @@ class Parser : public ExprParser {
     if (s->exprs[0]->kind != EK::kCall) fail(p, "expected a call after 'call'");
     for (auto& d : defaults) s->exprs.push_back(std::move(d));
     expect_block_end();
-    s->bodies.push_back(body({"endcall"}));
+    s->bodies.push_back(body_outside_loop({"endcall"}));
     end_tag();
     return s;
   }
@@ -284,6 +303,148 @@ class Parser : public ExprParser {
   int loop_depth_ = 0;
   bool has_generation_ = false;
 };
+
+bool reads(const Expr& e, std::string_view name) {
+  if (e.kind == EK::kName && e.name == name) return true;
+  for (const auto& x : e.a)
+    if (x && reads(*x, name)) return true;
+  for (const auto& [k, x] : e.kw)
+    if (reads(*x, name)) return true;
+  return false;
+}
+
+// Whether `body` reads the variable `name` anywhere (nested blocks included).
+bool reads(const Body& body, std::string_view name) {
+  for (const auto& s : body) {
+    for (const auto& x : s->exprs)
+      if (x && reads(*x, name)) return true;
+    if (s->filter && reads(*s->filter, name)) return true;
+    for (const Body& b : s->bodies)
+      if (reads(b, name)) return true;
+  }
+  return false;
+}
+
+// Unknown filters and tests, as jinja2 3.x compiles them: inside an `if`
+// (its conditions and branches) or a conditional expression they fail only
+// when reached, and become load warnings; anywhere else, and under a
+// construct that opens a new scope (loop body, macro, call, filter, with,
+// set block), they fail at load.
+void check_expr(const Expr& e, bool soft, std::vector<std::string>& warnings) {
+  if (e.kind == EK::kCond) soft = true;
+  bool unknown = (e.kind == EK::kFilter && !e.filter) || (e.kind == EK::kTest && !e.test);
+  if (unknown) {
+    std::string what = std::string(e.kind == EK::kFilter ? "filter" : "test") + " '" + e.name + "'";
+    if (!soft) throw Error(where(e.pos) + ": unsupported or unknown " + what);
+    warnings.push_back(where(e.pos) + ": unknown " + what + " (an error if a render reaches it)");
+  }
+  for (const auto& x : e.a)
+    if (x) check_expr(*x, soft, warnings);
+  for (const auto& [k, x] : e.kw) check_expr(*x, soft, warnings);
+}
+
+void check_names(const Body& body, bool soft, std::vector<std::string>& warnings) {
+  auto exprs = [&](const Stmt& s, std::size_t from, std::size_t to, bool sf) {
+    for (std::size_t k = from; k < s.exprs.size() && k < to; ++k)
+      if (s.exprs[k]) check_expr(*s.exprs[k], sf, warnings);
+  };
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    switch (s.kind) {
+      case SK::kIf:
+        exprs(s, 0, s.exprs.size(), true);
+        for (const Body& b : s.bodies) check_names(b, true, warnings);
+        break;
+      case SK::kFor:
+        exprs(s, 0, 1, soft);  // the iterable: the enclosing scope
+        exprs(s, 1, 2, false);
+        for (const Body& b : s.bodies) check_names(b, false, warnings);
+        break;
+      case SK::kCallBlock:
+        exprs(s, 0, 1, soft);  // the call: the enclosing scope
+        exprs(s, 1, s.exprs.size(), false);
+        check_names(s.bodies[0], false, warnings);
+        break;
+      case SK::kWith:
+        exprs(s, 0, s.exprs.size(), soft);
+        check_names(s.bodies[0], false, warnings);
+        break;
+      default:
+        exprs(s, 0, s.exprs.size(), s.kind == SK::kMacro ? false : soft);
+        if (s.filter) check_expr(*s.filter, false, warnings);
+        for (const Body& b : s.bodies) check_names(b, false, warnings);
+    }
+  }
+}
+
+// Whether Python can write `v` as a literal (jinja2's has_safe_repr): what
+// its optimizer may fold into the template.
+bool safe_repr(const Value& v) {
+  switch (v.kind) {
+    case Kind::kNone:
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat:
+    case Kind::kStr: return true;
+    case Kind::kList:
+      if (!v.is_seq()) return false;
+      for (const Value& x : v.list->items)
+        if (!safe_repr(x)) return false;
+      return true;
+    case Kind::kDict:
+      if (v.ns) return false;
+      for (const auto& [k, x] : v.dict->items)
+        if (!safe_repr(x)) return false;
+      return true;
+    default: return false;
+  }
+}
+
+void optimize_expr(ExprPtr& e, Interp& in) {
+  if (!e) return;
+  for (auto& x : e->a) optimize_expr(x, in);
+  for (auto& [k, x] : e->kw) optimize_expr(x, in);
+  Value v;
+  if (e->kind == EK::kLiteral || !fold_const(in, *e, v) || !safe_repr(v)) return;
+  auto lit = std::make_unique<Expr>();
+  lit->kind = EK::kLiteral;
+  lit->pos = e->pos;
+  lit->lit = std::move(v);
+  e = std::move(lit);
+}
+
+// jinja2's compile-time constant folding, where it can differ from
+// rendering (a slice of a constant that is not sliceable gives an undefined
+// value there): its optimizer turns a constant subexpression with a literal
+// value into that literal, and its code generator writes the output of a
+// constant expression as text.
+void optimize(Body& body) {
+  std::string sink;
+  Interp in;
+  in.frames.emplace_back();
+  in.out = in.root = &sink;
+  in.max_steps = 1'000'000;
+  in.max_output = 1u << 20;
+  // Folding allocates under a budget of its own: a constant that would not
+  // fit is left to the render, whose budget refuses it with the limit named.
+  RenderBudget budget;
+  budget.max_bytes = 64u << 20;
+  budget.steps = &in.steps;
+  budget.max_steps = in.max_steps;
+  BudgetScope scope(&budget);
+  for (auto& sp : body) {
+    Stmt& s = *sp;
+    for (auto& x : s.exprs) optimize_expr(x, in);
+    optimize_expr(s.filter, in);
+    for (Body& b : s.bodies) optimize(b);
+    Value v;
+    if (s.kind == SK::kOutput && fold_const(in, *s.exprs[0], v)) {
+      s.kind = SK::kText;
+      s.text = to_str(v);
+      s.exprs.clear();
+    }
+  }
+}
 
 }  // namespace
 

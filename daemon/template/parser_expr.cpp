@@ -299,6 +299,8 @@ void ExprParser::call_args(Expr& c) {
     if (is_op("*") || is_op("**")) fail(cur().pos, "unsupported construct: *args/**kwargs in a call");
     if (cur().kind == Tok::kName && peek().kind == Tok::kOp && peek().text == "=") {
       std::string k = t_[i_].text;
+      for (const auto& [name, x] : c.kw)
+        if (name == k) fail(cur().pos, "keyword argument repeated: " + k);
       i_ += 2;
       c.kw.emplace_back(std::move(k), expr(true));
     } else {
@@ -327,8 +329,7 @@ ExprPtr ExprParser::filter(ExprPtr subject) {
   }
   auto f = node(EK::kFilter, p);
   f->name = name;
-  f->filter = find_filter(name);
-  if (!f->filter) fail(p, "unsupported or unknown filter '" + name + "'");
+  f->filter = find_filter(name);  // null: checked once the template is parsed (parser.cpp)
   f->a.push_back(std::move(subject));
   if (is_op("(")) call_args(*f);
   return f;
@@ -362,7 +363,6 @@ ExprPtr ExprParser::test(ExprPtr subject) {
     t->name += "." + expect_name();
   }
   t->test = find_test(t->name);
-  if (!t->test) fail(p, "unsupported or unknown test '" + t->name + "'");
   t->a.push_back(std::move(subject));
   const Token& c = cur();
   if (is_op("(")) {

@@ -1,6 +1,6 @@
 // The expression half of the parser (parser.cpp holds the statements):
 // Jinja's precedence, from conditional expressions down to primaries, with
-// filters and tests resolved at load.
+// filters and tests resolved at load (unknown names are left null).
 #pragma once
 
 #include <algorithm>
@@ -44,8 +44,6 @@ class ExprParser {
       default: return "'" + t.text + "'";
     }
   }
-
-  // Statements until a block tag named in `stops` (left unconsumed after
 
   // Bounds the parser's (and so the evaluator's) recursion on hostile input.
   struct Depth {

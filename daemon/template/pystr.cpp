@@ -199,52 +199,6 @@ std::vector<std::string> py_splitlines(std::string_view s, bool keepends) {
   return out;
 }
 
-namespace {
-
-template <class F>
-std::string map_cps(std::string_view s, F f) {
-  std::string out;
-  out.reserve(s.size());
-  std::size_t i = 0, k = 0;
-  while (i < s.size()) {
-    uint32_t cp;
-    std::size_t n = utf8_decode(s, i, cp);
-    if (n == 1 && cp >= 0x80) out += s[i];
-    else utf8_append(f(cp, k), out);
-    i += n;
-    ++k;
-  }
-  return out;
-}
-
-bool is_cased_letter(uint32_t cp) {
-  auto c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
-}
-
-uint32_t up(uint32_t cp) { return static_cast<uint32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(cp))); }
-uint32_t low(uint32_t cp) { return static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))); }
-
-}  // namespace
-
-std::string py_upper(std::string_view s) {
-  return map_cps(s, [](uint32_t cp, std::size_t) { return up(cp); });
-}
-std::string py_lower(std::string_view s) {
-  return map_cps(s, [](uint32_t cp, std::size_t) { return low(cp); });
-}
-std::string py_capitalize(std::string_view s) {
-  return map_cps(s, [](uint32_t cp, std::size_t k) { return k == 0 ? up(cp) : low(cp); });
-}
-std::string py_title(std::string_view s) {
-  bool prev_cased = false;
-  return map_cps(s, [&](uint32_t cp, std::size_t) {
-    uint32_t r = prev_cased ? low(cp) : up(cp);
-    prev_cased = is_cased_letter(cp);
-    return r;
-  });
-}
-
 std::string py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
   std::string out;
   if (from.empty()) {

@@ -1,5 +1,6 @@
 #include "template/template.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "template/budget.hpp"
@@ -30,11 +31,17 @@ RecordScope::~RecordScope() {
 
 void cancel_renders() noexcept { render_cancel.store(true, std::memory_order_relaxed); }
 
-std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation) const {
+const std::vector<std::string>& Template::warnings() const noexcept {
+  static const std::vector<std::string> none;
+  return p_ ? p_->warnings : none;
+}
+
+std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation,
+                             Provenance* provenance) const {
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)
-    throw Error("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
-                " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
+    throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
+                     " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
   Interp in;
   in.frames.emplace_back();
@@ -48,11 +55,22 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   in.max_output = limits.max_output;
   in.now = limits.now;
   if (generation) generation->clear();
+  in.provenance = provenance;
+  if (provenance) {
+    provenance->pieces.clear();
+    provenance->seen.assign(provenance->messages.size(), 0);
+    auto& sorted = provenance->sorted;
+    sorted.clear();
+    for (std::size_t k = 0; k < provenance->messages.size(); ++k)
+      sorted.emplace_back(provenance->messages[k], static_cast<uint32_t>(k));
+    std::sort(sorted.begin(), sorted.end());
+  }
   RenderBudget budget;
   budget.max_bytes = limits.max_bytes;
   budget.steps = &in.steps;
   budget.max_steps = in.max_steps;
   std::string failure;
+  bool limit = false;
   {
     BudgetScope scope(&budget);
     // What fails the render is reported with the budget lifted: the message
@@ -66,18 +84,22 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
     } catch (const Error& e) {
       relax();
       failure = e.what();
+      limit = in.steps > in.max_steps || render_cancel.load(std::memory_order_relaxed);
     } catch (const BudgetExceeded&) {
       relax();
+      limit = true;
       failure = budget.over_steps ? ""
                                   : "the render needed more than " + std::to_string(limits.max_bytes) +
                                         " bytes of memory (the per-render budget)";
     } catch (const std::bad_alloc&) {
       relax();
+      limit = true;
       failure = "the render ran out of memory ([workers] max_memory)";
     } catch (const std::exception& e) {
       relax();
       failure = std::string("the template failed: ") + e.what();
     }
+    if (budget.over_steps) limit = true;
     if (failure.empty() && budget.over_steps) failure = in.step_error();
     // Namespaces are the only values a template mutates, so every reference
     // cycle passes through one: emptying them frees whatever a render built
@@ -86,12 +108,21 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   }
   if (rec) rec->used_ += in.steps;
   if (!failure.empty()) {
-    if (record_bound && in.steps >= in.max_steps)
+    if (record_bound && in.steps >= in.max_steps) {
       failure = "the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
                 " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)";
-    throw Error(failure + " (at template " + where(in.pos) + ")");
+      limit = true;
+    }
+    failure += " (at template " + where(in.pos) + ")";
+    if (limit) throw LimitError(failure);
+    throw Error(failure);
   }
   return out;
+}
+
+int64_t Provenance::index_of(const DictObj* d) const {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), std::make_pair(d, uint32_t{0}));
+  return it != sorted.end() && it->first == d ? static_cast<int64_t>(it->second) : -1;
 }
 
 bool parse_instant(std::string_view text, std::tm& out) {

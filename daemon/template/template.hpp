@@ -50,6 +50,25 @@ void cancel_renders() noexcept;
 using Vars = std::vector<std::pair<std::string, Value>>;
 using Spans = std::vector<std::pair<std::size_t, std::size_t>>;  // byte [begin, end)
 
+// Which bytes of the output were written for which message
+// (docs/data_model.md 2.2): a byte is messages[i]'s when it reaches the
+// top-level output while the innermost `for` iteration whose one loop
+// variable is a message is bound to messages[i]. A message is known by
+// identity: the template sees the very dicts of `messages` (slices keep them).
+struct Provenance {
+  std::vector<const DictObj*> messages;  // in: messages[i]'s dict
+  struct Piece {
+    std::size_t begin, end;
+    uint32_t message;
+  };
+  std::vector<Piece> pieces;  // out: in output order, adjacent pieces of one message joined
+  std::vector<char> seen;     // out: whether an iteration was bound to messages[i]
+  // Which message `d` is (-1: none), by binary search in `sorted`, which
+  // each render builds from `messages`.
+  int64_t index_of(const DictObj* d) const;
+  std::vector<std::pair<const DictObj*, uint32_t>> sorted;
+};
+
 class Template {
  public:
   // Throws tmpl::Error "line:column: what" for a syntax error or a construct
@@ -57,11 +76,17 @@ class Template {
   static Template parse(std::string_view source);
 
   bool has_generation() const noexcept;
+  // What the template may fail on at render, found at load: unknown filters
+  // and tests where jinja2 defers the error until a render reaches them,
+  // each "line:column: unknown filter 'name' ...".
+  const std::vector<std::string>& warnings() const noexcept;
   // Renders with `vars` as the template's variables. `generation`, when
-  // given, receives the byte spans of {% generation %} blocks. Throws
+  // given, receives the byte spans of {% generation %} blocks; `provenance`,
+  // when given, which bytes each message wrote. Throws
   // tmpl::Error (the message, with the line:column reached) when the
   // template raises or fails.
-  std::string render(const Vars& vars, const RenderLimits& limits, Spans* generation = nullptr) const;
+  std::string render(const Vars& vars, const RenderLimits& limits, Spans* generation = nullptr,
+                     Provenance* provenance = nullptr) const;
 
  private:
   std::shared_ptr<const Parsed> p_;

@@ -11,7 +11,6 @@ const Value& arg0(Args& a) {
   static const Value missing;
   return a.pos.empty() ? (a.kw.empty() ? missing : a.kw[0].second) : a.pos[0];
 }
-bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
 
 bool t_defined(Interp&, const Value& v, Args&) { return !v.is_undefined(); }
 bool t_undefined(Interp&, const Value& v, Args&) { return v.is_undefined(); }
@@ -28,9 +27,10 @@ bool t_iterable(Interp&, const Value& v, Args&) {
   return v.is_undefined() || v.is_str() || v.is_list() || (v.is_dict() && !v.ns);
 }
 bool t_sequence(Interp&, const Value& v, Args&) {
-  return v.is_undefined() || v.is_str() || (v.is_list() && !v.gen) || (v.is_dict() && !v.ns);
+  return v.is_undefined() || v.is_str() || v.is_seq() || (v.is_dict() && !v.ns);
 }
-bool t_callable(Interp&, const Value& v, Args&) { return v.kind == Kind::kFunc; }
+// jinja2's Undefined has __call__ (it raises), so it is callable.
+bool t_callable(Interp&, const Value& v, Args&) { return v.kind == Kind::kFunc || v.is_undefined(); }
 bool t_eq(Interp&, const Value& v, Args& a) { return equal(v, arg0(a)); }
 bool t_ne(Interp&, const Value& v, Args& a) { return !equal(v, arg0(a)); }
 bool t_lt(Interp&, const Value& v, Args& a) { return less(v, arg0(a)); }
@@ -46,33 +46,30 @@ bool t_sameas(Interp&, const Value& v, Args& a) {
     case Kind::kUndefined: return true;
     case Kind::kBool: return v.b == o.b;
     case Kind::kInt: return v.i == o.i && v.i >= -5 && v.i <= 256;  // CPython's small-int cache
+    case Kind::kStr: return v.s == o.s;                             // the same string object (one variable read twice)
     case Kind::kList: return v.list == o.list;
     case Kind::kDict: return v.dict == o.dict;
     case Kind::kFunc: return v.fn == o.fn;
     default: return false;
   }
 }
-int64_t need_int(const Value& v) {
-  if (!int_like(v)) throw Error("an integer is required, not '" + std::string(type_name(v)) + "'");
-  return v.kind == Kind::kBool ? v.b : v.i;
+// jinja2's odd, even and divisibleby: `value % n == r` with Python's `%`
+// (12.34 is not divisible by 3; a string formats).
+bool mod_is(const Value& v, const Value& n, int64_t r) { return equal(binary_op("%", v, n), Value::integer(r)); }
+bool t_odd(Interp&, const Value& v, Args&) { return mod_is(v, Value::integer(2), 1); }
+bool t_even(Interp&, const Value& v, Args&) { return mod_is(v, Value::integer(2), 0); }
+bool t_divisibleby(Interp&, const Value& v, Args& a) { return mod_is(v, arg0(a), 0); }
+bool t_lower(Interp&, const Value& v, Args&) { return py_islower(to_str(v)); }
+bool t_upper(Interp&, const Value& v, Args&) { return py_isupper(to_str(v)); }
+// `name in environment.filters`: a list or dict is unhashable.
+bool t_filter(Interp&, const Value& v, Args&) {
+  require_hashable(v);
+  return v.is_str() && find_filter(*v.s) != nullptr;
 }
-bool t_odd(Interp&, const Value& v, Args&) { return (need_int(v) % 2) != 0; }
-bool t_even(Interp&, const Value& v, Args&) { return (need_int(v) % 2) == 0; }
-bool t_divisibleby(Interp&, const Value& v, Args& a) {
-  int64_t d = need_int(arg0(a));
-  if (d == 0) throw Error("integer division or modulo by zero");
-  return need_int(v) % d == 0;
+bool t_test(Interp&, const Value& v, Args&) {
+  require_hashable(v);
+  return v.is_str() && find_test(*v.s) != nullptr;
 }
-bool t_lower(Interp&, const Value& v, Args&) {
-  std::string s = to_str(v);
-  return py_lower(s) == s;
-}
-bool t_upper(Interp&, const Value& v, Args&) {
-  std::string s = to_str(v);
-  return py_upper(s) == s;
-}
-bool t_filter(Interp&, const Value& v, Args&) { return v.is_str() && find_filter(*v.s) != nullptr; }
-bool t_test(Interp&, const Value& v, Args&) { return v.is_str() && find_test(*v.s) != nullptr; }
 bool t_escaped(Interp&, const Value&, Args&) { return false; }
 
 struct NamedTest {

@@ -56,7 +56,9 @@ std::string_view type_name(const Value& v) noexcept {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kStr: return "str";
-    case Kind::kList: return v.gen ? "generator" : v.tuple ? "tuple" : "list";
+    case Kind::kList:
+      if (v.view) return v.view == 1 ? "dict_keys" : v.view == 2 ? "dict_values" : "dict_items";
+      return v.gen ? "generator" : v.tuple ? "tuple" : "list";
     case Kind::kDict: return v.ns ? "Namespace" : "dict";
     case Kind::kFunc: return "function";
   }
@@ -105,6 +107,14 @@ bool equal(const Value& a, const Value& b) {
     case Kind::kStr: return *a.s == *b.s;
     case Kind::kList: {
       if (a.gen || b.gen) return a.list == b.list;
+      if (a.view || b.view) {  // keys and items compare as sets, values by identity
+        if (a.view != b.view || a.view == 2) return a.list == b.list;
+        const auto &x = a.list->items, &y = b.list->items;
+        if (x.size() != y.size()) return false;
+        for (const Value& v : x)
+          if (std::none_of(y.begin(), y.end(), [&](const Value& w) { return equal(v, w); })) return false;
+        return true;
+      }
       if (a.tuple != b.tuple) return false;
       const auto &x = a.list->items, &y = b.list->items;
       if (x.size() != y.size()) return false;
@@ -133,7 +143,7 @@ bool less(const Value& a, const Value& b) {
     return as_double(a) < as_double(b);
   }
   if (a.is_str() && b.is_str()) return *a.s < *b.s;  // UTF-8 byte order is code point order
-  if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+  if (a.is_seq() && b.is_seq() && a.tuple == b.tuple) {
     const auto &x = a.list->items, &y = b.list->items;
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!equal(x[i], y[i])) return less(x[i], y[i]);
@@ -244,6 +254,15 @@ void append_repr(const Value& v, std::string& out) {
     case Kind::kList: {
       if (v.gen) {
         out += "<generator object>";
+        return;
+      }
+      if (v.view) {  // dict_keys([...]), as Python prints a view
+        Value plain = v;
+        plain.view = 0;
+        out += type_name(v);
+        out += '(';
+        append_repr(plain, out);
+        out += ')';
         return;
       }
       ReprEnter guard(v.list.get());

@@ -20,6 +20,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// A render stopped by a limit (steps, memory, the record's budget, the
+// daemon stopping), not by the template.
+class LimitError : public Error {
+ public:
+  explicit LimitError(const std::string& msg) : Error(msg) {}
+};
+
 enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kStr, kList, kDict, kFunc };
 
 struct Value;
@@ -39,6 +46,7 @@ struct Value {
   bool tuple = false;  // a list that is a Python tuple (repr with parentheses)
   bool ns = false;     // a dict that is a namespace() (attribute assignment allowed)
   bool gen = false;    // a list that is a Python iterator (map, select, ...): truthy, no len, used up once iterated
+  uint8_t view = 0;    // a list that is a dict view: 1 dict_keys, 2 dict_values, 3 dict_items (no index, no JSON)
   union {
     bool b;
     int64_t i;
@@ -84,6 +92,8 @@ struct Value {
   bool is_none() const { return kind == Kind::kNone; }
   bool is_str() const { return kind == Kind::kStr; }
   bool is_list() const { return kind == Kind::kList; }
+  // A list or tuple proper: indexable, sliceable (not an iterator or a view).
+  bool is_seq() const { return kind == Kind::kList && !gen && !view; }
   bool is_dict() const { return kind == Kind::kDict; }
   bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
   const std::string& text() const { return *s; }  // kStr only

@@ -76,8 +76,8 @@ TEST_CASE("hostile templates: each attack is a bad record named with its limit; 
   };
   const std::string memory = "the render needed more than 268435456 bytes of memory";
   const Attack attacks[] = {
-      {"center", "{{ 'x' | center(4000000000) }}", "bytes of memory"},
-      {"ljust", "{{ 'x'.ljust(4000000000) | length }}", "bytes of memory"},
+      {"center", "{{ 'x' | center(4000000000) }}", "would pass the output limit"},
+      {"ljust", "{{ 'x'.ljust(4000000000) | length }}", "would pass the output limit"},
       {"indent", "{{ ('x\\n' * 1000) | indent(4000000) | length }}", "bytes of memory"},
       {"replace", "{{ ('x' * 1000000).replace('x', 'y' * 1000) | length }}", "bytes of memory"},
       {"join", "{{ (['x' * 1000000] * 10000) | join('') | length }}", "bytes of memory"},

@@ -149,3 +149,26 @@ TEST_CASE("too little shared memory is a clear start-up error with the bytes nee
   CHECK(c.status != 0);
   CHECK(c.err.find("needs") != std::string::npos);
 }
+
+TEST_CASE("an unknown filter in a branch is a --check-config warning with its line:column; elsewhere a load error") {
+  TempDir dir;
+  std::string data = write(dir, "d.jsonl", std::string(kGood) + "\n");
+  std::string sp = "[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
+                   "\"\ntemplate = \"jinja\"\nchat_template = \"";
+  std::string ds = "[dataset]\npath = \"" + data + "\"\n";
+  // jinja2 3.x: inside an `if`, the filter is looked up only when reached.
+  std::string soft = write(dir, "soft.jinja",
+                           "{% for m in messages %}{{ m.content }}\n"
+                           "{% if m.args is string %}{{ m.args | from_json }}{% endif %}{% endfor %}");
+  Output o = check(dir, ds + sp + soft + "\"\n");
+  CHECK(o.status == 0);
+  CHECK(o.out.find("# warning: chat template") != std::string::npos);
+  CHECK(o.out.find("2:38: unknown filter 'from_json'") != std::string::npos);
+  CHECK(o.out.find("refused") == std::string::npos);  // the first record renders
+  // Outside a branch, jinja2 refuses the template when it compiles it.
+  std::string hard = write(dir, "hard.jinja", "{% for m in messages %}\n  {{ m.content | from_json }}{% endfor %}");
+  Output h = check(dir, ds + sp + hard + "\"\n");
+  CHECK(h.status != 0);
+  CHECK(h.err.find("2:") != std::string::npos);
+  CHECK(h.err.find("from_json") != std::string::npos);
+}

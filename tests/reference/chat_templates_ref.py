@@ -7,10 +7,11 @@ input_ids and labels the reference computes:
 - text: transformers' apply_chat_template (date_string "26 Jul 2024"), ids
   from the same tokenizer.json with add_special_tokens=False;
 - labels: templates with {% generation %}: transformers'
-  return_assistant_tokens_mask; others: the prefix rule, implemented here
-  independently on apply_chat_template's strings;
-- records the template refuses (it raises, or the prefix rule fails) are
-  exactly the ones the daemon skips.
+  return_assistant_tokens_mask; others: the prefix rule where it holds, else
+  the provenance rule, both implemented independently on jinja2
+  (label_rule_ref.py), whose text must equal apply_chat_template's;
+- records the template refuses (it raises, or neither rule places an
+  assistant message) are exactly the ones the daemon skips.
 
 usage: [CONVERSATIONS=N] chat_templates_ref.py TOKFEEDD TOKFEEDCTL [TEMPLATE...]
        [CONVERSATIONS=N] chat_templates_ref.py TOKFEEDD TOKFEEDCTL --builtin NAME=FOLDER...
@@ -29,6 +30,8 @@ import tempfile
 import time
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.environ.get("TOKFEED_SHARED", os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared")))
 TEMPLATES = os.path.join(SHARED, "templates")
@@ -41,6 +44,8 @@ try:
 
     from transformers import PreTrainedTokenizerFast
     from transformers.utils import chat_template_utils
+
+    import label_rule_ref
 except ImportError:
     print("skip: transformers is not installed for this python")
     sys.exit(77)
@@ -68,6 +73,7 @@ class Reference:
         self.tok = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)
         self.kwargs = {k: token_text(cfg[k]) for k in SPECIAL if cfg.get(k) is not None}
         self.kwargs["date_string"] = "26 Jul 2024"
+        self.rule = None if self.generation else label_rule_ref.Template(folder)
 
     def render(self, msgs, tools, gen):
         return self.tok.apply_chat_template(msgs, tools=tools, chat_template=self.template, tokenize=False,
@@ -88,19 +94,12 @@ class Reference:
             assert out["input_ids"] == ids, "apply_chat_template's ids differ from the text's"
             mask = out["assistant_masks"]
             return ids, [t if m else -100 for t, m in zip(ids, mask)]
-        # The prefix rule, in characters.
-        spans = []
-        for i, m in enumerate(msgs):
-            if m["role"] != "assistant":
-                continue
-            try:
-                p = self.render(msgs[:i], tools, True)
-                fi = text if i + 1 == len(msgs) else self.render(msgs[: i + 1], tools, False)
-            except Exception:  # noqa: BLE001
-                return None
-            if not (fi.startswith(p) and text.startswith(fi)):
-                return None
-            spans.append((len(p), len(fi)))
+        # The prefix rule, else the provenance rule, in characters.
+        r = label_rule_ref.trained_spans(self.rule, msgs, tools)
+        if r is None:
+            return None
+        assert r[0] == text, "jinja2 with provenance renders other text than apply_chat_template"
+        spans = r[1]
         labels = []
         for t, (b, e) in zip(ids, enc["offset_mapping"]):
             hit = any(max(b, s) < min(e, f) or (b == e and s <= b < f) for s, f in spans)

@@ -87,6 +87,8 @@ TEST_CASE("errors: unsupported constructs at load with line:column; raise_except
   CHECK(load_error("a\n  {% include 'x' %}").find("include") != std::string::npos);
   CHECK(load_error("{{ x | nosuchfilter }}").find("1:") == 0);
   CHECK(load_error("{{ x is nosuchtest }}").find("nosuchtest") != std::string::npos);
+  CHECK(load_error("{% for m in [] %}\n{{ m | nosuch }}{% endfor %}").rfind("2:8:", 0) == 0);  // a loop is no branch
+  CHECK(load_error("{{ dict(a=1, a=2) }}").find("keyword argument repeated") != std::string::npos);
   CHECK(load_error("{% for x in y %}").find("endfor") != std::string::npos);
   CHECK(load_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").find("nesting") !=
         std::string::npos);
@@ -119,7 +121,7 @@ const char* kChatml =
 
 }  // namespace
 
-TEST_CASE("the label rule: prefix rule, loss switches, last_assistant, and (c) a clear bad record") {
+TEST_CASE("the label rule: prefix rule, loss switches, last_assistant") {
   text::ChatSpec spec = spec_of(kChatml);
   text::RecordRules rules;
   Value msgs, tools;
@@ -133,22 +135,111 @@ TEST_CASE("the label rule: prefix rule, loss switches, last_assistant, and (c) a
   CHECK(trained(r) == std::vector<std::string>{"A<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
   REQUIRE(text::render_labeled(spec, msgs, tools, true, r) == "");
   CHECK(trained(r) == std::vector<std::string>{"<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
-  // A template that drops earlier reasoning breaks the prefix rule: a bad
-  // record naming the template and the message, and what to do.
-  text::ChatSpec drop = spec_of(
+}
+
+namespace {
+
+// Renders `rec` under `src` and returns the trained texts, or the reason.
+std::vector<std::string> labels_of(const std::string& src, const std::string& rec, bool last_assistant = false) {
+  text::ChatSpec spec = spec_of(src);
+  text::RecordRules rules;
+  Value msgs, tools;
+  text::Rendered r;
+  REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
+  std::string why = text::render_labeled(spec, msgs, tools, last_assistant, r);
+  if (!why.empty()) return {"refused: " + why};
+  return trained(r);
+}
+
+}  // namespace
+
+TEST_CASE("the label rule (c): each turn as it stands in F, where the prefix rule fails") {
+  // Earlier turns lose their reasoning: messages[1] fails (b) and trains its
+  // own text less the generation prompt "assistant:"; messages[3] keeps (b).
+  const char* drop =
       "{% for m in messages %}{{ m.role }}:{% if m.reasoning_content and loop.last %}<think>{{ m.reasoning_content }}"
-      "</think>{% endif %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}");
-  REQUIRE(
-      text::record_to_chat(
-          R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r"},
-                              {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B"}]})",
-          rules, false, msgs, tools) == "");
-  std::string why = text::render_labeled(drop, msgs, tools, false, r);
-  CHECK(why.find("test.jinja") != std::string::npos);
-  CHECK(why.find("messages[1]") != std::string::npos);
-  CHECK(why.find("last_assistant") != std::string::npos);
-  CHECK(text::render_labeled(drop, msgs, tools, true, r) == "");
-  CHECK(trained(r) == std::vector<std::string>{"B\n"});
+      "</think>{% endif %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  std::string rec =
+      R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r"},
+                       {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B", "reasoning_content": "s"}]})";
+  CHECK(labels_of(drop, rec) == std::vector<std::string>{"A\n", "<think>s</think>B\n"});
+  CHECK(labels_of(drop, rec, true) == std::vector<std::string>{"<think>s</think>B\n"});
+  // A per-message switch keeps working where (c) places the message.
+  std::string off =
+      R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "reasoning_content": "r", "loss": false},
+                       {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B"}]})";
+  CHECK(labels_of(drop, off) == std::vector<std::string>{"B\n"});
+  // So does it under (a): the switch untrains the blocks inside (c)'s region.
+  const char* blocks =
+      "{% for m in messages %}{{ m.role }}:{% if m.role == 'assistant' %}{% generation %}{% if m.reasoning_content "
+      "and loop.last %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}\n{% endgeneration %}"
+      "{% else %}{{ m.content }}\n{% endif %}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  CHECK(labels_of(blocks, rec) == std::vector<std::string>{"A\n", "<think>s</think>B\n"});
+  CHECK(labels_of(blocks, off) == std::vector<std::string>{"B\n"});
+
+  // The generation prompt's text is what P writes after the last text it
+  // writes for a message: after a tool result, the tag closing the tool
+  // block (also in render(msgs[:i], false)); it belongs to P, so it is not
+  // trained. The eos the template appends after its loop belongs to the
+  // last message: (b) holds for the last turn and trains it.
+  const char* tools_block =
+      "{% set ns = namespace(tool=false) %}{% for m in messages %}"
+      "{% if m.role == 'tool' %}{% if not ns.tool %}<tools>{% endif %}{% set ns.tool = true %}[{{ m.content }}]"
+      "{% else %}{% if ns.tool %}</tools>{% endif %}{% set ns.tool = false %}"
+      "{% if m.role == 'assistant' %}<A>{% if loop.last %}<think>{{ m.reasoning_content }}</think>{% endif %}"
+      "{{ m.content }}<end>{% else %}<U>{{ m.content }}{% endif %}{% endif %}{% endfor %}"
+      "{% if ns.tool %}</tools>{% endif %}{% if add_generation_prompt and not ns.tool %}<A><think>{% endif %}"
+      "{% if not add_generation_prompt %}<eos>{% endif %}";
+  std::string calls =
+      R"({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a", "reasoning_content": "r"},
+                       {"role": "tool", "content": "t"}, {"role": "assistant", "content": "b", "reasoning_content": "q"}]})";
+  CHECK(labels_of(tools_block, calls) == std::vector<std::string>{"a<end>", "<A><think>q</think>b<end><eos>"});
+  std::string more =
+      R"({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a", "reasoning_content": "r"},
+                       {"role": "tool", "content": "t"}, {"role": "assistant", "content": "b", "reasoning_content": "q"},
+                       {"role": "user", "content": "v"}]})";
+  CHECK(labels_of(tools_block, more) == std::vector<std::string>{"a<end>", "<A>b<end>"});
+
+  // A message written inside another's iteration (an inner loop over the
+  // messages) is its own: the tool results are not trained.
+  const char* inner =
+      "{% for m in messages %}{% if m.role == 'assistant' %}<A>{% if loop.last %}({{ m.reasoning_content }}){% endif %}"
+      "{{ m.content }}{% for t in messages[loop.index:] %}{% if t.role == 'tool' %}<T>{{ t.content }}{% endif %}"
+      "{% endfor %}</A>{% elif m.role == 'user' %}<U>{{ m.content }}{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}<A>{% endif %}";
+  CHECK(labels_of(inner, calls) == std::vector<std::string>{"a", "</A>", "(q)b</A>"});
+
+  // So is one an index scan binds with {% set %}: in an iteration no message
+  // is bound to, the rest of the iteration is the set message's.
+  const char* scan =
+      "{% for m in messages %}{% if m.role == 'assistant' %}<A>{% if loop.last %}({{ m.reasoning_content }}){% endif %}"
+      "{{ m.content }}{% for k in range(loop.index, messages | length) %}<k>{% set t = messages[k] %}"
+      "{% if t.role == 'tool' %}<T>{{ t.content }}{% endif %}{% endfor %}</A>{% elif m.role == 'user' %}<U>"
+      "{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<A>{% endif %}";
+  CHECK(labels_of(scan, calls) == std::vector<std::string>{"a<k>", "<k></A>", "(q)b</A>"});
+
+  // The common prefix with the generation prompt stops at a whole character.
+  const char* accent =
+      "{% for m in messages %}{% if m.role == 'assistant' %}{% if loop.last %}É{% else %}é{% endif %}{{ m.content }}"
+      "{% else %}<U>{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}è{% endif %}";
+  CHECK(labels_of(accent, R"({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"},
+                                           {"role": "user", "content": "v"}]})") == std::vector<std::string>{"éa"});
+}
+
+TEST_CASE("the label rule: a clear bad record where no rule places a message") {
+  // The turns are reached by index and (b) fails: neither rule applies.
+  const char* by_index =
+      "{% for k in range(messages | length) %}{% if messages[k].role == 'assistant' and k + 1 < messages | length %}"
+      "[{{ messages[k].content }}]{% else %}{{ messages[k].content }}{% endif %}{% endfor %}";
+  std::string rec =
+      R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": "A"},
+                       {"role": "user", "content": "U2"}, {"role": "assistant", "content": "B"}]})";
+  std::vector<std::string> got = labels_of(by_index, rec);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].find("test.jinja") != std::string::npos);
+  CHECK(got[0].find("messages[1]") != std::string::npos);
+  CHECK(got[0].find("by index") != std::string::npos);
+  CHECK(labels_of(by_index, rec, true) == std::vector<std::string>{"B"});
 }
 
 TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF tool calls") {
@@ -182,4 +273,29 @@ TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF 
         "field 'messages[0].role' is missing");
   CHECK(text::record_to_chat(R"({"messages": [{"role": "tool_call", "content": "nope"}]})", rules, false, msgs, tools)
             .find("tool call") != std::string::npos);
+}
+
+TEST_CASE("unknown filters and tests in a branch fail only when reached, and are load warnings") {
+  // jinja2 3.x defers them inside `if` and conditional expressions.
+  std::string src = "{% if x is string %}{{ x | from_json }}{% endif %}\n{{ 'n' if y else y is nosuch }}";
+  Template t = Template::parse(src);
+  REQUIRE(t.warnings().size() == 2);
+  CHECK(t.warnings()[0] == "1:28: unknown filter 'from_json' (an error if a render reaches it)");
+  CHECK(t.warnings()[1].rfind("2:", 0) == 0);
+  CHECK(t.warnings()[1].find("test 'nosuch'") != std::string::npos);
+  CHECK(render(src, R"({"x": 1, "y": 1})") == "n");  // trim_blocks takes the newline
+  CHECK(render_error(src, R"({"x": "a"})").rfind("No filter named 'from_json'.", 0) == 0);
+  CHECK(Template::parse("{{ x | upper }}").warnings().empty());
+}
+
+TEST_CASE("Python's str semantics: full case mapping, %-formatting, divisibleby on floats") {
+  CHECK(render("{{ 'ß'.upper() }} {{ 'ﬃ'.upper() }} {{ 'İ'.lower() | length }} {{ 'ΑΣ'.lower() }}") == "SS FFI 2 ας");
+  CHECK(render("{{ 'ǆa'.title() }} {{ 'ßa'.capitalize() }} {{ 'Straße'.casefold() }} {{ 'aBß'.swapcase() }}") ==
+        "ǅa Ssa strasse AbSS");
+  CHECK(render("{{ '٣'.isdigit() }} {{ 'ǅ'.istitle() }} {{ 'Ⅻ'.isnumeric() }} {{ '٣' | int }}") == "True True True 3");
+  CHECK(render("{{ ('%600d' % 1) | length }}|{{ '%x|%#o|%-3s|%.1f' % (-255, 8, 'ß', 0.25) }}") ==
+        "600|-ff|0o10|ß  |0.2");
+  CHECK(render("{{ 12.34 is divisibleby 3 }} {{ 12.0 is divisibleby 3 }} {{ 3.0 is odd }}") == "False True True");
+  CHECK(render("{{ d | attr('role') }}|{{ nn | select | list }}{{ nn | map('upper') | list }}",
+               R"({"d": {"role": "user"}, "nn": null})") == "|[][]");
 }

@@ -1,0 +1,582 @@
+"""Random chat-template-like Jinja templates and contexts, for diff_jinja2.py.
+
+A template is a tree of Nodes: statements ("stmt") and typed expressions
+("str", "int", "num", "bool", "list", "dict", "any"). Rendering joins the
+parts; the minimizer replaces a node by a smaller one of the same category.
+"""
+import random
+
+from jinja_values import WORDS, Node, candidates, rand_context, rand_text, walk  # noqa: F401
+
+
+def lit_str(r, s=None):
+    if s is None:
+        s = rand_text(r, 3)
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "\n":
+            out.append("\\n" if r.random() < 0.7 else "\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ch == "\x7f":
+            out.append("\\x%02x" % ord(ch))
+        elif ord(ch) > 0x7f and r.random() < 0.1 and ord(ch) < 0x10000:
+            out.append("\\u%04x" % ord(ch))
+        else:
+            out.append(ch)
+    q = "'"
+    if "'" not in s and r.random() < 0.3:
+        return '"' + "".join(out).replace("\\'", "'") + '"'
+    return q + "".join(out) + q
+
+
+class Gen:
+    """Builds one template: a body of statements over typed expressions."""
+
+    def __init__(self, r):
+        self.r = r
+        self.scope = {"str": ["s1", "s2", "s3"], "int": ["n1", "n2"], "num": ["f1"], "bool": ["b1"],
+                      "list": ["xs", "ys", "zs", "messages"], "dict": ["d"], "any": ["nn", "tools", "undef"]}
+        self.loopvars = []  # (name, type) of enclosing loops
+        self.in_loop = 0
+        self.in_macro = 0
+        self.counter = 0
+        self.macros = []  # (name, nparams)
+        self.namespaces = []
+
+    def fresh(self, prefix):
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    # ---- expressions -------------------------------------------------
+    def e(self, t, depth=0):
+        r = self.r
+        if depth > 3 or r.random() < 0.25:
+            return self.atom(t)
+        fn = getattr(self, "e_" + t)
+        return fn(depth + 1)
+
+    def N(self, t, *parts):
+        return Node(t, list(parts))
+
+    def atom(self, t):
+        r = self.r
+        if t == "any":
+            t = r.choice(["str", "int", "num", "bool", "list", "dict", "none"])
+        if t == "none":
+            return self.N("any", r.choice(["none", "None", "nn", "undef", "d.missing", "d.get('zz')"]))
+        names = list(self.scope.get(t, []))
+        for name, lt in self.loopvars:
+            if lt == t:
+                names.append(name)
+        if names and r.random() < 0.6:
+            return self.N(t, r.choice(names))
+        if t == "str":
+            return self.N(t, lit_str(r))
+        if t == "int":
+            return self.N(t, str(r.choice([0, 1, 2, 3, 5, 10, 600, 12, 100, 7])) if r.random() < 0.9 else "-3")
+        if t == "num":
+            return self.N(t, r.choice(["1.5", "0.1", "2.0", "12.34", "1e3", "2.5", "0.0", "3.14159", "1e20", "7.125"]))
+        if t == "bool":
+            return self.N(t, r.choice(["true", "false", "True", "False"]))
+        if t == "list":
+            k = r.randint(0, 3)
+            return self.N(t, "[", *self.join_nodes([self.atom(r.choice(["str", "int", "num"])) for _ in range(k)]), "]")
+        if t == "dict":
+            k = r.randint(0, 2)
+            items = []
+            for _ in range(k):
+                items.append(self.N("any", lit_str(r, r.choice(WORDS)), ": ", self.atom(r.choice(["str", "int", "list"]))))
+            return self.N(t, "{", *self.join_nodes(items), "}")
+        return self.N(t, "none")
+
+    def join_nodes(self, nodes, sep=", "):
+        out = []
+        for k, n in enumerate(nodes):
+            if k:
+                out.append(sep)
+            out.append(n)
+        return out
+
+    def call(self, t, recv, name, *args):
+        return self.N(t, "(", recv, ").", name, "(", *self.join_nodes(list(args)), ")")
+
+    def filt(self, t, subj, name, *args):
+        if args:
+            return self.N(t, "(", subj, " | ", name, "(", *self.join_nodes(list(args)), "))")
+        return self.N(t, "(", subj, " | ", name, ")")
+
+    def e_str(self, d):
+        r = self.r
+        s = lambda: self.e("str", d)  # noqa: E731
+        i = lambda: self.e("int", d)  # noqa: E731
+        small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
+        L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
+        k = r.randint(0, 58)
+        if k == 47:
+            return self.N("str", "(", s(), ").", r.choice(["find", "rfind", "count", "index"]), "(", L(), ", ", small(), *([", ", small()] if r.random() < 0.5 else []), ")|string")
+        if k == 48:
+            return self.N("str", "(", s(), ").", r.choice(["startswith", "endswith"]), "(", L(), ", ", small(), *([", ", small()] if r.random() < 0.5 else []), ")|string")
+        if k == 49:
+            return self.N("str", "((", s(), ").split(", r.choice(["maxsplit=1", "sep=' ', maxsplit=1", "None, 1", "' ', -1"]), ")|join('|'))")
+        if k == 50:
+            return self.N("str", "((", s(), ").splitlines(", r.choice(["True", "true", "1", "keepends=True", ""]), ")|join('|'))")
+        if k == 51:
+            return self.N("str", "(", lit_str(r, r.choice(["%(a)s-%(b)r", "%(a)5s|%(b)-3d", "%(a)s"])), " % {'a': ", self.e("any", d), ", 'b': ", i(), "})")
+        if k == 52:
+            return self.N("str", r.choice(["'\\101\\x42\\u00df'", "'\\N{LATIN SMALL LETTER SHARP S}'", "'a\\tb\\\\'", "'\\0\\7'"]))
+        if k == 53:
+            return self.filt("str", self.e("list", d), "join", "d=" + lit_str(r, r.choice([",", " | "])))
+        if k == 54:
+            return self.filt("str", self.e("any", d), "tojson", r.choice(["indent=2, sort_keys=true", "separators=[',', ':']", "indent='  '", "ensure_ascii=true, indent=1"]))
+        if k == 55:
+            return self.N("str", "(", self.e("dict", d), ".", r.choice(["keys", "values", "items"]), "()|string)")
+        if k == 56:
+            return self.filt("str", self.filt("list", r.choice(["messages", "zs", "tools"]), "map", "attribute=" + lit_str(r, r.choice(["role", "function.name", "0", "content"]))), "join", "','")
+        if k == 57:
+            return self.filt("str", s(), "indent", r.choice(["width=2, first=true", "width='- '", "2, true, true", "first=true"]))
+        if k == 0:
+            return self.call("str", s(), r.choice(["upper", "lower", "title", "capitalize", "swapcase", "casefold"]))
+        if k == 1:
+            return self.call("str", s(), r.choice(["strip", "lstrip", "rstrip"]), *([] if r.random() < 0.5 else [L()]))
+        if k == 2:
+            return self.call("str", s(), "replace", L(), L(), *([] if r.random() < 0.7 else [small()]))
+        if k == 3:
+            return self.call("str", s(), r.choice(["center", "ljust", "rjust"]), small(), *([] if r.random() < 0.6 else [lit_str(r, r.choice(["*", "-", "ß"]))]))
+        if k == 4:
+            return self.call("str", s(), r.choice(["zfill", "expandtabs"]), small())
+        if k == 5:
+            return self.call("str", s(), r.choice(["removeprefix", "removesuffix"]), L())
+        if k == 6:
+            return self.N("str", "(", self.call("list", s(), r.choice(["split", "rsplit"]), *([] if r.random() < 0.4 else [L()] + ([] if r.random() < 0.6 else [small()]))), ")[", small(), "]")
+        if k == 7:
+            return self.N("str", "(", self.call("list", s(), r.choice(["partition", "rpartition"]), L()), ")[", str(r.randint(0, 2)), "]")
+        if k == 8:
+            return self.N("str", "(", s(), ")[", small(), "]")
+        if k == 9:
+            parts = [r.choice(["", small()]) for _ in range(r.choice([1, 2, 3]))]
+            inner = []
+            for j, p in enumerate(parts):
+                if j:
+                    inner.append(":")
+                inner.append(p)
+            if len(parts) == 1:
+                inner.append(":")
+            return self.N("str", "(", s(), ")[", *inner, "]")
+        if k == 10:
+            return self.filt("str", s(), r.choice(["upper", "lower", "title", "capitalize", "trim", "string", "reverse"]))
+        if k == 11:
+            return self.filt("str", s(), "replace", L(), L())
+        if k == 12:
+            return self.filt("str", self.e("any", d), "tojson", *r.choice([[], ["indent=2"], ["indent=None"], ["ensure_ascii=True"], ["sort_keys=True"], ["separators=(',', ':')"], ["indent=4, sort_keys=True"]]))
+        if k == 13:
+            return self.filt("str", s(), "indent", *r.choice([[], ["2"], ["4, true"], ["2, first=True"], ["2, blank=true"], ["'> '"]]))
+        if k == 14:
+            return self.filt("str", s(), "center", small())
+        if k == 15:
+            return self.filt("str", self.e("list", d), "join", *r.choice([[], [L()]]))
+        if k == 16:
+            return self.N("str", "(", s(), " ~ ", self.e("any", d), ")")
+        if k == 17:
+            return self.N("str", "(", s(), " + ", s(), ")")
+        if k == 18:
+            return self.N("str", "(", s(), " * ", small(), ")")
+        if k == 19:
+            fmt, args = self.pct_format()
+            return self.N("str", "(", fmt, " % ", args, ")")
+        if k == 20:
+            return self.N("str", "(", s(), " if ", self.e("bool", d), " else ", s(), ")")
+        if k == 21:
+            return self.filt("str", self.e(r.choice(["int", "num", "bool", "list", "dict", "any"]), d), "string")
+        if k == 22:
+            return self.filt("str", self.e("any", d), "default", *r.choice([[L()], [L(), "true"], [L(), "boolean=true"]]))
+        if k == 23:
+            return self.filt("str", s(), r.choice(["first", "last"]))
+        if k == 24:
+            return self.filt("str", self.filt("list", self.e("list", d), "map", "'string'"), "join", L())
+        if k == 25:
+            return self.call("str", L(), "join", self.e("list", d))
+        if k == 26:
+            return self.filt("str", s(), "format", *[self.e("any", d) for _ in range(r.randint(0, 2))])
+        if k == 27:
+            return self.call("str", lit_str(r, r.choice(["{}-{}", "{0}{1}{0}", "{} ", "x{}y", "{a}", "{{}}{}"])), "format", self.e("any", d), self.e("any", d))
+        if k == 28:
+            return self.filt("str", self.filt("list", self.e("list", d), "map", r.choice(["'upper'", "'lower'", "'trim'", "'title'", "'capitalize'"])), "join", L())
+        if k == 29:
+            return self.N("str", "(", s(), ")[::-1]")
+        if k == 30:
+            return self.filt("str", self.e("dict", d), "tojson")
+        if k == 31:
+            return self.N("str", "(", self.e("list", d), ")|string")
+        if k == 32:
+            return self.filt("str", s(), "truncate", *r.choice([["3"], ["5, true"], ["4, end='!'"], ["6, leeway=0"], ["3, false, '', 1"]]))
+        if k == 33:
+            return self.N("str", "(", self.e("dict", d), ").get(", lit_str(r, r.choice(WORDS)), ", ", s(), ")")
+        if k == 34:
+            return self.N("str", "(", self.e("list", d), ")|first|string")
+        if k == 35:
+            return self.filt("str", self.e("any", d), "attr", lit_str(r, r.choice(WORDS)))
+        if k == 36:
+            return self.filt("str", self.e("list", d), "join", L(), lit_str(r, r.choice(["role", "content", "0"])))
+        if k == 37:
+            return self.call("str", s(), r.choice(["title", "upper", "lower"]))
+        if k == 38:
+            return self.filt("str", self.e("any", d), "tojson")
+        if k == 39:
+            return self.N("str", "(", self.e("any", d), " | string)[", small(), ":]")
+        if k == 40:
+            return self.N("str", "(", self.e("dict", d), ")[", lit_str(r, r.choice(WORDS)), "]")
+        if k == 41:
+            return self.N("str", "(", self.e("list", d), "|last)")
+        if k == 42:
+            return self.N("str", "(", self.e("list", d), "|max)") if r.random() < 0.5 else self.N("str", "(", self.e("list", d), "|min)")
+        if k == 43:
+            return self.filt("str", s(), r.choice(["trim", "lower"]))
+        if k == 44:
+            return self.N("str", "(", s(), ")", r.choice([".title()", ".capitalize()", ".swapcase()", ".casefold()", ".upper()", ".lower()"]))
+        if k == 45:
+            return self.N("str", "('%s' | format(", self.e("any", d), "))")
+        return self.N("str", "strftime_now(", lit_str(r, r.choice(["%Y-%m-%d", "%d %b %Y", "%A", "%B %-d"])), ")")
+
+    def pct_format(self):
+        r = self.r
+        convs = ["%s", "%d", "%i", "%r", "%x", "%X", "%o", "%f", "%.2f", "%5d", "%-5d|", "%05d", "%+d", "% d", "%e", "%g",
+                 "%10.3f", "%.0f", "%600d", "%-8s|", "%8s", "%.3s", "%%", "%c", "%#x", "%#o", "%5.1e", "%G", "%E", "%.10g", "%a"]
+        k = r.randint(1, 3)
+        chosen = [r.choice(convs) for _ in range(k)]
+        text = "".join(r.choice(["", "x", " ", "ß"]) + c for c in chosen)
+        nargs = sum(1 for c in chosen if c != "%%")
+        fmt = lit_str(r, text)
+        args = []
+        for _ in range(nargs if r.random() < 0.9 else nargs + 1):
+            args.append(self.e(r.choice(["str", "int", "num", "int", "bool", "any"]), 3))
+        if len(args) == 1 and r.random() < 0.5:
+            return fmt, args[0]
+        return fmt, self.N("list", "(", *self.join_nodes(args), ",)" if len(args) == 1 else ")")
+
+    def e_int(self, d):
+        r = self.r
+        i = lambda: self.e("int", d)  # noqa: E731
+        k = r.randint(0, 26)
+        if k == 23:
+            return self.filt("int", self.e("list", d), "sum", r.choice(["start=10", "attribute='0'", "attribute='a', start=1"]))
+        if k == 24:
+            return self.filt("int", "messages", r.choice(["min", "max"]), "attribute='role'") if r.random() < 0.3 else self.filt("int", self.e("list", d), r.choice(["min", "max"]))
+        if k == 25:
+            return self.N("int", "(", self.e("dict", d), ".keys()|length)")
+        if k == 0:
+            return self.N("int", "(", i(), " ", r.choice(["+", "-", "*", "//", "%"]), " ", i(), ")")
+        if k == 1:
+            return self.filt("int", self.e(r.choice(["str", "list", "dict"]), d), r.choice(["length", "count"]))
+        if k == 2:
+            return self.call("int", self.e("str", d), r.choice(["find", "rfind", "count", "index", "rindex"]), lit_str(r, r.choice(["a", "", "ß", " ", "l"])))
+        if k == 3:
+            return self.filt("int", self.e(r.choice(["str", "num", "any"]), d), "int", *r.choice([[], ["7"], ["default=-1"]]))
+        if k == 4:
+            return self.N("int", "(-", i(), ")")
+        if k == 5:
+            return self.filt("int", i(), "abs")
+        if k == 6:
+            return self.filt("int", self.e("list", d), "sum") if r.random() < 0.5 else self.filt("int", "ys", "sum")
+        if k == 7 and self.loopvars:
+            return self.N("int", r.choice(["loop.index", "loop.index0", "loop.revindex", "loop.revindex0", "loop.length", "loop.depth"]))
+        if k == 8:
+            return self.filt("int", self.N("list", "ys"), r.choice(["max", "min", "first", "last"]))
+        if k == 9:
+            return self.N("int", "(", self.e("list", d), ").count(", self.e("any", d), ")")
+        if k == 10:
+            return self.filt("int", self.e("str", d), "wordcount")
+        if k == 11:
+            return self.N("int", "range(", i(), ")|length")
+        if k == 12 and self.namespaces:
+            return self.N("int", r.choice(self.namespaces), ".c")
+        if k == 13:
+            return self.N("int", "(", i(), " if ", self.e("bool", d), " else ", i(), ")")
+        if k == 14:
+            return self.N("int", "(", self.N("list", "ys"), ")[", i(), "]")
+        if k == 15:
+            return self.filt("int", self.e("num", d), "round", *r.choice([[], ["1"], ["0, 'floor'"], ["1, 'ceil'"]]))
+        if k == 16:
+            return self.N("int", "(", i(), " ** ", self.N("int", str(r.randint(0, 5))), ")")
+        if k == 17:
+            return self.N("int", "(", self.e("list", d), "|length)")
+        if k == 18:
+            return self.N("int", "(", self.e("str", d), "|length)")
+        return self.N("int", str(r.choice([0, 1, 2, 3, 4, 5, 10, 12, 100, 255, 256, 1000])))
+
+    def e_num(self, d):
+        r = self.r
+        x = lambda: self.e(r.choice(["num", "int"]), d)  # noqa: E731
+        k = r.randint(0, 8)
+        if k == 0:
+            return self.N("num", "(", x(), " ", r.choice(["+", "-", "*", "/", "//", "%", "**"]), " ", x(), ")")
+        if k == 1:
+            return self.filt("num", self.e(r.choice(["str", "int", "any"]), d), "float")
+        if k == 2:
+            return self.filt("num", x(), "round", *r.choice([[], ["2"], ["1, 'floor'"], ["0, 'ceil'"], ["3, 'common'"]]))
+        if k == 3:
+            return self.filt("num", x(), "abs")
+        if k == 4:
+            return self.N("num", "(-", x(), ")")
+        if k == 5:
+            return self.filt("num", self.N("list", "[", x(), ", ", x(), "]"), r.choice(["sum", "max", "min"]))
+        return self.atom("num")
+
+    def e_bool(self, d):
+        r = self.r
+        k = r.randint(0, 17)
+        if k == 15:
+            return self.N("bool", "(", lit_str(r, r.choice(WORDS)), r.choice([" in ", " not in "]), self.e("dict", d), ".", r.choice(["keys", "values", "items"]), "())")
+        if k == 16:
+            return self.N("bool", "(", self.e("any", d), " is ", r.choice(["divisibleby(2.5)", "divisibleby 0.5", "sameas false", "in 'abc'", "eq(none)", "mapping", "sequence"]), ")")
+        if k <= 3:
+            tests = ["defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true", "false",
+                     "mapping", "iterable", "sequence", "callable", "odd", "even", "lower", "upper", "divisibleby 3",
+                     "divisibleby(2)", "eq 3", "ne 'a'", "lt 5", "gt 0", "le 2", "ge 1", "in xs", "in ['a', 'b']",
+                     "sameas none", "sameas true", "equalto 1", "greaterthan 2", "lessthan 3", "== 1", "escaped",
+                     "filter", "test", "in d"]
+            subj = self.e(r.choice(["any", "str", "int", "num", "list", "dict", "any"]), d)
+            return self.N("bool", "(", subj, " is ", r.choice(["", "not "]), r.choice(tests), ")")
+        if k <= 6:
+            t = r.choice(["int", "str", "num", "int", "list"])
+            ops = ["==", "!=", "<", ">", "<=", ">="]
+            parts = ["(", self.e(t, d), " ", r.choice(ops), " ", self.e(t, d)]
+            if r.random() < 0.2:
+                parts += [" ", r.choice(ops), " ", self.e(t, d)]
+            return self.N("bool", *parts, ")")
+        if k == 7:
+            return self.N("bool", "(", self.e(r.choice(["str", "any", "int"]), d), r.choice([" in ", " not in "]), self.e(r.choice(["str", "list", "dict"]), d), ")")
+        if k == 8:
+            return self.N("bool", "(", self.e("bool", d), r.choice([" and ", " or "]), self.e("bool", d), ")")
+        if k == 9:
+            return self.N("bool", "(not ", self.e("bool", d), ")")
+        if k == 10:
+            return self.call("bool", self.e("str", d), r.choice(["startswith", "endswith"]), r.choice([lit_str(r, r.choice(["a", "", "ß", "<"])), "('a', 'b')"]))
+        if k == 11:
+            return self.call("bool", self.e("str", d), r.choice(["isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "istitle", "isnumeric", "isdecimal"]))
+        if k == 12:
+            return self.N("bool", "(", self.e("any", d), ")")
+        return self.atom("bool")
+
+    def e_list(self, d):
+        r = self.r
+        L = lambda: self.e("list", d)  # noqa: E731
+        k = r.randint(0, 24)
+        if k == 0:
+            return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"]])), "list")
+        if k == 1:
+            return self.filt("list", self.filt("list", r.choice(["messages", self.e("any", d), "zs"]), r.choice(["selectattr", "rejectattr"]), lit_str(r, r.choice(["role", "content", "tool_calls", "missing"])), *r.choice([[], ["'equalto'", "'user'"], ["'defined'"], ["'none'"], ["'string'"], ["'in'", "['user', 'tool']"]])), "list")
+        if k == 2:
+            return self.filt("list", self.filt("list", r.choice(["messages", "zs", self.e("any", d)]), "map", *r.choice([["attribute='role'"], ["attribute='content'"], ["attribute='missing', default='z'"], ["'string'"], ["'length'"], ["'tojson'"], ["'upper'"], ["'trim'"]])), "list")
+        if k == 3:
+            return self.filt("list", L(), "sort", *r.choice([[], ["reverse=true"], ["case_sensitive=true"], ["attribute='role'"], ["true"]]))
+        if k == 4:
+            return self.filt("list", self.filt("list", L(), "unique"), "list")
+        if k == 5:
+            return self.filt("list", self.filt("list", L(), "reverse"), "list")
+        if k == 6:
+            return self.N("list", "(", self.e("dict", d), ").", r.choice(["items", "keys", "values"]), "()|list")
+        if k == 7:
+            return self.filt("list", self.e("dict", d), "dictsort", *r.choice([[], ["true"], ["by='value'"], ["reverse=true"]]))
+        if k == 8:
+            return self.N("list", "range(", *self.join_nodes([self.e("int", 3) for _ in range(r.randint(1, 3))]), ")|list")
+        if k == 9:
+            return self.N("list", "(", L(), ")[", r.choice(["1:", ":2", "::-1", "-2:", "1:-1", "::2", ":"]), "]")
+        if k == 10:
+            return self.N("list", "(", L(), " + ", L(), ")")
+        if k == 11:
+            return self.call("list", self.e("str", d), r.choice(["split", "rsplit", "splitlines"]), *([] if r.random() < 0.5 else [lit_str(r, r.choice([" ", ",", "a", "\n"]))]) if r.random() < 0.8 else [])
+        if k == 12:
+            return self.filt("list", self.e("any", d), "list")
+        if k == 13:
+            return self.filt("list", self.filt("list", self.e("dict", d), "items"), "list")
+        if k == 14:
+            return self.N("list", "(", L(), " * ", str(r.randint(0, 3)), ")")
+        if k == 15:
+            return self.filt("list", self.filt("list", self.e("any", d), r.choice(["select", "reject", "map"]), *r.choice([[], ["'string'"]])), "list")
+        if k == 16:
+            return self.filt("list", self.filt("list", L(), r.choice(["batch", "slice"]), r.choice(["2", "3", "2, 'f'", "1"])), "list")
+        if k == 17:
+            return self.N("list", "(", self.e("str", d), " | list)")
+        if k == 18:
+            return self.filt("list", L(), "sort", "attribute='0'")
+        return self.atom("list")
+
+    def e_dict(self, d):
+        r = self.r
+        k = r.randint(0, 6)
+        if k == 0:
+            return self.N("dict", "(messages[", self.e("int", d), "] if messages else {})")
+        if k == 1:
+            return self.N("dict", "dict(", *self.join_nodes([self.N("any", f"{r.choice(['a', 'b', 'role'])}=", self.e(r.choice(['str', 'int']), d)) for _ in range(r.randint(0, 2))]), ")")
+        if k == 2:
+            return self.N("dict", "(", self.e("dict", d), " if ", self.e("bool", d), " else d)")
+        if k == 3 and self.loopvars:
+            names = [n for n, t in self.loopvars if t == "dict"]
+            if names:
+                return self.N("dict", r.choice(names))
+        return self.atom("dict")
+
+    def e_any(self, d):
+        r = self.r
+        k = r.randint(0, 8)
+        if k == 0:
+            return self.N("any", "(", self.e("dict", d), ").", r.choice(WORDS))
+        if k == 1:
+            return self.N("any", "(", self.e("list", d), ")[", self.e("int", d), "]")
+        if k == 2:
+            return self.N("any", "(", self.e("dict", d), ").get(", lit_str(r, r.choice(WORDS)), ")")
+        if k == 3:
+            return self.N("any", "(", self.e("any", d), " or ", self.e("any", d), ")")
+        if k == 4:
+            return self.N("any", "(", self.e("any", d), " and ", self.e("any", d), ")")
+        if k == 5:
+            return self.N("any", "(", self.e("any", d), " if ", self.e("bool", d), ")")
+        return self.e(r.choice(["str", "int", "num", "bool", "list", "dict"]), d)
+
+    # ---- statements --------------------------------------------------
+    def tag(self, body):
+        r = self.r
+        return r.choice(["{%", "{%", "{%", "{%-", "{%+"]) + " " + body + " " + r.choice(["%}", "%}", "%}", "-%}"])
+
+    def text(self):
+        r = self.r
+        return self.N("stmt", r.choice(["", "\n", "  ", "x", "<|im_start|>", "\n  ", "a b", " \n", "\n\n", "\t", "ß\n", "  \n  "]))
+
+    def body(self, depth, n=None):
+        r = self.r
+        n = r.randint(1, 4) if n is None else n
+        return [self.stmt(depth) for _ in range(n)]
+
+    def out(self, t=None, depth=0):
+        r = self.r
+        t = t or r.choice(["str", "str", "str", "int", "num", "bool", "list", "dict", "any"])
+        # escape/safe give markupsafe's Markup, whose operators escape their
+        # other operand: only as the last filter of an output here.
+        tail = r.choice(["", "", "", "", "", "", " | escape", " | e", " | safe", " | forceescape"])
+        return self.N("stmt", r.choice(["{{ ", "{{- ", "{{ "]), self.e(t, depth), tail, r.choice([" }}", " }}", " -}}"]))
+
+    def stmt(self, depth):
+        r = self.r
+        if depth > 3:
+            return r.choice([self.text, self.out])()
+        k = r.randint(0, 20)
+        if k <= 3:
+            return self.text()
+        if k <= 8:
+            return self.out()
+        if k == 9:
+            cond = self.e("bool", 1)
+            parts = [self.N("stmt", self.tag_split("if ", cond)), *self.body(depth + 1)]
+            if r.random() < 0.3:
+                parts += [self.N("stmt", self.tag_split("elif ", self.e("bool", 1))), *self.body(depth + 1)]
+            if r.random() < 0.5:
+                parts += [self.N("stmt", self.tag("else")), *self.body(depth + 1)]
+            parts.append(self.N("stmt", self.tag("endif")))
+            return self.N("stmt", *parts)
+        if k <= 11:
+            return self.for_stmt(depth)
+        if k == 12:
+            name = self.fresh("v")
+            t = r.choice(["str", "int", "list", "dict", "num", "bool"])
+            node = self.N("stmt", self.tag_split(f"set {name} = ", self.e(t, 1)))
+            self.scope.setdefault(t, []).append(name)
+            return node
+        if k == 13:
+            name = self.fresh("sb")
+            filt = r.choice(["", "", " | upper", " | trim", " | replace('a', 'b')", " | indent(2)", " | title"])
+            parts = [self.tag(f"set {name}{filt}"), *self.body(depth + 1), self.tag("endset")]
+            self.scope["str"].append(name)
+            return self.N("stmt", *parts)
+        if k == 14:
+            ns = self.fresh("ns")
+            self.namespaces.append(ns)
+            return self.N("stmt", self.tag_split(f"set {ns} = namespace(c=0, s=", self.e("str", 2), self.N("stmt", ", f=none)")))
+        if k == 15 and self.namespaces:
+            ns = r.choice(self.namespaces)
+            if r.random() < 0.5:
+                return self.N("stmt", self.tag_split(f"set {ns}.c = {ns}.c + ", self.e("int", 2)))
+            return self.N("stmt", self.tag_split(f"set {ns}.s = {ns}.s ~ ", self.e("str", 2)))
+        if k == 16 and not self.in_macro:
+            name = self.fresh("m")
+            self.in_macro += 1
+            saved = {t: list(v) for t, v in self.scope.items()}
+            self.scope["str"] += ["p", "q"]
+            parts = [self.tag(f"macro {name}(p, q='dq')"), *self.body(depth + 1), self.tag("endmacro")]
+            self.scope = saved
+            self.in_macro -= 1
+            call = self.N("stmt", "{{ ", name, "(", self.e("str", 2), r.choice([")", ", 'x')", ", q=s2)", ", 1, 2)"]), " }}")
+            return self.N("stmt", *parts, call)
+        if k == 17 and self.in_loop:
+            return self.N("stmt", self.tag_split("if ", self.e("bool", 2), self.N("stmt", " %}" + self.tag(r.choice(["break", "continue"])) + "{% endif")))
+        if k == 18:
+            return self.N("stmt", self.tag("filter " + r.choice(["upper", "lower", "trim", "title", "capitalize", "replace('a', 'Z')", "indent(2)"])), *self.body(depth + 1), self.tag("endfilter"))
+        if k == 19 and r.random() < 0.5:
+            kind = r.randint(0, 2)
+            if kind == 0:
+                name = self.fresh("cm")
+                return self.N("stmt", self.tag(f"macro {name}(a)"), "[{{ a }}:{{ caller() }}]", self.tag("endmacro"),
+                              self.tag(f"call {name}(" + lit_str(r) + ")"), *self.body(depth + 1), self.tag("endcall"))
+            if kind == 1:
+                w = self.fresh("w")
+                self.scope["str"].append(w)
+                return self.N("stmt", self.tag_split(f"with {w} = ", self.e("str", 2)), *self.body(depth + 1), self.N("stmt", self.tag("endwith")))
+            a, b = self.fresh("ta"), self.fresh("tb")
+            self.scope["any"] += [a, b]
+            return self.N("stmt", self.tag_split(f"set {a}, {b} = ", self.e("any", 2), ", ", self.e("any", 2)))
+        if k == 19:
+            return self.N("stmt", r.choice(["{# comment #}", "{#- c -#}", "{% raw %}{{ x }}{% endraw %}", "\n{#\n#}\n"]))
+        return self.out()
+
+    def tag_split(self, head, *nodes):
+        r = self.r
+        open_, close = r.choice(["{%", "{%", "{%-", "{%+"]), r.choice(["%}", "%}", "-%}"])
+        return self.N("stmt", open_ + " " + head, *nodes, " " + close)
+
+    def for_stmt(self, depth):
+        r = self.r
+        var = self.fresh("it")
+        kind = r.randint(0, 4)
+        if kind == 0:
+            src, vt, head = self.N("list", "messages"), "dict", f"for {var} in "
+        elif kind == 1:
+            src, vt, head = self.e("list", 1), "any", f"for {var} in "
+        elif kind == 2:
+            k2 = self.fresh("kk")
+            src, vt, head = self.N("list", "(", self.e("dict", 2), ").items()"), "any", f"for {k2}, {var} in "
+            self.scope["str"].append(k2)
+        elif kind == 3:
+            src, vt, head = self.N("list", "range(", self.e("int", 3), ")"), "int", f"for {var} in "
+        else:
+            src, vt, head = self.e("str", 1), "str", f"for {var} in "
+        self.loopvars.append((var, vt))
+        self.in_loop += 1
+        cond = []
+        if r.random() < 0.2:
+            cond = [" if ", self.e("bool", 2)]
+        parts = [self.tag_split(head, src, *cond)]
+        body = self.body(depth + 1)
+        if r.random() < 0.5:
+            body.insert(r.randint(0, len(body)), self.N("stmt", "{{ ", r.choice(["loop.index", "loop.first", "loop.last", "loop.revindex0", "loop.length", "loop.previtem", "loop.nextitem", "loop.cycle('a', 'b')", "loop.index0", "loop.depth0"]), " }}"))
+        parts += body
+        self.in_loop -= 1
+        self.loopvars.pop()
+        if r.random() < 0.2:
+            parts += [self.N("stmt", self.tag("else")), *self.body(depth + 1)]
+        parts.append(self.N("stmt", self.tag("endfor")))
+        return self.N("stmt", *parts)
+
+    def template(self):
+        return self.N("stmt", *self.body(0, self.r.randint(1, 6)))
+
+
+def generate(seed):
+    r = random.Random(seed)
+    g = Gen(r)
+    return g.template(), rand_context(r)
