@@ -369,13 +369,11 @@ std::vector<ColumnarBad> ColumnarRows::check_rows(const std::function<std::strin
       return;
     }
     for (std::size_t g; (g = next.fetch_add(1)) < groups;) {
-      if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) {
+      if (progress.cancelled()) {
         cancelled = true;
         return;
       }
-#ifdef TOKFEED_FAULT_HOOKS
-      if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
-#endif
+      progress.chunk_pause();
       auto fail = [&](const std::string& what) { return damaged(path_, layout_.kind, g, group_first_[g], what); };
       try {
         Batches batches;

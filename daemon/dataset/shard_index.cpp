@@ -142,7 +142,7 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
   while (pos < e) {
     // A shutdown does not wait for the rest of the chunk (the caller sees
     // the flag and drops the part).
-    if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) return;
+    if (progress.cancelled()) return;
     ++line;
     const void* nl = std::memchr(d + pos, '\n', e - pos);
     uint64_t end = nl ? static_cast<uint64_t>(static_cast<const char*>(nl) - d) : e;
@@ -245,8 +245,7 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         uint64_t end = i;
         while (end > start && is_ws(d[end - 1])) --end;
         std::string_view rec(d + start, end - start);
-        if (progress.cancel && progress.cancel->load(std::memory_order_relaxed))
-          throw DatasetError(name + ": indexing stopped: the daemon is shutting down");
+        if (progress.cancelled()) throw DatasetError(name + ": indexing stopped: the daemon is shutting down");
         std::string reason = size_reason(end - start, rules);
         if (reason.empty()) reason = check(rec, rules, false);
         if (reason.empty()) {
@@ -283,15 +282,13 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
     std::atomic<bool> cancelled{false};
     auto work = [&] {
       for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
-        if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) {
+        if (progress.cancelled()) {
           cancelled = true;
           return;
         }
-#ifdef TOKFEED_FAULT_HOOKS
-        if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
-#endif
+        progress.chunk_pause();
         index_lines(d, size, cut[c], cut[c + 1], rules, parts[c], progress, file_mapping);
-        if (progress.cancel && progress.cancel->load(std::memory_order_relaxed)) {
+        if (progress.cancelled()) {
           cancelled = true;
           return;
         }

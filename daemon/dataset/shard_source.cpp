@@ -101,10 +101,8 @@ void decompress(const std::string& path, Compression c, const Mapped& in, int fd
   auto advance = [&](uint64_t pos) {
     if (progress.bytes) progress.bytes->fetch_add(pos - reported, std::memory_order_relaxed);
     reported = pos;
-#ifdef TOKFEED_FAULT_HOOKS
-    if (progress.slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(progress.slow_chunk_ms));
-#endif
-    return !(progress.cancel && progress.cancel->load(std::memory_order_relaxed));
+    progress.chunk_pause();
+    return !progress.cancelled();
   };
   auto stopped = [&] { return DatasetError(path + ": decompressing stopped: the daemon is shutting down"); };
   auto at = [&](uint64_t offset, const std::string& what) {
@@ -185,6 +183,12 @@ std::string content_key(const Mapped& in) {
 }
 
 }  // namespace
+
+void ShardProgress::chunk_pause() const {
+#ifdef TOKFEED_FAULT_HOOKS
+  if (slow_chunk_ms) std::this_thread::sleep_for(std::chrono::milliseconds(slow_chunk_ms));
+#endif
+}
 
 Compression compression_of(const std::string& path) noexcept {
   if (path.ends_with(".gz")) return Compression::kGzip;

@@ -33,6 +33,11 @@ struct ShardProgress {
   // (its metadata says so) is refused before it is decompressed: some row
   // would pass max_record_bytes (0: no bound).
   uint64_t max_row_bytes = 0;
+
+  bool cancelled() const noexcept { return cancel && cancel->load(std::memory_order_relaxed); }
+  // The test-only wait of one chunk (slow_chunk_ms; nothing in a build
+  // without fault hooks).
+  void chunk_pause() const;
 };
 Compression compression_of(const std::string& path) noexcept;
 
