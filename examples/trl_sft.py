@@ -8,9 +8,9 @@ Deps: a venv with PyPI torch 2.x, transformers 5.x and trl (scripts/venv.sh).
 
     .venv/bin/python examples/trl_sft.py --steps 30 [--resume]
 
-SFTTrainer requires a train_dataset: tokfeed.torch.placeholder_dataset() is
-one row it never reads, with dataset_kwargs={"skip_prepare_dataset": True}
-so that TRL does not tokenize it. Resume works as for the plain Trainer:
+SFTTrainer requires a train_dataset: trainer_class gives it one row it never
+reads (tokfeed.torch.placeholder_dataset()) and turns TRL's dataset
+preparation off. Resume works as for the plain Trainer:
 each checkpoint holds the loader's position (tokfeed_rank<R>.json).
 """
 import argparse
@@ -55,11 +55,10 @@ def main():
                                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
             sft = trl.SFTConfig(output_dir=os.path.join(tmp, "out"), max_steps=max_steps, learning_rate=3e-3,
                                 logging_steps=5, report_to=[], save_strategy="steps", save_steps=half,
-                                use_cpu=True, dataloader_num_workers=0,
-                                dataset_kwargs={"skip_prepare_dataset": True})
+                                use_cpu=True, dataloader_num_workers=0)
             with tokfeed.Loader(sock) as loader:
                 trainer = Trainer(model=transformers.Qwen2ForCausalLM(cfg), args=sft, tokfeed_loader=loader,
-                                  train_dataset=tokfeed.torch.placeholder_dataset(), processing_class=tok)
+                                  processing_class=tok)
                 trainer.train(resume_from_checkpoint=resume)
                 print(f"step {trainer.state.global_step}: loader at {loader.state_dict()}")
                 del trainer

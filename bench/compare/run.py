@@ -137,6 +137,7 @@ size = {spec['batch']}
 max_length = {spec['max_length']}
 padding = "{spec['padding']}"
 truncation = "right"
+keep_untrained = true
 [schedule]
 epochs = {spec['epochs']}
 shuffle = true

@@ -48,6 +48,7 @@ template = "mistral"
 [batch]
 size = 32
 max_length = 2048
+keep_untrained = true
 [schedule]
 epochs = 1000
 [workers]

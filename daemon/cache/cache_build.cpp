@@ -39,9 +39,17 @@ void write_all(int fd, const void* p, std::size_t n) {
 
 }  // namespace
 
+FactsTable::~FactsTable() { munmap(map_, bytes_); }
+
 CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, CacheKey key,
-                       uint32_t parts, int64_t crash_on_line)
-    : cfg_(cfg), data_(data), tok_(tok), key_(key), crash_on_line_(crash_on_line), records_(data.size()) {
+                       uint32_t parts, int64_t crash_on_line, bool facts_only)
+    : cfg_(cfg),
+      data_(data),
+      tok_(tok),
+      key_(key),
+      crash_on_line_(crash_on_line),
+      facts_only_(facts_only),
+      records_(data.size()) {
   uint64_t p = std::max<uint64_t>(1, std::min<uint64_t>(parts, records_));
   // Lengths and flags are written by the builders straight into memory the
   // supervisor sees: no results travel through pipes.
@@ -57,23 +65,26 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
     Part part;
     part.from = records_ * k / p;
     part.to = records_ * (k + 1) / p;
-    part.path = fmt::format("{}.part{}.tmp.{}", store_path(cfg.cache.dir, key, "bin"), k, getpid());
+    if (!facts_only_) part.path = fmt::format("{}.part{}.tmp.{}", store_path(cfg.cache.dir, key, "bin"), k, getpid());
     parts_.push_back(part);
   }
 }
 
 CacheBuild::~CacheBuild() {
   abort();
-  for (const Part& p : parts_) ::unlink(p.path.c_str());
+  for (const Part& p : parts_)
+    if (!p.path.empty()) ::unlink(p.path.c_str());
   if (shared_) munmap(shared_, shared_bytes_);
 }
 
 void CacheBuild::start(const ForkFn& fork_child) {
   start_ns_ = shm::monotonic_ns();
   for (Part& p : parts_) {
-    int fd = ::open(p.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", p.path, std::strerror(errno)));
-    ::close(fd);
+    if (!facts_only_) {
+      int fd = ::open(p.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", p.path, std::strerror(errno)));
+      ::close(fd);
+    }
     spawn(p, fork_child);
   }
 }
@@ -85,11 +96,15 @@ void CacheBuild::spawn(Part& p, const ForkFn& fork_child) {
   uint64_t done = done_[index * 8].load(std::memory_order_acquire);
   uint64_t bytes = 0;
   for (uint64_t r = p.from; r < p.from + done; ++r) bytes += uint64_t{lengths_[r]} * 4;
-  int fd = ::open(p.path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 || ::lseek(fd, static_cast<off_t>(bytes), SEEK_SET) < 0)
-    throw std::runtime_error(fmt::format("{}: cannot reopen: {}", p.path, std::strerror(errno)));
+  int fd = -1;
+  if (!facts_only_) {
+    fd = ::open(p.path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+        ::lseek(fd, static_cast<off_t>(bytes), SEEK_SET) < 0)
+      throw std::runtime_error(fmt::format("{}: cannot reopen: {}", p.path, std::strerror(errno)));
+  }
   p.pid = fork_child([this, index, fd] { builder_main(index, fd); });
-  ::close(fd);
+  if (fd >= 0) ::close(fd);
   if (p.pid < 0) throw std::runtime_error(fmt::format("token cache: fork failed: {}", std::strerror(errno)));
 }
 
@@ -99,12 +114,14 @@ void CacheBuild::builder_main(std::size_t index, int fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (fd != 3) {
-    ::dup2(fd, 3);
-    fd = 3;
+  if (fd >= 0) {
+    if (fd != 3) {
+      ::dup2(fd, 3);
+      fd = 3;
+    }
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  close_range(4, ~0U, 0);
+  close_range(fd >= 0 ? 4 : 3, ~0U, 0);
   std::string name = fmt::format("tokfeed-cache{}", index);
   prctl(PR_SET_NAME, name.c_str());
 
@@ -117,7 +134,7 @@ void CacheBuild::builder_main(std::size_t index, int fd) {
   buf.reserve(kFlushTokens + cfg_.batch.max_length);
   uint64_t r = p.from + done.load(std::memory_order_relaxed);
   auto flush = [&](uint64_t upto) {
-    write_all(fd, buf.data(), buf.size() * 4);
+    if (fd >= 0) write_all(fd, buf.data(), buf.size() * 4);
     buf.clear();
     done.store(upto - p.from, std::memory_order_release);
   };
@@ -203,6 +220,12 @@ void CacheBuild::abort() {
     ::waitpid(p.pid, nullptr, 0);
     p.pid = -1;
   }
+}
+
+std::unique_ptr<FactsTable> CacheBuild::take_facts() {
+  auto t = std::make_unique<FactsTable>(shared_, shared_bytes_, lengths_, flags_, records_);
+  shared_ = nullptr;  // the table unmaps it
+  return t;
 }
 
 void CacheBuild::publish() {

@@ -5,6 +5,10 @@
 //
 // Driven by the supervisor's event loop: start(), then on_exit() for each
 // child that exits, until done().
+//
+// With the cache off, a facts-only build tokenizes the same way but keeps
+// only each record's length and flags, in memory (take_facts()): the plan
+// needs them before any batch, and the workers tokenize again as they serve.
 #pragma once
 
 #include <sys/types.h>
@@ -31,14 +35,35 @@ struct CacheProgress {
   double eta() const { return done ? seconds * (total - done) / done : 0; }
 };
 
+// Lengths and flags of every valid record, from a facts-only build.
+class FactsTable final : public SampleFacts {
+ public:
+  FactsTable(void* map, std::size_t bytes, const uint32_t* lengths, const uint8_t* flags, uint64_t records)
+      : map_(map), bytes_(bytes), lengths_(lengths), flags_(flags), records_(records) {}
+  ~FactsTable() override;
+  FactsTable(const FactsTable&) = delete;
+  FactsTable& operator=(const FactsTable&) = delete;
+  uint64_t size() const override { return records_; }
+  uint32_t length(uint64_t i) const override { return lengths_[i]; }
+  uint8_t flags(uint64_t i) const override { return flags_[i]; }
+
+ private:
+  void* map_;
+  std::size_t bytes_;
+  const uint32_t* lengths_;
+  const uint8_t* flags_;
+  uint64_t records_;
+};
+
 class CacheBuild {
  public:
   // `fork_child` forks and runs the function in the child (which must not
   // return); it returns the child's pid or -1.
   using ForkFn = std::function<pid_t(const std::function<void()>&)>;
 
+  // `facts_only`: no store is written (the cache is off); take_facts() once done().
   CacheBuild(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, CacheKey key, uint32_t parts,
-             int64_t crash_on_line);
+             int64_t crash_on_line, bool facts_only = false);
   ~CacheBuild();
 
   void start(const ForkFn& fork_child);
@@ -49,6 +74,9 @@ class CacheBuild {
   CacheProgress progress() const;
   // Joins the parts and publishes the store. Call once done().
   void publish();
+  // The lengths and flags, for the life of the job (facts-only builds).
+  std::unique_ptr<FactsTable> take_facts();
+  bool facts_only() const { return facts_only_; }
   // Kills the builders (shutdown).
   void abort();
   std::vector<pid_t> pids() const;
@@ -68,6 +96,7 @@ class CacheBuild {
   const text::Tokenizer& tok_;
   CacheKey key_;
   int64_t crash_on_line_;
+  bool facts_only_;
   uint64_t records_;
   std::vector<Part> parts_;
   std::map<uint64_t, uint32_t> crashes_;

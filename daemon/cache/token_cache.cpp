@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "chat/chat_jinja.hpp"
 #include "common/hash128.hpp"
 
 namespace tokfeed {
@@ -83,7 +84,8 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   }
   h.field(text::template_name(cfg.tokenizer.tmpl));
   h.field("labels: one rule (generation blocks, else the prefix rule)");
-  h.field(cfg.tokenizer.chat ? "jinja\n" + cfg.tokenizer.chat->key : "built-in");
+  h.field(cfg.tokenizer.chat ? "jinja\n" + cfg.tokenizer.chat->key
+                             : "built-in\n" + text::builtin_template_source(cfg.tokenizer.tmpl));
   h.field(cfg.tokenizer.default_system ? "1" + *cfg.tokenizer.default_system : "0");
   h.field(cfg.batch.last_assistant_only ? "last_assistant" : "all_assistant");
   h.field(std::to_string(cfg.batch.max_length));

@@ -23,6 +23,25 @@ inline constexpr uint8_t kIsolated = 8;  // crashed a worker max_crashes times; 
 inline constexpr uint8_t kExcluded = kDropped | kIsolated;
 }  // namespace cache_flags
 
+// The flags that leave a sample out of this job's batches: too long under
+// truncation = "drop", isolated, and, unless [batch] keep_untrained, no
+// trained token (docs/data_model.md 4.1). Flags are facts about a sample;
+// which of them exclude it is the job's rule, so the rule is not in the key.
+inline uint8_t excluded_flags(const BatchConfig& b) {
+  return cache_flags::kExcluded | (b.keep_untrained ? 0 : cache_flags::kAllMasked);
+}
+
+// What the plan knows of every valid record before any batch is built: its
+// token count after truncation and its flags. The token store is one; a
+// facts table (the cache off) is the other.
+class SampleFacts {
+ public:
+  virtual ~SampleFacts() = default;
+  virtual uint64_t size() const = 0;
+  virtual uint32_t length(uint64_t i) const = 0;
+  virtual uint8_t flags(uint64_t i) const = 0;
+};
+
 inline constexpr uint32_t kTrainedBit = 0x80000000u;  // in a stored token: its label is its id
 
 struct CacheKey {
@@ -37,20 +56,20 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data);
 std::string store_path(const std::string& dir, const CacheKey& key, std::string_view ext);
 
 // A complete store, mapped read-only.
-class TokenStore {
+class TokenStore final : public SampleFacts {
  public:
   // Opens the store for `key` in `dir`; nullptr when there is none, or when
   // it does not match (`why` says how), so it is built again.
   static std::unique_ptr<TokenStore> open(const std::string& dir, const CacheKey& key, uint64_t records,
                                           std::string& why);
-  ~TokenStore();
+  ~TokenStore() override;
   TokenStore(const TokenStore&) = delete;
   TokenStore& operator=(const TokenStore&) = delete;
 
-  uint64_t size() const { return records_; }
+  uint64_t size() const override { return records_; }
   uint64_t tokens() const { return tokens_; }
-  uint32_t length(uint64_t i) const { return static_cast<uint32_t>(offsets_[i + 1] - offsets_[i]); }
-  uint8_t flags(uint64_t i) const { return flags_[i]; }
+  uint32_t length(uint64_t i) const override { return static_cast<uint32_t>(offsets_[i + 1] - offsets_[i]); }
+  uint8_t flags(uint64_t i) const override { return flags_[i]; }
   const uint32_t* data(uint64_t i) const { return bin_ + offsets_[i]; }
   const std::string& path() const { return idx_path_; }
   uint64_t file_bytes() const { return idx_bytes_ + bin_bytes_; }

@@ -62,6 +62,48 @@ constexpr const char* kChatml = R"J(
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 )J";
 
+// Qwen2.5's own template: chatml, and for a record with tools (docs/data_model.md
+// 1.2) the tool list in the system turn, assistant tool calls as
+// <tool_call> JSON, and consecutive tool results in one user turn.
+constexpr const char* kQwen2_5 = R"J(
+{%- if tools -%}
+  {{- '<|im_start|>system\n' + (sys if sys is not none else '') -}}
+  {{- '\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' -}}
+  {{- 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}
+  {%- for tool in tools -%}{{- '\n' + tool | tojson -}}{%- endfor -%}
+  {{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within ' -}}
+  {{- '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}' -}}
+  {{- '\n</tool_call><|im_end|>\n' -}}
+{%- elif sys is not none -%}
+  {{- '<|im_start|>system\n' + sys + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- for m in msgs -%}
+  {%- if m.role == 'assistant' -%}
+    {{- '<|im_start|>assistant\n' -}}
+    {%- generation -%}
+      {%- if m.tool_calls -%}
+        {%- if m.content -%}{{- m.content -}}{%- endif -%}
+        {%- for tc in m.tool_calls -%}
+          {%- if tc.function is defined -%}{%- set tc = tc.function -%}{%- endif -%}
+          {%- if not loop.first or m.content -%}{{- '\n' -}}{%- endif -%}
+          {{- '<tool_call>\n{"name": "' + tc.name + '", "arguments": ' + tc.arguments | tojson + '}\n</tool_call>' -}}
+        {%- endfor -%}
+      {%- else -%}
+        {{- m.content -}}
+      {%- endif -%}
+      {{- '<|im_end|>\n' -}}
+    {%- endgeneration -%}
+  {%- elif m.role == 'tool' -%}
+    {%- if loop.first or msgs[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
+    {{- '\n<tool_response>\n' + m.content + '\n</tool_response>' -}}
+    {%- if loop.last or msgs[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
+  {%- else -%}
+    {{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}
+  {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+)J";
+
 constexpr const char* kQwen3 = R"J(
 {%- if sys is not none -%}{{- '<|im_start|>system\n' + sys + '<|im_end|>\n' -}}{%- endif -%}
 {%- set ns = namespace(q=-1) -%}
@@ -115,8 +157,8 @@ const char* body_of(Template t) {
   switch (t) {
     case Template::kMistral: return kMistral;
     case Template::kLlama2: return kLlama2;
-    case Template::kChatml:
-    case Template::kQwen2_5: return kChatml;
+    case Template::kChatml: return kChatml;
+    case Template::kQwen2_5: return kQwen2_5;
     case Template::kQwen3: return kQwen3;
     case Template::kLlama3: return kLlama3;
   }

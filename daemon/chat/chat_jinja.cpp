@@ -161,6 +161,20 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
   return spec;
 }
 
+bool tool_record(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
+                 tmpl::Value& tools) {
+  if (!rules.tool_chat || !record_to_chat(json, rules, padded, messages, tools).empty()) return false;
+  if (tools.is_list() && !tools.list->items.empty()) return true;
+  for (const Value& m : messages.list->items) {
+    if (!m.is_dict()) continue;
+    const Value* role = m.dict->find("role");
+    const Value* calls = m.dict->find("tool_calls");
+    if ((role && role->is_str() && *role->s == "tool") || (calls && calls->is_list() && !calls->list->items.empty()))
+      return true;
+  }
+  return false;
+}
+
 std::string check_chat_record(std::string_view json, const RecordRules& rules, bool padded) {
   static thread_local tmpl::Value messages, tools;
   static thread_local Rendered rendered;

@@ -44,6 +44,11 @@ std::optional<std::string> auto_chat_template(const std::string& tokenizer_path)
 
 std::string builtin_template_source(Template t);
 const tmpl::Template& builtin_template(Template t);
+// The spec a built-in template renders records with: `default_system`
+// overrides its own default system prompt.
+std::shared_ptr<const ChatSpec> builtin_chat_spec(Template t, const std::optional<std::string>& default_system);
+// Whether the built-in template takes tool calls and tool results (qwen2_5).
+bool builtin_takes_tools(Template t) noexcept;
 
 // Renders `messages` (and `tools`, None when absent) and marks the trained
 // byte spans (docs/data_model.md section 2). Returns the bad-record reason, or
@@ -58,6 +63,13 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
                            tmpl::Value& tools);
 // A validated conversation (the built-in templates' records) as messages.
 tmpl::Value conversation_messages(const Conversation& conv);
+
+// Under rules.tool_chat: whether `json` is a record with tool content (a
+// non-empty `tools`, a `tool` message or an assistant's tool_calls), read as
+// section 1.2 into `messages` and `tools`. False for any other record, and
+// for one that section 1.2 cannot read (section 1 then gives the reason).
+bool tool_record(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
+                 tmpl::Value& tools);
 
 // Whether a record is valid under its dataset's model template
 // (rules.chat): its messages convert, render and label. The index checks

@@ -43,16 +43,31 @@ std::optional<std::string_view> builtin_default_system(Template t) {
 
 }  // namespace
 
-void render(const Conversation& conv, const RenderOptions& opts, Rendered& out) {
-  ChatSpec spec;
-  spec.tmpl = builtin_template(opts.tmpl);
-  spec.name = "built-in '" + std::string(template_name(opts.tmpl)) + "'";
-  spec.one_block_per_turn = true;
+bool builtin_takes_tools(Template t) noexcept { return t == Template::kQwen2_5; }
+
+std::shared_ptr<const ChatSpec> builtin_chat_spec(Template t, const std::optional<std::string>& default_system) {
+  auto spec = std::make_shared<ChatSpec>();
+  spec->tmpl = builtin_template(t);
+  spec->name = "built-in '" + std::string(template_name(t)) + "'";
+  spec->source = spec->name;
+  spec->one_block_per_turn = true;
   std::optional<std::string_view> sys =
-      opts.default_system ? std::optional<std::string_view>(*opts.default_system) : builtin_default_system(opts.tmpl);
-  spec.globals.emplace_back("default_system", sys ? tmpl::Value::str(std::string(*sys)) : tmpl::Value::none());
+      default_system ? std::optional<std::string_view>(*default_system) : builtin_default_system(t);
+  spec->globals.emplace_back("default_system", sys ? tmpl::Value::str(std::string(*sys)) : tmpl::Value::none());
+  spec->key = builtin_template_source(t);
+  return spec;
+}
+
+void render(const Conversation& conv, const RenderOptions& opts, Rendered& out) {
+  // One spec per thread and job: the options do not change within one.
+  static thread_local std::shared_ptr<const ChatSpec> spec;
+  static thread_local RenderOptions spec_opts;
+  if (!spec || spec_opts.tmpl != opts.tmpl || spec_opts.default_system != opts.default_system) {
+    spec = builtin_chat_spec(opts.tmpl, opts.default_system);
+    spec_opts = opts;
+  }
   std::string reason =
-      render_labeled(spec, conversation_messages(conv), tmpl::Value::none(), opts.last_assistant_only, out);
+      render_labeled(*spec, conversation_messages(conv), tmpl::Value::none(), opts.last_assistant_only, out);
   if (!reason.empty()) throw std::runtime_error(reason);  // the built-in templates accept every valid conversation
 }
 

@@ -382,6 +382,7 @@ JobConfig load_config(const std::string& path) {
                                        : text::Truncation::kDrop;
     c.batch.last_assistant_only =
         s.choice("loss", "all_assistant", {"all_assistant", "last_assistant"}) == "last_assistant";
+    c.batch.keep_untrained = s.boolean("keep_untrained", false);
     c.batch.dtype = s.choice("dtype", "int64", {"int64", "int32"}) == "int64" ? shm::Dtype::kInt64 : shm::Dtype::kInt32;
     s.check_unknown();
     if (uint64_t{c.batch.size} * c.batch.max_length > (uint64_t{1} << 28))
@@ -520,9 +521,10 @@ std::string describe(const JobConfig& c) {
     out += fmt::format("chat_template_name = {}\n", q(c.tokenizer.chat_template_name));
   if (c.tokenizer.default_system) out += fmt::format("default_system = {}\n", q(*c.tokenizer.default_system));
   out += fmt::format(
-      "[batch]\nsize = {}\nmax_length = {}\npadding = \"{}\"\ntruncation = \"{}\"\nloss = \"{}\"\ndtype = \"{}\"\n",
+      "[batch]\nsize = {}\nmax_length = {}\npadding = \"{}\"\ntruncation = \"{}\"\nloss = \"{}\"\nkeep_untrained = {}\n"
+      "dtype = \"{}\"\n",
       c.batch.size, c.batch.max_length, padding_name(c.batch.padding), truncation_name(c.batch.truncation),
-      c.batch.last_assistant_only ? "last_assistant" : "all_assistant",
+      c.batch.last_assistant_only ? "last_assistant" : "all_assistant", c.batch.keep_untrained,
       c.batch.dtype == shm::Dtype::kInt64 ? "int64" : "int32");
   if (is_packed(c.batch.padding))
     out += fmt::format("pack_window = {}\ntokens = {}\n", c.batch.pack_window, c.batch.tokens);

@@ -62,6 +62,9 @@ struct BatchConfig {
   Padding padding = Padding::kLongest;
   text::Truncation truncation = text::Truncation::kRight;
   bool last_assistant_only = false;
+  // Keep samples with no trained token after truncation (TRL drops them; so
+  // does tokfeed unless asked).
+  bool keep_untrained = false;
   shm::Dtype dtype = shm::Dtype::kInt64;
   uint32_t pack_window = 1000;  // samples packed together, best-fit decreasing
   uint32_t tokens = 0;          // padding_free: token budget of a batch's one row
@@ -70,6 +73,9 @@ struct BatchConfig {
   uint32_t capacity() const { return padding == Padding::kPaddingFree ? tokens : max_length; }
   // Rows per batch (padding_free has one).
   uint32_t rows() const { return padding == Padding::kPaddingFree ? 1 : size; }
+  // Whether a sample may be left out of the batches by what tokenizing it
+  // finds (docs/data_model.md 4.1): the plan then needs every sample's facts.
+  bool leaves_samples_out() const { return truncation == text::Truncation::kDrop || !keep_untrained; }
 };
 
 struct ScheduleConfig {

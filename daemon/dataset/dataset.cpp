@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "chat/chat_jinja.hpp"
 #include "common/hash128.hpp"
 #include "records/record_fields.hpp"
 #include "tokfeed/shm/futex.hpp"
@@ -69,6 +70,8 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.columns = d.columns;
   r.max_bytes = d.max_record_bytes;
   r.chat = cfg.tokenizer.chat;
+  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl))
+    r.tool_chat = text::builtin_chat_spec(cfg.tokenizer.tmpl, cfg.tokenizer.default_system);
   r.last_assistant = cfg.batch.last_assistant_only;
   return r;
 }

@@ -22,7 +22,12 @@ namespace {
 
 // A record's verdict: under its dataset's model template when it has one.
 std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
-  return rules.chat ? text::check_chat_record(rec, rules, padded) : text::check_record(rec, rules, padded);
+  if (rules.chat) return text::check_chat_record(rec, rules, padded);
+  static thread_local tmpl::Value messages, tools;
+  static thread_local text::Rendered rendered;
+  if (text::tool_record(rec, rules, padded, messages, tools))
+    return text::render_labeled(*rules.tool_chat, messages, tools, rules.last_assistant, rendered);
+  return text::check_record(rec, rules, padded);
 }
 
 constexpr char kMagic[8] = {'T', 'O', 'K', 'F', 'S', 'H', 'X', '1'};

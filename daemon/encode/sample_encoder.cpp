@@ -21,6 +21,8 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
     if (!reason.empty()) return reason;
     return text::render_labeled(*rules.chat, messages_, tools_, rules.last_assistant, out);
   }
+  if (text::tool_record(data_.record(rec), rules, false, messages_, tools_))
+    return text::render_labeled(*rules.tool_chat, messages_, tools_, rules.last_assistant, out);
   std::string reason = text::parse_record(data_.record(rec), rules, conv_);
   if (reason.empty()) text::render(conv_, render_, out);
   return reason;

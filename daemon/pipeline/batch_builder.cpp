@@ -7,8 +7,16 @@
 namespace tokfeed {
 
 BatchBuilder::BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok,
-                           const TokenStore* store, Schedule& schedule, const std::unordered_set<uint64_t>& poisoned)
-    : cfg_(cfg), tok_(tok), store_(store), schedule_(schedule), poisoned_(poisoned), encoder_(cfg, data, tok) {}
+                           const TokenStore* store, const SampleFacts* facts, Schedule& schedule,
+                           const std::unordered_set<uint64_t>& poisoned)
+    : cfg_(cfg),
+      tok_(tok),
+      store_(store),
+      facts_(facts),
+      excluded_(excluded_flags(cfg.batch)),
+      schedule_(schedule),
+      poisoned_(poisoned),
+      encoder_(cfg, data, tok) {}
 
 uint64_t BatchBuilder::slot_bytes(const JobConfig& cfg) {
   const uint32_t rows = cfg.batch.rows();
@@ -101,9 +109,11 @@ void BatchBuilder::add_hf_varlen(shm::SlotWriter& w, uint32_t rows, uint32_t len
 const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, BuildStats& st,
                                                 const std::function<void(uint64_t)>& on_record) {
   if (poisoned_.count(rec)) return nullptr;
+  // The plan took these out already (4.1); only a plan without facts meets
+  // one here.
+  if (facts_ && (facts_->flags(rec) & excluded_)) return nullptr;
   text::EncodedSample& s = samples_[k];
   if (store_) {
-    if (store_->flags(rec) & cache_flags::kIsolated) return nullptr;
     store_->get(rec, s);
   } else {
     on_record(rec);
@@ -118,6 +128,8 @@ const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, Bui
   }
   st.truncated += s.truncated;
   st.all_masked += s.all_masked;
+  // Without facts (the cache off and keep_untrained) the sample stays: its
+  // batch keeps its size.
   return &s;
 }
 

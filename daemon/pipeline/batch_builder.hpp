@@ -31,8 +31,10 @@ struct BuildStats {
 class BatchBuilder {
  public:
   // Samples come from `store` when there is one, else are encoded here.
+  // `facts` (the store, a facts table, or nullptr) say which samples the
+  // plan left out; the builder leaves out the same ones should it meet them.
   BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, const TokenStore* store,
-               Schedule& schedule, const std::unordered_set<uint64_t>& poisoned);
+               const SampleFacts* facts, Schedule& schedule, const std::unordered_set<uint64_t>& poisoned);
 
   // Bytes one slot needs for this job's largest batch.
   static uint64_t slot_bytes(const JobConfig& cfg);
@@ -52,6 +54,8 @@ class BatchBuilder {
   const JobConfig& cfg_;
   const text::Tokenizer& tok_;
   const TokenStore* store_;
+  const SampleFacts* facts_;
+  uint8_t excluded_;
   Schedule& schedule_;
   const std::unordered_set<uint64_t>& poisoned_;
   SampleEncoder encoder_;

@@ -48,7 +48,7 @@ void pack_rows(const std::vector<uint32_t>& order, const std::function<uint32_t(
   }
 }
 
-Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store)
+Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const SampleFacts* facts)
     : cfg_(cfg),
       mix_(mix),
       n_(mix.per_epoch()),
@@ -58,10 +58,15 @@ Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, Stre
       packed_(is_packed(cfg.batch.padding)),
       passes_(cfg.schedule.passes),
       start_(start),
-      store_(store),
+      facts_(facts),
+      excluded_(excluded_flags(cfg.batch)),
+      filter_(false),
       epochs_(cfg.schedule.epochs) {
   if (n_ > UINT32_MAX) throw std::invalid_argument("more than 2^32 records");
-  if (packed_ && !store_) throw std::invalid_argument("packed modes need the token cache");
+  if (packed_ && !facts_) throw std::invalid_argument("packed modes need the token cache");
+  // Padded rows are the epoch order itself unless some sample is left out.
+  for (uint64_t i = 0; facts_ && !packed_ && !filter_ && i < facts_->size(); ++i)
+    filter_ = facts_->flags(i) & excluded_;
   if (passes_) {
     start_ = {};
     epochs_ = 1;
@@ -117,21 +122,25 @@ const EpochRows& Schedule::rows(uint64_t epoch) {
   if (shared_ && epoch == shared_epoch_) return *shared_;
   if (epoch == rows_epoch_) return rows_;
   if (!packed_) {
+    // A sample left out takes no row, so the next one moves up: every batch
+    // but an epoch's last is full.
     permutation(epoch, rows_.samples);
+    if (filter_) std::erase_if(rows_.samples, [this](uint32_t s) { return facts_->flags(s) & excluded_; });
     rows_.row_start.clear();
   } else {
     std::vector<uint32_t> order;
     permutation(epoch, order);
-    std::erase_if(order, [this](uint32_t s) { return store_->flags(s) & cache_flags::kExcluded; });
+    std::erase_if(order, [this](uint32_t s) { return facts_->flags(s) & excluded_; });
     pack_rows(
-        order, [this](uint32_t s) { return store_->length(s); }, cfg_.batch.capacity(), cfg_.batch.pack_window, rows_);
+        order, [this](uint32_t s) { return facts_->length(s); }, cfg_.batch.capacity(), cfg_.batch.pack_window, rows_);
   }
   rows_epoch_ = epoch;
   return rows_;
 }
 
-// Unpacked, every sample of the epoch is a row: no permutation needed.
-uint64_t Schedule::epoch_rows(uint64_t epoch) { return packed_ ? rows(epoch).rows() : n_; }
+// Unpacked with nothing left out, every sample of the epoch is a row: no
+// permutation needed.
+uint64_t Schedule::epoch_rows(uint64_t epoch) { return packed_ || filter_ ? rows(epoch).rows() : n_; }
 
 void Schedule::locate(uint64_t i, uint64_t& epoch, uint64_t& step) const {
   if (passes_) {

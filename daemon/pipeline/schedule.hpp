@@ -15,7 +15,7 @@
 
 namespace tokfeed {
 
-class TokenStore;
+class SampleFacts;
 
 // Where a rank's stream begins: epoch e0, from row s0 of it (4.3).
 struct StreamStart {
@@ -48,9 +48,10 @@ struct BatchRows {
 
 class Schedule {
  public:
-  // `mix` gives each epoch's sample list (1.1); `store` gives token counts,
-  // required for packed modes.
-  Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const TokenStore* store);
+  // `mix` gives each epoch's sample list (1.1); `facts` gives each sample's
+  // token count and flags, required for packed modes and wherever a sample
+  // may be left out (4.1). Without facts every sample is a row.
+  Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const SampleFacts* facts);
 
   StreamStart start() const { return start_; }
   // The evaluation stream (section 7): stream batch i is batch i mod B of
@@ -104,7 +105,9 @@ class Schedule {
   bool packed_;
   bool passes_;
   StreamStart start_;
-  const TokenStore* store_;
+  const SampleFacts* facts_;
+  uint8_t excluded_;  // flags that leave a sample out of every row
+  bool filter_;       // some sample is left out: the rows are computed
   uint64_t epochs_;
   std::vector<uint64_t> epoch_batches_;
   std::vector<uint64_t> first_index_;  // stream index of each epoch's step 0

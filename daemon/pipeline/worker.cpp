@@ -39,9 +39,9 @@ void become_worker(const WorkerContext& ctx) {
 void worker_main(const WorkerContext& ctx) {
   become_worker(ctx);
   const JobConfig& cfg = *ctx.cfg;
-  Schedule schedule(cfg, *ctx.mix, ctx.rank, ctx.start, ctx.store);
+  Schedule schedule(cfg, *ctx.mix, ctx.rank, ctx.start, ctx.facts);
   if (ctx.shared_rows) schedule.share_rows(ctx.shared_epoch, ctx.shared_rows);
-  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, schedule, *ctx.poisoned);
+  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, ctx.facts, schedule, *ctx.poisoned);
   const uint32_t workers = cfg.workers.count;  // eval_job() sets [eval] workers
   shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);
   ring.start(static_cast<uint32_t>(getpid()));

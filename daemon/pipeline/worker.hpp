@@ -23,7 +23,8 @@ struct WorkerContext {
   bool eval = false;
   const Dataset* data;
   const text::Tokenizer* tok;
-  const TokenStore* store;  // nullptr without the token cache
+  const TokenStore* store;   // nullptr without the token cache
+  const SampleFacts* facts;  // the store, a facts table (cache off), or nullptr
   StreamStart start;
   // The rows of epoch `shared_epoch`, computed by the supervisor before fork
   // and read, never written, by every worker (nullptr: none).

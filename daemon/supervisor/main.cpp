@@ -86,6 +86,10 @@ int check_config(const std::string& path) {
   else std::printf("# eval split: none (set [eval] split_ratio or [[eval.datasets]])\n");
   if (is_packed(cfg.batch.padding) && !store) {
     std::printf("# batches per epoch: known once the token cache is built (packing needs token counts)\n");
+  } else if (cfg.batch.leaves_samples_out() && !store) {
+    std::printf(
+        "# batches per epoch: known once every record is tokenized (truncation = \"drop\" or keep_untrained = "
+        "false leave samples out)\n");
   } else {
     const JobConfig eval_cfg = cfg.eval.enabled() ? eval_job(cfg) : cfg;
     std::vector<uint64_t> pass;

@@ -202,7 +202,7 @@ pid_t Supervisor::fork_child(const std::function<void()>& child, int rank_index)
 void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
   RankSlot& rs = ranks_[ri];
   const uint32_t W = rs.workers;
-  rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, store_.get());
+  rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, facts());
   uint64_t total = rs.schedule->total_batches();
   for (uint32_t w = 0; w < W; ++w) {
     // Evaluation passes repeat without end (when the rank has a batch in one).
@@ -226,8 +226,25 @@ void Supervisor::replan_rank(uint32_t ri, StreamStart start) {
     if (w.rank_index == ri) spawn(w);
 }
 
+void Supervisor::count_left_out() {
+  const SampleFacts* f = facts();
+  if (!f) return;
+  for (uint64_t i = 0; i < f->size(); ++i) {
+    uint8_t fl = f->flags(i);
+    too_long_ += (fl & cache_flags::kDropped) != 0;
+    untrained_ += (fl & (cache_flags::kAllMasked | cache_flags::kExcluded)) == cache_flags::kAllMasked;
+  }
+  if (too_long_)
+    spdlog::info("{} of {} records are longer than max_length = {} and are left out (truncation = \"drop\")", too_long_,
+                 f->size(), cfg_.batch.max_length);
+  if (untrained_)
+    spdlog::info("{} of {} records have no trained token after truncation: {} ([batch] keep_untrained = {})",
+                 untrained_, f->size(), cfg_.batch.keep_untrained ? "kept" : "left out", cfg_.batch.keep_untrained);
+}
+
 void Supervisor::start_serving() {
   phase_ = Phase::kServing;
+  count_left_out();
   for (uint32_t ri = 0; ri < ranks_.size(); ++ri) plan_rank(ri, {});
   for (WorkerSlot& w : workers_) spawn(w);
   spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
@@ -269,6 +286,7 @@ void Supervisor::spawn(WorkerSlot& w) {
   ctx.crash_on_line = crash_on_line_;
 
   ctx.store = store_.get();
+  ctx.facts = facts();
   ctx.start = rs.schedule->start();
   // The order of the epoch the worker starts in, computed here once: forked
   // workers read these pages instead of each holding its own copy. An epoch's

@@ -129,6 +129,12 @@ class Supervisor final : public ControlHandler {
   std::string cache_line() const;
 
   shm::RingHeader& ring(std::size_t index) const;
+  // What the plan knows of each sample: the store, a facts table, or nothing.
+  const SampleFacts* facts() const {
+    return store_ ? static_cast<const SampleFacts*>(store_.get()) : facts_table_.get();
+  }
+  // Counts and logs the records each rule leaves out of every epoch.
+  void count_left_out();
 
   JobConfig cfg_;
   JobConfig eval_cfg_;  // eval_job(cfg_), when [eval] is set
@@ -147,6 +153,9 @@ class Supervisor final : public ControlHandler {
   int exit_code_ = 0;
   CacheKey cache_key_{};
   std::unique_ptr<TokenStore> store_;
+  std::unique_ptr<FactsTable> facts_table_;  // the cache off: lengths and flags only
+  uint64_t too_long_ = 0;                    // valid records longer than max_length under truncation = "drop"
+  uint64_t untrained_ = 0;                   // valid records with no trained token after truncation
   std::unique_ptr<CacheBuild> cache_build_;
   int cache_lock_fd_ = -1;  // `<key>.lock`, held exclusively while building
   int store_use_fd_ = -1;   // `<key>.use`, held shared while the store is in use

@@ -90,6 +90,22 @@ std::string Supervisor::index_line() const {
 
 void Supervisor::prepare_cache() {
   if (!cfg_.cache.enabled) {
+    // Batches leave out samples by facts known only once they are tokenized
+    // (truncation = "drop", no trained token): the plan needs every record's
+    // before the first batch, so a facts-only build finds them. With
+    // keep_untrained and right or left truncation nothing is left out and
+    // the first batch waits for nothing.
+    if (cfg_.batch.leaves_samples_out()) {
+      spdlog::info(
+          "token cache off: tokenizing every record once for the lengths and flags the plan needs "
+          "(truncation = \"{}\", keep_untrained = {}); tokens are not kept",
+          truncation_name(cfg_.batch.truncation), cfg_.batch.keep_untrained);
+      phase_ = Phase::kCacheBuild;
+      uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
+      cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, CacheKey{}, parts, crash_on_line_, true);
+      cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
+      return;
+    }
     start_serving();
     return;
   }
@@ -164,6 +180,15 @@ void Supervisor::try_cache_lock() {
 }
 
 void Supervisor::cache_ready() {
+  if (cache_build_ && cache_build_->facts_only()) {
+    CacheProgress pr = cache_build_->progress();
+    cache_seconds_ = pr.seconds;
+    facts_table_ = cache_build_->take_facts();
+    cache_build_.reset();
+    spdlog::info("sample facts: {} records tokenized in {:.2f} s, {:.0f} records/s", pr.total, pr.seconds, pr.rate());
+    start_serving();
+    return;
+  }
   if (cache_build_) {
     cache_build_->publish();
     CacheProgress pr = cache_build_->progress();
@@ -217,7 +242,12 @@ void Supervisor::trim_cache_dir() {
 }
 
 std::string Supervisor::cache_line() const {
-  if (!cfg_.cache.enabled) return "token cache off";
+  if (!cfg_.cache.enabled && cache_build_) {
+    CacheProgress p = cache_build_->progress();
+    return fmt::format("token cache off; finding sample facts: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s",
+                       p.done, p.total, p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
+  }
+  if (!cfg_.cache.enabled) return facts_table_ ? "token cache off; sample facts found" : "token cache off";
   if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
   if (cache_build_) {
     CacheProgress p = cache_build_->progress();

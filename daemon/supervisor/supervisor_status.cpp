@@ -47,7 +47,7 @@ std::string Supervisor::summary_line() {
 void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   const IndexProgress& ip = index_progress_;
   pk.pack("dataset");
-  pk.pack_map(12);
+  pk.pack_map(14);
   kv(pk, "state", data_ ? "ready" : "indexing");
   pk.pack("index");
   pk.pack_map(7);
@@ -97,6 +97,8 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   }
   pk.pack("poisoned");
   pk.pack(poison_reports_);
+  kv(pk, "too_long", too_long_);
+  kv(pk, "untrained", untrained_);
 }
 
 std::string Supervisor::status_payload() {

@@ -38,10 +38,18 @@ def _hf_packed(out):
     attention_mask, so the model builds its mask from position_ids (sdpa,
     eager) or passes cu_seq_lens_q/k to flash-attn varlen; max_length_q/k as
     ints; use_cache=False, since transformers looks for packed sequences only
-    when no cache is made."""
+    when no cache is made. padding_free batches (one row, no attention_mask
+    from the daemon) also get TRL's ``seq_idx``: the index of each token's
+    sample, int32, shape [1, tokens], for linear-attention layers."""
+    padding_free = "attention_mask" not in out
     for name in _RAW_ONLY:
         out.pop(name, None)
-    out["cu_seq_lens_k"] = out["cu_seq_lens_q"]
+    cu = out["cu_seq_lens_q"]
+    if padding_free:
+        lengths = cu[1:] - cu[:-1]
+        ids = torch.arange(lengths.numel(), dtype=torch.int32, device=cu.device)
+        out["seq_idx"] = torch.repeat_interleave(ids, lengths.long(), output_size=out["input_ids"].shape[-1])[None]
+    out["cu_seq_lens_k"] = cu
     m = int(out["max_length_q"][0])  # on CUDA a sync on the copy, already waited for by the stream
     out["max_length_q"] = m
     out["max_length_k"] = m

@@ -18,6 +18,7 @@ HF Trainer or TRL SFTTrainer (one Trainer epoch = one tokfeed epoch):
 import json
 import os
 
+from . import hf_args
 from .loader import Loader
 
 STATE_FILE = "tokfeed_rank{rank}.json"
@@ -107,8 +108,16 @@ def trainer_class(base):
     trl.SFTTrainer) fed by the tokfeed loader given as ``tokfeed_loader=``.
 
     - get_train_dataloader returns an EpochLoader over it; no train_dataset
-      is needed (SFTTrainer requires one: pass placeholder_dataset(); see
-      examples/trl_sft.py).
+      is needed (a TRL trainer gets placeholder_dataset() when none is given,
+      and dataset preparation is turned off).
+    - Each TrainingArguments/SFTConfig data option the loader replaces
+      (max_length, packing, padding_free, assistant_only_loss,
+      per_device_train_batch_size, dataloader_num_workers, ...: see
+      tokfeed.hf_args.REPLACED) set away from its default gets a warning
+      naming the job config key that rules instead.
+    - train() raises ValueError, naming both numbers, when num_train_epochs
+      differs from the job's [schedule] epochs, or max_steps needs more
+      epochs than it serves.
     - Each checkpoint also holds ``tokfeed_rank<R>.json``, the position of
       the next batch.
     - ``train(resume_from_checkpoint=...)`` repositions the daemon there (in
@@ -130,6 +139,13 @@ def trainer_class(base):
         def __init__(self, *args, tokfeed_loader=None, tokfeed_eval_loader=None, **kwargs):
             if tokfeed_loader is None:
                 raise TypeError("tokfeed_loader= is required")
+            sft = any(c.__module__.startswith("trl.") for c in base.__mro__)
+            if len(args) > 1:
+                args = (args[0], hf_args.adapt_args(args[1], sft)) + tuple(args[2:])
+            else:
+                kwargs["args"] = hf_args.adapt_args(kwargs.get("args"), sft)
+            if sft and len(args) < 4 and kwargs.get("train_dataset") is None:
+                kwargs["train_dataset"] = placeholder_dataset()
             self.tokfeed_eval_loader = tokfeed_eval_loader and EvalPassLoader(tokfeed_eval_loader)
             if tokfeed_eval_loader is not None and kwargs.get("eval_dataset") is None:
                 kwargs["eval_dataset"] = placeholder_dataset()
@@ -146,6 +162,10 @@ def trainer_class(base):
             if self.tokfeed_eval_loader is not None and own:
                 return self.tokfeed_eval_loader
             return super().get_eval_dataloader(eval_dataset)
+
+        def train(self, *args, **kwargs):
+            hf_args.check_epochs(self.args, self.tokfeed_loader)
+            return super().train(*args, **kwargs)
 
         def _inner_training_loop(self, *args, **kwargs):
             self._tokfeed_checkpoint = kwargs.get("resume_from_checkpoint")

@@ -132,7 +132,8 @@ TEST_CASE("worker kills: 200 kill -9 at random moments in one epoch change no ba
   TempDir dir;
   std::string cfg = write_job(dir, job(dir, long_mode() ? 4 : 1));
   std::vector<uint64_t> clean = clean_stream(cfg, socket_of(dir));
-  REQUIRE(clean.size() == (long_mode() ? 1200u : 300u));
+  // One record of mixed-300 has no trained token within max_length (left out).
+  REQUIRE(clean.size() == (long_mode() ? 1196u : 299u));
 
   Daemon d(cfg, socket_of(dir));
   auto c = attach(options(d.socket()));
@@ -258,7 +259,7 @@ TEST_CASE("daemon death: kill -9 while streaming, 'daemon lost' < 2 s, a restart
   TempDir dir;
   std::string cfg = write_job(dir, job(dir, 1, "[schedule]\nepochs = 2\n"));
   std::vector<uint64_t> clean = clean_stream(cfg, socket_of(dir));
-  REQUIRE(clean.size() == 600);
+  REQUIRE(clean.size() == 598);  // 299 trained samples a copy, two epochs
   std::vector<uint64_t> got;
   tokfeed::Position saved;
   {
@@ -267,7 +268,7 @@ TEST_CASE("daemon death: kill -9 while streaming, 'daemon lost' < 2 s, a restart
     got = read(*c, 350);  // into the second epoch
     saved = c->position();
     CHECK(saved.epoch == 1);
-    CHECK(saved.step == 50);
+    CHECK(saved.step == 51);  // 350 - 299
     d.stop(SIGKILL);
     auto t0 = Clock::now();
     tokfeed::Batch b;
@@ -322,8 +323,9 @@ TEST_CASE("samples of 10x max_length are truncated (or dropped) and counted; non
       CHECK(rows == 10);
       CHECK(st.out.find("\"truncated\":5") != std::string::npos);
     } else {
+      // Left out of the plan (docs/data_model.md 4.1): the five short samples fill three batches
       CHECK(rows == 5);
-      CHECK(st.out.find("\"dropped\":5") != std::string::npos);
+      CHECK(st.out.find("\"too_long\":5,") != std::string::npos);
     }
   }
 }

@@ -81,7 +81,8 @@ TEST_CASE("kill -9 of a worker mid-epoch, and of several in turn, leaves the str
 TEST_CASE("a record that crashes its worker every time is isolated after 3 tries, reported, and skipped") {
   auto body = "[dataset]\npath = \"" + data_path("sft/mixed-300.jsonl") +
               "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" + data_path("tokenizers/sp32k/tokenizer.model") +
-              "\"\ntemplate = \"mistral\"\n[batch]\nsize = 2\n[schedule]\nshuffle = false\n[workers]\ncount = 2\n";
+              "\"\ntemplate = \"mistral\"\n[batch]\nsize = 2\nmax_length = 8192\n[schedule]\nshuffle = false\n"
+              "[workers]\ncount = 2\n";
   TempDir dir;
   std::string cfg = write_job(dir, body);
   std::vector<std::string> clean;
@@ -89,15 +90,22 @@ TEST_CASE("a record that crashes its worker every time is isolated after 3 tries
     Daemon d(cfg, socket_of(dir));
     clean = dump(d.socket());
   }
-  // Once while building the token cache (each run with a cache of its own),
-  // once with the workers encoding (no cache): the same isolation.
-  std::vector<std::string> poisoned[3];
-  for (int run_no = 0; run_no < 3; ++run_no) {
+  // Twice while building the token cache (each run with a cache of its own),
+  // once while finding the sample facts with the cache off: the record is
+  // isolated before the plan, which leaves it out (docs/data_model.md 4.1),
+  // so the next records move up. Once more with nothing to find before
+  // serving (the cache off, keep_untrained): the workers isolate it as they
+  // build, and its batch is one row short.
+  std::vector<std::string> poisoned[4];
+  for (int run_no = 0; run_no < 4; ++run_no) {
     auto& out = poisoned[run_no];
     std::string cache = run_no < 2 ? "[cache]\ndir = \"" + dir.file("cache" + std::to_string(run_no)) + "\"\n"
                                    : "[cache]\nenabled = false\n";
+    std::string keep = run_no == 3 ? "keep_untrained = true\n" : "";
+    std::string b = body;
+    b.insert(b.find("[schedule]"), keep);
     std::string name = "poisoned" + std::to_string(run_no);
-    std::string pcfg = write_job(dir, body + cache, name);
+    std::string pcfg = write_job(dir, b + cache, name);
     // The test-only fault hook: a worker aborts whenever it encodes line 5.
     Daemon d(pcfg, socket_of(dir, name), "TOKFEED_FAULT_CRASH_LINE=5");
     out = dump(d.socket());
@@ -108,15 +116,20 @@ TEST_CASE("a record that crashes its worker every time is isolated after 3 tries
   REQUIRE(clean.size() == 150);
   CHECK(poisoned[0] == poisoned[1]);  // deterministic
   CHECK(poisoned[0] == poisoned[2]);
+  // 299 records left (every one trained at max_length 8192): 149 full
+  // batches and a last of one row.
   REQUIRE(poisoned[0].size() == clean.size());
+  REQUIRE(poisoned[3].size() == clean.size());
   for (std::size_t k = 0; k < clean.size(); ++k) {
     INFO("batch " << k);
+    CHECK((k < 2) == (poisoned[0][k] == clean[k]));
+    CHECK((poisoned[0][k].find("],[") == std::string::npos) == (k + 1 == clean.size()));
     if (k == 2) {  // records 4 and 5 (lines 5 and 6): only line 6 remains
-      CHECK(poisoned[0][k] != clean[k]);
-      CHECK(poisoned[0][k].find("\"input_ids\":[[") != std::string::npos);
-      CHECK(poisoned[0][k].find("],[") == std::string::npos);  // one row
+      CHECK(poisoned[3][k] != clean[k]);
+      CHECK(poisoned[3][k].find("\"input_ids\":[[") != std::string::npos);
+      CHECK(poisoned[3][k].find("],[") == std::string::npos);  // one row
     } else {
-      CHECK(poisoned[0][k] == clean[k]);
+      CHECK(poisoned[3][k] == clean[k]);
     }
   }
 }

@@ -195,12 +195,14 @@ TEST_CASE("two daemons, node 0 and node 1, with 2 local ranks each cover every s
     require_equal(per_rank[r], reference(cfgs[r / 2], r), "rank " + std::to_string(r));
     for (const std::string& l : per_rank[r]) samples += samples_in(l);
   }
-  // Every valid, undropped record exactly once: the reference checks which;
-  // here the count, against the daemon's own record count.
+  // Every valid record not left out exactly once: the reference checks
+  // which; here the count, against the daemon's own record counts.
   std::string st = status_json(n0);
-  auto at = st.find("\"valid\":");
+  auto at = st.find("\"valid\":"), untrained = st.find("\"untrained\":");
   REQUIRE(at != std::string::npos);
-  CHECK(samples == std::stoul(st.substr(at + 8)));
+  REQUIRE(untrained != std::string::npos);
+  CHECK(std::stoul(st.substr(untrained + 12)) > 0);
+  CHECK(samples == std::stoul(st.substr(at + 8)) - std::stoul(st.substr(untrained + 12)));
 }
 
 TEST_CASE("elastic resume from 4 ranks to 2 continues the epoch with every remaining sample once") {

@@ -59,6 +59,16 @@ TEST_CASE("qwen2_5 over a JSON array with placeholders, three ranks, two epochs,
               {0, 2});
 }
 
+TEST_CASE("qwen2_5 with tool lists, tool calls and tool results, when ../shared has the agent conversations") {
+  std::string conv = shared_path("templates/conversations.jsonl");
+  if (conv.empty()) {
+    MESSAGE("../shared/templates is absent; skipped");
+    return;
+  }
+  check_equal(job(conv, "qwen2_5", "[batch]\nsize = 2\nmax_length = 4096\n[schedule]\nseed = 9\n"));
+  check_equal(job(conv, "qwen2_5", "[batch]\nsize = 3\nloss = \"last_assistant\"\nmax_length = 4096\n"));
+}
+
 TEST_CASE("each format, named explicitly") {
   for (const char* f : {"alpaca", "messages", "sharegpt", "query_response"}) {
     INFO(f);

@@ -23,7 +23,7 @@ SP_MODEL = os.path.join(SOURCE_DIR, "tests", "data", "tokenizers", "sp32k", "tok
 
 def job_toml(socket, shm_prefix, *, batch_size=4, max_length=512, epochs=1, workers=2, slots=8,
              shuffle=True, seed=42, dataset=DATA, tokenizer=SP_MODEL, heartbeat_ms=100, padding="longest",
-             world_size=1, extra=""):
+             truncation="right", keep_untrained=False, tokens=None, world_size=1, extra=""):
     return f"""
 [dataset]
 path = "{dataset}"
@@ -39,7 +39,9 @@ template = "mistral"
 size = {batch_size}
 max_length = {max_length}
 padding = "{padding}"
-truncation = "right"
+truncation = "{truncation}"
+keep_untrained = {"true" if keep_untrained else "false"}
+{f"tokens = {tokens}" if tokens else ""}
 
 [schedule]
 epochs = {epochs}

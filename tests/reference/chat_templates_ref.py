@@ -13,6 +13,10 @@ input_ids and labels the reference computes:
   exactly the ones the daemon skips.
 
 usage: [CONVERSATIONS=N] chat_templates_ref.py TOKFEEDD TOKFEEDCTL [TEMPLATE...]
+       [CONVERSATIONS=N] chat_templates_ref.py TOKFEEDD TOKFEEDCTL --builtin NAME=FOLDER...
+--builtin runs the daemon with its built-in template NAME (template = "qwen2_5")
+against the model's own template in FOLDER (Qwen-Qwen2.5-7B-Instruct): tool
+calls, tool results and tool lists render as the model's template renders them.
 Run with ${TOKFEED_HF_PYTHON}; exits 77 (skip) without ../shared or transformers.
 """
 import json
@@ -104,8 +108,11 @@ class Reference:
         return ids, labels
 
 
-def run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, n):
+def run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, n, builtin=None):
     d = tempfile.mkdtemp(prefix="tokfeed-tmpl-")
+    template = (f'template = "{builtin}"' if builtin else
+                f'template = "jinja"\nchat_template = "{os.path.join(folder, "tokenizer_config.json")}"\n'
+                'template_kwargs = { date_string = "26 Jul 2024" }')
     try:
         sock = os.path.join(d, "d.sock")
         job = os.path.join(d, "job.toml")
@@ -116,12 +123,11 @@ on_bad_record = "skip"
 [tokenizer]
 type = "hf"
 path = "{tokenizer_json}"
-template = "jinja"
-chat_template = "{os.path.join(folder, 'tokenizer_config.json')}"
-template_kwargs = {{ date_string = "26 Jul 2024" }}
+{template}
 [batch]
 size = 1
 max_length = {MAX_LENGTH}
+keep_untrained = true
 [schedule]
 shuffle = false
 [workers]
@@ -162,7 +168,14 @@ shm_prefix = "tmpl-{uuid.uuid4().hex[:10]}"
 
 def main():
     tokfeedd, tokfeedctl = sys.argv[1], sys.argv[2]
-    names = sys.argv[3:] or sorted(x for x in os.listdir(TEMPLATES) if os.path.isdir(os.path.join(TEMPLATES, x)))
+    builtins = {}
+    if sys.argv[3:4] == ["--builtin"]:
+        builtins = dict(a.split("=", 1) for a in sys.argv[4:])
+        names = list(builtins.values())
+        builtin_of = {folder: name for name, folder in builtins.items()}
+    else:
+        names = sys.argv[3:] or sorted(x for x in os.listdir(TEMPLATES) if os.path.isdir(os.path.join(TEMPLATES, x)))
+        builtin_of = {}
     conversations = os.path.join(TEMPLATES, "conversations.jsonl")
     lines = open(conversations, encoding="utf-8").read().splitlines()
     limit = int(os.environ.get("CONVERSATIONS", len(lines)))
@@ -178,7 +191,13 @@ def main():
         tokenizer_json = os.path.join(SHARED, "tokenizers", manifest["tokenizer"], "tokenizer.json")
         ref = Reference(folder, tokenizer_json)
         want = [x for x in (ref.encode(r) for r in records) if x is not None]
-        got, err = run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, max(len(want), 1))
+        got, err = run_daemon(tokfeedd, tokfeedctl, folder, tokenizer_json, conversations, max(len(want), 1),
+                              builtin_of.get(name))
+        if name in builtin_of:
+            tools = sum(1 for r in records if r.get("tools") or any(m["role"] == "tool" or m.get("tool_calls")
+                                                                     for m in r["messages"]))
+            print(f"     built-in '{builtin_of[name]}' vs {name}: {tools} of {len(records)} conversations "
+                  "have tools, tool calls or tool results")
         if got is None and not want and "no valid records" in err:
             passing += 1  # the template refuses every conversation, and the daemon says so
             print(f"ok   {name}: 0 samples, {len(records)} refused (the daemon refuses to start: no valid records)")

@@ -397,6 +397,42 @@ def run_ref(args):
     return p.stdout, p.stderr
 
 
+def test_left_out_samples_padded():
+    """4.1 in padded modes: a sample dropped as too long or without a trained
+    token takes no row, so every batch but an epoch's last is full."""
+    with tempfile.TemporaryDirectory() as d:
+        for trunc, keep, drop_last in [("drop", False, False), ("right", False, False), ("right", True, False),
+                                       ("drop", False, True)]:
+            job = write_job(d, "j.toml", os.path.join(SFT, "mixed-300.jsonl"),
+                            f'size = 3\nmax_length = 96\ntruncation = "{trunc}"\n'
+                            f"keep_untrained = {'true' if keep else 'false'}",
+                            f"[schedule]\nepochs = 2\ndrop_last = {'true' if drop_last else 'false'}\n"
+                            "[ranks]\nworld_size = 2\n")
+            cfg = ref.load_config(job)
+            convs, _ = ref.load_dataset(cfg, 120)
+            tok = ref.make_tokenizer(cfg)
+            label = f"{trunc} keep_untrained={keep} drop_last={drop_last}"
+            seen = {"dropped": 0, "untrained": 0, "all_masked": 0}
+            for r in range(2):
+                stats = {"dropped": 0, "untrained": 0, "all_masked": 0}
+                batches = list(ref.stream(cfg, convs, tok, r, 2, stats))
+                for i, (epoch, step, b) in enumerate(batches):
+                    last = i + 1 == len(batches) or batches[i + 1][0] != epoch
+                    rows = len(b["input_ids"])
+                    assert rows == 3 or (last and 0 < rows < 3 and not drop_last), f"{label}: {epoch}/{step}: {rows}"
+                    for lab in b["labels"]:
+                        assert keep or any(x != ref.IGNORE for x in lab), f"{label}: untrained row"
+                    assert all(len(x) <= 96 for x in b["input_ids"]), f"{label}: too long"
+                for k in seen:
+                    seen[k] = max(seen[k], stats[k])
+            if trunc == "drop":
+                assert seen["dropped"] > 0, f"{label}: the job should drop samples"
+            elif keep:
+                assert seen["all_masked"] > 0 and seen["untrained"] == 0, f"{label}: {seen}"
+            else:
+                assert seen["untrained"] > 0 and seen["all_masked"] == 0, f"{label}: {seen}"
+
+
 def test_cli_packed_dump_and_elastic():
     with tempfile.TemporaryDirectory() as d:
         free = write_job(d, "free.toml", os.path.join(SFT, "messages-100.jsonl"),
@@ -463,10 +499,6 @@ PADDED_JOBS = [
     ("llama2-maxlen-left", "llama2", "mixed-300.jsonl",
      'size = 3\nmax_length = 256\npadding = "max_length"\ntruncation = "left"',
      '[schedule]\nshuffle = false\n', [["--count", "5"]]),
-    ("drop-world2", "chatml", "mixed-300.jsonl",
-     'size = 4\nmax_length = 200\ntruncation = "drop"\ndtype = "int32"',
-     "[schedule]\ndrop_last = true\nseed = 7\n[ranks]\nworld_size = 2\n",
-     [["--count", "4", "--rank", "1", "--report"], ["--count", "4", "--rank", "0", "--report"]]),
     ("world3-2epochs", "chatml", "alpaca-100.jsonl", "size = 5\nmax_length = 512",
      '[schedule]\nepochs = 2\n[ranks]\nworld_size = 3\n',
      [["--rank", "2", "--limit-records", "40", "--report"]]),
@@ -493,7 +525,9 @@ def padded_runs(d):
         if dataset is None:
             job = os.path.join(ROOT, "examples/job.toml")
         else:
-            job = write_job(d, name + ".toml", os.path.join(SFT, dataset), batch, extra, template)
+            # Samples without a trained token were kept then (4.1 now leaves them out).
+            job = write_job(d, name + ".toml", os.path.join(SFT, dataset), batch + "\nkeep_untrained = true", extra,
+                            template)
         for args in arg_sets:
             yield f"{name} {' '.join(args)}", ["--config", job] + args
 
@@ -505,8 +539,6 @@ PADDED_DIGESTS = [
     "bb37ade1f95f85521eeca1c63657da61f44d0fe20d038a2edf6a3ca7720800a4",
     "661a63e5407281138b3d99c679e551b7a83704e1534a3bdeaa0a652eef4af27a",
     "b14dd7ab5ed7343ba287755c151eba094ab3a282aa92e4e4ad7b0d49d940a50e",
-    "99fac6435c867a2dc5f7c93fccd364110b882058837420efa309807782935441",
-    "085ab6d3bc1c2e302080de067961ace1787b6bce4c5fad50b32769e28424afc3",
     "8c19477bfcf5d4cad97ba4b35280435200b9fb48a6cc1bcd0534985f31cab3e3",
     "b647e46c0b31303fdfdd2815d020dc6d1b17cbc35c6d634809ee0ccada5ffed3",
 ]
@@ -518,8 +550,16 @@ def test_padded_modes_unchanged():
         digests = []
         for label, args in padded_runs(d):
             out, err = run_ref(args)
+            if "--report" in args:  # "untrained" is new; nothing is left out with keep_untrained
+                report = json.loads(err)
+                expect(0, report.pop("untrained"), f"{label}: untrained")
+                err = json.dumps(report, ensure_ascii=False) + "\n"
             # the new options at their defaults change nothing
             out0, err0 = run_ref(args + ["--start-epoch", "0", "--start-base", "0"])
+            if "--report" in args:
+                report = json.loads(err0)
+                report.pop("untrained")
+                err0 = json.dumps(report, ensure_ascii=False) + "\n"
             expect((out, err), (out0, err0), f"{label}: explicit start (0, 0)")
             assert out.count("\n") > 0, f"{label}: no batches"
             # bad-record messages name the dataset as written: an absolute path here

@@ -62,11 +62,14 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     start.
  A11 "step" in the dump is k, the batch index within its epoch (not the
     stream index e*B + k).
- A12 A batch whose samples are all dropped (truncation = "drop") is still
-    emitted, with rows = 0 (all tensors are []), and keeps its step.
- A13 Dropped / all-masked counts in --report are per sample occurrence in
-    the emitted stream of this rank (all epochs, up to --count), including
-    DistributedSampler padding duplicates.
+ A12 (settled by 4.1: samples left out take no row, in every mode.) A
+    padded batch has rows = 0 only when a plan without sample facts meets a
+    dropped sample, which 4.1 rules out; the code keeps the old handling.
+ A13 "all_masked" in --report counts kept samples (keep_untrained = true)
+    with no trained token per sample occurrence in the emitted stream of
+    this rank (all epochs, up to --count), including DistributedSampler
+    padding duplicates. "dropped" and "untrained" count what 4.1 leaves out:
+    see A21.
  A14 JSONL lines are split on b"\\n" only; a line is blank when it holds only
     JSON whitespace (space, tab, CR). A line that is not UTF-8, or whose
     JSON has NaN/Infinity, is malformed. Duplicate keys: last one wins
@@ -92,10 +95,12 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     (base b + step*R*S) from step 0. A position whose step is the segment's
     B goes to (epoch + 1, 0) at either world size; step > B or a base past
     the epoch's rows is an error.
- A21 Packed modes: "dropped" in --report counts an epoch's samples taken
-    out by truncation = "drop" once, for the whole epoch (also for e0 with
+ A21 Every mode: "dropped" (truncation = "drop") and "untrained" (no
+    trained token, keep_untrained = false) in --report count an epoch's
+    samples taken out by 4.1 once, for the whole epoch (also for e0 with
     s0 > 0), on every rank that prints a batch of that epoch: they belong
-    to no row, so to no rank.
+    to no row, so to no rank. A sample both too long and untrained counts
+    as dropped (a dropped sample has no tokens to judge).
  A22 "all_masked" is judged on a sample's labels after truncation (spec 3),
     before packing sets its first label to -100; counted per sample in the
     printed batches of this rank.
@@ -182,6 +187,13 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     sample (tokenized once, same tokens); each occurrence is a sample of its
     own for packing, dealing and the dropped / all_masked counts (A13, A21).
     Only records that occur in some epoch's order are tokenized.
+ A40 qwen2_5's tool records (spec 2): the reference reads section 1.2 for
+    records in the HF `messages` form, ms-swift's `tool_call` /
+    `tool_response` roles included (a tool call's content a JSON object or a
+    JSON string of one); ShareGPT's `function_call` / `observation` are not
+    read here (such records stay section 1's bad records). A tool record is
+    checked by rendering it: a template error (e.g. a None content) makes it
+    bad with the Python error as its reason.
  A39 --report adds "datasets" (after the other keys) only for a config with
     `[[datasets]]`, so a [dataset] job's report is unchanged: per dataset
     {"path": as written, "shards": how many, "records": records read (valid
@@ -340,6 +352,7 @@ def load_config(path):
         "padding": bt.get("padding", "longest"),
         "truncation": bt.get("truncation", "right"),
         "loss": bt.get("loss", "all_assistant"),
+        "keep_untrained": bt.get("keep_untrained", False),
         "epochs": int(sc.get("epochs", 1)),
         "shuffle": bool(sc.get("shuffle", True)),
         "seed": int(sc.get("seed", 42)),
@@ -356,6 +369,8 @@ def load_config(path):
     for key, allowed in checks.items():
         if cfg[key] not in allowed:
             raise ToolError(f"config: {key} = {cfg[key]!r}, expected one of {allowed}")
+    if not isinstance(cfg["keep_untrained"], bool):
+        raise ToolError("config: [batch] keep_untrained: expected true or false")
     # Spec 4.1: packing window and padding_free capacity (A23).
     cfg["pack_window"] = _int(bt, "batch", "pack_window", 1000, 1)
     cfg["tokens"] = _int(bt, "batch", "tokens", cfg["max_length"], 1)
@@ -868,11 +883,83 @@ def rename_columns(rec, columns):
     return out
 
 
+class ToolChat:
+    """A qwen2_5 record with tool content (spec 2): its section 1.2 messages and tools."""
+
+    def __init__(self, msgs, tools):
+        self.msgs, self.tools = msgs, tools
+
+
+def _placeholder_text(text, placeholders):
+    return apply_placeholders([("", text)], placeholders)[0][1] if placeholders else text
+
+
+def _tool_call(content):
+    """ms-swift's tool_call content -> the HF form (spec 1.2)."""
+    call = json.loads(content) if isinstance(content, str) else content
+    if not isinstance(call, dict) or "name" not in call:
+        raise BadRecord("a tool call must be a JSON object {\"name\", \"arguments\"}")
+    if isinstance(call.get("function"), dict):
+        return call
+    return {"type": "function", "function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+
+
+def tool_chat(rec, ds):
+    """Spec 1.2 under qwen2_5 (AMBIGUITY A40): a ToolChat when the record has
+    tool content, else None (section 1 reads it)."""
+    rec = rename_columns(rec, ds["columns"])
+    if ds["format"] not in ("auto", "messages") or not isinstance(rec.get("messages"), list):
+        return None
+    tools = rec.get("tools")
+    try:
+        if isinstance(tools, str):
+            tools = json.loads(tools)
+        if tools is not None and not isinstance(tools, list):
+            return None
+        msgs, joined = [], False
+        for m in rec["messages"]:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                return None
+            m = dict(m)
+            if m["role"] == "tool_call":
+                call = _tool_call(m.get("content"))
+                if joined:
+                    msgs[-1]["tool_calls"].append(call)
+                else:
+                    msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
+                joined = True
+                continue
+            joined = False
+            if m["role"] == "tool_response":
+                m["role"] = "tool"
+            if isinstance(m.get("content"), str):
+                m["content"] = _placeholder_text(m["content"], ds["placeholders"])
+            msgs.append(m)
+    except (ValueError, BadRecord):
+        return None
+    if not msgs:
+        return None
+    if isinstance(rec.get("system"), str) and msgs[0]["role"] != "system":
+        msgs.insert(0, {"role": "system", "content": rec["system"]})
+    if tools or any(m["role"] == "tool" or m.get("tool_calls") for m in msgs):
+        return ToolChat(msgs, tools)
+    return None
+
+
 def to_conversation(rec, ds, template):
     """Record -> validated conversation [(role, content)] or raise BadRecord.
 
     ds is the record's dataset (format, columns, placeholders; spec 1, 1.1).
+    Under qwen2_5 a record with tool content is a ToolChat (spec 2, A40).
     """
+    if template == "qwen2_5":
+        chat = tool_chat(rec, ds)
+        if chat is not None:
+            try:
+                render_qwen2_5_tools(chat, DEFAULT_SYSTEM["qwen2_5"], Renderer())
+            except (TypeError, KeyError, AttributeError) as e:
+                raise BadRecord(f"template error: {e}") from None
+            return chat
     rec = rename_columns(rec, ds["columns"])
     fmt = ds["format"]
     if fmt == "auto":
@@ -1048,6 +1135,52 @@ def render_llama3(conv, system, r):
     r.emit("<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
+QWEN_TOOLS_HEAD = ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                   "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                   "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                   "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
+
+
+def render_qwen2_5_tools(chat, default_system, r):
+    """Spec 2 `qwen2_5` with tool content: Qwen2.5's own template, trained
+    text by the prefix rule (each assistant turn after its header)."""
+    msgs = chat.msgs
+    if msgs and msgs[0]["role"] == "system":
+        system, msgs = msgs[0]["content"], msgs[1:]
+    else:
+        system = default_system
+    if chat.tools:
+        r.emit("<|im_start|>system\n" + system + QWEN_TOOLS_HEAD)
+        for tool in chat.tools:
+            r.emit("\n" + json.dumps(tool, ensure_ascii=False))
+        r.emit(QWEN_TOOLS_TAIL)
+    else:
+        r.emit("<|im_start|>system\n" + system + "<|im_end|>\n")
+    for i, m in enumerate(msgs):
+        role, content = m["role"], m.get("content")
+        if role == "assistant":
+            r.emit("<|im_start|>assistant\n")
+            calls = m.get("tool_calls")
+            if calls:
+                body = content if content else ""
+                for k, call in enumerate(calls):
+                    f = call["function"] if "function" in call else call
+                    body += ("\n" if k or content else "") + '<tool_call>\n{"name": "' + f["name"] + \
+                        '", "arguments": ' + json.dumps(f["arguments"], ensure_ascii=False) + "}\n</tool_call>"
+            else:
+                body = content
+            r.spans.append([r.emit(body + "<|im_end|>\n")])
+        elif role == "tool":
+            if i == 0 or msgs[i - 1]["role"] != "tool":
+                r.emit("<|im_start|>user")
+            r.emit("\n<tool_response>\n" + content + "\n</tool_response>")
+            if i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool":
+                r.emit("<|im_end|>\n")
+        else:
+            r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
+
+
 RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
              "chatml": render_chatml, "qwen2_5": render_chatml,
              "qwen3": render_qwen3, "llama3": render_llama3}
@@ -1056,9 +1189,13 @@ RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
 def render(conv, cfg):
     """Spec 2: conversation -> (string, trained byte spans)."""
     template = cfg["template"]
-    system, rest = _system_and_rest(conv, template, cfg["default_system"])
     r = Renderer()
-    RENDERERS[template](rest, system, r)
+    if isinstance(conv, ToolChat):
+        default = cfg["default_system"] if cfg["default_system"] is not None else DEFAULT_SYSTEM[template]
+        render_qwen2_5_tools(conv, default, r)
+    else:
+        system, rest = _system_and_rest(conv, template, cfg["default_system"])
+        RENDERERS[template](rest, system, r)
     per_turn = r.spans
     if cfg["loss"] == "last_assistant":
         per_turn = per_turn[-1:]
@@ -1431,20 +1568,37 @@ def pack_rows(samples, lengths, capacity, window):
     return rows
 
 
-def epoch_rows(perm, cfg, lengths=None):
+def leaves_samples_out(cfg):
+    """Spec 4.1: whether a sample may be left out by what tokenizing it finds."""
+    return cfg["truncation"] == "drop" or not cfg.get("keep_untrained", False)
+
+
+def epoch_rows(perm, cfg, lengths=None, untrained=None):
     """Spec 4.1: the rows of an epoch, each a list of valid record indices.
 
-    Padded modes: one sample per row, `perm` itself. Packed modes: `lengths`
-    maps a record to its token count after truncation, None when dropped by
-    truncation = "drop"; dropped samples are taken out first (returned,
-    counted by the caller).  -> (rows, dropped samples)
+    `lengths` maps a record to its token count after truncation, None when
+    dropped by truncation = "drop"; `untrained` maps a record to True when
+    none of its labels is trained after truncation. Samples left out (dropped;
+    untrained unless keep_untrained) are taken out of `perm` first, keeping
+    its order (returned, counted by the caller). Padded modes: one sample per
+    row; without `lengths`, `perm` itself. Packed modes: best-fit decreasing
+    over windows.  -> (rows, left-out samples)
     """
-    if cfg["padding"] not in PACKED:
+    if lengths is None:
+        if cfg["padding"] in PACKED:
+            raise ToolError("packed modes need every sample's length")
         return [[s] for s in perm], []
-    kept = [s for s in perm if lengths[s] is not None]
-    dropped = [s for s in perm if lengths[s] is None]
+    keep_untrained = cfg.get("keep_untrained", False)
+
+    def left_out(s):
+        return lengths[s] is None or (not keep_untrained and untrained is not None and untrained[s])
+
+    kept = [s for s in perm if not left_out(s)]
+    gone = [s for s in perm if left_out(s)]
+    if cfg["padding"] not in PACKED:
+        return [[s] for s in kept], gone
     capacity = cfg["max_length"] if cfg["padding"] == "packed" else cfg["tokens"]
-    return pack_rows(kept, lengths, capacity, cfg["pack_window"]), dropped
+    return pack_rows(kept, lengths, capacity, cfg["pack_window"]), gone
 
 
 # ---------------------------------------------------------------- section 4.2: ranks and steps
@@ -1639,6 +1793,11 @@ class Samples:
         t = self.get(i)
         return None if t is None else len(t[0])
 
+    def untrained(self, i):
+        """True when record i is kept by truncation but has no trained label."""
+        t = self.get(i)
+        return t is not None and all(x == IGNORE for x in t[1])
+
 
 class _Lengths:
     """samples.length as a sequence, so that only the records of an epoch's
@@ -1651,21 +1810,31 @@ class _Lengths:
         return self.samples.length(i)
 
 
+class _Untrained(_Lengths):
+    """samples.untrained as a sequence, tokenizing on demand like _Lengths."""
+
+    def __getitem__(self, i):
+        return self.samples.untrained(i)
+
+
 def make_rows_of(samples, cfg, stats, mix=None):
     """Epoch -> rows (spec 4.1) over the epoch's order (spec 1.1, 4), memoized;
-    packed modes count each epoch's dropped samples once (A21)."""
+    each epoch's left-out samples are counted once (A21)."""
     memo = {}
     n = len(samples.convs)
 
     def rows_of(epoch):
         if epoch not in memo:
-            lengths = _Lengths(samples) if cfg["padding"] in PACKED else None
-            rows, dropped = epoch_rows(epoch_order(n, epoch, cfg, mix), cfg, lengths)
-            memo[epoch] = (rows, dropped)
+            facts = cfg["padding"] in PACKED or leaves_samples_out(cfg)
+            lengths = _Lengths(samples) if facts else None
+            untrained = _Untrained(samples) if facts else None
+            rows, gone = epoch_rows(epoch_order(n, epoch, cfg, mix), cfg, lengths, untrained)
+            memo[epoch] = (rows, gone)
         return memo[epoch][0]
 
     def count_dropped(epoch):
-        stats["dropped"] += len(memo[epoch][1])
+        for s in memo[epoch][1]:
+            stats["dropped" if samples.get(s) is None else "untrained"] += 1
 
     return rows_of, count_dropped
 
@@ -1684,7 +1853,7 @@ def stream(cfg, convs, tok, rank, epochs, stats, count=None, start=(0, 0, 0), el
     counted = set()
     it = plan(len(convs), rank, epochs, cfg, start, rows_of)
     for epoch, step, rows in itertools.islice(it, count):
-        if packed and epoch not in counted:
+        if epoch not in counted:
             counted.add(epoch)
             count_dropped(epoch)
         yield epoch, step, make_batch(rows, samples, cfg, tok, stats)
@@ -1769,7 +1938,7 @@ def main(argv=None):
         if args.split == "eval":
             if cfg["eval"] is None:
                 raise ToolError("--split eval: the config has no [eval] (E2)", 2)
-            stats = {"dropped": 0, "all_masked": 0}
+            stats = {"dropped": 0, "untrained": 0, "all_masked": 0}
             for p, step, batch in tokfeed_ref_eval.eval_stream(cfg, convs, tok, args.rank, args.passes, stats,
                                                                eval_set):
                 sys.stdout.write(dump_line(p, step, batch) + "\n")
@@ -1779,7 +1948,7 @@ def main(argv=None):
                                   "all_masked": stats["all_masked"]}), file=sys.stderr)
             return 0
         epochs = cfg["epochs"] if args.epochs_override is None else args.epochs_override
-        stats = {"dropped": 0, "all_masked": 0}
+        stats = {"dropped": 0, "untrained": 0, "all_masked": 0}
         out = sys.stdout
         if args.elastic_from is not None and (args.start_epoch or args.start_base):
             raise ToolError("--elastic-from computes the start: give no --start-epoch / --start-base")
@@ -1792,7 +1961,8 @@ def main(argv=None):
         out.flush()
         if args.report:
             report = {"valid_records": len(convs), "bad_records": [m for _, _, m in corpus.bad],
-                      "dropped": stats["dropped"], "all_masked": stats["all_masked"]}
+                      "dropped": stats["dropped"], "untrained": stats["untrained"],
+                      "all_masked": stats["all_masked"]}
             if cfg["datasets_form"]:   # AMBIGUITY A39
                 report["datasets"] = [{"path": info["path"], "shards": info["shards"],
                                        "records": info["records"], "valid": info["valid"],

@@ -113,11 +113,14 @@ def eval_stream(cfg, convs, tok, rank, passes, stats, V):
     """Yield (pass, step, batch) for `passes` passes of rank's evaluation stream."""
     ecfg = eval_cfg(cfg)
     samples = ref.Samples(convs, ecfg, tok)
-    lengths = ref._Lengths(samples) if ecfg["padding"] in ref.PACKED else None
-    rows, dropped = ref.epoch_rows(list(V), ecfg, lengths)
+    # Section 4.1's left-out samples (too long, untrained) leave a pass too.
+    facts = ecfg["padding"] in ref.PACKED or ref.leaves_samples_out(ecfg)
+    lengths = ref._Lengths(samples) if facts else None
+    untrained = ref._Untrained(samples) if facts else None
+    rows, dropped = ref.epoch_rows(list(V), ecfg, lengths, untrained)
     batches = deal_pass(rows, rank, ecfg["world_size"], ecfg)
     for p in range(passes):
-        if ecfg["padding"] in ref.PACKED:
-            stats["dropped"] += len(dropped)
+        for s in dropped:
+            stats["dropped" if samples.get(s) is None else "untrained"] += 1
         for step, batch_rows in enumerate(batches):
             yield p, step, ref.make_batch(batch_rows, samples, ecfg, tok, stats)
