@@ -1617,16 +1617,23 @@ def step_count(n, world, cfg):
     return n_r // S if cfg["drop_last"] else -(-n_r // S)
 
 
-def split_tail(tail, world):
+def split_tail(tail, world, segment):
     """Spec 4.2 last step: while fewer rows than ranks and a row holds two or
     more samples, move the last sample of the row with the most samples
-    (ties: the first) to a row of its own at the end. Works on a copy (A26)."""
+    (ties: the first) to a row of its own at the end; then, while still fewer
+    rows than ranks, append one-sample rows repeating the segment's samples
+    from its start. Works on a copy (A26)."""
     tail = [list(row) for row in tail]
     while len(tail) < world:
         most = max(range(len(tail)), key=lambda i: (len(tail[i]), -i), default=None)
         if most is None or len(tail[most]) < 2:
             break
         tail.append([tail[most].pop()])
+    flat = [s for row in segment for s in row]
+    j = 0
+    while len(tail) < world:
+        tail.append([flat[j % len(flat)]])
+        j += 1
     return tail
 
 
@@ -1634,8 +1641,8 @@ def deal_packed(Q, rank, world, cfg):
     """Spec 4.2, packed modes: rank's steps, each a list of rows of Q.
 
     Step k deals the block Q[k*R*S:(k+1)*R*S], row p to rank p mod R; the
-    last step (without drop_last) deals the tail after split_tail. A rank
-    left without rows gets a batch of 0 rows.
+    last step (without drop_last) deals the tail after split_tail, which
+    gives every rank at least one row.
     """
     S = rows_per_step(cfg)
     B = step_count(len(Q), world, cfg)
@@ -1643,7 +1650,7 @@ def deal_packed(Q, rank, world, cfg):
     for k in range(B):
         block = Q[k * world * S:(k + 1) * world * S]
         if k == B - 1 and not cfg["drop_last"]:
-            block = split_tail(Q[k * world * S:], world)
+            block = split_tail(Q[k * world * S:], world, Q)
         steps.append(block[rank::world])
     return steps
 
