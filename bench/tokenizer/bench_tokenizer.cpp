@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
     const auto texts = read_corpus(path);
     if (!hf_path.empty()) {
       auto hf = tokfeed::text::load_hf_tokenizer(hf_path);  // fresh caches for every corpus
+      if (&path == &corpora.front()) std::fprintf(stderr, "tokfeed-hf engine: %s\n", hf->engine().c_str());
       std::vector<tokfeed::text::Token> out;
       Measured m = measure(
           texts, warm_texts, seconds,

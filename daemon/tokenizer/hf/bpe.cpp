@@ -31,7 +31,7 @@ size_t StringHash::operator()(std::string_view s) const noexcept { return size_t
 
 // ---- MergeTable ----
 
-void BpeModel::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
+void MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
   size_t cap = 16;
   shift_ = 60;
   while (cap < entries.size() * 2) cap <<= 1, --shift_;
@@ -170,8 +170,31 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
                            "', which is not in model.vocab");
     uint64_t key = uint64_t(uint32_t(ia->second)) << 32 | uint32_t(ib->second);
     entries.push_back({key, Merge{int32_t(rank), inew->second}});
+    merge_pairs_.push_back({ia->second, ib->second});
   }
   merges_.build(entries);
+  init_linear();
+}
+
+void BpeModel::init_linear() {
+  std::string why;
+  if (!byte_level_) why = "the vocabulary is not byte-level";
+  if (why.empty()) {
+    std::vector<std::string> raw(id_to_token_.size());
+    for (size_t id = 0; id < raw.size(); ++id)
+      if (id_valid_[id] && !byte_level_to_raw(id_to_token_[id], raw[id])) raw[id].clear();
+    std::vector<LinearBpe::MergeSpec> specs(merge_pairs_.size());
+    for (size_t rank = 0; rank < merge_pairs_.size(); ++rank) {
+      const auto [a, b] = merge_pairs_[rank];
+      const Merge* m = merges_.find(a, b);
+      // A pair listed twice keeps its last rank.
+      specs[rank] = m->rank == int32_t(rank) ? LinearBpe::MergeSpec{a, b, m->new_id} : LinearBpe::MergeSpec{-1, -1, -1};
+    }
+    linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, why);
+  }
+  merge_pairs_.clear();
+  merge_pairs_.shrink_to_fit();
+  merge_algorithm_ = linear_ ? "linear" : "heap: " + why;
 }
 
 int32_t BpeModel::token_to_id(std::string_view token) const {
@@ -199,7 +222,10 @@ void BpeModel::tokenize(std::string_view word, std::vector<WordPiece>& out) cons
     auto it = raw_vocab_.find(word);
     if (it != raw_vocab_.end()) out.push_back({it->second, uint32_t(word.size())});
   }
-  if (out.size() == first) merge_word(word, out);
+  if (out.size() == first) {
+    if (!linear_ || !linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); }))
+      merge_word(word, out);
+  }
   if (cacheable) cache_.insert(word, hash, out.data() + first, out.size() - first);
 }
 

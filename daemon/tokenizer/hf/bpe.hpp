@@ -7,10 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "tokenizer/hf/bpe_linear.hpp"
+#include "tokenizer/hf/merge_table.hpp"
 
 namespace tokfeed::text::hf {
 
@@ -51,36 +55,14 @@ class BpeModel {
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
   size_t max_id_plus_one() const { return id_to_token_.size(); }
 
- private:
-  struct Merge {
-    int32_t rank;
-    int32_t new_id;
-  };
-  // Open addressing over 16-byte slots holding key and merge together, so
-  // a lookup touches one cache line.
-  class MergeTable {
-   public:
-    void build(const std::vector<std::pair<uint64_t, Merge>>& entries);
-    const Merge* find(int32_t a, int32_t b) const {
-      const uint64_t key = uint64_t(uint32_t(a)) << 32 | uint32_t(b);
-      for (uint64_t i = slot(key);; i = (i + 1) & mask_) {
-        const Slot& s = slots_[i];
-        if (s.key == key) return &s.merge;
-        if (s.key == kEmpty) return nullptr;
-      }
-    }
+  // Which merge algorithm words not in the cache take: "linear" (see
+  // bpe_linear.hpp), or "heap: <why the linear one does not apply>".
+  const std::string& merge_algorithm() const { return merge_algorithm_; }
+  // The heap loop alone, whatever merge_algorithm() says (for tests).
+  void tokenize_heap(std::string_view word, std::vector<WordPiece>& out) const { merge_word(word, out); }
+  const LinearBpe* linear() const { return linear_.get(); }
 
-   private:
-    struct Slot {
-      uint64_t key;
-      Merge merge;
-    };
-    static constexpr uint64_t kEmpty = ~uint64_t(0);
-    uint64_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_ & mask_; }
-    std::vector<Slot> slots_;
-    uint64_t mask_ = 0;
-    int shift_ = 0;
-  };
+ private:
   // Word -> pieces, cleared whenever it fills up (cheap and good enough: a
   // corpus's frequent words are back in it within a few kilobytes of text).
   class WordCache {
@@ -107,11 +89,15 @@ class BpeModel {
   };
 
   void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
+  void init_linear();
 
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_valid_;
   Vocab raw_vocab_;  // unit bytes -> id (for byte-level: the bytes the token stands for)
   MergeTable merges_;
+  std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
+  std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
+  std::string merge_algorithm_;
   int32_t byte_unit_id_[256];      // byte-level: id of each single byte
   int32_t byte_fallback_id_[256];  // id of "<0xXX>", or -1
   bool byte_level_, byte_fallback_, ignore_merges_, fuse_unk_;
