@@ -19,8 +19,11 @@ uint64_t hash_bytes(std::string_view s) {
     h = (h ^ v) * m;
     h ^= h >> 32;
   }
+  // The last 8 bytes (overlapping the chunks) rather than a copy of variable length.
   uint64_t tail = 0;
-  std::memcpy(&tail, s.data() + i, s.size() - i);
+  if (s.size() >= 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
+  else
+    for (size_t k = 0; k < s.size(); ++k) tail |= uint64_t(static_cast<unsigned char>(s[k])) << (8 * k);
   h = (h ^ tail) * m;
   h ^= h >> 29;
   h *= 0xc4ceb9fe1a85ec53ull;
@@ -43,54 +46,6 @@ void MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
     // A repeated merge keeps its last rank, as HF's map does.
     slots_[i] = Slot{key, merge};
   }
-}
-
-// ---- WordCache ----
-
-bool BpeModel::WordCache::find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const {
-  if (count_ == 0) return false;
-  const size_t mask = slots_.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Entry& e = slots_[i];
-    if (e.key_len == UINT32_MAX) return false;
-    if (e.hash == hash && e.key_len == word.size() &&
-        std::memcmp(keys_.data() + e.key_off, word.data(), word.size()) == 0) {
-      out.insert(out.end(), values_.begin() + e.val_off, values_.begin() + e.val_off + e.val_len);
-      return true;
-    }
-  }
-}
-
-void BpeModel::WordCache::grow() {
-  constexpr Entry kFree{0, 0, UINT32_MAX, 0, 0};
-  if (slots_.empty() || slots_.size() >= kMaxSlots) {
-    slots_.assign(slots_.empty() ? kMinSlots : kMaxSlots, kFree);
-    keys_.clear();
-    values_.clear();
-    count_ = 0;
-    return;
-  }
-  // Double, keeping every entry: keys and values stay where they are.
-  std::vector<Entry> old(slots_.size() * 2, kFree);
-  old.swap(slots_);
-  const size_t mask = slots_.size() - 1;
-  for (const Entry& e : old) {
-    if (e.key_len == UINT32_MAX) continue;
-    size_t i = e.hash & mask;
-    while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
-    slots_[i] = e;
-  }
-}
-
-void BpeModel::WordCache::insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n) {
-  if (count_ >= slots_.size() / 2) grow();
-  const size_t mask = slots_.size() - 1;
-  size_t i = hash & mask;
-  while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
-  slots_[i] = Entry{hash, uint32_t(keys_.size()), uint32_t(word.size()), uint32_t(values_.size()), uint32_t(n)};
-  keys_.append(word);
-  values_.insert(values_.end(), pieces, pieces + n);
-  ++count_;
 }
 
 // ---- BpeModel ----
@@ -214,9 +169,9 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
 
 void BpeModel::tokenize(std::string_view word, std::vector<WordPiece>& out) const {
   if (word.empty()) return;
-  const uint64_t hash = hash_bytes(word);
   const bool cacheable = word.size() <= WordCache::kMaxWordLen;
-  if (cacheable && cache_.find(word, hash, out)) return;
+  WordCache::Lookup at;
+  if (cacheable && cache_.find(word, at, out)) return;
   const size_t first = out.size();
   if (ignore_merges_) {
     auto it = raw_vocab_.find(word);
@@ -226,7 +181,7 @@ void BpeModel::tokenize(std::string_view word, std::vector<WordPiece>& out) cons
     if (!linear_ || !linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); }))
       merge_word(word, out);
   }
-  if (cacheable) cache_.insert(word, hash, out.data() + first, out.size() - first);
+  if (cacheable) cache_.insert(word, at, out.data() + first, out.size() - first);
 }
 
 void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) const {

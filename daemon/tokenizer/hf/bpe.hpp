@@ -15,14 +15,9 @@
 
 #include "tokenizer/hf/bpe_linear.hpp"
 #include "tokenizer/hf/merge_table.hpp"
+#include "tokenizer/hf/word_cache.hpp"
 
 namespace tokfeed::text::hf {
-
-// A token of a word: its id and how many bytes of the word it covers.
-struct WordPiece {
-  int32_t id;
-  uint32_t len;
-};
 
 struct StringHash {
   using is_transparent = void;
@@ -63,31 +58,6 @@ class BpeModel {
   const LinearBpe* linear() const { return linear_.get(); }
 
  private:
-  // Word -> pieces, cleared whenever it fills up (cheap and good enough: a
-  // corpus's frequent words are back in it within a few kilobytes of text).
-  class WordCache {
-   public:
-    static constexpr size_t kMaxWordLen = 256;
-    bool find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const;
-    void insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n);
-
-   private:
-    struct Entry {
-      uint64_t hash;
-      uint32_t key_off, key_len, val_off, val_len;
-    };
-    // Open addressing at most half full. The table starts small and doubles
-    // up to kMaxSlots (about 12 MiB), so memory follows the words a dataset
-    // has; past that it is cleared and refilled.
-    static constexpr size_t kMinSlots = 1 << 14;
-    static constexpr size_t kMaxSlots = 1 << 19;
-    void grow();
-    std::vector<Entry> slots_;
-    std::string keys_;
-    std::vector<WordPiece> values_;
-    size_t count_ = 0;
-  };
-
   void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();
 
