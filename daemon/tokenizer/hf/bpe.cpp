@@ -93,6 +93,10 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
       raw_vocab_.emplace(token, id);
     }
   }
+  for (int b = 0; b < 128; ++b) {
+    auto it = raw_vocab_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+    ascii_unit_id_[b] = it != raw_vocab_.end() ? it->second : -1;
+  }
   if (byte_level_) {
     for (int b = 0; b < 256; ++b) {
       auto it = raw_vocab_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
@@ -124,7 +128,8 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
       throw TokenizerError(where + ": model.merges[" + std::to_string(rank) + "] makes '" + a + b +
                            "', which is not in model.vocab");
     uint64_t key = uint64_t(uint32_t(ia->second)) << 32 | uint32_t(ib->second);
-    entries.push_back({key, Merge{int32_t(rank), inew->second}});
+    entries.push_back(
+        {key, Merge{config.merge_ranks.empty() ? int32_t(rank) : config.merge_ranks[rank], inew->second}});
     merge_pairs_.push_back({ia->second, ib->second});
   }
   merges_.build(entries);
@@ -211,10 +216,17 @@ void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) co
         unit = mapped;
       }
     } else {
-      len = utf8_char_len(word, i);
-      unit = word.substr(i, len);
-      auto it = raw_vocab_.find(unit);
-      if (it != raw_vocab_.end()) id = it->second;
+      const auto b = static_cast<unsigned char>(word[i]);
+      if (b < 0x80) {
+        len = 1;
+        unit = word.substr(i, 1);
+        id = ascii_unit_id_[b];
+      } else {
+        len = utf8_char_len(word, i);
+        unit = word.substr(i, len);
+        auto it = raw_vocab_.find(unit);
+        if (it != raw_vocab_.end()) id = it->second;
+      }
     }
     if (id >= 0) {
       flush_unk();

@@ -28,7 +28,10 @@ using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to
 struct BpeConfig {
   Vocab vocab;                                              // token string (as in the json) -> id
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
-  bool byte_level = false;                                  // units are bytes shown in the GPT-2 alphabet
+  // When not empty, merges[i] has rank merge_ranks[i] instead of i; equal
+  // ranks merge leftmost first (SentencePiece's equal scores).
+  std::vector<int32_t> merge_ranks;
+  bool byte_level = false;  // units are bytes shown in the GPT-2 alphabet
   bool byte_fallback = false;
   bool ignore_merges = false;
   bool fuse_unk = false;
@@ -69,6 +72,7 @@ class BpeModel {
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
   std::string merge_algorithm_;
   int32_t byte_unit_id_[256];      // byte-level: id of each single byte
+  int32_t ascii_unit_id_[128];     // otherwise: id of each ASCII char, or -1
   int32_t byte_fallback_id_[256];  // id of "<0xXX>", or -1
   bool byte_level_, byte_fallback_, ignore_merges_, fuse_unk_;
   int32_t unk_id_ = -1;
