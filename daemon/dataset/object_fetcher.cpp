@@ -123,6 +123,16 @@ std::string advice(const arrow::Status& st) {
          "fetched are kept";
 }
 
+// $SSL_CERT_FILE, else the first CA bundle of the usual distributions that
+// exists ("" when none: the TLS library's defaults).
+std::string ca_bundle() {
+  if (const char* f = std::getenv("SSL_CERT_FILE"); f && *f) return f;
+  for (const char* p : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                        "/etc/ssl/ca-bundle.pem", "/etc/pki/tls/cacert.pem", "/etc/ssl/cert.pem"})
+    if (::access(p, R_OK) == 0) return p;
+  return {};
+}
+
 class Fetch {
  public:
   Fetch(std::string cache_dir, std::string url) : dir_(std::move(cache_dir) + "/objects"), url_(std::move(url)) {}
@@ -184,6 +194,10 @@ class Fetch {
     std::string path;
     auto opts = retried(url_, [&] { return afs::S3Options::FromUri("s3://" + bucket_, &path); });
     opts.retry_strategy = std::make_shared<NoRetry>();
+    // The TLS library inside a wheel's libarrow may look for CA
+    // certificates where this system keeps none (pyarrow sets them from
+    // Python's ssl module): the system's bundle, as OpenSSL names it.
+    if (opts.tls_ca_file_path.empty()) opts.tls_ca_file_path = ca_bundle();
     if (opts.connect_timeout < 0) opts.connect_timeout = 5;
     fs_ = retried(url_, [&] { return afs::S3FileSystem::Make(opts); });
   }

@@ -64,7 +64,6 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   pk.pack("dataset");
   pk.pack_map(15);
   kv(pk, "state", data_ ? "ready" : "indexing");
-  pack_objects(pk, ip.objects);
   pk.pack("index");
   pk.pack_map(7);
   uint64_t done = ip.bytes_done.load(std::memory_order_relaxed), total = ip.bytes_total.load(std::memory_order_relaxed);
@@ -115,6 +114,7 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   pk.pack(poison_reports_);
   kv(pk, "too_long", too_long_);
   kv(pk, "untrained", untrained_);
+  pack_objects(pk, ip.objects);
 }
 
 std::string Supervisor::status_payload() {
