@@ -16,12 +16,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,21 +43,41 @@ namespace tokfeed {
 
 namespace {
 
-// One line of the report; a text field has its newlines flattened.
+// Objects are fetched on several threads; these guard what they share.
+std::mutex g_mu;
+std::set<std::string> g_tmps;  // the temporaries being written, removed by fail()
+
+// One line of the report, whole; a text field has its newlines flattened.
 void report(const std::string& line) {
   std::string l = line;
   std::replace(l.begin(), l.end(), '\n', ' ');
   l += '\n';
-  if (::write(1, l.data(), l.size()) < 0) std::_Exit(3);  // the supervisor is gone
+  std::lock_guard lock(g_mu);
+  for (std::size_t off = 0; off < l.size();) {
+    ssize_t w = ::write(1, l.data() + off, l.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) std::_Exit(3);  // the supervisor is gone
+    off += static_cast<std::size_t>(w);
+  }
 }
 
-std::string g_tmp;  // the temporary being written, removed by fail()
+void writing(const std::string& tmp, bool yes) {
+  std::lock_guard lock(g_mu);
+  if (yes) g_tmps.insert(tmp);
+  else g_tmps.erase(tmp);
+}
 
 [[noreturn]] void fail(const std::string& message) {
-  if (!g_tmp.empty()) ::unlink(g_tmp.c_str());  // nothing half written is left
   report("error " + message);
-  std::fflush(nullptr);
+  std::lock_guard lock(g_mu);                               // held to the end: no other thread reports or renames
+  for (const std::string& t : g_tmps) ::unlink(t.c_str());  // nothing half written is left
   std::_Exit(2);
+}
+
+// Objects fetched at once: TOKFEED_OBJECT_STREAMS (default 4).
+unsigned streams() {
+  const char* s = std::getenv("TOKFEED_OBJECT_STREAMS");
+  return s && *s ? static_cast<unsigned>(std::clamp(std::atoi(s), 1, 64)) : 4u;
 }
 
 bool is_dataset_key(const std::string& key) {
@@ -155,7 +178,15 @@ class Fetch {
     std::filesystem::create_directories(dir_, ec);
     if (ec)
       fail(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", url_, dir_, ec.message()));
-    for (std::size_t i = 0; i < objects.size(); ++i) fetch(i, objects[i]);
+    // Several objects at once (a store's bandwidth is per connection), each
+    // by one thread, in key order.
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < std::min<std::size_t>(streams(), objects.size()); ++t)
+      threads.emplace_back([&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < objects.size();) fetch(i, objects[i]);
+      });
+    for (std::thread& t : threads) t.join();
     fs_.reset();
     report("done");
     (void)afs::FinalizeS3();
@@ -282,7 +313,7 @@ class Fetch {
     if (fd < 0)
       fail(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", o.url(), tmp,
                        std::strerror(errno)));
-    g_tmp = tmp;
+    writing(tmp, true);
     uint64_t done = 0;
     while (done < o.size) {
       if (done) chunk_pause();
@@ -336,7 +367,7 @@ class Fetch {
     if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), local.c_str()) != 0) {
       fail(fmt::format("{}: cannot keep {}: {}", o.url(), local, std::strerror(errno)));
     }
-    g_tmp.clear();
+    writing(tmp, false);
     report(fmt::format("ready {} 0 {}", i, local));
   }
 

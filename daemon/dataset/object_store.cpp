@@ -4,7 +4,8 @@
 // The report, one line per event, a text field last:
 //   objects N BYTES            what the URL names
 //   object I SIZE URL          each of them, in order
-//   fetch I                    object I is being fetched (absent when reused)
+//   fetch I                    object I is being fetched (absent when reused);
+//                              several may be at once
 //   progress I BYTES           bytes of object I written so far
 //   retry I ATTEMPT MS REASON  a read failed; retried after MS
 //   ready I REUSED LOCAL       object I is complete at LOCAL
@@ -23,6 +24,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "dataset/dataset_error.hpp"
@@ -146,7 +148,8 @@ std::vector<FetchedObject> fetch_objects(const std::string& name, const std::str
   Fetcher f = spawn_fetcher(name, url, cache_dir);
   std::vector<FetchedObject> out;
   std::vector<uint64_t> written;  // per object, for progress
-  std::string buf, line, current;
+  std::string buf, line;
+  std::set<std::size_t> fetching;  // begun, not ready
   std::size_t ready = 0;
   while (next_line(f, buf, line, cancel, name)) {
     std::istringstream in(line);
@@ -176,7 +179,7 @@ std::vector<FetchedObject> fetch_objects(const std::string& name, const std::str
       in >> i;
       if (i >= out.size()) break;  // a report out of order: treated as a fetcher that failed
       if (verb == "fetch") {
-        current = out[i].url;
+        fetching.insert(i);
         set_text(progress, &ObjectProgress::current, out[i].url);
         spdlog::info("{}: fetching {} ({:.1f} MB) into {}/objects", name, out[i].url, out[i].size / 1e6, cache_dir);
       } else if (verb == "progress") {
@@ -204,7 +207,7 @@ std::vector<FetchedObject> fetch_objects(const std::string& name, const std::str
         }
         written[i] = out[i].size;
         ++ready;
-        current.clear();
+        fetching.erase(i);
       }
     } else if (verb == "done") {
       set_text(progress, &ObjectProgress::current, "");
@@ -217,7 +220,8 @@ std::vector<FetchedObject> fetch_objects(const std::string& name, const std::str
     }
   }
   // The report ended early: the fetcher died. Nothing it left is used.
-  std::string where = current.empty() ? "" : " while fetching " + current;
+  std::string where;
+  for (std::size_t i : fetching) where += (where.empty() ? " while fetching " : ", ") + out[i].url;
   std::string how = f.exit_status();
   set_text(progress, &ObjectProgress::current, "");
   throw DatasetError(

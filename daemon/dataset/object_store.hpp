@@ -39,7 +39,7 @@ struct ObjectProgress {
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<uint64_t> retries{0};
   mutable std::mutex mu;
-  std::string current;     // the object being fetched ("" when none)
+  std::string current;     // the latest object whose fetch began ("" when none is being fetched)
   std::string last_retry;  // the latest failure that was retried ("" when none)
 };
 
