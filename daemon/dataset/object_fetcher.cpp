@@ -32,7 +32,7 @@
 #include "common/hash128.hpp"
 #include "dataset/object_store.hpp"
 
-#ifdef TOKFEED_WITH_ARROW
+#if defined(TOKFEED_WITH_ARROW) && defined(TOKFEED_WITH_S3)
 #include <arrow/buffer.h>
 #include <arrow/filesystem/s3fs.h>
 #include <arrow/io/interfaces.h>
@@ -100,7 +100,7 @@ int first_backoff_ms() {
   return s && *s ? std::max(1, std::atoi(s)) : 500;
 }
 
-#ifdef TOKFEED_WITH_ARROW
+#if defined(TOKFEED_WITH_ARROW) && defined(TOKFEED_WITH_S3)
 
 namespace afs = arrow::fs;
 
@@ -404,13 +404,14 @@ int object_fetcher_main(int argc, char** argv) {
   }
   const std::string url = argv[3];
   if (!is_object_url(url)) fail(url + ": not an object URL (s3://bucket/key)");
-#ifdef TOKFEED_WITH_ARROW
+#if defined(TOKFEED_WITH_ARROW) && defined(TOKFEED_WITH_S3)
   Fetch(argv[2], url).run();
   return 0;
 #else
   fail(url +
-       ": this tokfeedd was built without Apache Arrow, which reads s3:// datasets; rebuild it with Arrow "
-       "(scripts/deps.sh, TOKFEED_WITH_ARROW=ON) or copy the objects to a local path");
+       ": this tokfeedd was built without Apache Arrow's S3FileSystem, which reads s3:// datasets; rebuild it "
+       "with Arrow (scripts/deps.sh, TOKFEED_WITH_ARROW=ON; the pyarrow wheel has S3) or copy the objects to a "
+       "local path");
 #endif
 }
 
