@@ -47,30 +47,44 @@ namespace {
 std::mutex g_mu;
 std::set<std::string> g_tmps;  // the temporaries being written, removed by fail()
 
-// One line of the report, whole; a text field has its newlines flattened.
-void report(const std::string& line) {
-  std::string l = line;
-  std::replace(l.begin(), l.end(), '\n', ' ');
-  l += '\n';
-  std::lock_guard lock(g_mu);
-  for (std::size_t off = 0; off < l.size();) {
-    ssize_t w = ::write(1, l.data() + off, l.size() - off);
+// Writes `line` whole, its newlines flattened; the caller holds g_mu.
+void write_line(std::string line) {
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  line += '\n';
+  for (std::size_t off = 0; off < line.size();) {
+    ssize_t w = ::write(1, line.data() + off, line.size() - off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) std::_Exit(3);  // the supervisor is gone
     off += static_cast<std::size_t>(w);
   }
 }
 
-void writing(const std::string& tmp, bool yes) {
+// One line of the report.
+void report(const std::string& line) {
   std::lock_guard lock(g_mu);
-  if (yes) g_tmps.insert(tmp);
-  else g_tmps.erase(tmp);
+  write_line(line);
 }
 
+// Creates the temporary `tmp`, known to fail() before it exists.
+int create_tmp(const std::string& tmp) {
+  std::lock_guard lock(g_mu);
+  g_tmps.insert(tmp);
+  return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+// `tmp` was renamed into place.
+void kept(const std::string& tmp) {
+  std::lock_guard lock(g_mu);
+  g_tmps.erase(tmp);
+}
+
+// Removes every temporary, then reports `message` and exits: the supervisor
+// that reads the error finds nothing half written. g_mu is held to the end,
+// so no other thread reports or creates a temporary meanwhile.
 [[noreturn]] void fail(const std::string& message) {
-  report("error " + message);
-  std::lock_guard lock(g_mu);                               // held to the end: no other thread reports or renames
-  for (const std::string& t : g_tmps) ::unlink(t.c_str());  // nothing half written is left
+  g_mu.lock();
+  for (const std::string& t : g_tmps) ::unlink(t.c_str());
+  write_line("error " + message);
   std::_Exit(2);
 }
 
@@ -309,11 +323,10 @@ class Fetch {
     remove_stale(local);
     report(fmt::format("fetch {}", i));
     const std::string tmp = fmt::format("{}.tmp.{}", local, ::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = create_tmp(tmp);
     if (fd < 0)
       fail(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", o.url(), tmp,
                        std::strerror(errno)));
-    writing(tmp, true);
     uint64_t done = 0;
     while (done < o.size) {
       if (done) chunk_pause();
@@ -367,7 +380,7 @@ class Fetch {
     if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), local.c_str()) != 0) {
       fail(fmt::format("{}: cannot keep {}: {}", o.url(), local, std::strerror(errno)));
     }
-    writing(tmp, false);
+    kept(tmp);
     report(fmt::format("ready {} 0 {}", i, local));
   }
 

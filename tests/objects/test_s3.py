@@ -77,6 +77,36 @@ class Moto:
             s3.upload_file(path, BUCKET, key)
 
 
+def answering(sock, proc, log):
+    """Waits until tokfeedd answers on `sock`: its socket file appears at
+    bind(), a moment before it accepts."""
+    for _ in range(2400):
+        if os.path.exists(sock):
+            st = subprocess.run([TOKFEEDCTL, "-s", sock, "status", "--json"], capture_output=True, text=True)
+            if st.returncode == 0:
+                return
+        if proc.poll() is not None:
+            raise AssertionError("tokfeedd exited: " + read(log))
+        time.sleep(0.025)
+    raise AssertionError("tokfeedd does not answer on " + sock)
+
+
+class S3Job(Job):
+    def dump(self):
+        with open(self.config + ".log", "w") as log:
+            proc = subprocess.Popen([TOKFEEDD, "--config", self.config], stderr=log)
+            try:
+                answering(self.socket, proc, self.config + ".log")
+                out = subprocess.run([TOKFEEDCTL, "-s", self.socket, "dump", "--rank", "0"], capture_output=True,
+                                     text=True)
+                if out.returncode != 0:
+                    raise AssertionError("dump failed: " + out.stderr + read(self.config + ".log"))
+                return out.stdout
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)
+
+
 @unittest.skipUnless(WITH_ARROW, "tokfeed built without Arrow")
 class S3Test(unittest.TestCase):
     @classmethod
@@ -136,7 +166,7 @@ class S3Test(unittest.TestCase):
 
     def baseline(self, path):
         if path not in self.want:
-            self.want[path] = Job(self.fresh("local-" + str(len(self.want))), dataset(path)).dump()
+            self.want[path] = S3Job(self.fresh("local-" + str(len(self.want))), dataset(path)).dump()
             self.assertGreater(len(self.want[path].splitlines()), 100)
         return self.want[path]
 
@@ -152,31 +182,45 @@ class S3Test(unittest.TestCase):
 
     def test_parquet_glob_equals_local(self):
         tmp = self.fresh("pq")
-        got = Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet")).dump()
+        got = S3Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet")).dump()
         self.assert_same(got, self.local_pq, "s3:// Parquet glob")
         kept = self.objects(os.path.join(tmp, "cache"))
         self.assertEqual(len(kept), 4, kept)  # the four shards, not README.md, no temporary
         self.assertTrue(all(k.endswith(".parquet") for k in kept), kept)
         # A second start reads them from the cache: nothing is fetched again.
-        job = Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet"))
+        job = S3Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet"))
         self.assert_same(job.dump(), self.local_pq, "s3:// Parquet glob, objects cached")
         log = read(job.config + ".log")
         self.assertNotIn("fetching s3://", log)
 
     def test_prefix_and_jsonl_equal_local(self):
-        got = Job(self.fresh("prefix"), dataset(f"s3://{BUCKET}/pq")).dump()
+        got = S3Job(self.fresh("prefix"), dataset(f"s3://{BUCKET}/pq")).dump()
         self.assert_same(got, self.local_pq, "s3:// prefix of Parquet shards")
-        got = Job(self.fresh("jsonl"), dataset(f"s3://{BUCKET}/jsonl/all.jsonl")).dump()
+        got = S3Job(self.fresh("jsonl"), dataset(f"s3://{BUCKET}/jsonl/all.jsonl")).dump()
         self.assert_same(got, self.jsonl, "s3:// JSONL")
-        got = Job(self.fresh("jsonl-gz"), dataset(f"s3://{BUCKET}/jsonl/all.jsonl.gz")).dump()
+        got = S3Job(self.fresh("jsonl-gz"), dataset(f"s3://{BUCKET}/jsonl/all.jsonl.gz")).dump()
         self.assert_same(got, self.jsonl, "s3:// JSONL, gzip")
+
+    def test_objects_count_toward_max_gb(self):
+        # Two jobs share a [cache] dir bounded to a few bytes: the second's
+        # start removes the first's object, never its own.
+        tmp = self.fresh("trim")
+        for url, want in ((f"s3://{BUCKET}/jsonl/all.jsonl", self.jsonl), (f"s3://{BUCKET}/pq/*.parquet", self.local_pq)):
+            job = S3Job(tmp, dataset(url))
+            with open(job.config, "a") as f:
+                f.write("max_gb = 0.000001\n")  # [cache] is the config's last table
+            self.assert_same(job.dump(), want, url)
+        kept = self.objects(os.path.join(tmp, "cache"))
+        self.assertEqual(len(kept), 4, kept)
+        self.assertTrue(all(k.endswith(".parquet") for k in kept), kept)
+        self.assertRegex(read(job.config + ".log"), r"cache trim: removed [0-9a-f]+-all\.jsonl \(")
 
     def test_missing_object_or_bucket_is_named(self):
         tmp = self.fresh("missing")
         for url, want in ((f"s3://{BUCKET}/none/*.parquet", "the glob matches no object"),
                           (f"s3://{BUCKET}/jsonl/nope.jsonl", "no such object or bucket"),
                           ("s3://no-such-bucket/x.jsonl", "no such object or bucket")):
-            r = Job(tmp, dataset(url)).check()
+            r = S3Job(tmp, dataset(url)).check()
             self.assertNotEqual(r.returncode, 0, url)
             self.assertIn(url, r.stderr)
             self.assertIn(want, r.stderr)
@@ -184,7 +228,7 @@ class S3Test(unittest.TestCase):
     def start_slow(self, tmp, retries):
         """tokfeedd over the Parquet glob, fetching 16 KiB at a time with a
         pause; returns it once a shard is half fetched."""
-        job = Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet"))
+        job = S3Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet"))
         env = dict(os.environ, TOKFEED_FAULT_OBJECT_CHUNK="16384:60", TOKFEED_OBJECT_RETRIES=str(retries))
         log = open(job.config + ".log", "w")
         proc = subprocess.Popen([TOKFEEDD, "--config", job.config], stderr=log, env=env)
@@ -254,7 +298,7 @@ class S3Test(unittest.TestCase):
             key = "pq/" + f.split("-", 1)[1]
             self.assertEqual(os.path.getsize(os.path.join(objects, f)), os.path.getsize(self.files[key]), f)
         # The next start fetches the rest and serves the same stream.
-        self.assert_same(Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet")).dump(), self.local_pq,
+        self.assert_same(S3Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet")).dump(), self.local_pq,
                          "s3:// Parquet after a failed start")
 
 
