@@ -80,17 +80,32 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
 
 Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows) {
   const uint64_t t0 = shm::monotonic_ns();
-  // Each dataset's shards, with their sizes as stored (for progress).
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> shards;
+  // Each dataset's shards (as messages name them, the file read, its size as
+  // stored, for progress). Objects in a store are fetched first, into
+  // `[cache] dir/objects/`, and read from there.
+  struct Located {
+    std::string path, local;
+    uint64_t bytes;
+  };
+  std::vector<std::vector<Located>> shards;
   uint64_t on_disk = 0, count = 0;
   for (const DatasetConfig& d : cfg.datasets) {
     auto& list = shards.emplace_back();
+    if (is_object_url(d.path)) {
+      for (FetchedObject& o : fetch_objects(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
+                                            progress ? &progress->cancel : nullptr)) {
+        on_disk += o.size;
+        ++count;
+        list.push_back({std::move(o.url), std::move(o.local), o.size});
+      }
+      continue;
+    }
     for (std::string& p : resolve_shards(d.name, d.path)) {
       struct stat st;
       uint64_t bytes = ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
       on_disk += bytes;
       ++count;
-      list.emplace_back(std::move(p), bytes);
+      list.push_back({p, std::move(p), bytes});
     }
   }
   if (progress) {
@@ -107,7 +122,7 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     info.shards = shards[d].size();
     const std::size_t shards_before = shards_.size();
     uint64_t planned = 0, bad_rows = 0;
-    for (const auto& [path, bytes] : shards[d]) bad_rows += load_shard(cfg, d, path, bytes, progress, check_rows);
+    for (const Located& l : shards[d]) bad_rows += load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
     for (std::size_t s = shards_before; s < shards_.size(); ++s) {
       info.bytes += shards_[s].bytes.size();
       planned += shards_[s].index.valid();
@@ -180,8 +195,8 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
   seconds_ = (shm::monotonic_ns() - t0) / 1e9;
 }
 
-uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
-                             IndexProgress* progress, bool check_rows) {
+uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
+                             uint64_t disk_bytes, IndexProgress* progress, bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
   const text::RecordRules& rules = rules_[d];
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
@@ -200,7 +215,7 @@ uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::str
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
   report.max_row_bytes = cfg.datasets[d].max_record_bytes;
-  s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
+  s.bytes = ShardBytes::open(local, cache ? cfg.cache.dir + "/spool" : "", report);
   std::vector<ColumnarBad> bad_rows;
   if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {
     s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size(), report.max_row_bytes);
