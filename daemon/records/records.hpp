@@ -43,6 +43,12 @@ struct RecordRules {
   // any other record as section 1.
   std::shared_ptr<const ChatSpec> tool_chat;
   bool last_assistant = false;
+  // The supervisor's index (docs/reliability.md): records that `chat` or
+  // `tool_chat` would render are only read (their messages converted), and
+  // rendered later in a forked child; the rest are checked as usual.
+  bool defer_render = false;
+  // Whether a record may need rendering to be judged.
+  bool renders() const { return chat || tool_chat; }
 };
 
 // Parses one record's JSON text into a conversation and checks it against
