@@ -45,6 +45,12 @@ struct RecordRules {
   // tool_chat also takes a record whose message has reasoning (qwen3).
   bool tool_reasoning = false;
   bool last_assistant = false;
+  // The supervisor's index (docs/reliability.md): records that `chat` or
+  // `tool_chat` would render are only read (their messages converted), and
+  // rendered later in a forked child; the rest are checked as usual.
+  bool defer_render = false;
+  // Whether a record may need rendering to be judged.
+  bool renders() const { return chat || tool_chat; }
 };
 
 // Parses one record's JSON text into a conversation and checks it against
