@@ -70,8 +70,10 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.columns = d.columns;
   r.max_bytes = d.max_record_bytes;
   r.chat = cfg.tokenizer.chat;
-  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl))
+  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl)) {
     r.tool_chat = text::builtin_chat_spec(cfg.tokenizer.tmpl, cfg.tokenizer.default_system);
+    r.tool_reasoning = text::builtin_reads_reasoning(cfg.tokenizer.tmpl);
+  }
   r.last_assistant = cfg.batch.last_assistant_only;
   return r;
 }
