@@ -29,7 +29,11 @@ void print_table(const msgpack::object& s) {
              str(d, "config_file"));
   const msgpack::object& ds = find(s, "dataset") ? *find(s, "dataset") : empty;
   const msgpack::object& ix = find(ds, "index") ? *find(ds, "index") : empty;
-  if (str(ds, "state") == "indexing") {
+  const msgpack::object* ob = find(ds, "objects");
+  const bool fetching = ob && !str(*ob, "current").empty();
+  if (str(ds, "state") == "indexing" && fetching) {
+    fmt::print("dataset    {}: fetching its objects (below) before indexing\n", str(ds, "path"));
+  } else if (str(ds, "state") == "indexing") {
     double done = get_num(ix, "bytes_done"), total = get_num(ix, "bytes_total");
     fmt::print("dataset    indexing: shard {}/{}  {:.1f}/{:.1f} MB ({:.1f}%)  {} records  ETA {:.0f} s\n",
                get_int(ix, "shards_done").value_or(0), get_int(ix, "shards_total").value_or(0), done / 1e6, total / 1e6,
@@ -39,7 +43,7 @@ void print_table(const msgpack::object& s) {
                str(ds, "path"), get_int(ds, "records").value_or(0), get_int(ds, "valid").value_or(0),
                get_int(ds, "bad").value_or(0), get_int(ds, "samples_per_epoch").value_or(0), get_num(ix, "seconds"));
   }
-  if (const msgpack::object* ob = find(ds, "objects"); ob && get_int(*ob, "objects_total").value_or(0) > 0) {
+  if (ob && get_int(*ob, "objects_total").value_or(0) > 0) {
     const int64_t n = get_int(*ob, "objects_total").value_or(0), done = get_int(*ob, "objects_done").value_or(0);
     fmt::print("objects    {} {}/{}  {:.1f}/{:.1f} MB  {} reused from the cache  {} retries{}\n",
                done < n ? "fetching" : "fetched", done, n, get_num(*ob, "bytes_done") / 1e6,

@@ -19,9 +19,9 @@ In one run:
        so every object is listed and fetched whole first;
      - s3 warm: the same with the objects already in `[cache] dir/objects`
        (listed, their ETags checked, nothing fetched);
-  3. the fetch alone: the cold start's log line `fetching objects` to the
-     index's end is not separated; the report gives the cold - local
-     difference and the bytes fetched per second over it.
+  3. the fetch alone: the cold start minus the local one, against pyarrow's
+     S3FileSystem reading every object whole into memory, 4 at once, in a
+     fresh process (its import not counted), in the same rounds.
 moto serves from memory over HTTP on loopback: the figures bound tokfeed's
 own overhead (a process, listing, 8 MiB ranged reads, a copy to disk), not a
 real store's latency or bandwidth.
@@ -47,6 +47,25 @@ s3 = boto3.client("s3")
 s3.create_bucket(Bucket="bench")
 for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.parquet"))):
     s3.upload_file(p, "bench", "parquet/" + os.path.basename(p))
+"""
+
+# The peer for the fetch alone: pyarrow's S3FileSystem reading every object
+# whole into memory, 4 at once (as tokfeed's fetcher does), in a fresh process.
+PYARROW_READ = r"""
+import time, sys
+from concurrent.futures import ThreadPoolExecutor
+t0 = time.perf_counter()
+import pyarrow.fs as pafs
+fs, _ = pafs.FileSystem.from_uri("s3://bench")
+t1 = time.perf_counter()
+infos = fs.get_file_info(pafs.FileSelector("bench/parquet"))
+def read(i):
+    with fs.open_input_file(i.path) as f:
+        return len(f.read())
+with ThreadPoolExecutor(4) as ex:
+    n = sum(ex.map(read, infos))
+t2 = time.perf_counter()
+print({"import": t1 - t0, "read": t2 - t1, "bytes": n})
 """
 
 
@@ -131,12 +150,18 @@ def main(argv):
         cache = os.path.join(args.work, "cache")
         url = "s3://bench/parquet/*.parquet"
         res = {"local": [], "s3 cold": [], "s3 warm": []}
+        peer = []
         for rep in range(args.reps):
             # Side by side in each round, so load on the machine hits all three alike.
             res["local"].append(first_batch(bins, args.work, os.path.join(data, "*.parquet"), cache, True))
             res["s3 cold"].append(first_batch(bins, args.work, url, cache, True))
             res["s3 warm"].append(first_batch(bins, args.work, url, cache, False))
-            log(f"round {rep + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in res.items()))
+            p = subprocess.run([args.hf_python, "-c", PYARROW_READ], capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(p.stderr[-3000:])
+            peer.append(eval(p.stdout.strip().splitlines()[-1])["read"])
+            log(f"round {rep + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in res.items()) +
+                f", pyarrow reading the objects {peer[-1]:.2f} s")
     finally:
         moto.kill()
         moto.wait()
@@ -150,7 +175,9 @@ def main(argv):
         print(f"| {k} | {v:.2f} s | {v / best['local']:.2f}x |")
     fetch = best["s3 cold"] - best["local"]
     if fetch > 0:
-        print(f"fetch: {fetch:.2f} s over the local start, {size / 1e6 / fetch:.0f} MB/s")
+        print(f"\nfetch: {fetch:.2f} s over the local start ({size / 1e6 / fetch:.0f} MB/s); pyarrow's S3FileSystem "
+              f"reading the same objects whole, 4 at once: {min(peer):.2f} s ({size / 1e6 / min(peer):.0f} MB/s); "
+              f"ratio {fetch / min(peer):.2f}x")
     shutil.rmtree(os.path.join(args.work, "cache"), ignore_errors=True)
 
 

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fnmatch.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -411,6 +412,21 @@ int object_fetcher_main(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   ::close_range(3, ~0U, 0);  // nothing of the supervisor's but the report (stdout) and the log (stderr)
   ::signal(SIGPIPE, SIG_DFL);
+  // SIGTERM and SIGINT (a stopping supervisor, or its death) are taken by a
+  // thread of their own, which removes the temporaries before the process
+  // ends: blocked here, before any thread starts, so every thread inherits it.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::thread([stop] {
+    int sig = 0;
+    ::sigwait(&stop, &sig);
+    g_mu.lock();  // held to the end, as in fail()
+    for (const std::string& t : g_tmps) ::unlink(t.c_str());
+    std::_Exit(128 + sig);
+  }).detach();
   if (argc != 4) {
     std::fprintf(stderr, "usage: tokfeedd --object-fetcher CACHE_DIR URL (started by tokfeedd itself)\n");
     return 2;

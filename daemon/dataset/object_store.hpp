@@ -15,8 +15,9 @@
 // Invariants.
 // - A file under `objects/` is complete: the fetcher writes a temporary
 //   (`<name>.tmp.<pid>`), checks its size and that the object did not change
-//   (its ETag) while it was read, syncs it and renames it. A fetcher that dies
-//   leaves only a temporary, which the next fetch of that object removes.
+//   (its ETag) while it was read, syncs it and renames it. A fetcher that
+//   fails or gets SIGTERM removes its temporaries; one killed outright
+//   leaves a temporary, which the next fetch of that object removes.
 // - An object's file name is a hash of its URL, ETag and size: an object
 //   rewritten in the store gets a new file, and a file is reused only for the
 //   object it was fetched from.

@@ -274,6 +274,17 @@ class S3Test(unittest.TestCase):
         self.assert_same(out.stdout, self.local_pq, "s3:// Parquet after the server came back")
         self.assertFalse([f for f in os.listdir(objects) if ".tmp." in f])
 
+    def test_stop_while_fetching_leaves_nothing_half_written(self):
+        tmp = self.fresh("stop")
+        job, proc, log, objects = self.start_slow(tmp, retries=2)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+        log.close()
+        self.assertEqual(rc, 0, read(job.config + ".log"))
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertFalse([f for f in os.listdir(objects) if ".tmp." in f], os.listdir(objects))
+
     def test_server_gone_gives_a_clear_error(self):
         tmp = self.fresh("gone")
         job, proc, log, objects = self.start_slow(tmp, retries=2)
