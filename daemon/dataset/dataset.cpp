@@ -267,8 +267,7 @@ void Dataset::finish(const JobConfig& cfg) {
 }
 
 void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
-                         uint64_t disk_bytes,
-                         IndexProgress* progress, bool check_rows) {
+                         uint64_t disk_bytes, IndexProgress* progress, bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
   const text::RecordRules& rules = index_rules_[d];
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
