@@ -308,6 +308,15 @@ void Supervisor::on_sigchld() {
         if (w.pid == pid) w.pid = -1, w.last_exit = describe_exit(status);
       continue;
     }
+    if (record_check_ && !stopping_) {
+      std::vector<std::string> isolated;
+      auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
+      if (record_check_->on_exit(pid, status, fork_fn, isolated)) {
+        for (const std::string& r : isolated) spdlog::error("{}", r);
+        if (record_check_->done()) record_check_done();
+        continue;
+      }
+    }
     if (cache_build_ && !stopping_) {
       std::vector<std::string> isolated;
       auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
@@ -461,7 +470,8 @@ void Supervisor::begin_shutdown(const char* why) {
   index_progress_.cancel.store(true, std::memory_order_relaxed);
   tmpl::cancel_renders();  // a render in the index does not hold the shutdown up
   signals_.cancel();
-  if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
+  if (record_check_) record_check_.reset();  // kills the checking children
+  if (cache_build_) cache_build_.reset();    // kills the builders and removes their parts
   bool any = false;
   for (WorkerSlot& w : workers_) {
     if (w.pid > 0) {
