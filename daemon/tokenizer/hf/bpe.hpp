@@ -58,7 +58,6 @@ class BpeModel {
   const std::string& merge_algorithm() const { return merge_algorithm_; }
   // The heap loop alone, whatever merge_algorithm() says (for tests).
   void tokenize_heap(std::string_view word, std::vector<WordPiece>& out) const { merge_word(word, out); }
-  const LinearBpe* linear() const { return linear_.get(); }
 
  private:
   void merge_word(std::string_view word, std::vector<WordPiece>& out) const;

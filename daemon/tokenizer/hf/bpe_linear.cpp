@@ -1,6 +1,7 @@
 #include "tokenizer/hf/bpe_linear.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace tokfeed::text::hf {
 
@@ -110,7 +111,6 @@ void LinearBpe::add_token(std::string_view bytes, int32_t id) {
     while (edges_[s].key != kNoEdge && edges_[s].key != k) s = (s + 1) & mask_;
     if (edges_[s].key == kNoEdge) {
       edges_[s].key = k;
-      ++node_count_;
       if (i == 0) root_edge_[uint8_t(bytes[0])] = s;
     }
     if (node != kRoot) edges_[node].leaf = false;

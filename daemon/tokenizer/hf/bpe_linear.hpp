@@ -68,7 +68,6 @@ class LinearBpe {
     slot = key << 1 | uint64_t(ok);
     return ok;
   }
-  size_t trie_nodes() const { return node_count_; }
 
  private:
   struct Tree {
@@ -109,7 +108,6 @@ class LinearBpe {
   std::vector<Edge> edges_;
   uint32_t mask_ = 0;
   int shift_ = 0;
-  size_t node_count_ = 0;
   uint32_t root_edge_[256];  // the slot of each first byte's edge
 
   static constexpr int kPairMemoBits = 16;
