@@ -456,7 +456,15 @@ Value eval(Interp& in, const Expr& e) {
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
-      Value subject = reads_type_only(e) ? eval(in, *e.a[0]) : operand(in, *e.a[0]);
+      Value subject;
+      if (!reads_type_only(e)) {
+        subject = operand(in, *e.a[0]);
+      } else if (e.a[0]->kind == EK::kName) {  // `add_generation_prompt is defined` reads no value
+        in.step(e.a[0]->pos);
+        subject = in.lookup(e.a[0]->name);
+      } else {
+        subject = eval(in, *e.a[0]);
+      }
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;

@@ -102,7 +102,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
     FrameGuard guard(in, false);
     if (!items.empty()) completed = loop_body(in, s, items, main);
   }
-  if (main) in.track->loop_ended();
+  if (main) in.track->loop_ended(in);
   if (!completed && s.has_else) {
     FrameGuard else_scope(in, false);
     return exec(in, s.bodies[1]);
@@ -294,6 +294,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);
+          if (in.track) ++in.track->effects;
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
