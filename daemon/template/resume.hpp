@@ -129,6 +129,9 @@ struct Tracker {
   void loop_ended(const Interp& in);
 };
 
+// Whether the render watches what it reads (the hooks' fast test).
+inline bool tracking(const Interp& in) { return in.track && in.track->watching; }
+
 // Sets `in` (top-level variables, output, spans, provenance, steps) to the
 // state the render of messages[:k] with add_generation_prompt = g leaves the
 // main loop in (st.ready[k] says it can).
