@@ -15,10 +15,12 @@
 #include "config/cache_dir.hpp"
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
+#include "dataset/object_store.hpp"
 #include "pipeline/schedule.hpp"
 #include "supervisor/supervisor.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "encode/sample_encoder.hpp"
+#include "cache/record_check.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/segment.hpp"
 #include "dev.hpp"
@@ -64,6 +66,7 @@ int check_config(const std::string& path) {
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
   Dataset data(cfg, nullptr, /*check_rows=*/true);
+  check_records(cfg, data);
   for (std::size_t i = 0; i < data.datasets().size(); ++i) {
     const DatasetInfo& d = data.datasets()[i];
     const bool eval = i >= cfg.train_datasets;
@@ -189,6 +192,9 @@ int check_config(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The object fetcher (dataset/object_store.hpp): this program started again
+  // by the supervisor, so that S3 lives only in a process that never forks.
+  if (argc > 1 && std::string_view(argv[1]) == "--object-fetcher") return tokfeed::object_fetcher_main(argc, argv);
   CLI::App app{"tokfeedd: tokenizes and batches SFT data into shared-memory rings for trainers"};
   std::string config, check, level = "info";
   app.add_option("--config", config, "job config (TOML) to serve");
