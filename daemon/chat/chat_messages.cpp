@@ -67,12 +67,13 @@ std::string tool_call_of(const Value& content, const std::string& where, Value& 
   return {};
 }
 
-// Maps one turn; `role` already read. Appends to `out`.
-std::string add_turn(const Value& turn, std::string role, const std::string& where, const RecordRules& rules,
-                     std::vector<Value>& out) {
-  Value m = Value::new_dict();
-  for (const auto& [k, v] : turn.dict->items) m.dict->set(k, v);
+// Maps one turn, a dict of the record's own (changed in place); `role`
+// already read. Appends to `out`; `mapped` says a tool call was mapped.
+std::string add_turn(Value m, std::string role, const std::string& where, const RecordRules& rules,
+                     std::vector<Value>& out, bool& mapped) {
+  const Value& turn = m;
   if (role == "tool_call" || role == "function_call") {
+    mapped = true;
     Value call;
     const Value* c = turn.dict->find("content");
     if (!c) c = turn.dict->find("value");
@@ -97,7 +98,7 @@ std::string add_turn(const Value& turn, std::string role, const std::string& whe
     return {};
   }
   if (role == "tool_response" || role == "observation") role = "tool";
-  m.dict->set("role", str(role));
+  if (const Value* r = m.dict->find("role"); !(r && r->is_str() && *r->s == role)) m.dict->set("role", str(role));
   placeholders(m, rules);
   out.push_back(alias_reasoning(m));
   return {};
@@ -108,9 +109,12 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
   const std::string name = sharegpt ? "conversations" : "messages";
   if (!list.is_list()) return "field '" + name + "': expected an array";
   std::vector<Value> out;
+  out.reserve(list.list->items.size());
+  bool mapped = false;
+  std::string where;
   for (std::size_t i = 0; i < list.list->items.size(); ++i) {
     const Value& t = list.list->items[i];
-    std::string where = name + "[" + std::to_string(i) + "]";
+    where.assign(name).append("[").append(std::to_string(i)).append("]");
     if (!t.is_dict()) return "field '" + where + "': expected an object";
     const Value* role = t.dict->find(sharegpt ? "from" : "role");
     if (!role || role->is_none()) return "field '" + where + (sharegpt ? ".from" : ".role") + "' is missing";
@@ -125,12 +129,13 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
         if (k == "from") continue;
         m.dict->set(k == "value" ? "content" : k, v);
       }
-      if (auto e = add_turn(m, r, where, rules, out); !e.empty()) return e;
-    } else if (auto e = add_turn(t, r, where, rules, out); !e.empty()) {
+      if (auto e = add_turn(m, r, where, rules, out, mapped); !e.empty()) return e;
+    } else if (auto e = add_turn(t, r, where, rules, out, mapped); !e.empty()) {
       return e;
     }
   }
   for (Value& m : out) {
+    if (!mapped) break;
     auto& items = m.dict->items;
     items.erase(std::remove_if(items.begin(), items.end(), [](const auto& kv) { return kv.first == "\x01mapped"; }),
                 items.end());

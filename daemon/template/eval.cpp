@@ -20,6 +20,11 @@ Value Interp::lookup(std::string_view name) {
   return Value::undefined(std::string(name));
 }
 
+void Interp::step_failed() const {
+  if (steps > max_steps) throw Error(step_error());
+  throw Error("the daemon is stopping");
+}
+
 namespace {
 
 [[noreturn]] void type_error(const char* op, const Value& a, const Value& b) {
@@ -237,7 +242,7 @@ Value call_value(Interp& in, const Value& f, Args& args, const std::string& what
 // An operand read as a whole (resume.hpp: a read the prefixes may see differently).
 Value operand(Interp& in, const Expr& e) {
   Value v = eval(in, e);
-  if (in.track) in.track->operand(v);
+  if (tracking(in)) in.track->operand(v);
   return v;
 }
 
@@ -255,7 +260,7 @@ bool reads_type_only(const Expr& e) {
 
 // A value tested for truth.
 const Value& truth(Interp& in, const Value& v) {
-  if (in.track) in.track->truth(v);
+  if (tracking(in)) in.track->truth(v);
   return v;
 }
 
@@ -385,7 +390,7 @@ Value eval(Interp& in, const Expr& e) {
   switch (e.kind) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
-      if (in.track && e.name == "add_generation_prompt") in.track->spoil_all(2);
+      if (tracking(in) && e.name == "add_generation_prompt") in.track->spoil_all(2);
       return in.lookup(e.name);
     case EK::kList:
     case EK::kTuple: {
@@ -404,14 +409,14 @@ Value eval(Interp& in, const Expr& e) {
     }
     case EK::kAttr: {
       Value obj = eval(in, *e.a[0]);
-      if (in.track) in.track->attr(obj, e.name);
+      if (tracking(in)) in.track->attr(obj, e.name);
       in.pos = e.pos;
       return get_attr(obj, e.name);
     }
     case EK::kItem: {
       Value obj = eval(in, *e.a[0]);
       Value key = operand(in, *e.a[1]);
-      if (in.track) in.track->item(obj, key);
+      if (tracking(in)) in.track->item(obj, key);
       in.pos = e.pos;
       return get_item(obj, key);
     }
@@ -421,7 +426,7 @@ Value eval(Interp& in, const Expr& e) {
       for (int k = 0; k < 3; ++k)
         if (e.a[1 + k]) parts[k] = operand(in, *e.a[1 + k]);
       in.pos = e.pos;
-      if (!in.track) return slice(obj, parts[0], parts[1], parts[2]);
+      if (!tracking(in)) return slice(obj, parts[0], parts[1], parts[2]);
       Value out = slice(obj, parts[0], parts[1], parts[2]);
       in.track->slice(obj, parts[0], parts[1], parts[2], out);
       return out;
@@ -431,7 +436,7 @@ Value eval(Interp& in, const Expr& e) {
       Args args;
       if (callee.kind == EK::kAttr) {
         Value obj = eval(in, *callee.a[0]);
-        if (in.track) in.track->attr(obj, callee.name);
+        if (tracking(in)) in.track->attr(obj, callee.name);
         eval_args(in, e, 1, args);
         in.pos = e.pos;
         if (obj.is_undefined()) check_defined(obj);
@@ -456,7 +461,15 @@ Value eval(Interp& in, const Expr& e) {
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
-      Value subject = reads_type_only(e) ? eval(in, *e.a[0]) : operand(in, *e.a[0]);
+      Value subject;
+      if (!reads_type_only(e)) {
+        subject = operand(in, *e.a[0]);
+      } else if (e.a[0]->kind == EK::kName) {  // `add_generation_prompt is defined` reads no value
+        in.step(e.a[0]->pos);
+        subject = in.lookup(e.a[0]->name);
+      } else {
+        subject = eval(in, *e.a[0]);
+      }
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;

@@ -79,7 +79,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   if (seq.is_none() || seq.kind == Kind::kInt || seq.kind == Kind::kFloat || seq.kind == Kind::kBool ||
       seq.kind == Kind::kFunc)
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
-  const bool main = in.track && in.track->enter_loop(in, s, seq);
+  const bool main = tracking(in) && in.track->enter_loop(in, s, seq);
   std::vector<Value> all = iterate(seq);
   std::vector<Value> items;
   if (s.exprs[1]) {
@@ -88,7 +88,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
       in.step(s.pos);
       assign_targets(in, s.targets, v);
       Value keep = eval(in, *s.exprs[1]);
-      if (in.track) in.track->truth(keep);
+      if (tracking(in)) in.track->truth(keep);
       if (truthy(keep)) items.push_back(std::move(v));
     }
   } else {
@@ -102,7 +102,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
     FrameGuard guard(in, false);
     if (!items.empty()) completed = loop_body(in, s, items, main);
   }
-  if (main) in.track->loop_ended();
+  if (main) in.track->loop_ended(in);
   if (!completed && s.has_else) {
     FrameGuard else_scope(in, false);
     return exec(in, s.bodies[1]);
@@ -258,7 +258,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
       case SK::kText: write(in, s.text); break;
       case SK::kOutput: {
         Value v = eval(in, *s.exprs[0]);
-        if (in.track) in.track->operand(v);
+        if (tracking(in)) in.track->operand(v);
         if (v.is_str()) write(in, *v.s);
         else write(in, to_str(v));
         break;
@@ -267,7 +267,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         std::size_t k = 0;
         for (; k < s.exprs.size(); ++k) {
           Value c = eval(in, *s.exprs[k]);
-          if (in.track) in.track->truth(c);
+          if (tracking(in)) in.track->truth(c);
           if (truthy(c)) break;
         }
         if (k < s.bodies.size()) {
@@ -283,7 +283,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
       }
       case SK::kSet: {
         Value v = eval(in, *s.exprs[0]);
-        if (in.track) {
+        if (tracking(in)) {
           if (!s.text.empty() || s.targets.size() != 1) in.track->operand(v);
           if (!s.text.empty()) in.track->stored(v);
           if (s.text.empty() && in.frames.size() == 1 && s.targets[0] == "add_generation_prompt") in.track->spoil_all();
@@ -294,6 +294,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);
+          if (tracking(in)) ++in.track->effects;
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
@@ -344,7 +345,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         Args args;
         for (std::size_t k = 1; k < call.a.size(); ++k) args.pos.push_back(eval(in, *call.a[k]));
         for (const auto& [name, x] : call.kw) args.kw.emplace_back(name, eval(in, *x));
-        if (in.track) {
+        if (tracking(in)) {
           for (const Value& v : args.pos) in.track->operand(v);
           for (const auto& [name, v] : args.kw) in.track->operand(v);
         }

@@ -58,9 +58,11 @@ struct Interp {
 
   void step(Pos p) {
     pos = p;
-    if (++steps > max_steps) throw Error(step_error());
-    if ((steps & 1023) == 0 && render_cancel.load(std::memory_order_relaxed)) throw Error("the daemon is stopping");
+    if (++steps > max_steps || ((steps & 1023) == 0 && render_cancel.load(std::memory_order_relaxed))) [[unlikely]]
+      step_failed();
   }
+  // Throws what stops the render at this step: the budget, or cancel_renders().
+  [[noreturn]] void step_failed() const;
   std::string step_error() const {
     return "the template ran past its step budget of " + std::to_string(max_steps) +
            " steps (raise [tokenizer] template_max_steps if the template is legitimately long)";

@@ -14,6 +14,7 @@ Value from_json(simdjson::dom::element e) {
     case element_type::ARRAY: {
       std::vector<Value> items;
       simdjson::dom::array arr = e.get_array().value_unsafe();
+      items.reserve(arr.size());
       for (simdjson::dom::element x : arr) items.push_back(from_json(x));
       return Value::new_list(std::move(items));
     }
@@ -21,6 +22,7 @@ Value from_json(simdjson::dom::element e) {
       Value d = Value::new_dict();
       // Python's json.loads keeps the last of duplicate keys, at the first one's place.
       simdjson::dom::object obj = e.get_object().value_unsafe();
+      d.dict->items.reserve(obj.size());
       for (simdjson::dom::key_value_pair kv : obj) {
         if (kv.key.starts_with('\x01')) d.dict->set(str_key(kv.key), from_json(kv.value));
         else d.dict->set(kv.key, from_json(kv.value));

@@ -12,23 +12,24 @@ namespace {
 bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
 int64_t as_int(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
 
-// Whether `v` holds an object a render mutates (a namespace, an iterator
-// that iterating uses up) or a function (which may close over a loop's
-// variables); with `functions_only`, a function alone. `left` bounds the
-// walk: past it, the answer is yes.
-bool holds_mutable(const Value& v, int& left, bool functions_only = false) {
+enum Reach : int { kFunctions = 1, kNamespaces = 2, kIterators = 4, kMutable = 7 };
+
+// Whether `v` holds what `what` names: a function (which may close over a
+// loop's variables), a namespace, an iterator (which iterating uses up).
+// `left` bounds the walk: past it, the answer is yes.
+bool holds(const Value& v, int& left, int what = kMutable) {
   if (--left < 0) return true;
   switch (v.kind) {
-    case Kind::kFunc: return true;
+    case Kind::kFunc: return what & kFunctions;
     case Kind::kList:
-      if (v.gen && !functions_only) return true;
+      if (v.gen && (what & kIterators)) return true;
       for (const Value& x : v.list->items)
-        if (holds_mutable(x, left, functions_only)) return true;
+        if (holds(x, left, what)) return true;
       return false;
     case Kind::kDict:
-      if (v.ns && !functions_only) return true;
+      if (v.ns && (what & kNamespaces)) return true;
       for (const auto& [k, x] : v.dict->items)
-        if (holds_mutable(x, left, functions_only)) return true;
+        if (holds(x, left, what)) return true;
       return false;
     default: return false;
   }
@@ -152,7 +153,7 @@ void Tracker::slice(const Value& obj, const Value& start, const Value& stop, con
 void Tracker::stored(const Value& v) {
   if (!watching) return;
   int left = 256;
-  if (watched(v) || holds_mutable(v, left, true)) spoil_all();
+  if (watched(v) || holds(v, left, kFunctions)) spoil_all();
 }
 
 namespace {
@@ -188,36 +189,77 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   }
   main = &s;
   offset = static_cast<std::size_t>(o);
-  state->path = std::move(path);
+  MainLoop& m = state->loops.emplace_back();
+  m.path = std::move(path);
   // Inside the loop, top-level variables change only through the objects
   // they hold: those the points copy.
-  state->top = in.frames[0].vars;
-  state->top_capacity = in.frames[0].vars.capacity();
-  for (std::size_t i = 0; i < state->top.size(); ++i) {
-    const Value& v = state->top[i].second;
+  m.top = in.frames[0].vars;
+  m.top_capacity = in.frames[0].vars.capacity();
+  Pass& pass = passes.emplace_back();
+  pass.offset = offset;
+  for (std::size_t i = 0; i < m.top.size(); ++i) {
+    const Value& v = m.top[i].second;
     if (i < vars->size()) {
       const Value& given = (*vars)[i].second;
       if (v.kind == given.kind && v.list == given.list && v.dict == given.dict && v.fn == given.fn) continue;
     }
     int left = 4096;
-    if (holds_mutable(v, left)) state->held.push_back(i);
+    if (holds(v, left)) m.held.push_back(i);
+    left = 4096;
+    pass.iterators = pass.iterators || holds(v, left, kIterators);
   }
   return true;
 }
 
+namespace {
+
+// Whether the iteration that started at `pass.output`/`pass.effects`
+// changed what later statements see.
+bool changed_since(const Tracker& t, const Tracker::Pass& pass, const Interp& in) {
+  return pass.iterators || in.root->size() != pass.output || t.effects != pass.effects;
+}
+
+}  // namespace
+
+void Tracker::loop_ended(const Interp& in) {
+  Pass& pass = passes.back();
+  if (!pass.starts.empty() && changed_since(*this, pass, in)) pass.changed = cur;
+  pass.end = in.steps;
+  // A later main loop's prefixes ran this one's iterations before message
+  // k alone: k must not exceed a message whose iteration changed anything.
+  for (int64_t k = 0; k <= pass.changed && k <= static_cast<int64_t>(n); ++k) clean[static_cast<std::size_t>(k)] = 0;
+  main = nullptr;
+  loop = nullptr;
+  cur = -1;
+  settle();
+}
+
 void Tracker::iteration(const Interp& in, std::size_t k) {
+  Pass& pass = passes.back();
+  if (!pass.starts.empty() && changed_since(*this, pass, in)) pass.changed = cur;
+  pass.starts.push_back(in.steps);
+  pass.output = in.root->size();
+  pass.effects = effects;
   if (!watching) return;
   if (k <= n && (want[k] & clean[k])) {
     ResumePoint& p = state->points[k];
+    p = ResumePoint();
     p.taken = true;
+    p.loop = state->loops.size() - 1;
     p.output = in.root->size();
     p.capacity = in.root->capacity();
     p.pieces = in.provenance ? in.provenance->pieces.size() : 0;
     p.generation = in.generation ? in.generation->size() : 0;
+    // The prefix runs each earlier main loop's iterations up to message k.
     p.steps = in.steps;
+    for (std::size_t i = 0; i + 1 < passes.size(); ++i) {
+      const std::size_t j = k > passes[i].offset ? k - passes[i].offset : 0;
+      if (j < passes[i].starts.size()) p.steps -= passes[i].end - passes[i].starts[j];
+    }
     if (in.provenance) p.seen = in.provenance->seen;
     Memo memo;
-    for (std::size_t i : state->held) p.mutable_.push_back(copy_mutable(state->top[i].second, memo, state->copies));
+    const MainLoop& m = state->loops.back();
+    for (std::size_t i : m.held) p.mutable_.push_back(copy_mutable(m.top[i].second, memo, state->copies));
     state->ready[k] = want[k] & clean[k];
   }
   cur = static_cast<int64_t>(k);
@@ -226,12 +268,13 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
 
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
   const ResumePoint& p = st.points[k];
+  const MainLoop& main = st.loops[p.loop];
   auto& vars = in.frames[0].vars;
-  vars.reserve(st.top_capacity);  // to grow as the full render's do
-  vars = st.top;
+  vars.reserve(main.top_capacity);  // to grow as the full render's do
+  vars = main.top;
   Memo memo;
-  for (std::size_t j = 0; j < st.held.size(); ++j)
-    vars[st.held[j]].second = copy_mutable(p.mutable_[j], memo, in.namespaces);
+  for (std::size_t j = 0; j < main.held.size(); ++j)
+    vars[main.held[j]].second = copy_mutable(p.mutable_[j], memo, in.namespaces);
   // messages[o:] becomes messages[:k][o:], one list for each.
   const auto& all = st.lists.front().first.list->items;
   std::vector<Value> lists;
@@ -255,12 +298,16 @@ void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
     pieces.assign(st.full_pieces.begin(), st.full_pieces.begin() + static_cast<std::ptrdiff_t>(p.pieces));
     if (!pieces.empty()) pieces.back().end = std::min(pieces.back().end, p.output);
     in.provenance->seen = p.seen;
+    // An earlier main loop bound its iterations to every message; the
+    // prefix's, to its own.
+    for (std::size_t m = k; m < in.provenance->seen.size(); ++m) in.provenance->seen[m] = 0;
   }
 }
 
-Flow run_after_loop(Interp& in, const ResumeState& st) {
-  for (std::size_t level = st.path.size(); level-- > 0;) {
-    Flow f = exec(in, *st.path[level].first, st.path[level].second + 1);
+Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k) {
+  const auto& path = st.loops[st.points[k].loop].path;
+  for (std::size_t level = path.size(); level-- > 0;) {
+    Flow f = exec(in, *path[level].first, path[level].second + 1);
     if (f != Flow::kNormal) return f;
   }
   return Flow::kNormal;

@@ -26,9 +26,10 @@
 
 namespace tokfeed::tmpl {
 
-// The state at the start of the main loop's iteration over message k.
+// The state at the start of a main loop's iteration over message k.
 struct ResumePoint {
   bool taken = false;
+  std::size_t loop = 0;         // which main loop (ResumeState::loops)
   std::size_t output = 0;       // bytes of F written before it
   std::size_t capacity = 0;     // the output's capacity then (its growth is counted in steps)
   std::size_t pieces = 0;       // provenance pieces that start before it
@@ -38,14 +39,19 @@ struct ResumePoint {
   std::vector<Value> mutable_;  // copies of the top-level values that hold mutable objects, by `held` index
 };
 
-struct ResumeState {
-  // What the render needs to resume: the statements around the main loop,
-  // innermost last (a body and the loop's or enclosing `if`'s index in it).
+// A main loop: what the render needs to resume after it.
+struct MainLoop {
+  // The statements around it, innermost last (a body and the loop's or
+  // enclosing `if`'s index in it).
   std::vector<std::pair<const Body*, std::size_t>> path;
-  Vars top;                       // the top-level variables at the main loop's start
+  Vars top;                       // the top-level variables at its start
   std::size_t top_capacity = 0;   // their vector's capacity then (its growth is counted in steps)
   std::vector<std::size_t> held;  // which of them hold a namespace or an iterator
-  std::size_t messages_var = 0;   // where `messages` and add_generation_prompt are in the render's vars
+};
+
+struct ResumeState {
+  std::vector<MainLoop> loops;
+  std::size_t messages_var = 0;  // where `messages` and add_generation_prompt are in the render's vars
   std::size_t prompt_var = 0;
   std::vector<std::pair<Value, std::size_t>> lists;  // messages[o:] as read (the list, o)
   std::string full;                                  // F
@@ -64,13 +70,27 @@ struct Tracker {
   std::size_t n = 0;              // messages
   std::vector<uint8_t> want;      // per k: 1: render(messages[:k], false), 2: render(messages[:k], true)
   std::vector<uint8_t> clean;     // per k: which of those still run as F does
-  int64_t cur = -1;               // resume points are taken for k <= cur
-  bool watching = true;           // false once the main loop has ended (nothing after it matters)
-  const Stmt* main = nullptr;     // the main loop
+  int64_t cur = -1;               // in a main loop: resume points are taken for k <= cur
+  bool watching = true;           // false once no wanted prefix is left to resume
+  const Stmt* main = nullptr;     // the main loop running
   const DictObj* loop = nullptr;  // its `loop`
   std::size_t offset = 0;         // it iterates messages[offset:]
-  const Vars* vars = nullptr;     // the render's own variables
-  ResumeState* state = nullptr;   // its `lists`: messages and the slices messages[o:] read (kept alive)
+  // Every main loop may be followed by another, which the prefixes reach
+  // having run the first one's iterations before message k only: those
+  // after must change nothing (the output, a namespace, an iterator).
+  uint64_t effects = 0;  // namespace attributes set
+  struct Pass {          // a main loop that has run, or runs
+    std::size_t offset = 0;
+    std::vector<uint64_t> starts;  // steps at each iteration's start
+    uint64_t end = 0;              // steps at its end
+    bool iterators = false;        // the top-level variables reach an iterator (an iteration may use one up)
+    int64_t changed = -1;          // the last message whose iteration changed something
+    std::size_t output = 0;        // the output's size and the namespace sets at the iteration's start
+    uint64_t effects = 0;
+  };
+  std::vector<Pass> passes;
+  const Vars* vars = nullptr;    // the render's own variables
+  ResumeState* state = nullptr;  // its `lists`: messages and the slices messages[o:] read (kept alive)
 
   // The offset of `l` if it is messages[o:], else -1.
   int64_t offset_of(const ListObj* l) const {
@@ -102,18 +122,21 @@ struct Tracker {
   // A value stored where the resume point cannot see it (a namespace
   // attribute): spoils when it may hold the loop or a macro's closure.
   void stored(const Value& v);
-  // `{% for %}` over `seq`: whether it is the main loop.
+  // `{% for %}` over `seq`: whether it is a main loop.
   bool enter_loop(const Interp& in, const Stmt& s, const Value& seq);
   // The main loop's iteration over message k starts.
   void iteration(const Interp& in, std::size_t k);
-  void loop_ended() { watching = false; }
+  void loop_ended(const Interp& in);
 };
+
+// Whether the render watches what it reads (the hooks' fast test).
+inline bool tracking(const Interp& in) { return in.track && in.track->watching; }
 
 // Sets `in` (top-level variables, output, spans, provenance, steps) to the
 // state the render of messages[:k] with add_generation_prompt = g leaves the
 // main loop in (st.ready[k] says it can).
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in);
-// Runs the statements after the main loop.
-Flow run_after_loop(Interp& in, const ResumeState& st);
+// Runs the statements after the main loop that st.points[k] is in.
+Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k);
 
 }  // namespace tokfeed::tmpl

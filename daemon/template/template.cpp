@@ -188,7 +188,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
   if (const RecordScope* rec = tl_record; rec && rec->used_ + st.points[k].steps >= rec->max_steps_) return {};
   return RenderRunner::run(
       limits, generation, provenance, [&](Interp& in) { restore(st, k, g, in); },
-      [&](Interp& in) { run_after_loop(in, st); });
+      [&](Interp& in) { run_after_loop(in, st, k); });
 }
 
 int64_t Provenance::index_of(const DictObj* d) const {

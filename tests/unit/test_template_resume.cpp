@@ -155,6 +155,31 @@ TEST_CASE("resume: the loop over messages[1:], inside an if, after a system mess
   CHECK(ready_for(src, sys) == "1-1+2-2+3-3+");
 }
 
+TEST_CASE("resume: a loop that scans the messages before the one that renders them") {
+  const char* scan =
+      "{% set ns = namespace(sys='', n=0) %}{% for m in messages %}{% if m.role == 'system' %}"
+      "{% set ns.sys = m.content %}{% endif %}{% endfor %}[{{ ns.sys }}]"
+      "{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.content }}{% endfor %}{{ ns.n }}"
+      "{% if add_generation_prompt %}G{% endif %}";
+  CHECK(ready_for(scan, R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
+                           {"role": "assistant", "content": "b"}])") == "0-0+1-1+2-2+");
+  // The system message later on: the prefixes before it resume after the scan.
+  CHECK(ready_for(scan, R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                           {"role": "system", "content": "s"}, {"role": "user", "content": "c"}])") ==
+        "0-0+1-1+2-2+3-3+");
+  // A scan that writes, reads the last message, uses up an iterator.
+  CHECK(ready_for("{% for m in messages %}{{ m.role[0] }}{% endfor %}|{% for m in messages %}{{ m.content }}"
+                  "{% endfor %}{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  CHECK(ready_for("{% set ns = namespace(l='') %}{% for m in messages %}{% if loop.last %}{% set ns.l = m.content %}"
+                  "{% endif %}{% endfor %}{% for m in messages %}{{ m.content }}{{ ns.l }}{% endfor %}",
+                  kFour) == "0-0+");
+  CHECK(
+      ready_for("{% set it = ['x', 'y', 'z', 'w'] | map('upper') %}{% for m in messages %}{% for v in it %}"
+                "{% break %}{% endfor %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}{{ it | list }}",
+                kFour) == "0-0+1-1+2-2+3-3+");
+}
+
 TEST_CASE("resume: loops it cannot resume render in full") {
   // A second loop over the messages runs in full after the first.
   CHECK(ready_for("{% for m in messages %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) ==
