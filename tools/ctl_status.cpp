@@ -39,6 +39,14 @@ void print_table(const msgpack::object& s) {
                str(ds, "path"), get_int(ds, "records").value_or(0), get_int(ds, "valid").value_or(0),
                get_int(ds, "bad").value_or(0), get_int(ds, "samples_per_epoch").value_or(0), get_num(ix, "seconds"));
   }
+  if (const msgpack::object* ob = find(ds, "objects"); ob && get_int(*ob, "objects_total").value_or(0) > 0) {
+    const int64_t n = get_int(*ob, "objects_total").value_or(0), done = get_int(*ob, "objects_done").value_or(0);
+    fmt::print("objects    {} {}/{}  {:.1f}/{:.1f} MB  {} reused from the cache  {} retries{}\n",
+               done < n ? "fetching" : "fetched", done, n, get_num(*ob, "bytes_done") / 1e6,
+               get_num(*ob, "bytes_total") / 1e6, get_int(*ob, "objects_reused").value_or(0),
+               get_int(*ob, "retries").value_or(0), str(*ob, "current").empty() ? "" : "  now " + str(*ob, "current"));
+    if (std::string r = str(*ob, "last_retry"); !r.empty()) fmt::print("           last retry: {}\n", r);
+  }
   if (const msgpack::object* list = find(ds, "datasets");
       list && list->type == msgpack::type::ARRAY &&
       (list->via.array.size > 1 || get_int(ds, "eval_samples").value_or(0) > 0)) {

@@ -76,6 +76,14 @@ TrimReport trim_cache(const std::string& dir, uint64_t max_bytes, const std::vec
       if (!e.files.empty()) entries.push_back(std::move(e));
     }
   }
+  // Objects fetched from a store (dataset/object_store.hpp); not those being
+  // written.
+  for (const std::string& name : listing(dir + "/objects")) {
+    if (name.find(".tmp.") != std::string::npos) continue;
+    Entry e;
+    add_file(e, dir + "/objects/" + name);
+    if (!e.files.empty()) entries.push_back(std::move(e));
+  }
 
   TrimReport r;
   for (Entry& e : entries) {

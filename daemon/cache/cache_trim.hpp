@@ -21,8 +21,9 @@ void mark_used(const std::vector<std::string>& files);
 // Removes whole entries of the cache directory `dir`, least recently used
 // first (the latest access or modification time of its files), until the
 // rest take at most `max_bytes`. An entry is a token store (`<key>.idx`,
-// `<key>.bin`, `<key>.lock`, `<key>.use`), a saved shard index (`index/*.tfx`) or a
-// decompressed spool (`spool/*.jsonl`). Never removed: the entries holding
+// `<key>.bin`, `<key>.lock`, `<key>.use`), a saved shard index (`index/*.tfx`), a
+// decompressed spool (`spool/*.jsonl`) or an object fetched from a store
+// (`objects/*`). Never removed: the entries holding
 // one of `keep`, temporaries being written (`*.tmp.*`), a token store that a
 // daemon is building (it holds `.lock`) or serving (it holds `.use`), and
 // files it does not know.

@@ -221,8 +221,10 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   DatasetConfig d;
   d.name = s.str("path", "");
   if (d.name.empty()) s.fail("path", "a path is required: a file, a glob or a directory of shards");
-  d.path = resolve(file, d.name);
-  if (d.path.find_first_of("*?[") == std::string::npos) {
+  // An object store's URL (s3://) is listed when the datasets are indexed.
+  const bool object = d.name.starts_with("s3://");
+  d.path = object ? d.name : resolve(file, d.name);
+  if (!object && d.path.find_first_of("*?[") == std::string::npos) {
     struct stat st;
     if (stat(d.path.c_str(), &st) != 0) s.fail("path", "file not found: " + d.path);
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) s.fail("path", "not a regular file or a directory: " + d.path);

@@ -70,24 +70,41 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.columns = d.columns;
   r.max_bytes = d.max_record_bytes;
   r.chat = cfg.tokenizer.chat;
-  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl))
+  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl)) {
     r.tool_chat = text::builtin_chat_spec(cfg.tokenizer.tmpl, cfg.tokenizer.default_system);
+    r.tool_reasoning = text::builtin_reads_reasoning(cfg.tokenizer.tmpl);
+  }
   r.last_assistant = cfg.batch.last_assistant_only;
   return r;
 }
 
 Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows) : t0_(shm::monotonic_ns()) {
-  // Each dataset's shards, with their sizes as stored (for progress).
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> shards;
+  // Each dataset's shards (as messages name them, the file read, its size as
+  // stored, for progress). Objects in a store are fetched first, into
+  // `[cache] dir/objects/`, and read from there.
+  struct Located {
+    std::string path, local;
+    uint64_t bytes;
+  };
+  std::vector<std::vector<Located>> shards;
   uint64_t on_disk = 0, count = 0;
   for (const DatasetConfig& d : cfg.datasets) {
     auto& list = shards.emplace_back();
+    if (is_object_url(d.path)) {
+      for (FetchedObject& o : fetch_objects(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
+                                            progress ? &progress->cancel : nullptr)) {
+        on_disk += o.size;
+        ++count;
+        list.push_back({std::move(o.url), std::move(o.local), o.size});
+      }
+      continue;
+    }
     for (std::string& p : resolve_shards(d.name, d.path)) {
       struct stat st;
       uint64_t bytes = ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
       on_disk += bytes;
       ++count;
-      list.emplace_back(std::move(p), bytes);
+      list.push_back({p, std::move(p), bytes});
     }
   }
   if (progress) {
@@ -100,7 +117,7 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     index_rules_.back().defer_render = rules_.back().renders();
   }
   for (std::size_t d = 0; d < cfg.datasets.size(); ++d)
-    for (const auto& [path, bytes] : shards[d]) load_shard(cfg, d, path, bytes, progress, check_rows);
+    for (const Located& l : shards[d]) load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
   if (!pending()) finish(cfg);
 }
 
@@ -249,7 +266,8 @@ void Dataset::finish(const JobConfig& cfg) {
   seconds_ = (shm::monotonic_ns() - t0_) / 1e9;
 }
 
-void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
+void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
+                         uint64_t disk_bytes,
                          IndexProgress* progress, bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
   const text::RecordRules& rules = index_rules_[d];
@@ -269,7 +287,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
   report.max_row_bytes = dc.max_record_bytes;
-  s.bytes = ShardBytes::open(path, cache ? cfg.cache.dir + "/spool" : "", report);
+  s.bytes = ShardBytes::open(local, cache ? cfg.cache.dir + "/spool" : "", report);
   // The name comes from the full rules: a saved index holds every verdict.
   s.index_name = index_name(s.bytes, rules_[d]);
   if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {

@@ -24,6 +24,7 @@
 #include "dataset/columnar_source.hpp"
 #include "dataset/dataset_error.hpp"
 #include "dataset/mixture.hpp"
+#include "dataset/object_store.hpp"
 #include "dataset/shard_index.hpp"
 #include "dataset/shard_source.hpp"
 #include "records/records.hpp"
@@ -61,6 +62,8 @@ struct IndexProgress {
   std::atomic<bool> cancel{false};
   // Test-only fault hook (TOKFEED_FAULT_HOOKS): every chunk waits this long.
   uint32_t slow_chunk_ms = 0;
+  // Objects of s3:// datasets, fetched before they are indexed.
+  ObjectProgress objects;
 };
 
 // The rules a dataset's records are checked against (its format, columns and
@@ -186,9 +189,10 @@ class Dataset {
   const Shard& shard_of(uint64_t i) const;
   // The text of row `row` of columnar shard `s`, kept per thread.
   const RowText& row_text(const Shard& s, uint64_t row) const;
-  // `disk_bytes`: the file's size as stored, which progress counts.
-  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, uint64_t disk_bytes,
-                  IndexProgress* progress, bool check_rows);
+  // `path`: the shard as messages name it (an object's URL); `local`: the
+  // file read. `disk_bytes`: the file's size as stored, which progress counts.
+  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
+                  uint64_t disk_bytes, IndexProgress* progress, bool check_rows);
   // A Parquet or Arrow shard, into `s`: its layout, and its rows checked
   // when its dataset fails on bad records or `check_rows` (under "skip" a
   // bad row is only reported).

@@ -15,6 +15,7 @@
 #include "config/cache_dir.hpp"
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
+#include "dataset/object_store.hpp"
 #include "pipeline/schedule.hpp"
 #include "supervisor/supervisor.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -191,6 +192,9 @@ int check_config(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The object fetcher (dataset/object_store.hpp): this program started again
+  // by the supervisor, so that S3 lives only in a process that never forks.
+  if (argc > 1 && std::string_view(argv[1]) == "--object-fetcher") return tokfeed::object_fetcher_main(argc, argv);
   CLI::App app{"tokfeedd: tokenizes and batches SFT data into shared-memory rings for trainers"};
   std::string config, check, level = "info";
   app.add_option("--config", config, "job config (TOML) to serve");

@@ -81,6 +81,7 @@ Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.eval.enabled()) eval_cfg_ = eval_job(cfg_);
   acquire_instance_locks();
   tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
+  spdlog::info("tokenizer {}: {}", cfg_.tokenizer.path, tok_->engine());
   cpu_plan_ = plan_cpus(cfg_);
   for (const auto& r : cpu_plan_.per_rank) builder_cpus_.insert(builder_cpus_.end(), r.begin(), r.end());
   std::sort(builder_cpus_.begin(), builder_cpus_.end());

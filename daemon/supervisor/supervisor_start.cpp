@@ -122,6 +122,7 @@ std::string Supervisor::index_line() const {
         rate > 0 ? (total - done) / rate : 0);
   }
   const IndexProgress& p = index_progress_;
+  if (std::string f = fetch_line(p.objects); !f.empty()) return f;  // s3:// objects come first
   double seconds = (shm::monotonic_ns() - start_ns_) / 1e9;
   uint64_t done = p.bytes_done.load(std::memory_order_relaxed), total = p.bytes_total.load(std::memory_order_relaxed);
   double rate = seconds > 0 ? done / seconds : 0;

@@ -22,6 +22,21 @@ void kv(Packer& pk, const char* key, const T& value) {
 
 uint64_t load(const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); }
 
+// "objects": the fetch of s3:// datasets' objects (all 0 without them).
+void pack_objects(Packer& pk, const ObjectProgress& o) {
+  pk.pack("objects");
+  pk.pack_map(8);
+  kv(pk, "objects_total", load(o.objects_total));
+  kv(pk, "objects_done", load(o.objects_done));
+  kv(pk, "objects_reused", load(o.objects_reused));
+  kv(pk, "bytes_total", load(o.bytes_total));
+  kv(pk, "bytes_done", load(o.bytes_done));
+  kv(pk, "retries", load(o.retries));
+  std::lock_guard lock(o.mu);
+  kv(pk, "current", o.current);
+  kv(pk, "last_retry", o.last_retry);
+}
+
 }  // namespace
 
 std::string Supervisor::summary_line() {
@@ -47,7 +62,7 @@ std::string Supervisor::summary_line() {
 void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   const IndexProgress& ip = index_progress_;
   pk.pack("dataset");
-  pk.pack_map(14);
+  pk.pack_map(15);
   kv(pk, "state", data_ ? "ready" : record_check_ ? "checking" : "indexing");
   pk.pack("index");
   pk.pack_map(7);
@@ -99,6 +114,7 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   pk.pack(poison_reports_);
   kv(pk, "too_long", too_long_);
   kv(pk, "untrained", untrained_);
+  pack_objects(pk, ip.objects);
 }
 
 std::string Supervisor::status_payload() {

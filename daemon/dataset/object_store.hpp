@@ -1,0 +1,75 @@
+// Datasets in an object store (docs/data_model.md 1.1): a dataset path
+// `s3://bucket/prefix/*.parquet` names objects that are fetched whole into
+// `[cache] dir/objects/` and then read as local shards.
+//
+// Process model. The AWS SDK under Arrow's S3FileSystem starts threads and
+// keeps global state, and is not safe across fork(): a worker forked from a
+// process that initialised it inherits locks held by threads that no longer
+// exist. The daemon forks its workers, so the supervisor never initialises
+// S3. Every object-store call runs in a fetcher: the daemon's own program
+// started again through posix_spawn (`tokfeedd --object-fetcher`), a fresh
+// process image that initialises S3, lists, fetches and exits. It reports on
+// a pipe, one line per event (fetch_objects() reads them); the supervisor
+// only maps the files it names once they are complete.
+//
+// Invariants.
+// - A file under `objects/` is complete: the fetcher writes a temporary
+//   (`<name>.tmp.<pid>`), checks its size and that the object did not change
+//   (its ETag) while it was read, syncs it and renames it. A fetcher that dies
+//   leaves only a temporary, which the next fetch of that object removes.
+// - An object's file name is a hash of its URL, ETag and size: an object
+//   rewritten in the store gets a new file, and a file is reused only for the
+//   object it was fetched from.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tokfeed {
+
+// Where fetching stands, for status (docs/status.md `dataset.objects`).
+struct ObjectProgress {
+  std::atomic<uint64_t> objects_total{0};
+  std::atomic<uint64_t> objects_done{0};    // fetched or found complete in the cache
+  std::atomic<uint64_t> objects_reused{0};  // of those, found in the cache
+  std::atomic<uint64_t> bytes_total{0};
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> retries{0};
+  mutable std::mutex mu;
+  std::string current;     // the latest object whose fetch began ("" when none is being fetched)
+  std::string last_retry;  // the latest failure that was retried ("" when none)
+};
+
+// "fetching objects: 2/4, 12.0/40.0 MB, 1 retries; now s3://..." while an
+// object is being fetched, else "".
+std::string fetch_line(const ObjectProgress& p);
+
+// One object of a dataset, fetched: its URL and the complete local copy.
+struct FetchedObject {
+  std::string url;    // s3://bucket/key
+  std::string local;  // `[cache] dir/objects/<hash>-<basename>`
+  uint64_t size = 0;
+};
+
+// Whether `path` names objects in a store (s3://) rather than local files.
+bool is_object_url(const std::string& path) noexcept;
+
+// The objects `url` names (one object; every object a glob matches, `*` not
+// crossing `/`; or every dataset file under a prefix), sorted bytewise,
+// each fetched into `cache_dir/objects/` unless a complete copy is there.
+// Runs a fetcher process and waits for it; `progress` (may be null) follows
+// it, `cancel` (may be null) stops it. Throws DatasetError naming the object
+// and what to do when the store cannot be reached after its retries, an
+// object or bucket does not exist, credentials are refused, or `cache_dir`
+// cannot be written. `name` is the path as the config wrote it.
+std::vector<FetchedObject> fetch_objects(const std::string& name, const std::string& url, const std::string& cache_dir,
+                                         ObjectProgress* progress, const std::atomic<bool>* cancel);
+
+// The fetcher's entry point: `tokfeedd --object-fetcher CACHE_DIR URL`
+// (object_fetcher.cpp). Returns the process's exit code.
+int object_fetcher_main(int argc, char** argv);
+
+}  // namespace tokfeed
