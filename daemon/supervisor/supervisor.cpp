@@ -193,6 +193,7 @@ void Supervisor::create_segments() {
 void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
   RankSlot& rs = ranks_[ri];
   const uint32_t W = rs.workers;
+  rs.with_facts = facts() != nullptr;
   rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, facts());
   uint64_t total = rs.schedule->total_batches();
   for (uint32_t w = 0; w < W; ++w) {
@@ -231,6 +232,11 @@ void Supervisor::count_left_out() {
   if (untrained_)
     spdlog::info("{} of {} records have no trained token after truncation: {} ([batch] keep_untrained = {})",
                  untrained_, f->size(), cfg_.batch.keep_untrained ? "kept" : "left out", cfg_.batch.keep_untrained);
+}
+
+bool Supervisor::serves_while_building() const {
+  auto none = [](const JobConfig& c) { return !is_packed(c.batch.padding) && !c.batch.leaves_samples_out(); };
+  return none(cfg_) && (!cfg_.eval.enabled() || none(eval_cfg_));
 }
 
 void Supervisor::start_serving() {
@@ -276,8 +282,10 @@ void Supervisor::spawn(WorkerSlot& w) {
   ctx.supervisor_pid = getpid();
   ctx.crash_on_line = crash_on_line_;
 
-  ctx.store = store_.get();
-  ctx.facts = facts();
+  // A plan made without facts while the cache built keeps its workers on
+  // the records (the store's facts could leave out what it kept).
+  ctx.store = rs.with_facts ? store_.get() : nullptr;
+  ctx.facts = rs.with_facts ? facts() : nullptr;
   ctx.start = rs.schedule->start();
   // The order of the epoch the worker starts in, computed here once: forked
   // workers read these pages instead of each holding its own copy. An epoch's
@@ -326,6 +334,7 @@ void Supervisor::on_sigchld() {
           poison_reports_.push_back(std::move(r));
         }
         if (cache_build_->done()) cache_ready();
+        else yield_builders();  // a builder restarted beside serving workers
         continue;
       }
     }

@@ -84,6 +84,10 @@ class Supervisor final : public ControlHandler {
     uint32_t workers = 0;
     shm::Mapping consumer;
     std::unique_ptr<Schedule> schedule;  // set once the token cache is ready
+    // The schedule was planned with the store's or a facts table's facts;
+    // false for a plan that needs none, made while the cache builds: its
+    // workers tokenize what they serve until the rank is planned again.
+    bool with_facts = false;
     std::optional<Peer> client;
   };
   // Where start-up stands: the token cache comes before the workers.
@@ -105,6 +109,10 @@ class Supervisor final : public ControlHandler {
   void try_cache_lock();
   void cache_ready();
   void start_serving();
+  // Whether the plan needs no sample facts (padded, nothing left out), so
+  // workers may serve while the token cache builds (docs/data_model.md 6).
+  bool serves_while_building() const;
+  void yield_builders();
   void plan_rank(uint32_t ri, StreamStart start);
   void replan_rank(uint32_t ri, StreamStart start);
   // `rank_index`: the served rank a worker builds for, whose cores it gets;

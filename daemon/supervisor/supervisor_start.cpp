@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -232,7 +233,28 @@ void Supervisor::try_cache_lock() {
     spdlog::info("token cache: {} of {} records kept from an interrupted build; building the rest", kept,
                  data_->size());
   cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
-  if (cache_build_->done()) cache_ready();
+  if (cache_build_->done()) {
+    cache_ready();
+  } else if (serves_while_building()) {
+    // Nothing is left out of the plan and nothing packed: the plan needs no
+    // facts, so workers serve now, tokenizing their batches' records, while
+    // the builders fill the cache for later starts.
+    spdlog::info(
+        "token cache: serving while it builds (the plan needs no token counts: padding = \"{}\", "
+        "keep_untrained = true, truncation = \"{}\")",
+        padding_name(cfg_.batch.padding), truncation_name(cfg_.batch.truncation));
+    start_serving();
+    yield_builders();
+  }
+}
+
+// While workers serve beside the build, the builders take what CPU the
+// workers leave (nice 19): the batches a trainer waits for come first.
+void Supervisor::yield_builders() {
+  if (!cache_build_ || phase_ != Phase::kServing) return;
+  for (pid_t pid : cache_build_->pids())
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), 19) != 0)
+      spdlog::warn("token cache builder {}: cannot lower its priority: {}", pid, std::strerror(errno));
 }
 
 void Supervisor::cache_ready() {
@@ -259,7 +281,8 @@ void Supervisor::cache_ready() {
   ::close(cache_lock_fd_);  // releases the lock
   cache_lock_fd_ = -1;
   trim_cache_dir();
-  start_serving();
+  if (phase_ != Phase::kServing) start_serving();
+  else count_left_out();  // served while it built: counted now that the facts are known
 }
 
 void Supervisor::hold_store() {
@@ -307,9 +330,11 @@ std::string Supervisor::cache_line() const {
   if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
   if (cache_build_) {
     CacheProgress p = cache_build_->progress();
-    return fmt::format("building token cache: {}/{} records ({:.1f}%{}), {:.0f} records/s, ETA {:.0f} s", p.done,
+    return fmt::format("building token cache: {}/{} records ({:.1f}%{}), {:.0f} records/s, ETA {:.0f} s; {}", p.done,
                        p.total, p.total ? 100.0 * p.done / p.total : 100.0,
-                       p.kept ? fmt::format(", {} kept from an interrupted build", p.kept) : "", p.rate(), p.eta());
+                       p.kept ? fmt::format(", {} kept from an interrupted build", p.kept) : "", p.rate(), p.eta(),
+                       phase_ == Phase::kServing ? "workers serve meanwhile, tokenizing what they serve"
+                                                 : "workers start when it is built");
   }
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);
 }

@@ -125,7 +125,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "ok", true);
 
   pk.pack("cache");
-  pk.pack_map(10);
+  pk.pack_map(11);
   const char* state = !cfg_.cache.enabled           ? "off"
                       : phase_ == Phase::kCacheWait ? "waiting"
                       : cache_build_                ? "building"
@@ -138,6 +138,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "records_done", cp.done);
   kv(pk, "records_total", cache_build_ ? cp.total : data_ ? data_->size() : uint64_t{0});
   kv(pk, "records_kept", cp.kept);
+  kv(pk, "workers_wait", cache_build_ != nullptr && phase_ != Phase::kServing);
   kv(pk, "rate", cp.rate());
   kv(pk, "eta_s", cp.eta());
   kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);

@@ -29,10 +29,11 @@ std::string dataset(const TempDir& dir) {
   return dir.file("mixed-1200.jsonl");
 }
 
-std::string body(const std::string& data, const std::string& padding, const std::string& cache) {
+std::string body(const std::string& data, const std::string& padding, const std::string& cache,
+                 const std::string& batch = "") {
   return "[dataset]\npath = \"" + data + "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
          data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"chatml\"\n[batch]\nsize = 4\n" +
-         "max_length = 256\npadding = \"" + padding + "\"\n[workers]\ncount = 2\n" +
+         "max_length = 256\npadding = \"" + padding + "\"\n" + batch + "[workers]\ncount = 2\n" +
          (cache.empty() ? "[cache]\nenabled = false\n" : "[cache]\ndir = \"" + cache + "\"\n");
 }
 
@@ -42,10 +43,11 @@ uint64_t json_int(const std::string& json, const std::string& key) {
   return 0;
 }
 
-int files_with(const std::string& dir, const std::string& part) {
+// Files in `dir` whose name ends with `suffix`.
+int files_with(const std::string& dir, const std::string& suffix) {
   int n = 0;
   if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name).find(part) != std::string::npos;
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).ends_with(suffix);
     closedir(d);
   }
   return n;
@@ -100,4 +102,38 @@ TEST_CASE("kill -9 mid-build: the next start keeps the parts written and builds 
     CHECK(files_with(cache, ".facts") == 0);
     CHECK(files_with(cache, ".idx") == 1);
   }
+}
+
+TEST_CASE("a plan that needs no token counts is served while the cache builds; streams equal cold, warm and off") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  // keep_untrained and right truncation leave nothing out: the plan needs
+  // no facts, so the workers need not wait for the build.
+  const std::string keep = "keep_untrained = true\n";
+  std::vector<std::string> off;
+  {
+    Daemon d(write_job(dir, body(data, "longest", "", keep), "off"), socket_of(dir, "off"));
+    off = dump(d.socket());
+  }
+  REQUIRE(off.size() == 300);
+  const std::string cache = dir.file("cache-cold");
+  const std::string cfg = write_job(dir, body(data, "longest", cache, keep), "cold");
+  {
+    Daemon d(cfg, socket_of(dir, "cold"), "TOKFEED_FAULT_BUILD_RECORD_US=10000");
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+    // The first batch came while the build (at least 6 s) still ran.
+    std::string st = run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json").out;
+    CHECK(st.find("\"state\":\"building\"") != std::string::npos);
+    CHECK(st.find("\"workers_wait\":false") != std::string::npos);
+    CHECK(json_int(st, "records_done") < 1200);
+    CHECK(dump(d.socket()) == off);
+    // The build goes on to the end and publishes the store.
+    for (int i = 0; i < 1000 && files_with(cache, ".idx") == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(files_with(cache, ".idx") == 1);
+    CHECK(d.log().find("token cache: serving while it builds") != std::string::npos);
+  }
+  Daemon warm(cfg, socket_of(dir, "cold"));
+  CHECK(dump(warm.socket()) == off);
+  CHECK(warm.log().find("reused in") != std::string::npos);
 }

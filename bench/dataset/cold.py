@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""Cold start benchmark: time to the first batch on a new JSONL dataset (an
+empty `[cache] dir`) and again warm, and the first epoch's real tokens/s
+cold, tokfeed beside a lazy PyTorch DataLoader, in one run
+(docs/benchmarks.md, "Cold start").
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/dataset/cold.py [--records 10000,100000]
+        [--epoch-records 10000] [--build build] [--before OTHER_BUILD] [--work DIR] [--no-write]
+
+Per size N (records, made from --source repeated, each copy's lines given a
+distinct top-level "id"): chatml, sp32k, batch 8, 2 workers, right
+truncation at 2048, shuffle, one epoch; tokfeed with the token cache on (the
+default) and nothing else set.
+  - tokfeed cold: tokfeedd started on an empty cache dir; seconds from its
+    start to the first batch out of tokfeed.Loader; for N <= --epoch-records
+    the rest of epoch 0 is drained too, giving real tokens (attention_mask
+    ones) per second from the daemon's start to the epoch's last batch.
+  - tokfeed warm: started again on the cache the cold run left.
+  - tokfeed cold with `keep_untrained = true`: nothing is left out of the
+    plan, so it is served while the cache builds.
+  - --before BUILD: the cold run again with another build's tokfeedd.
+  - DataLoader (lazy): num_workers=2, a Dataset that finds line offsets at
+    init and parses, renders (the reference's chatml) and tokenizes
+    (python3-sentencepiece) a record in __getitem__; seconds from creating
+    the Dataset to the first batch, and for N <= --epoch-records one epoch's
+    real tokens/s.
+Results: a table on stdout and the section between <!-- cold-bench:begin -->
+and <!-- cold-bench:end --> of --docs unless --no-write.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+SOURCE = os.path.join(os.path.dirname(ROOT), "shared", "data", "sft", "mixed-10k.jsonl")
+SP_MODEL = os.path.join(ROOT, "tests", "data", "tokenizers", "sp32k", "tokenizer.model")
+BEGIN, END = "<!-- cold-bench:begin -->", "<!-- cold-bench:end -->"
+
+
+def make_data(source, n, path):
+    if os.path.exists(path) and sum(1 for _ in open(path, "rb")) == n:
+        return path
+    with open(source, "rb") as f:
+        lines = [ln for ln in f if ln.strip()]
+    with open(path + ".tmp", "wb") as out:
+        for i in range(n):
+            k, j = divmod(i, len(lines))
+            ln = lines[j].lstrip()
+            out.write(b'{"id": "%d-%d", ' % (k, j) + ln[1:] if ln.startswith(b"{") else ln)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def job(data, cache, sock, tag, keep=False):
+    return f"""[dataset]
+path = "{data}"
+on_bad_record = "skip"
+[tokenizer]
+type = "sentencepiece"
+path = "{SP_MODEL}"
+template = "chatml"
+[batch]
+size = 8
+max_length = 2048
+keep_untrained = {"true" if keep else "false"}
+[schedule]
+epochs = 1
+shuffle = true
+seed = 42
+[workers]
+count = 2
+[cache]
+dir = "{cache}"
+[server]
+socket = "{sock}"
+shm_prefix = "cold-{tag}"
+"""
+
+
+def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False):
+    """Starts tokfeedd on `cache`; -> (first batch s, epoch real tokens/s or None)."""
+    import tokfeed
+    tag = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    sock = os.path.join(work, f"{tag}.sock")
+    cfg = os.path.join(work, f"{tag}.toml")
+    with open(cfg, "w") as f:
+        f.write(job(data, cache, sock, tag, keep))
+    log = open(cfg + ".log", "w")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([tokfeedd, "--config", cfg], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        loader = None
+        while loader is None:
+            if proc.poll() is not None:
+                raise RuntimeError("tokfeedd exited: " + open(log.name).read())
+            try:
+                loader = tokfeed.Loader(sock)
+            except tokfeed.TokfeedError:
+                time.sleep(0.01)
+        it = iter(loader)
+        b = next(it)
+        first = time.perf_counter() - t0
+        real = int(b["attention_mask"].sum())
+        del b
+        rate = None
+        if epoch:
+            for b in it:
+                real += int(b["attention_mask"].sum())
+                del b
+            rate = real / (time.perf_counter() - t0)
+        loader.close()
+        return first, rate
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class LazyJsonl:
+    """A lazy map-style dataset: line offsets at init, parse + render + tokenize per item."""
+
+    def __init__(self, path, cfg):
+        self.path, self.cfg, self.tok, self.f = path, cfg, None, None
+        self.offsets = [0]
+        with open(path, "rb") as f:
+            for ln in f:
+                self.offsets.append(self.offsets[-1] + len(ln))
+        self.offsets.pop()
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __getitem__(self, i):
+        import tokfeed_ref as ref
+        if self.tok is None:  # per worker
+            self.tok = ref.make_tokenizer(self.cfg)
+            self.f = open(self.path, "rb")
+        self.f.seek(self.offsets[i])
+        rec = json.loads(self.f.readline())
+        conv = ref.to_conversation(rec, self.cfg["datasets"][0], self.cfg["template"])
+        ids, labels = ref.tokenize_sample(conv, self.cfg, self.tok)
+        return ref.truncate(ids, labels, self.cfg)
+
+
+def run_dataloader(data, work, epoch):
+    import torch
+    import tokfeed_ref as ref
+    cfg_path = os.path.join(work, "dl.toml")
+    with open(cfg_path, "w") as f:
+        f.write(job(data, os.path.join(work, "unused"), os.path.join(work, "dl.sock"), "dl"))
+    cfg = ref.load_config(cfg_path)
+    pad = ref.make_tokenizer(cfg).pad_id
+
+    def collate(rows):
+        L = max(len(r[0]) for r in rows)
+        ids = torch.full((len(rows), L), pad, dtype=torch.int64)
+        labels = torch.full((len(rows), L), -100, dtype=torch.int64)
+        mask = torch.zeros((len(rows), L), dtype=torch.int64)
+        for i, (a, b) in enumerate(rows):
+            ids[i, :len(a)] = torch.as_tensor(a)
+            labels[i, :len(a)] = torch.as_tensor(b)
+            mask[i, :len(a)] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+    t0 = time.perf_counter()
+    ds = LazyJsonl(data, cfg)
+    dl = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, collate_fn=collate,
+                                     generator=torch.Generator().manual_seed(42))
+    it = iter(dl)
+    b = next(it)
+    first = time.perf_counter() - t0
+    real = int(b["attention_mask"].sum())
+    rate = None
+    if epoch:
+        for b in it:
+            real += int(b["attention_mask"].sum())
+        rate = real / (time.perf_counter() - t0)
+    del it
+    return first, rate
+
+
+def fmt(x, unit=""):
+    return "—" if x is None else (f"{x:.2f}{unit}" if x < 100 else f"{x:.0f}{unit}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", default="10000,100000")
+    ap.add_argument("--epoch-records", type=int, default=10000)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--before", help="another build directory: its tokfeedd cold, beside this one")
+    ap.add_argument("--source", default=SOURCE)
+    ap.add_argument("--work", default="/tmp/tokfeed-bench-cold")
+    ap.add_argument("--docs", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    tokfeedd = os.path.join(args.build, "daemon", "tokfeedd")
+    before = os.path.join(args.before, "daemon", "tokfeedd") if args.before else None
+    t_start = time.time()
+    rows = []
+    for n in [int(x) for x in args.records.split(",")]:
+        data = make_data(args.source, n, os.path.join(args.work, f"data-{n}.jsonl"))
+        epoch = n <= args.epoch_records
+        row = {"n": n}
+        if before:
+            cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+            row["before_cold"], row["before_epoch"] = run_tokfeed(before, data, cache, args.work, epoch)
+            shutil.rmtree(cache)
+            print(f"{n}: before cold {row['before_cold']:.2f} s", file=sys.stderr)
+        cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+        row["cold"], row["cold_epoch"] = run_tokfeed(tokfeedd, data, cache, args.work, epoch)
+        print(f"{n}: cold {row['cold']:.2f} s", file=sys.stderr)
+        row["warm"], _ = run_tokfeed(tokfeedd, data, cache, args.work, False)
+        print(f"{n}: warm {row['warm']:.2f} s", file=sys.stderr)
+        shutil.rmtree(cache)
+        cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+        row["keep"], row["keep_epoch"] = run_tokfeed(tokfeedd, data, cache, args.work, epoch, keep=True)
+        print(f"{n}: cold, keep_untrained {row['keep']:.2f} s", file=sys.stderr)
+        shutil.rmtree(cache)
+        row["dl"], row["dl_epoch"] = run_dataloader(data, args.work, epoch)
+        print(f"{n}: dataloader {row['dl']:.2f} s", file=sys.stderr)
+        rows.append(row)
+    lines = [BEGIN, "",
+             "| records | tokfeed cold: first batch (s) | warm (s) | cold / warm | DataLoader (lazy): first batch (s) |"
+             " cold first epoch, tokfeed (real tokens/s) | DataLoader (real tokens/s) | tokfeed / DataLoader |"
+             " keep_untrained = true: cold first batch (s) | its cold first epoch (real tokens/s) |"
+             + (" before: cold first batch (s) | before: first epoch (tokens/s) |" if before else ""),
+             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else "")]
+    for r in rows:
+        ratio = r["cold_epoch"] / r["dl_epoch"] if r["cold_epoch"] and r["dl_epoch"] else None
+        lines.append(f"| {r['n']:,} | {fmt(r['cold'])} | {fmt(r['warm'])} | {r['cold'] / r['warm']:.1f}× | "
+                     f"{fmt(r['dl'])} | {fmt(r['cold_epoch'])} | {fmt(r['dl_epoch'])} | "
+                     f"{'—' if ratio is None else f'{ratio:.2f}×'} | {fmt(r['keep'])} | {fmt(r['keep_epoch'])} |"
+                     + (f" {fmt(r['before_cold'])} | {fmt(r['before_epoch'])} |" if before else ""))
+    load = os.getloadavg()[0]
+    lines += ["", f"Produced by `PYTHONPATH={args.build}/python /usr/bin/python3 bench/dataset/cold.py --records "
+              f"{args.records} --epoch-records {args.epoch_records}{' --before ' + args.before if before else ''}` "
+              f"on {datetime.date.today()} in {(time.time() - t_start) / 60:.1f} min, {os.cpu_count()} shared cores, "
+              f"load average {load:.1f} at the end.", "", END]
+    md = "\n".join(lines)
+    print(md)
+    if not args.no_write:
+        text = open(args.docs).read()
+        if BEGIN in text:
+            text = text[:text.index(BEGIN)] + md + text[text.index(END) + len(END):]
+        else:
+            text = text.rstrip() + "\n\n## Cold start\n\n" + md + "\n"
+        with open(args.docs, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
