@@ -86,15 +86,19 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     uint64_t bytes;
   };
   std::vector<std::vector<Located>> shards;
+  // Each s3:// dataset's fetch, under way while the shards before are indexed.
+  std::vector<std::unique_ptr<ObjectFetch>> fetches(cfg.datasets.size());
   uint64_t on_disk = 0, count = 0;
   for (const DatasetConfig& d : cfg.datasets) {
     auto& list = shards.emplace_back();
     if (is_object_url(d.path)) {
-      for (FetchedObject& o : fetch_objects(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
-                                            progress ? &progress->cancel : nullptr)) {
+      auto& f = fetches[shards.size() - 1];
+      f = std::make_unique<ObjectFetch>(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
+                                        progress ? &progress->cancel : nullptr);
+      for (const FetchedObject& o : f->objects()) {
         on_disk += o.size;
         ++count;
-        list.push_back({std::move(o.url), std::move(o.local), o.size});
+        list.push_back({o.url, "", o.size});
       }
       continue;
     }
@@ -120,7 +124,12 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     info.shards = shards[d].size();
     const std::size_t shards_before = shards_.size();
     uint64_t planned = 0, bad_rows = 0;
-    for (const Located& l : shards[d]) bad_rows += load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
+    for (std::size_t k = 0; k < shards[d].size(); ++k) {
+      Located& l = shards[d][k];
+      if (fetches[d]) l.local = fetches[d]->local(k);  // waits for that object alone
+      bad_rows += load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
+    }
+    fetches[d].reset();
     for (std::size_t s = shards_before; s < shards_.size(); ++s) {
       info.bytes += shards_[s].bytes.size();
       planned += shards_[s].index.valid();
