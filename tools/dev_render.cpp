@@ -9,6 +9,7 @@
 #include "pipeline/batch_builder.hpp"
 #include "config/config.hpp"
 #include "dev.hpp"
+#include "cache/record_check.hpp"
 #include "dataset/dataset.hpp"
 #include "chat/chat_jinja.hpp"
 #include "chat/chat_template.hpp"
@@ -26,6 +27,7 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
   try {
     JobConfig cfg = load_config(config);
     Dataset data(cfg);
+    check_records(cfg, data);
     std::vector<text::RecordRules> rules;
     for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules.push_back(record_rules(cfg, d));
     text::RenderOptions opts;

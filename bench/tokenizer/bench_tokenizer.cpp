@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tokenizer/hf_tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace {
 
@@ -90,7 +91,7 @@ void usage(const char* argv0) {
                "usage: %s [--hf tokenizer.json] [--sp tokenizer.model] [--warm WARM.jsonl] [--seconds S]\n"
                "          [--dump-ids FILE] corpus.jsonl...\n"
                "  --hf FILE        tokfeed's own encoder on a tokenizer.json\n"
-               "  --sp FILE        libsentencepiece on a .model\n"
+               "  --sp FILE        libsentencepiece on a .model, and tokfeed's sentencepiece tokenizer on it\n"
                "  --warm FILE      warm each fresh tokenizer on FILE's texts, then time one pass over\n"
                "                   each corpus (unseen text); without it, warm on the corpus and\n"
                "                   report the best pass (hot cache)\n"
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
     const auto texts = read_corpus(path);
     if (!hf_path.empty()) {
       auto hf = tokfeed::text::load_hf_tokenizer(hf_path);  // fresh caches for every corpus
+      if (&path == &corpora.front()) std::fprintf(stderr, "tokfeed-hf engine: %s\n", hf->engine().c_str());
       std::vector<tokfeed::text::Token> out;
       Measured m = measure(
           texts, warm_texts, seconds,
@@ -160,6 +162,19 @@ int main(int argc, char** argv) {
           texts, warm_texts, seconds, [&](const std::string& t, std::vector<int32_t>& ids) { sp.Encode(t, &ids); },
           hf_path.empty() ? dump : nullptr);
       std::printf("RESULT %s sentencepiece %.2f %zu\n", name.c_str(), m.mbps, m.tokens);
+      // tokfeed's sentencepiece tokenizer: its own BPE encoder where the model allows.
+      auto tok = tokfeed::text::load_tokenizer("sentencepiece", sp_path);
+      if (&path == &corpora.front()) std::fprintf(stderr, "tokfeed-sp engine: %s\n", tok->engine().c_str());
+      std::vector<tokfeed::text::Token> out;
+      m = measure(
+          texts, warm_texts, seconds,
+          [&](const std::string& t, std::vector<int32_t>& ids) {
+            out.clear();
+            tok->encode(t, out);
+            for (const auto& x : out) ids.push_back(x.id);
+          },
+          nullptr);
+      std::printf("RESULT %s tokfeed-sp %.2f %zu\n", name.c_str(), m.mbps, m.tokens);
     }
     std::fflush(stdout);
   }

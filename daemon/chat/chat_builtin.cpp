@@ -104,8 +104,22 @@ constexpr const char* kQwen2_5 = R"J(
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 )J";
 
+// Qwen3's own template: Qwen2.5's tool format (tool list in the system turn,
+// <tool_call> JSON, tool results in one user turn), and the reasoning of
+// assistant turns after the last user query kept in <think> blocks.
 constexpr const char* kQwen3 = R"J(
-{%- if sys is not none -%}{{- '<|im_start|>system\n' + sys + '<|im_end|>\n' -}}{%- endif -%}
+{%- if tools -%}
+  {{- '<|im_start|>system\n' -}}
+  {%- if sys is not none -%}{{- sys + '\n\n' -}}{%- endif -%}
+  {{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' -}}
+  {{- 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}
+  {%- for tool in tools -%}{{- '\n' + tool | tojson -}}{%- endfor -%}
+  {{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within ' -}}
+  {{- '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}' -}}
+  {{- '\n</tool_call><|im_end|>\n' -}}
+{%- elif sys is not none -%}
+  {{- '<|im_start|>system\n' + sys + '<|im_end|>\n' -}}
+{%- endif -%}
 {%- set ns = namespace(q=-1) -%}
 {%- for m in msgs -%}
   {%- if m.role == 'user' and not (m.content.startswith('<tool_response>') and m.content.endswith('</tool_response>')) -%}
@@ -114,13 +128,13 @@ constexpr const char* kQwen3 = R"J(
 {%- endfor -%}
 {%- if ns.q < 0 -%}{%- set ns.q = msgs | length - 1 -%}{%- endif -%}
 {%- for m in msgs -%}
-  {{- '<|im_start|>' + m.role + '\n' -}}
-  {%- if m.role != 'assistant' -%}
-    {{- m.content + '<|im_end|>\n' -}}
-  {%- else -%}
+  {%- if m.role == 'assistant' -%}
+    {{- '<|im_start|>assistant\n' -}}
     {%- set reasoning = '' -%}
     {%- set answer = m.content -%}
-    {%- if '</think>' in m.content -%}
+    {%- if m.reasoning_content is defined and m.reasoning_content is not none -%}
+      {%- set reasoning = m.reasoning_content -%}
+    {%- elif '</think>' in m.content -%}
       {%- set answer = m.content.split('</think>')[-1].lstrip('\n') -%}
       {%- set reasoning = m.content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}
     {%- endif -%}
@@ -130,8 +144,20 @@ constexpr const char* kQwen3 = R"J(
       {%- else -%}
         {{- answer -}}
       {%- endif -%}
+      {%- for tc in m.tool_calls or [] -%}
+        {%- if (loop.first and answer) or not loop.first -%}{{- '\n' -}}{%- endif -%}
+        {%- if tc.function -%}{%- set tc = tc.function -%}{%- endif -%}
+        {{- '<tool_call>\n{"name": "' + tc.name + '", "arguments": ' -}}
+        {{- (tc.arguments if tc.arguments is string else tc.arguments | tojson) + '}\n</tool_call>' -}}
+      {%- endfor -%}
       {{- '<|im_end|>\n' -}}
     {%- endgeneration -%}
+  {%- elif m.role == 'tool' -%}
+    {%- if loop.first or msgs[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
+    {{- '\n<tool_response>\n' + m.content + '\n</tool_response>' -}}
+    {%- if loop.last or msgs[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
+  {%- else -%}
+    {{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}
   {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}

@@ -173,6 +173,8 @@ bool tool_record(std::string_view json, const RecordRules& rules, bool padded, t
     const Value* calls = m.dict->find("tool_calls");
     if ((role && role->is_str() && *role->s == "tool") || (calls && calls->is_list() && !calls->list->items.empty()))
       return true;
+    const Value* reasoning = m.dict->find("reasoning_content");  // set under any of its names
+    if (rules.tool_reasoning && reasoning && !reasoning->is_none()) return true;
   }
   return false;
 }

@@ -47,8 +47,11 @@ const tmpl::Template& builtin_template(Template t);
 // The spec a built-in template renders records with: `default_system`
 // overrides its own default system prompt.
 std::shared_ptr<const ChatSpec> builtin_chat_spec(Template t, const std::optional<std::string>& default_system);
-// Whether the built-in template takes tool calls and tool results (qwen2_5).
+// Whether the built-in template takes tool calls and tool results (qwen2_5, qwen3).
 bool builtin_takes_tools(Template t) noexcept;
+// Whether it also reads a message's reasoning_content (qwen3): a record with
+// one is then read as one with tool content.
+bool builtin_reads_reasoning(Template t) noexcept;
 
 // Renders `messages` (and `tools`, None when absent) and marks the trained
 // byte spans (docs/data_model.md section 2). Returns the bad-record reason, or

@@ -43,7 +43,8 @@ std::optional<std::string_view> builtin_default_system(Template t) {
 
 }  // namespace
 
-bool builtin_takes_tools(Template t) noexcept { return t == Template::kQwen2_5; }
+bool builtin_takes_tools(Template t) noexcept { return t == Template::kQwen2_5 || t == Template::kQwen3; }
+bool builtin_reads_reasoning(Template t) noexcept { return t == Template::kQwen3; }
 
 std::shared_ptr<const ChatSpec> builtin_chat_spec(Template t, const std::optional<std::string>& default_system) {
   auto spec = std::make_shared<ChatSpec>();

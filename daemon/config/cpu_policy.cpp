@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -214,6 +215,19 @@ ProcCpu read_proc_cpu(pid_t pid) {
     out.policy = pol == SCHED_BATCH ? "batch" : pol == SCHED_IDLE ? "idle" : pol == SCHED_OTHER ? "other" : "rt";
   }
   return out;
+}
+
+std::string limit_child_memory(uint64_t cap) {
+  if (cap == 0) return {};
+  unsigned long long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  uint64_t now = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  rlimit lim{static_cast<rlim_t>(now + cap), static_cast<rlim_t>(now + cap)};
+  if (::setrlimit(RLIMIT_AS, &lim) != 0) return std::strerror(errno);
+  return {};
 }
 
 }  // namespace tokfeed

@@ -35,6 +35,11 @@ CpuPlan plan_cpus(const JobConfig& cfg);
 // value and scheduling policy. Returns "" or what was refused.
 std::string apply_cpu_policy(const std::vector<int>& cpus, const WorkersConfig& w);
 
+// Caps what a forked child may map beyond what it inherited (the dataset's
+// and the rings' mappings, the supervisor's heap): RLIMIT_AS = now + `cap`
+// ([workers] max_memory; 0: no cap). Returns what went wrong, or "".
+std::string limit_child_memory(uint64_t cap);
+
 // What status shows of a process: its allowed cores (Cpus_allowed_list),
 // CPU seconds used (user + system), nice value and policy.
 struct ProcCpu {

@@ -70,17 +70,18 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
   r.columns = d.columns;
   r.max_bytes = d.max_record_bytes;
   r.chat = cfg.tokenizer.chat;
-  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl))
+  if (!r.chat && text::builtin_takes_tools(cfg.tokenizer.tmpl)) {
     r.tool_chat = text::builtin_chat_spec(cfg.tokenizer.tmpl, cfg.tokenizer.default_system);
+    r.tool_reasoning = text::builtin_reads_reasoning(cfg.tokenizer.tmpl);
+  }
   r.last_assistant = cfg.batch.last_assistant_only;
   return r;
 }
 
-Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows) {
-  const uint64_t t0 = shm::monotonic_ns();
+Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows) : t0_(shm::monotonic_ns()) {
   // Each dataset's shards (as messages name them, the file read, its size as
-  // stored, for progress). Objects in a store are fetched first, into
-  // `[cache] dir/objects/`, and read from there.
+  // stored, for progress). Objects in a store are fetched into `[cache]
+  // dir/objects/` and read from there, each once it is complete.
   struct Located {
     std::string path, local;
     uint64_t bytes;
@@ -114,34 +115,107 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     progress->bytes_total.store(on_disk, std::memory_order_relaxed);
     progress->shards_total.store(count, std::memory_order_relaxed);
   }
-  // Each dataset's records in the plan: its valid records, and its
-  // Parquet and Arrow rows, bad ones found by `check_rows` included.
-  std::vector<uint64_t> valid;
-  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules_.push_back(record_rules(cfg, d));
   for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
-    DatasetInfo info;
-    info.name = cfg.datasets[d].name;
-    info.shards = shards[d].size();
-    const std::size_t shards_before = shards_.size();
-    uint64_t planned = 0, bad_rows = 0;
+    rules_.push_back(record_rules(cfg, d));
+    index_rules_.push_back(rules_.back());
+    index_rules_.back().defer_render = rules_.back().renders();
+  }
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
     for (std::size_t k = 0; k < shards[d].size(); ++k) {
       Located& l = shards[d][k];
       if (fetches[d]) l.local = fetches[d]->local(k);  // waits for that object alone
-      bad_rows += load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
+      load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
     }
     fetches[d].reset();
-    for (std::size_t s = shards_before; s < shards_.size(); ++s) {
-      info.bytes += shards_[s].bytes.size();
-      planned += shards_[s].index.valid();
-      info.bad += shards_[s].index.bad().size();
-      info.indexed += shards_[s].indexed;
+  }
+  if (!pending()) finish(cfg);
+}
+
+bool Dataset::pending() const {
+  for (const Shard& s : shards_)
+    if (s.pending) return true;
+  return false;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Dataset::pending_ranges() const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const Shard& s : shards_)
+    if (s.pending && s.index.valid()) out.emplace_back(s.first, s.first + s.index.valid());
+  return out;
+}
+
+std::string Dataset::check(uint64_t i) const {
+  const Shard& s = shard_of(i);
+  if (!s.rows) return record_verdict(record(i), rules_[s.dataset]);
+  const RowText& t = row_text(s, s.index.offset(i - s.first));
+  return t.error.empty() ? record_verdict(t.text, rules_[s.dataset]) : t.error;
+}
+
+void Dataset::apply_verdicts(const JobConfig& cfg, const std::map<uint64_t, std::string>& bad) {
+  for (Shard& s : shards_) {
+    if (!s.pending) continue;
+    std::vector<std::pair<uint64_t, std::string>> drop;
+    for (auto it = bad.lower_bound(s.first); it != bad.end() && it->first < s.first + s.index.valid(); ++it)
+      drop.emplace_back(it->first - s.first, it->second);
+    if (s.rows && s.when_read) {
+      // Reported only: the plan keeps them, and verdict() leaves them out.
+      for (auto& [i, reason] : drop) s.reported.push_back({s.index.offset(i), std::move(reason)});
+      std::sort(s.reported.begin(), s.reported.end(),
+                [](const ColumnarBad& a, const ColumnarBad& b) { return a.row < b.row; });
+    } else if (!drop.empty()) {
+      s.index = s.index.without(drop, s.rows ? nullptr : s.bytes.data());
     }
-    info.bad += bad_rows;
-    info.valid = planned - bad_rows;
+    s.pending = false;
+    save_checked(cfg, s);
+  }
+  finish(cfg);
+}
+
+void Dataset::finish(const JobConfig& cfg) {
+  shard_first_.assign(1, 0);
+  for (Shard& s : shards_) {
+    s.first = shard_first_.back();
+    shard_first_.push_back(s.first + s.index.valid());
+  }
+  // A Parquet or Arrow row's "line" is its 1-based number in the file; the
+  // reason names its group.
+  auto reason = [](const Shard& s, const ShardBad& b) {
+    return s.rows ? s.rows->layout().where(b.line - 1) + ": " + b.reason : b.reason;
+  };
+  // Each dataset's records in the plan: its valid records, and its
+  // Parquet and Arrow rows, bad ones reported under check_rows = "when_read"
+  // included.
+  std::vector<uint64_t> valid;
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
+    const DatasetConfig& dc = cfg.datasets[d];
+    DatasetInfo info;
+    info.name = dc.name;
+    const std::size_t first_bad = bad_.size();
+    uint64_t planned = 0, reported = 0;
+    for (const Shard& s : shards_) {
+      if (s.dataset != d) continue;
+      ++info.shards;
+      info.bytes += s.bytes.size();
+      planned += s.index.valid();
+      info.bad += s.index.bad().size() + s.reported.size();
+      reported += s.reported.size();
+      info.indexed += s.indexed;
+      if (!s.index.bad().empty() && !dc.skip_bad) {
+        const ShardBad& b = s.index.bad()[0];
+        throw DatasetError(
+            fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
+                        "such records)",
+                        s.path, b.line, reason(s, b)));
+      }
+      for (const ShardBad& b : s.index.bad()) bad_.push_back({s.path, b.line, reason(s, b)});
+      for (const ColumnarBad& b : s.reported)
+        bad_.push_back({s.path, static_cast<uint32_t>(b.row + 1), s.rows->layout().where(b.row) + ": " + b.reason});
+    }
+    info.valid = planned - reported;
     info.records = info.valid + info.bad;
     if (info.valid == 0) {
       if (info.bad == 0) throw DatasetError(fmt::format("{}: no valid records: it holds no records", info.name));
-      const BadRecord& b = bad_[bad_.size() - info.bad];  // this dataset's first
+      const BadRecord& b = bad_[first_bad];  // this dataset's first
       throw DatasetError(
           fmt::format("{}: no valid records: all {} records are bad; the first: {}:{}: {} (check the "
                       "dataset's format and columns)",
@@ -199,13 +273,13 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
   if (mixture_.per_epoch() > UINT32_MAX || eval_mixture_.per_epoch() > UINT32_MAX)
     throw DatasetError(fmt::format("{} samples per epoch: at most 2^32 are supported; lower `samples`",
                                    std::max(mixture_.per_epoch(), eval_mixture_.per_epoch())));
-  seconds_ = (shm::monotonic_ns() - t0) / 1e9;
+  seconds_ = (shm::monotonic_ns() - t0_) / 1e9;
 }
 
-uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
-                             uint64_t disk_bytes, IndexProgress* progress, bool check_rows) {
+void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
+                         uint64_t disk_bytes, IndexProgress* progress, bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
-  const text::RecordRules& rules = rules_[d];
+  const text::RecordRules& rules = index_rules_[d];
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
   const bool compressed = compression_of(path) != Compression::kNone;
   const uint64_t before = progress ? progress->bytes_done.load(std::memory_order_relaxed) : 0;
@@ -221,19 +295,17 @@ uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::str
     report.cancel = &progress->cancel;
     report.slow_chunk_ms = progress->slow_chunk_ms;
   }
-  report.max_row_bytes = cfg.datasets[d].max_record_bytes;
+  report.max_row_bytes = dc.max_record_bytes;
   s.bytes = ShardBytes::open(local, cache ? cfg.cache.dir + "/spool" : "", report);
-  std::vector<ColumnarBad> bad_rows;
+  // The name comes from the full rules: a saved index holds every verdict.
+  s.index_name = index_name(s.bytes, rules_[d]);
   if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {
     s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size(), report.max_row_bytes);
     check_columns(path, s.rows->layout(), rules);
-    s.index_name = index_name(s.bytes, rules);
-    bad_rows = load_columnar(cfg, d, s, report, check_rows);
+    load_columnar(cfg, d, s, report, check_rows);
   } else {
-    s.index_name = index_name(s.bytes, rules);
-    std::string saved = cache ? cfg.cache.dir + "/index/" + s.index_name : "";
     std::optional<ShardIndex> hit;
-    if (cache) hit = ShardIndex::load(saved, s.bytes.size());
+    if (cache) hit = ShardIndex::load(cfg.cache.dir + "/index/" + s.index_name, s.bytes.size());
     if (hit) {
       s.index = std::move(*hit);
     } else {
@@ -243,16 +315,9 @@ uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::str
       // The shard is a read-only shared file mapping; the daemon reads it
       // again only to name a record's line.
       s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);
-      if (cache) {
-        std::error_code ec;
-        std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
-        // A cache that cannot be written costs the next start an index, no more.
-        if (std::string err = s.index.save(saved); !err.empty()) {
-          spdlog::warn("{}: the shard index is not kept ({}); the next start indexes it again", path, err);
-        } else if (auto mapped = ShardIndex::load(saved, s.bytes.size())) {
-          s.index = std::move(*mapped);  // the page cache holds it, shared with later starts
-        }
-      }
+      // Records a template renders are judged in children (apply_verdicts()).
+      s.pending = rules.defer_render;
+      if (!s.pending) save_checked(cfg, s);
     }
   }
   if (progress) {
@@ -260,28 +325,41 @@ uint64_t Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::str
     progress->shards_done.fetch_add(1, std::memory_order_relaxed);
     if (!s.indexed) progress->records.fetch_add(s.index.records(), std::memory_order_relaxed);
   }
-  // A Parquet or Arrow row's "line" is its 1-based number in the file; the
-  // reason names its group.
-  auto reason = [&](const ShardBad& b) {
-    return s.rows ? s.rows->layout().where(b.line - 1) + ": " + b.reason : b.reason;
-  };
+  // A bad record found here fails its dataset at once under "fail".
   if (!s.index.bad().empty() && !dc.skip_bad) {
     const ShardBad& b = s.index.bad()[0];
     throw DatasetError(
-        fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip "
-                    "such records)",
-                    path, b.line, reason(b)));
+        fmt::format("{}:{}: bad record: {} (set on_bad_record = \"skip\" for this dataset to skip such records)", path,
+                    b.line, s.rows ? s.rows->layout().where(b.line - 1) + ": " + b.reason : b.reason));
   }
-  for (const ShardBad& b : s.index.bad()) bad_.push_back({path, b.line, reason(b)});
-  for (const ColumnarBad& b : bad_rows)
-    bad_.push_back({path, static_cast<uint32_t>(b.row + 1), s.rows->layout().where(b.row) + ": " + b.reason});
   shard_first_.push_back(s.first + s.index.valid());
   shards_.push_back(std::move(s));
-  return bad_rows.size();
 }
 
-std::vector<ColumnarBad> Dataset::load_columnar(const JobConfig& cfg, std::size_t d, Shard& s,
-                                                const ShardProgress& report, bool check_rows) {
+void Dataset::save_checked(const JobConfig& cfg, Shard& s) {
+  if (!cfg.cache.enabled || cfg.cache.dir.empty()) return;
+  const std::string saved = cfg.cache.dir + "/index/" + s.index_name;
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
+  if (s.rows) {
+    if (s.index.bad().empty() && s.reported.empty()) {
+      if (FILE* f = std::fopen(rows_ok_name(saved).c_str(), "w")) std::fclose(f);
+    } else if (!s.when_read) {
+      if (std::string err = s.index.save(saved); !err.empty())
+        spdlog::warn("{}: the rows' verdicts are not kept ({}); the next start checks them again", s.path, err);
+    }
+    return;
+  }
+  // A cache that cannot be written costs the next start an index, no more.
+  if (std::string err = s.index.save(saved); !err.empty()) {
+    spdlog::warn("{}: the shard index is not kept ({}); the next start indexes it again", s.path, err);
+  } else if (auto mapped = ShardIndex::load(saved, s.bytes.size())) {
+    s.index = std::move(*mapped);  // the page cache holds it, shared with later starts
+  }
+}
+
+void Dataset::load_columnar(const JobConfig& cfg, std::size_t d, Shard& s, const ShardProgress& report,
+                            bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
   const uint64_t n = s.rows->layout().rows();
   const bool when_read = dc.check_rows_when_read && dc.skip_bad;
@@ -293,49 +371,39 @@ std::vector<ColumnarBad> Dataset::load_columnar(const JobConfig& cfg, std::size_
   if (cache && ::stat(rows_ok_name(saved).c_str(), &st) == 0) {
     s.index = ShardIndex::rows(n);
     s.rows_checked = true;
-    return {};
+    return;
   }
   if (when_read && !check_rows) {
     s.index = ShardIndex::rows(n);
-    return {};
+    return;
   }
   std::optional<ShardIndex> hit;
   if (cache && !when_read) hit = ShardIndex::load(saved, n);
   if (hit) {
     s.index = std::move(*hit);
     s.rows_checked = true;
-    return {};
+    return;
   }
   // Every row is read and checked now, on several threads; nothing is
-  // written but the verdicts.
+  // written but the verdicts. Rows a template renders are rendered later,
+  // in children (apply_verdicts()).
   s.indexed = true;
   const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  const text::RecordRules& rules = rules_[d];
+  const text::RecordRules& rules = index_rules_[d];
   std::vector<ColumnarBad> bad =
       s.rows->check_rows([&](std::string_view rec) { return record_verdict(rec, rules); }, threads, report);
-  if (cache) {
-    std::error_code ec;
-    std::filesystem::create_directories(cfg.cache.dir + "/index", ec);
-  }
-  if (bad.empty()) {
-    s.index = ShardIndex::rows(n);
-    s.rows_checked = true;
-    if (FILE* f = cache ? std::fopen(rows_ok_name(saved).c_str(), "w") : nullptr) std::fclose(f);
-    return {};
-  }
+  s.when_read = when_read;
   if (when_read) {
     s.index = ShardIndex::rows(n);  // the plan keeps them: reported only
-    return bad;
+    s.reported = std::move(bad);
+  } else {
+    std::vector<ShardBad> out;
+    for (ColumnarBad& b : bad) out.push_back({static_cast<uint32_t>(b.row + 1), std::move(b.reason)});
+    s.index = ShardIndex::rows(n, std::move(out));
+    s.rows_checked = true;
   }
-  std::vector<ShardBad> out;
-  for (ColumnarBad& b : bad) out.push_back({static_cast<uint32_t>(b.row + 1), std::move(b.reason)});
-  s.index = ShardIndex::rows(n, std::move(out));
-  s.rows_checked = true;
-  if (cache) {
-    if (std::string err = s.index.save(saved); !err.empty())
-      spdlog::warn("{}: the rows' verdicts are not kept ({}); the next start checks them again", s.path, err);
-  }
-  return {};
+  s.pending = rules.defer_render;
+  if (!s.pending) save_checked(cfg, s);
 }
 
 const Dataset::Shard& Dataset::shard_of(uint64_t i) const {

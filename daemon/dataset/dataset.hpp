@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <cstdint>
 #include <stdexcept>
@@ -79,7 +80,27 @@ class Dataset {
   // `check_rows`: check every Parquet and Arrow row at start even under
   // check_rows = "when_read", so that bad() lists the bad ones (tokfeedd
   // --check-config); the records and their numbers stay the same.
+  //
+  // Nothing is rendered here: where a dataset's template renders records
+  // (template = "jinja"/"auto", or a built-in one that takes tools), the
+  // records of the shards indexed at this start are only read, and
+  // pending() is true until apply_verdicts() gets the verdicts of check(i),
+  // which the caller runs in forked children (RecordCheck). Until then only
+  // record(), check(), where(), line() and pending_ranges() may be used.
   explicit Dataset(const JobConfig& cfg, IndexProgress* progress = nullptr, bool check_rows = false);
+
+  // Records still to be judged by check(): [from, to) ranges of record numbers.
+  bool pending() const;
+  std::vector<std::pair<uint64_t, uint64_t>> pending_ranges() const;
+  // Record i's full verdict (rendered under its template when it has one):
+  // "" when valid. For children; deterministic.
+  std::string check(uint64_t i) const;
+  // The bad records among the pending ones (record number → reason): they
+  // leave the index as the index's own bad records do, the saved index
+  // keeps every verdict, and the dataset is complete. Throws DatasetError as
+  // the constructor does (a bad record under on_bad_record = "fail", a
+  // dataset without valid records).
+  void apply_verdicts(const JobConfig& cfg, const std::map<uint64_t, std::string>& bad);
   Dataset(const Dataset&) = delete;
   Dataset& operator=(const Dataset&) = delete;
 
@@ -155,6 +176,9 @@ class Dataset {
     ShardIndex index;
     std::unique_ptr<ColumnarRows> rows;  // a Parquet or Arrow shard's rows
     bool rows_checked = false;           // all checked at start: verdict() has nothing to say
+    bool when_read = false;              // check_rows = "when_read", checked here for tokfeedd --check-config
+    bool pending = false;                // its renders are still to be judged (apply_verdicts())
+    std::vector<ColumnarBad> reported;   // bad rows the plan keeps (check_rows = "when_read")
   };
   struct RowText {
     uint64_t shard = 0;  // ColumnarRows::id()
@@ -167,24 +191,28 @@ class Dataset {
   const RowText& row_text(const Shard& s, uint64_t row) const;
   // `path`: the shard as messages name it (an object's URL); `local`: the
   // file read. `disk_bytes`: the file's size as stored, which progress counts.
-  // Returns the bad Parquet or Arrow rows it found (they stay in the plan).
-  uint64_t load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
-                      uint64_t disk_bytes, IndexProgress* progress, bool check_rows);
+  void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
+                  uint64_t disk_bytes, IndexProgress* progress, bool check_rows);
   // A Parquet or Arrow shard, into `s`: its layout, and its rows checked
-  // when its dataset fails on bad records or `check_rows`. Returns the bad
-  // rows (under "skip": a row is only reported here).
-  std::vector<ColumnarBad> load_columnar(const JobConfig& cfg, std::size_t d, Shard& s, const ShardProgress& report,
-                                         bool check_rows);
+  // when its dataset fails on bad records or `check_rows` (under "skip" a
+  // bad row is only reported).
+  void load_columnar(const JobConfig& cfg, std::size_t d, Shard& s, const ShardProgress& report, bool check_rows);
+  // Keeps a shard's verdicts in `[cache] dir/index/` once all are known.
+  void save_checked(const JobConfig& cfg, Shard& s);
+  // Numbers the records, lists the bad ones and draws the mixtures.
+  void finish(const JobConfig& cfg);
 
   std::vector<Shard> shards_;
   std::vector<uint64_t> shard_first_{0};  // shards + 1 entries
   std::vector<BadRecord> bad_;
   std::vector<DatasetInfo> info_;
-  std::vector<text::RecordRules> rules_;  // per dataset
+  std::vector<text::RecordRules> rules_;        // per dataset
+  std::vector<text::RecordRules> index_rules_;  // the same, rendering nothing (defer_render)
   Mixture mixture_;
   Mixture eval_mixture_;
   uint64_t bytes_ = 0;
   double seconds_ = 0;
+  uint64_t t0_ = 0;
 };
 
 }  // namespace tokfeed

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
 
 #include "chat/chat_jinja.hpp"
+#include "common/fault_hook.hpp"
 #include "dataset/dataset_error.hpp"
 
 namespace tokfeed {
@@ -21,14 +23,37 @@ namespace tokfeed {
 namespace {
 
 // A record's verdict: under its dataset's model template when it has one.
+#ifdef TOKFEED_FAULT_HOOKS
+// Test-only fault hook: rendering a record that holds
+// TOKFEED_FAULT_CRASH_RENDER ends the process as TOKFEED_FAULT_CRASH_HOW says
+// ("oom": an allocation past any address-space limit).
+void render_fault(std::string_view rec) {
+  static const char* what = std::getenv("TOKFEED_FAULT_CRASH_RENDER");
+  if (!what || *what == '\0' || rec.find(what) == std::string_view::npos) return;
+  const char* how = std::getenv("TOKFEED_FAULT_CRASH_HOW");
+  if (how && std::string_view(how) == "oom") {
+    void* p = ::operator new (uint64_t{1} << 46);  // 64 TiB: std::bad_alloc under [workers] max_memory
+    ::operator delete(p);
+  }
+  fault_crash();
+}
+#endif
+
+// Under rules.defer_render nothing is rendered: a record the template would
+// render is judged on its messages alone here, and rendered in a child.
 std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
+  static thread_local tmpl::Value messages, tools;
+  static thread_local text::Rendered rendered;
+#ifdef TOKFEED_FAULT_HOOKS
+  if (rules.renders() && !rules.defer_render) render_fault(rec);
+#endif
   if (rules.chat) {
+    if (rules.defer_render) return text::record_to_chat(rec, rules, padded, messages, tools);
     tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
     return text::check_chat_record(rec, rules, padded);
   }
-  static thread_local tmpl::Value messages, tools;
-  static thread_local text::Rendered rendered;
   if (text::tool_record(rec, rules, padded, messages, tools)) {
+    if (rules.defer_render) return {};
     tmpl::RecordScope budget(rules.tool_chat->limits);
     return text::render_labeled(*rules.tool_chat, messages, tools, rules.last_assistant, rendered);
   }
@@ -199,6 +224,36 @@ ShardIndex ShardIndex::rows(uint64_t n, std::vector<ShardBad> bad) {
   for (uint64_t r = 0; r < n; ++r) {
     if (k < bad.size() && bad[k].line == r + 1) ++k;
     else x.owned_.push_back(r);
+  }
+  x.bad_ = std::move(bad);
+  x.valid_ = x.owned_.size();
+  x.offsets_ = x.owned_.data();
+  return x;
+}
+
+ShardIndex ShardIndex::without(const std::vector<std::pair<uint64_t, std::string>>& drop, const char* data) const {
+  std::vector<ShardBad> bad = bad_;
+  uint64_t at = 0;
+  uint32_t line = 1;
+  for (const auto& [i, reason] : drop) {
+    if (data) {
+      line += static_cast<uint32_t>(std::count(data + at, data + offset(i), '\n'));
+      at = offset(i);
+    } else {
+      line = static_cast<uint32_t>(offset(i) + 1);
+    }
+    bad.push_back({line, reason});
+  }
+  std::stable_sort(bad.begin(), bad.end(), [](const ShardBad& a, const ShardBad& b) { return a.line < b.line; });
+  if (!data) return rows(shard_bytes_, std::move(bad));
+  ShardIndex x;
+  x.kind_ = kind_;
+  x.shard_bytes_ = shard_bytes_;
+  x.owned_.reserve(valid_ - drop.size());
+  std::size_t k = 0;
+  for (uint64_t i = 0; i < valid_; ++i) {
+    if (k < drop.size() && drop[k].first == i) ++k;
+    else x.owned_.push_back(offset(i));
   }
   x.bad_ = std::move(bad);
   x.valid_ = x.owned_.size();

@@ -58,6 +58,10 @@ class ShardIndex {
   // (record i is row i). Saved as any index; load it with the row count as
   // `shard_bytes`.
   static ShardIndex rows(uint64_t n, std::vector<ShardBad> bad = {});
+  // This index less the valid records `drop` (indices into this index,
+  // rising, with their reasons), which join bad() at their lines. `data`:
+  // the shard's bytes, or nullptr for a Parquet or Arrow shard's rows.
+  ShardIndex without(const std::vector<std::pair<uint64_t, std::string>>& drop, const char* data) const;
   // Maps a saved index; nullopt when it is missing, damaged or not for a
   // shard of `shard_bytes` bytes.
   static std::optional<ShardIndex> load(const std::string& file, uint64_t shard_bytes);

@@ -221,6 +221,11 @@ void Schedule::batch_rows(uint64_t i, BatchRows& out) {
     tail[most].pop_back();
     tail.push_back({s});
   }
+  // Fewer samples left than ranks: the ranks still without a row get one
+  // sample each, repeated from the segment's start (DistributedSampler's
+  // wrap-around), so no rank gets an empty batch.
+  const uint32_t first = er.row_start[b], count = er.row_start[b + n] - first;
+  for (uint32_t j = 0; tail.size() < W; ++j) tail.push_back({er.samples[first + j % count]});
   for (std::size_t p = r; p < tail.size(); p += W) {
     out.samples.insert(out.samples.end(), tail[p].begin(), tail[p].end());
     out.row_start.push_back(static_cast<uint32_t>(out.samples.size()));

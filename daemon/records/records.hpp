@@ -38,11 +38,19 @@ struct RecordRules {
   // A model's chat template (template = "jinja"/"auto"): a record is valid
   // when its messages render and label under it (docs/data_model.md 1.2).
   std::shared_ptr<const ChatSpec> chat;
-  // A built-in template that takes tool calls (qwen2_5): a record with tools,
+  // A built-in template that takes tool calls (qwen2_5, qwen3): a record with tools,
   // a tool message or a tool call is read as section 1.2 and rendered by it;
   // any other record as section 1.
   std::shared_ptr<const ChatSpec> tool_chat;
+  // tool_chat also takes a record whose message has reasoning (qwen3).
+  bool tool_reasoning = false;
   bool last_assistant = false;
+  // The supervisor's index (docs/reliability.md): records that `chat` or
+  // `tool_chat` would render are only read (their messages converted), and
+  // rendered later in a forked child; the rest are checked as usual.
+  bool defer_render = false;
+  // Whether a record may need rendering to be judged.
+  bool renders() const { return chat || tool_chat; }
 };
 
 // Parses one record's JSON text into a conversation and checks it against

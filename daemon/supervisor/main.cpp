@@ -20,6 +20,7 @@
 #include "supervisor/supervisor.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "encode/sample_encoder.hpp"
+#include "cache/record_check.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/segment.hpp"
 #include "dev.hpp"
@@ -65,6 +66,7 @@ int check_config(const std::string& path) {
   std::printf("\n# tokenizer: %s, %zu pieces, pad id %d\n", std::string(tok->kind()).c_str(), tok->vocab_size(),
               tok->pad_id());
   Dataset data(cfg, nullptr, /*check_rows=*/true);
+  check_records(cfg, data);
   for (std::size_t i = 0; i < data.datasets().size(); ++i) {
     const DatasetInfo& d = data.datasets()[i];
     const bool eval = i >= cfg.train_datasets;

@@ -81,6 +81,7 @@ Supervisor::Supervisor(JobConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.eval.enabled()) eval_cfg_ = eval_job(cfg_);
   acquire_instance_locks();
   tok_ = text::load_tokenizer(cfg_.tokenizer.type, cfg_.tokenizer.path);
+  spdlog::info("tokenizer {}: {}", cfg_.tokenizer.path, tok_->engine());
   cpu_plan_ = plan_cpus(cfg_);
   for (const auto& r : cpu_plan_.per_rank) builder_cpus_.insert(builder_cpus_.end(), r.begin(), r.end());
   std::sort(builder_cpus_.begin(), builder_cpus_.end());
@@ -307,6 +308,15 @@ void Supervisor::on_sigchld() {
         if (w.pid == pid) w.pid = -1, w.last_exit = describe_exit(status);
       continue;
     }
+    if (record_check_ && !stopping_) {
+      std::vector<std::string> isolated;
+      auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
+      if (record_check_->on_exit(pid, status, fork_fn, isolated)) {
+        for (const std::string& r : isolated) spdlog::error("{}", r);
+        if (record_check_->done()) record_check_done();
+        continue;
+      }
+    }
     if (cache_build_ && !stopping_) {
       std::vector<std::string> isolated;
       auto fork_fn = [this](const std::function<void()>& child) { return fork_child(child); };
@@ -460,7 +470,8 @@ void Supervisor::begin_shutdown(const char* why) {
   index_progress_.cancel.store(true, std::memory_order_relaxed);
   tmpl::cancel_renders();  // a render in the index does not hold the shutdown up
   signals_.cancel();
-  if (cache_build_) cache_build_.reset();  // kills the builders and removes their parts
+  if (record_check_) record_check_.reset();  // kills the checking children
+  if (cache_build_) cache_build_.reset();    // kills the builders and removes their parts
   bool any = false;
   for (WorkerSlot& w : workers_) {
     if (w.pid > 0) {

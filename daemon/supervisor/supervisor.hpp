@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "cache/cache_build.hpp"
+#include "cache/record_check.hpp"
+#include "common/child_exit.hpp"
 #include "config/config.hpp"
 #include "control/control.hpp"
 #include "config/cpu_policy.hpp"
@@ -46,9 +48,6 @@ struct ShmPlan {
   uint64_t total() const { return data_bytes + (consumer_bytes + eval_consumer_bytes) * ranks; }
 };
 ShmPlan plan_shm(const JobConfig& cfg);
-
-// The exit status of a child that ran out of [workers] max_memory.
-constexpr int kChildOutOfMemory = 4;
 
 class Supervisor final : public ControlHandler {
  public:
@@ -96,6 +95,10 @@ class Supervisor final : public ControlHandler {
   void acquire_instance_locks();
   void start_indexing();
   void poll_indexing();
+  void fail_start(const std::exception_ptr& error);
+  void start_record_check();
+  void record_check_done();
+  void dataset_ready();
   std::string index_line() const;
   void create_segments();
   void prepare_cache();
@@ -150,7 +153,8 @@ class Supervisor final : public ControlHandler {
   Phase phase_ = Phase::kIndexing;
   IndexProgress index_progress_;
   std::thread index_thread_;
-  std::unique_ptr<Dataset> indexed_;  // written by index_thread_
+  std::unique_ptr<Dataset> indexed_;           // written by index_thread_; pending() while record_check_ runs
+  std::unique_ptr<RecordCheck> record_check_;  // judging the records a template renders, in children
   std::exception_ptr index_error_;
   std::atomic<bool> index_done_{false};
   int exit_code_ = 0;

@@ -2,7 +2,6 @@
 // supervisor's stack, runs none of its destructors or atexit handlers, and
 // maps no more than [workers] max_memory beyond what it inherits.
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,21 +24,6 @@ void child_log(const std::string& what) {
   (void)n;
 }
 
-// Caps what the child may map beyond what it inherited (the dataset's and
-// the rings' mappings, the supervisor's heap): RLIMIT_AS = now + `cap`.
-void limit_child_memory(uint64_t cap) {
-  if (cap == 0) return;
-  unsigned long long pages = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
-    std::fclose(f);
-  }
-  uint64_t now = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  rlimit lim{static_cast<rlim_t>(now + cap), static_cast<rlim_t>(now + cap)};
-  if (::setrlimit(RLIMIT_AS, &lim) != 0)
-    child_log(fmt::format("[workers] max_memory not applied: {}", std::strerror(errno)));
-}
-
 }  // namespace
 
 pid_t Supervisor::fork_child(const std::function<void()>& child, int rank_index) {
@@ -54,7 +38,8 @@ pid_t Supervisor::fork_child(const std::function<void()>& child, int rank_index)
       const std::vector<int>& cpus = rank_index >= 0 ? cpu_plan_.per_rank[rank_index] : builder_cpus_;
       if (std::string err = apply_cpu_policy(cpus, cfg_.workers); !err.empty())
         child_log(fmt::format("[workers] cpus/nice/policy not applied: {}", err));
-      limit_child_memory(child_memory_cap(cfg_));
+      if (std::string err = limit_child_memory(child_memory_cap(cfg_)); !err.empty())
+        child_log(fmt::format("[workers] max_memory not applied: {}", err));
       child();  // never returns
       code = 0;
     } catch (const std::bad_alloc&) {

@@ -51,17 +51,54 @@ void Supervisor::poll_indexing() {
   index_thread_.join();
   if (stopping_) return;
   if (index_error_) {
-    try {
-      std::rethrow_exception(index_error_);
-    } catch (const std::exception& e) {
-      // As main() reports every other start-up error.
-      std::fprintf(stderr, "error: %s\n", e.what());
-      sd_notifyf(0, "STATUS=error: %s", e.what());
-    }
-    exit_code_ = 1;
-    begin_shutdown("the dataset cannot be served");
+    fail_start(index_error_);
     return;
   }
+  if (indexed_->pending()) {
+    start_record_check();
+    return;
+  }
+  dataset_ready();
+}
+
+// As main() reports every other start-up error.
+void Supervisor::fail_start(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    sd_notifyf(0, "STATUS=error: %s", e.what());
+  }
+  exit_code_ = 1;
+  begin_shutdown("the dataset cannot be served");
+}
+
+// The records a template renders are judged in forked children (the index
+// thread has been joined: forking is safe), as many as the cache builders.
+void Supervisor::start_record_check() {
+  const uint32_t children = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
+  record_check_ = std::make_unique<RecordCheck>(*indexed_, children, cfg_.workers.max_crashes, crash_on_line_);
+  spdlog::info("datasets read; rendering {} records in forked children to check them", record_check_->total());
+  record_check_->start([this](const std::function<void()>& child) { return fork_child(child); });
+  if (record_check_->done()) record_check_done();
+}
+
+void Supervisor::record_check_done() {
+  const uint64_t bad = record_check_->bad().size(), total = record_check_->total();
+  const double seconds = record_check_->seconds();
+  try {
+    indexed_->apply_verdicts(cfg_, record_check_->bad());
+  } catch (...) {
+    record_check_.reset();
+    fail_start(std::current_exception());
+    return;
+  }
+  record_check_.reset();
+  spdlog::info("{} rendered records checked in {:.2f} s in forked children: {} bad", total, seconds, bad);
+  dataset_ready();
+}
+
+void Supervisor::dataset_ready() {
   data_ = std::move(indexed_);
   for (const BadRecord& b : data_->bad()) spdlog::warn("{}:{}: bad record skipped: {}", b.file, b.line, b.reason);
   for (const DatasetInfo& d : data_->datasets())
@@ -75,6 +112,14 @@ void Supervisor::poll_indexing() {
 }
 
 std::string Supervisor::index_line() const {
+  if (record_check_) {
+    const uint64_t done = record_check_->checked(), total = record_check_->total();
+    const double seconds = record_check_->seconds(), rate = seconds > 0 ? done / seconds : 0;
+    return fmt::format(
+        "checking records: {}/{} rendered in forked children ({:.1f}%), {} bad so far, {:.0f} records/s, ETA {:.0f} s",
+        done, total, total ? 100.0 * done / total : 100.0, record_check_->bad().size(), rate,
+        rate > 0 ? (total - done) / rate : 0);
+  }
   const IndexProgress& p = index_progress_;
   if (std::string f = fetch_line(p.objects); !f.empty()) return f;  // s3:// objects come first
   double seconds = (shm::monotonic_ns() - start_ns_) / 1e9;

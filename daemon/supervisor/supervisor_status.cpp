@@ -63,7 +63,7 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   const IndexProgress& ip = index_progress_;
   pk.pack("dataset");
   pk.pack_map(15);
-  kv(pk, "state", data_ ? "ready" : "indexing");
+  kv(pk, "state", data_ ? "ready" : record_check_ ? "checking" : "indexing");
   pk.pack("index");
   pk.pack_map(7);
   uint64_t done = ip.bytes_done.load(std::memory_order_relaxed), total = ip.bytes_total.load(std::memory_order_relaxed);

@@ -129,7 +129,9 @@ struct DictObj {
       return;
     }
     items.emplace_back(std::string(key), std::move(v));
-    if (index_size_ + 1 == items.size()) index_.emplace(items.back().first, items.size() - 1), ++index_size_;
+    // A small dict has no index; a big one's stays complete as it grows.
+    if (index_size_ != 0 && index_size_ + 1 == items.size())
+      index_.emplace(items.back().first, items.size() - 1), ++index_size_;
   }
 
  private:

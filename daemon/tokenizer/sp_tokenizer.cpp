@@ -2,6 +2,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include "tokenizer/sp_bpe.hpp"
 #include "tokenizer/special_split.hpp"
 
 namespace tokfeed::text {
@@ -23,12 +24,19 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
     splitter_ = SpecialSplitter(std::move(specials));
     pad_id_ = sp_.pad_id() >= 0 ? sp_.pad_id() : 0;
+    // BPE models take tokfeed's own encoder where it gives libsentencepiece's
+    // results exactly (sp_bpe.hpp); the rest, and decoding, stay with it.
+    bpe_ = SpBpe::build(read_sp_model(path), path, why_not_bpe_);
   }
 
   void encode(std::string_view text, std::vector<Token>& out) const override {
     splitter_.split(
         text,
         [&](std::size_t b, std::size_t e) {
+          if (bpe_) {
+            bpe_->encode(text.substr(b, e - b), static_cast<uint32_t>(b), out);
+            return;
+          }
           sentencepiece::ImmutableSentencePieceText spt;
           sp_.Encode(text.substr(b, e - b), spt.mutable_proto()).IgnoreError();
           for (std::size_t i = 0; i < spt.pieces_size(); ++i) {
@@ -72,11 +80,16 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t pad_id() const override { return pad_id_; }
   size_t vocab_size() const override { return static_cast<size_t>(sp_.GetPieceSize()); }
   std::string_view kind() const override { return "sentencepiece"; }
+  std::string engine() const override {
+    return bpe_ ? "sentencepiece; BPE: tokfeed's encoder" : "sentencepiece; libsentencepiece (" + why_not_bpe_ + ")";
+  }
 
  private:
   sentencepiece::SentencePieceProcessor sp_;
   SpecialSplitter splitter_;
   int32_t pad_id_ = 0;
+  std::unique_ptr<SpBpe> bpe_;  // null: libsentencepiece encodes
+  std::string why_not_bpe_;
 };
 
 }  // namespace

@@ -55,6 +55,9 @@ class Tokenizer {
 
   // Short name of the backend, e.g. "sentencepiece" or "hf".
   virtual std::string_view kind() const = 0;
+  // How it encodes, for the load-time log: the backend and, where it has a
+  // choice, the algorithm it took and why (e.g. "hf; BPE merges: linear").
+  virtual std::string engine() const { return std::string(kind()); }
 };
 
 // Loads a tokenizer. `type` is "sentencepiece" (a .model file) or "hf"

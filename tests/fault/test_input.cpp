@@ -134,15 +134,15 @@ w.close()
   CHECK(c.peak_mb < 128);  // expanded, the cell alone is 128 MiB, and its JSON as much again
 }
 
-TEST_CASE("a worker that runs out of [workers] max_memory names the record, and the daemon serves the rest") {
+TEST_CASE("a render that runs out of [workers] max_memory is a bad record named by file:line; the rest is served") {
   TempDir dir;
   std::string lines;
   for (int i = 0; i < 24; ++i)
     lines += "{\"messages\":[{\"role\":\"user\",\"content\":\"hello " + std::to_string(i) +
              "\"},{\"role\":\"assistant\",\"content\":\"world " + std::to_string(i) + "\"}]}\n";
   std::string data = write(dir, "data.jsonl", lines);
-  // 160 MB for "hello 3": within the render's budget (256 MiB) when the
-  // supervisor checks the record, past the workers' 64 MB.
+  // 160 MB for "hello 3": within the render's budget (256 MiB), past the
+  // 64 MB of the child that renders the record to judge it.
   std::string tmpl =
       write(dir, "t.jinja",
             "{%- if messages[0].content == 'hello 3' %}{{ (['x' * 10000000] * 16) | join('') | length }}{% endif %}"
@@ -156,8 +156,8 @@ TEST_CASE("a worker that runs out of [workers] max_memory names the record, and 
   CHECK(got.size() == 12);
   CHECK(d.running());
   std::string log = d.log();
-  CHECK(log.find(data + ":4: record refused while encoding") != std::string::npos);
-  CHECK(log.find("the render ran out of memory ([workers] max_memory)") != std::string::npos);
+  CHECK(log.find(data + ":4: bad record skipped: ") != std::string::npos);
+  CHECK(log.find("out of memory ([workers] max_memory)") != std::string::npos);
   CHECK(d.stop(SIGTERM) == 0);
 }
 

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <tuple>
 #include <thread>
 
 #include "harness.hpp"
@@ -244,5 +247,33 @@ TEST_CASE("elastic resume from 4 ranks to 2 continues the epoch with every remai
       for (const auto& l : before[r])
         if (l.rfind("{\"epoch\":0,", 0) == 0) epoch0_samples += samples_in(l);
     CHECK(seen + after == epoch0_samples);
+  }
+}
+
+TEST_CASE("a last step with fewer samples than ranks gives every rank a batch: the segment's first samples repeat") {
+  TempDir dir;
+  // 3 records over 5 ranks, and 13 over 4 (a tail of 1 sample at size 3).
+  std::istringstream all(slurp(data_path("sft/messages-100.jsonl")));
+  std::string line, first[2];
+  for (int i = 0; i < 13 && std::getline(all, line); ++i) {
+    if (i < 3) first[0] += line + "\n";
+    first[1] += line + "\n";
+  }
+  const std::string packed = "size = 1\nmax_length = 2048\npadding = \"packed\"\n";
+  const std::string padding_free = "max_length = 2048\npadding = \"padding_free\"\n";
+  for (auto [records, world, batch] : {std::tuple{first[0], 5, packed}, std::tuple{first[1], 4, padding_free}}) {
+    CAPTURE(world);
+    std::string data = dir.file("small-" + std::to_string(world) + ".jsonl");
+    std::ofstream(data) << records;
+    std::string name = "w" + std::to_string(world);
+    std::string cfg = write_job(dir, job(batch, "[ranks]\nworld_size = " + std::to_string(world) + "\n", data), name);
+    Daemon d(cfg, socket_of(dir, name));
+    for (uint32_t r = 0; r < static_cast<uint32_t>(world); ++r) {
+      std::vector<std::string> ours = dump(d.socket(), r);
+      REQUIRE(!ours.empty());
+      for (const std::string& l : ours) CHECK(samples_in(l) >= 1);  // no batch of 0 rows
+      require_equal(ours, reference(cfg, r), "rank " + std::to_string(r));
+    }
+    CHECK(d.stop(SIGTERM) == 0);
   }
 }

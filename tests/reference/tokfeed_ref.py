@@ -187,7 +187,7 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     sample (tokenized once, same tokens); each occurrence is a sample of its
     own for packing, dealing and the dropped / all_masked counts (A13, A21).
     Only records that occur in some epoch's order are tokenized.
- A40 qwen2_5's tool records (spec 2): the reference reads section 1.2 for
+ A40 qwen2_5's and qwen3's tool records (spec 2): the reference reads section 1.2 for
     records in the HF `messages` form, ms-swift's `tool_call` /
     `tool_response` roles included (a tool call's content a JSON object or a
     JSON string of one); ShareGPT's `function_call` / `observation` are not
@@ -904,9 +904,16 @@ def _tool_call(content):
     return {"type": "function", "function": {"name": call["name"], "arguments": call.get("arguments", {})}}
 
 
-def tool_chat(rec, ds):
-    """Spec 1.2 under qwen2_5 (AMBIGUITY A40): a ToolChat when the record has
-    tool content, else None (section 1 reads it)."""
+def _reasoning_of(m):
+    """A message's reasoning under any of transformers' names (reasoning_content,
+    thinking, reasoning: the first that is not None), or None."""
+    return next((m[k] for k in ("reasoning_content", "thinking", "reasoning") if m.get(k) is not None), None)
+
+
+def tool_chat(rec, ds, reasoning=False):
+    """Spec 1.2 under qwen2_5 and qwen3 (AMBIGUITY A40): a ToolChat when the
+    record has tool content (with `reasoning`, qwen3's: also a message with
+    reasoning), else None (section 1 reads it)."""
     rec = rename_columns(rec, ds["columns"])
     if ds["format"] not in ("auto", "messages") or not isinstance(rec.get("messages"), list):
         return None
@@ -943,6 +950,8 @@ def tool_chat(rec, ds):
         msgs.insert(0, {"role": "system", "content": rec["system"]})
     if tools or any(m["role"] == "tool" or m.get("tool_calls") for m in msgs):
         return ToolChat(msgs, tools)
+    if reasoning and any(_reasoning_of(m) is not None for m in msgs):
+        return ToolChat(msgs, tools)
     return None
 
 
@@ -950,13 +959,13 @@ def to_conversation(rec, ds, template):
     """Record -> validated conversation [(role, content)] or raise BadRecord.
 
     ds is the record's dataset (format, columns, placeholders; spec 1, 1.1).
-    Under qwen2_5 a record with tool content is a ToolChat (spec 2, A40).
+    Under qwen2_5 and qwen3 a record with tool content is a ToolChat (spec 2, A40).
     """
-    if template == "qwen2_5":
-        chat = tool_chat(rec, ds)
+    if template in TOOL_RENDERERS:
+        chat = tool_chat(rec, ds, reasoning=template == "qwen3")
         if chat is not None:
             try:
-                render_qwen2_5_tools(chat, DEFAULT_SYSTEM["qwen2_5"], Renderer())
+                TOOL_RENDERERS[template](chat, DEFAULT_SYSTEM[template], Renderer())
             except (TypeError, KeyError, AttributeError) as e:
                 raise BadRecord(f"template error: {e}") from None
             return chat
@@ -1181,6 +1190,54 @@ def render_qwen2_5_tools(chat, default_system, r):
             r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
 
 
+def render_qwen3_tools(chat, default_system, r):
+    """Spec 2 `qwen3` with tool content: Qwen3's own template (the tools text
+    after the system content, no default system; think blocks as render_qwen3;
+    string arguments as they are), trained text as qwen2_5's."""
+    msgs = chat.msgs
+    if msgs and msgs[0]["role"] == "system":
+        system, msgs = msgs[0]["content"], msgs[1:]
+    else:
+        system = default_system
+    if chat.tools:
+        r.emit("<|im_start|>system\n" + (system + "\n\n" if system is not None else "") + QWEN_TOOLS_HEAD[2:])
+        for tool in chat.tools:
+            r.emit("\n" + json.dumps(tool, ensure_ascii=False))
+        r.emit(QWEN_TOOLS_TAIL)
+    elif system is not None:
+        r.emit("<|im_start|>system\n" + system + "<|im_end|>\n")
+    q = _qwen3_last_query([(m["role"], m.get("content")) for m in msgs])
+    for i, m in enumerate(msgs):
+        role, content = m["role"], m.get("content")
+        if role == "assistant":
+            r.emit("<|im_start|>assistant\n")
+            reasoning = _reasoning_of(m)
+            if reasoning is None:
+                reasoning, answer = _qwen3_split(content)
+            else:
+                answer = content
+            if i > q and (i == len(msgs) - 1 or reasoning):
+                body = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" + answer.lstrip("\n")
+            else:
+                body = answer
+            for k, call in enumerate(m.get("tool_calls") or []):
+                f = call["function"] if call.get("function") else call
+                args = f["arguments"]
+                body += ("\n" if k or answer else "") + '<tool_call>\n{"name": "' + f["name"] + '", "arguments": ' + \
+                    (args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)) + "}\n</tool_call>"
+            r.spans.append([r.emit(body + "<|im_end|>\n")])
+        elif role == "tool":
+            if i == 0 or msgs[i - 1]["role"] != "tool":
+                r.emit("<|im_start|>user")
+            r.emit("\n<tool_response>\n" + content + "\n</tool_response>")
+            if i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool":
+                r.emit("<|im_end|>\n")
+        else:
+            r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
+
+
+TOOL_RENDERERS = {"qwen2_5": render_qwen2_5_tools, "qwen3": render_qwen3_tools}
+
 RENDERERS = {"mistral": render_mistral, "llama2": render_llama2,
              "chatml": render_chatml, "qwen2_5": render_chatml,
              "qwen3": render_qwen3, "llama3": render_llama3}
@@ -1192,7 +1249,7 @@ def render(conv, cfg):
     r = Renderer()
     if isinstance(conv, ToolChat):
         default = cfg["default_system"] if cfg["default_system"] is not None else DEFAULT_SYSTEM[template]
-        render_qwen2_5_tools(conv, default, r)
+        TOOL_RENDERERS[template](conv, default, r)
     else:
         system, rest = _system_and_rest(conv, template, cfg["default_system"])
         RENDERERS[template](rest, system, r)
@@ -1617,16 +1674,23 @@ def step_count(n, world, cfg):
     return n_r // S if cfg["drop_last"] else -(-n_r // S)
 
 
-def split_tail(tail, world):
+def split_tail(tail, world, segment):
     """Spec 4.2 last step: while fewer rows than ranks and a row holds two or
     more samples, move the last sample of the row with the most samples
-    (ties: the first) to a row of its own at the end. Works on a copy (A26)."""
+    (ties: the first) to a row of its own at the end; then, while still fewer
+    rows than ranks, append one-sample rows repeating the segment's samples
+    from its start. Works on a copy (A26)."""
     tail = [list(row) for row in tail]
     while len(tail) < world:
         most = max(range(len(tail)), key=lambda i: (len(tail[i]), -i), default=None)
         if most is None or len(tail[most]) < 2:
             break
         tail.append([tail[most].pop()])
+    flat = [s for row in segment for s in row]
+    j = 0
+    while len(tail) < world:
+        tail.append([flat[j % len(flat)]])
+        j += 1
     return tail
 
 
@@ -1634,8 +1698,8 @@ def deal_packed(Q, rank, world, cfg):
     """Spec 4.2, packed modes: rank's steps, each a list of rows of Q.
 
     Step k deals the block Q[k*R*S:(k+1)*R*S], row p to rank p mod R; the
-    last step (without drop_last) deals the tail after split_tail. A rank
-    left without rows gets a batch of 0 rows.
+    last step (without drop_last) deals the tail after split_tail, which
+    gives every rank at least one row.
     """
     S = rows_per_step(cfg)
     B = step_count(len(Q), world, cfg)
@@ -1643,7 +1707,7 @@ def deal_packed(Q, rank, world, cfg):
     for k in range(B):
         block = Q[k * world * S:(k + 1) * world * S]
         if k == B - 1 and not cfg["drop_last"]:
-            block = split_tail(Q[k * world * S:], world)
+            block = split_tail(Q[k * world * S:], world, Q)
         steps.append(block[rank::world])
     return steps
 

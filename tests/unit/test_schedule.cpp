@@ -132,7 +132,7 @@ TEST_CASE("best-fit decreasing packs a window as the spec works it out") {
   CHECK(rows.row_start == std::vector<uint32_t>{0, 2, 3, 5, 6});
 }
 
-TEST_CASE("packed: every sample exactly once per epoch, equal steps on every rank") {
+TEST_CASE("packed: every sample once per epoch, equal steps on every rank, no empty batch") {
   for (auto [n, world, size] : {std::tuple{500u, 3u, 2u}, {37u, 4u, 1u}, {5u, 8u, 2u}, {1000u, 2u, 4u}}) {
     CAPTURE(n);
     CAPTURE(world);
@@ -156,6 +156,7 @@ TEST_CASE("packed: every sample exactly once per epoch, equal steps on every ran
           BatchRows b;
           s.batch_rows(first + k, b);
           CHECK(b.rows() <= size);
+          CHECK(b.rows() >= 1);  // no rank gets an empty batch
           for (uint32_t row = 0; row < b.rows(); ++row) {
             uint32_t used = 0;
             for (uint32_t x = b.row_start[row]; x < b.row_start[row + 1]; ++x) used += len[b.samples[x]];
@@ -166,7 +167,15 @@ TEST_CASE("packed: every sample exactly once per epoch, equal steps on every ran
       }
       CHECK(seen.size() == static_cast<std::size_t>(n - 1));
       CHECK(seen.count(1) == 0);
-      for (auto [x, count] : seen) CHECK(count == 1);
+      // Once each, but for the one-sample rows a last step with fewer
+      // samples than ranks repeats (fewer than `world` of them).
+      uint64_t delivered = 0;
+      for (auto [x, count] : seen) {
+        CHECK(count >= 1);
+        CHECK(count <= 2);
+        delivered += count;
+      }
+      CHECK(delivered - (n - 1) < world);
     }
   }
 }

@@ -19,8 +19,11 @@ uint64_t hash_bytes(std::string_view s) {
     h = (h ^ v) * m;
     h ^= h >> 32;
   }
+  // The last 8 bytes (overlapping the chunks) rather than a copy of variable length.
   uint64_t tail = 0;
-  std::memcpy(&tail, s.data() + i, s.size() - i);
+  if (s.size() >= 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
+  else
+    for (size_t k = 0; k < s.size(); ++k) tail |= uint64_t(static_cast<unsigned char>(s[k])) << (8 * k);
   h = (h ^ tail) * m;
   h ^= h >> 29;
   h *= 0xc4ceb9fe1a85ec53ull;
@@ -31,7 +34,7 @@ size_t StringHash::operator()(std::string_view s) const noexcept { return size_t
 
 // ---- MergeTable ----
 
-void BpeModel::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
+void MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
   size_t cap = 16;
   shift_ = 60;
   while (cap < entries.size() * 2) cap <<= 1, --shift_;
@@ -43,54 +46,6 @@ void BpeModel::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& 
     // A repeated merge keeps its last rank, as HF's map does.
     slots_[i] = Slot{key, merge};
   }
-}
-
-// ---- WordCache ----
-
-bool BpeModel::WordCache::find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const {
-  if (count_ == 0) return false;
-  const size_t mask = slots_.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Entry& e = slots_[i];
-    if (e.key_len == UINT32_MAX) return false;
-    if (e.hash == hash && e.key_len == word.size() &&
-        std::memcmp(keys_.data() + e.key_off, word.data(), word.size()) == 0) {
-      out.insert(out.end(), values_.begin() + e.val_off, values_.begin() + e.val_off + e.val_len);
-      return true;
-    }
-  }
-}
-
-void BpeModel::WordCache::grow() {
-  constexpr Entry kFree{0, 0, UINT32_MAX, 0, 0};
-  if (slots_.empty() || slots_.size() >= kMaxSlots) {
-    slots_.assign(slots_.empty() ? kMinSlots : kMaxSlots, kFree);
-    keys_.clear();
-    values_.clear();
-    count_ = 0;
-    return;
-  }
-  // Double, keeping every entry: keys and values stay where they are.
-  std::vector<Entry> old(slots_.size() * 2, kFree);
-  old.swap(slots_);
-  const size_t mask = slots_.size() - 1;
-  for (const Entry& e : old) {
-    if (e.key_len == UINT32_MAX) continue;
-    size_t i = e.hash & mask;
-    while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
-    slots_[i] = e;
-  }
-}
-
-void BpeModel::WordCache::insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n) {
-  if (count_ >= slots_.size() / 2) grow();
-  const size_t mask = slots_.size() - 1;
-  size_t i = hash & mask;
-  while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
-  slots_[i] = Entry{hash, uint32_t(keys_.size()), uint32_t(word.size()), uint32_t(values_.size()), uint32_t(n)};
-  keys_.append(word);
-  values_.insert(values_.end(), pieces, pieces + n);
-  ++count_;
 }
 
 // ---- BpeModel ----
@@ -138,6 +93,10 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
       raw_vocab_.emplace(token, id);
     }
   }
+  for (int b = 0; b < 128; ++b) {
+    auto it = raw_vocab_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+    ascii_unit_id_[b] = it != raw_vocab_.end() ? it->second : -1;
+  }
   if (byte_level_) {
     for (int b = 0; b < 256; ++b) {
       auto it = raw_vocab_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
@@ -169,9 +128,33 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
       throw TokenizerError(where + ": model.merges[" + std::to_string(rank) + "] makes '" + a + b +
                            "', which is not in model.vocab");
     uint64_t key = uint64_t(uint32_t(ia->second)) << 32 | uint32_t(ib->second);
-    entries.push_back({key, Merge{int32_t(rank), inew->second}});
+    entries.push_back(
+        {key, Merge{config.merge_ranks.empty() ? int32_t(rank) : config.merge_ranks[rank], inew->second}});
+    merge_pairs_.push_back({ia->second, ib->second});
   }
   merges_.build(entries);
+  init_linear();
+}
+
+void BpeModel::init_linear() {
+  std::string why;
+  if (!byte_level_) why = "the vocabulary is not byte-level";
+  if (why.empty()) {
+    std::vector<std::string> raw(id_to_token_.size());
+    for (size_t id = 0; id < raw.size(); ++id)
+      if (id_valid_[id] && !byte_level_to_raw(id_to_token_[id], raw[id])) raw[id].clear();
+    std::vector<LinearBpe::MergeSpec> specs(merge_pairs_.size());
+    for (size_t rank = 0; rank < merge_pairs_.size(); ++rank) {
+      const auto [a, b] = merge_pairs_[rank];
+      const Merge* m = merges_.find(a, b);
+      // A pair listed twice keeps its last rank.
+      specs[rank] = m->rank == int32_t(rank) ? LinearBpe::MergeSpec{a, b, m->new_id} : LinearBpe::MergeSpec{-1, -1, -1};
+    }
+    linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, why);
+  }
+  merge_pairs_.clear();
+  merge_pairs_.shrink_to_fit();
+  merge_algorithm_ = linear_ ? "linear" : "heap: " + why;
 }
 
 int32_t BpeModel::token_to_id(std::string_view token) const {
@@ -191,16 +174,19 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
 
 void BpeModel::tokenize(std::string_view word, std::vector<WordPiece>& out) const {
   if (word.empty()) return;
-  const uint64_t hash = hash_bytes(word);
   const bool cacheable = word.size() <= WordCache::kMaxWordLen;
-  if (cacheable && cache_.find(word, hash, out)) return;
+  WordCache::Lookup at;
+  if (cacheable && cache_.find(word, at, out)) return;
   const size_t first = out.size();
   if (ignore_merges_) {
     auto it = raw_vocab_.find(word);
     if (it != raw_vocab_.end()) out.push_back({it->second, uint32_t(word.size())});
   }
-  if (out.size() == first) merge_word(word, out);
-  if (cacheable) cache_.insert(word, hash, out.data() + first, out.size() - first);
+  if (out.size() == first) {
+    if (!linear_ || !linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); }))
+      merge_word(word, out);
+  }
+  if (cacheable) cache_.insert(word, at, out.data() + first, out.size() - first);
 }
 
 void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) const {
@@ -230,10 +216,17 @@ void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) co
         unit = mapped;
       }
     } else {
-      len = utf8_char_len(word, i);
-      unit = word.substr(i, len);
-      auto it = raw_vocab_.find(unit);
-      if (it != raw_vocab_.end()) id = it->second;
+      const auto b = static_cast<unsigned char>(word[i]);
+      if (b < 0x80) {
+        len = 1;
+        unit = word.substr(i, 1);
+        id = ascii_unit_id_[b];
+      } else {
+        len = utf8_char_len(word, i);
+        unit = word.substr(i, len);
+        auto it = raw_vocab_.find(unit);
+        if (it != raw_vocab_.end()) id = it->second;
+      }
     }
     if (id >= 0) {
       flush_unk();

@@ -7,18 +7,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-namespace tokfeed::text::hf {
+#include "tokenizer/hf/bpe_linear.hpp"
+#include "tokenizer/hf/merge_table.hpp"
+#include "tokenizer/hf/word_cache.hpp"
 
-// A token of a word: its id and how many bytes of the word it covers.
-struct WordPiece {
-  int32_t id;
-  uint32_t len;
-};
+namespace tokfeed::text::hf {
 
 struct StringHash {
   using is_transparent = void;
@@ -29,7 +28,10 @@ using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to
 struct BpeConfig {
   Vocab vocab;                                              // token string (as in the json) -> id
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
-  bool byte_level = false;                                  // units are bytes shown in the GPT-2 alphabet
+  // When not empty, merges[i] has rank merge_ranks[i] instead of i; equal
+  // ranks merge leftmost first (SentencePiece's equal scores).
+  std::vector<int32_t> merge_ranks;
+  bool byte_level = false;  // units are bytes shown in the GPT-2 alphabet
   bool byte_fallback = false;
   bool ignore_merges = false;
   bool fuse_unk = false;
@@ -51,68 +53,26 @@ class BpeModel {
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
   size_t max_id_plus_one() const { return id_to_token_.size(); }
 
+  // Which merge algorithm words not in the cache take: "linear" (see
+  // bpe_linear.hpp), or "heap: <why the linear one does not apply>".
+  const std::string& merge_algorithm() const { return merge_algorithm_; }
+  // The heap loop alone, whatever merge_algorithm() says (for tests).
+  void tokenize_heap(std::string_view word, std::vector<WordPiece>& out) const { merge_word(word, out); }
+  const LinearBpe* linear() const { return linear_.get(); }
+
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t new_id;
-  };
-  // Open addressing over 16-byte slots holding key and merge together, so
-  // a lookup touches one cache line.
-  class MergeTable {
-   public:
-    void build(const std::vector<std::pair<uint64_t, Merge>>& entries);
-    const Merge* find(int32_t a, int32_t b) const {
-      const uint64_t key = uint64_t(uint32_t(a)) << 32 | uint32_t(b);
-      for (uint64_t i = slot(key);; i = (i + 1) & mask_) {
-        const Slot& s = slots_[i];
-        if (s.key == key) return &s.merge;
-        if (s.key == kEmpty) return nullptr;
-      }
-    }
-
-   private:
-    struct Slot {
-      uint64_t key;
-      Merge merge;
-    };
-    static constexpr uint64_t kEmpty = ~uint64_t(0);
-    uint64_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_ & mask_; }
-    std::vector<Slot> slots_;
-    uint64_t mask_ = 0;
-    int shift_ = 0;
-  };
-  // Word -> pieces, cleared whenever it fills up (cheap and good enough: a
-  // corpus's frequent words are back in it within a few kilobytes of text).
-  class WordCache {
-   public:
-    static constexpr size_t kMaxWordLen = 256;
-    bool find(std::string_view word, uint64_t hash, std::vector<WordPiece>& out) const;
-    void insert(std::string_view word, uint64_t hash, const WordPiece* pieces, size_t n);
-
-   private:
-    struct Entry {
-      uint64_t hash;
-      uint32_t key_off, key_len, val_off, val_len;
-    };
-    // Open addressing at most half full. The table starts small and doubles
-    // up to kMaxSlots (about 12 MiB), so memory follows the words a dataset
-    // has; past that it is cleared and refilled.
-    static constexpr size_t kMinSlots = 1 << 14;
-    static constexpr size_t kMaxSlots = 1 << 19;
-    void grow();
-    std::vector<Entry> slots_;
-    std::string keys_;
-    std::vector<WordPiece> values_;
-    size_t count_ = 0;
-  };
-
   void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
+  void init_linear();
 
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_valid_;
   Vocab raw_vocab_;  // unit bytes -> id (for byte-level: the bytes the token stands for)
   MergeTable merges_;
+  std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
+  std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
+  std::string merge_algorithm_;
   int32_t byte_unit_id_[256];      // byte-level: id of each single byte
+  int32_t ascii_unit_id_[128];     // otherwise: id of each ASCII char, or -1
   int32_t byte_fallback_id_[256];  // id of "<0xXX>", or -1
   bool byte_level_, byte_fallback_, ignore_merges_, fuse_unk_;
   int32_t unk_id_ = -1;

@@ -37,6 +37,7 @@ class HfTokenizer final : public Tokenizer {
   int32_t pad_id() const override { return p_.pad_id; }
   size_t vocab_size() const override { return p_.vocab_size; }
   std::string_view kind() const override { return "hf"; }
+  std::string engine() const override { return "hf; BPE merges: " + p_.model->merge_algorithm(); }
 
  private:
   void encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;

@@ -1,0 +1,196 @@
+#include "tokenizer/hf/bpe_linear.hpp"
+
+#include <algorithm>
+
+namespace tokfeed::text::hf {
+
+namespace {
+
+std::string quoted(std::string_view raw) {
+  std::string s = "'";
+  for (unsigned char c : raw) {
+    if (c >= 0x20 && c < 0x7f) {
+      s.push_back(char(c));
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      s += hex;
+    }
+  }
+  return s + "'";
+}
+
+}  // namespace
+
+std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw, const std::vector<MergeSpec>& merges,
+                                            const MergeTable& table, const int32_t (&byte_unit_id)[256],
+                                            std::string& why) {
+  auto lin = std::unique_ptr<LinearBpe>(new LinearBpe());
+  lin->merges_ = &table;
+  auto& tok = lin->trees_;
+  tok.assign(raw.size(), Tree{INT32_MAX, -1, -1});
+  std::vector<bool> reachable(raw.size(), false);
+  for (int b = 0; b < 256; ++b) {
+    const int32_t id = byte_unit_id[b];
+    if (id < 0) {
+      why = "byte " + std::to_string(b) + " has no token";
+      return nullptr;
+    }
+    tok[size_t(id)].birth = -1;
+    reachable[size_t(id)] = true;
+  }
+  // Births, one merge per token.
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const MergeSpec& m = merges[rank];
+    if (m.left < 0) continue;
+    Tree& t = tok[size_t(m.new_id)];
+    if (t.birth != INT32_MAX) {
+      why = "token " + quoted(raw[size_t(m.new_id)]) + " is made by more than one merge (merges[" +
+            std::to_string(rank) + "])";
+      return nullptr;
+    }
+    t.birth = int32_t(rank);
+    t.left = m.left;
+    t.right = m.right;
+  }
+  // Consistency, then reachability in rank order (the parts' are known by then).
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const MergeSpec& m = merges[rank];
+    if (m.left < 0) continue;
+    for (int32_t part : {m.left, m.right}) {
+      const int32_t born = tok[size_t(part)].birth;
+      if (born != INT32_MAX && born >= int32_t(rank)) {
+        why = "merges[" + std::to_string(rank) + "] uses " + quoted(raw[size_t(part)]) + ", made by the later merges[" +
+              std::to_string(born) + "]";
+        return nullptr;
+      }
+    }
+    reachable[size_t(m.new_id)] = reachable[size_t(m.left)] && reachable[size_t(m.right)] &&
+                                  !raw[size_t(m.new_id)].empty() && lin->walk(m.left, m.right, int32_t(rank), false);
+  }
+  // The trie: size its table from the number of distinct prefixes.
+  std::vector<int32_t> order;
+  for (size_t id = 0; id < raw.size(); ++id)
+    if (reachable[id]) order.push_back(int32_t(id));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[size_t(a)] < raw[size_t(b)]; });
+  size_t nodes = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string& s = raw[size_t(order[i])];
+    size_t lcp = 0;
+    if (i > 0) {
+      const std::string& p = raw[size_t(order[i - 1])];
+      while (lcp < s.size() && lcp < p.size() && s[lcp] == p[lcp]) ++lcp;
+    }
+    nodes += s.size() - lcp;
+  }
+  size_t cap = 16;
+  lin->shift_ = 28;
+  while (cap < nodes + nodes / 2) cap <<= 1, --lin->shift_;
+  if (cap >= kRoot) {
+    why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
+    return nullptr;
+  }
+  lin->mask_ = uint32_t(cap - 1);
+  lin->edges_.assign(cap, Edge{kNoEdge, -1, true});
+  std::fill(std::begin(lin->root_edge_), std::end(lin->root_edge_), kNoEdge);
+  size_t longest = 0;
+  for (int32_t id : order) {
+    lin->add_token(raw[size_t(id)], id);
+    longest = std::max(longest, raw[size_t(id)].size());
+  }
+  lin->cands_.resize(longest + 1);
+  return lin;
+}
+
+void LinearBpe::add_token(std::string_view bytes, int32_t id) {
+  uint32_t node = kRoot;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const uint32_t k = node << 8 | uint8_t(bytes[i]);
+    uint32_t s = (k * 0x9E3779B1u) >> shift_;
+    while (edges_[s].key != kNoEdge && edges_[s].key != k) s = (s + 1) & mask_;
+    if (edges_[s].key == kNoEdge) {
+      edges_[s].key = k;
+      ++node_count_;
+      if (i == 0) root_edge_[uint8_t(bytes[0])] = s;
+    }
+    if (node != kRoot) edges_[node].leaf = false;
+    node = s;
+  }
+  edges_[node].token = id;
+}
+
+size_t LinearBpe::matches(std::string_view word, size_t pos, size_t max_len) const {
+  const size_t limit = std::min(word.size() - pos, max_len - 1);
+  if (limit == 0) return 0;
+  size_t n = 0;
+  uint32_t node = root_edge_[uint8_t(word[pos])];  // every byte is a token
+  for (size_t len = 1;; ++len) {
+    const int32_t t = edges_[node].token;
+    if (t >= 0) cands_[n++] = Piece{t, uint32_t(len)};
+    if (len == limit || edges_[node].leaf) break;
+    node = find_edge(node, uint8_t(word[pos + len]));
+    if (node == kNoEdge) break;
+  }
+  return n;
+}
+
+bool LinearBpe::walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const {
+  // (x, y) is the pair at the boundary until rank `limit` (inclusive: also at
+  // that rank, being then left of the pair that merges). BPE merges it across
+  // the boundary iff its own rank comes before that.
+  for (;;) {
+    if (const Merge* m = merges_->find(x, y)) {
+      if (m->rank < limit || (inclusive && m->rank == limit)) return false;
+    }
+    const Tree &tx = trees_[size_t(x)], &ty = trees_[size_t(y)];
+    if (tx.birth < 0 && ty.birth < 0) return true;
+    if (tx.birth > ty.birth) {
+      // x was made last: before that its right part faced y, until x's birth,
+      // where the merge making x (further left) wins a tie.
+      limit = tx.birth;
+      inclusive = false;
+      x = tx.right;
+    } else {
+      // y was made last (or together with x, after it): its left part faced x
+      // until y's birth, and wins a tie, being further left.
+      limit = ty.birth;
+      inclusive = true;
+      y = ty.left;
+    }
+  }
+}
+
+bool LinearBpe::search(std::string_view word) const {
+  const size_t n = word.size();
+  stack_.clear();
+  dead_.assign(n / 64 + 1, 0);
+  size_t pos = 0, max_len = n + 1;
+  for (;;) {
+    // Longest first: the first token that can be followed is the BPE's.
+    const int32_t last = stack_.empty() ? -1 : stack_.back().id;
+    bool pushed = false;
+    for (size_t k = matches(word, pos, max_len); k > 0 && !pushed;) {
+      const Piece c = cands_[--k];
+      const size_t end = pos + c.len;
+      if (dead_[end / 64] >> (end % 64) & 1) continue;
+      if (last >= 0 && !compatible(last, c.id)) continue;
+      stack_.push_back(c);
+      pos = end;
+      pushed = true;
+    }
+    if (pushed) {
+      if (pos == n) return true;
+      max_len = n + 1;
+      continue;
+    }
+    // No tokenization of the rest starts here, given the unique BPE of the
+    // prefix: step back and try the previous token's shorter prefixes.
+    dead_[pos / 64] |= uint64_t(1) << (pos % 64);
+    if (stack_.empty()) return false;
+    pos -= stack_.back().len;
+    max_len = stack_.back().len;
+    stack_.pop_back();
+  }
+}
+
+}  // namespace tokfeed::text::hf

@@ -1,0 +1,123 @@
+// BPE merges of a byte-level vocabulary in time linear in the word, with the
+// same result as applying the merges one by one (bpe.cpp's heap loop).
+//
+// The idea (backtracking over a vocabulary trie, kept exact by a test on
+// adjacent tokens) follows GitHub's rust-gems `bpe` crate; this is our own
+// derivation for HF's merge lists, where a pair's priority is its merge rank.
+//
+// Preconditions, checked at load (build() says which failed):
+//  - every byte has a unit token;
+//  - each token is made by at most one merge;
+//  - merges are consistent with ranks: a merge's two parts are made by merges
+//    of lower rank (or are units). Merging is then rank-monotone: the ranks
+//    applied to any word never decrease.
+// Under them, a token is "reachable" when BPE of its own bytes is the token
+// itself; other tokens can never be produced, in any context. Two reachable
+// tokens a, b are "compatible" when BPE of bytes(a) + bytes(b) is [a, b].
+// A sequence of reachable tokens covering a word is the BPE of the word iff
+// every adjacent pair is compatible, so the BPE of every prefix of a word is
+// unique, and a depth-first search that tries the longest token first and
+// marks dead-end positions finds it in about linear time.
+//
+// Compatibility walks the two merge trees down from (a, b): at each step the
+// pair at the boundary is the one that existed just before the later-born of
+// the two was made; BPE would have merged it across the boundary iff its rank
+// is below the time that pair ended.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/hf/merge_table.hpp"
+
+namespace tokfeed::text::hf {
+
+class LinearBpe {
+ public:
+  // raw[id]: the bytes token `id` stands for (empty: not a byte-level token);
+  // merges: (left, right, new id) at their rank, as MergeTable holds them
+  // (left -1: an entry a later repeat of the same pair replaced).
+  // Returns null and sets `why` when a precondition fails.
+  struct MergeSpec {
+    int32_t left, right, new_id;
+  };
+  static std::unique_ptr<LinearBpe> build(const std::vector<std::string>& raw, const std::vector<MergeSpec>& merges,
+                                          const MergeTable& table, const int32_t (&byte_unit_id)[256],
+                                          std::string& why);
+
+  // Appends the BPE of `word` (non-empty) as (id, byte length) pairs via
+  // emit(id, len). Returns false (emitting nothing) only if the search found
+  // no tokenization, which the preconditions rule out.
+  template <class Emit>
+  bool encode(std::string_view word, Emit&& emit) const {
+    if (!search(word)) return false;
+    for (const Piece& p : stack_) emit(p.id, p.len);
+    return true;
+  }
+
+  // BPE of bytes(a) + bytes(b) is [a, b] (both reachable). Answers are kept
+  // in a small direct-mapped table: text repeats its token pairs.
+  bool compatible(int32_t a, int32_t b) const {
+    const uint64_t key = MergeTable::key(a, b);
+    uint64_t& slot = pair_memo_[(key * 0x9E3779B97F4A7C15ull) >> (64 - kPairMemoBits)];
+    if ((slot >> 1) == key) return slot & 1;
+    const bool ok = walk(a, b, INT32_MAX, false);
+    slot = key << 1 | uint64_t(ok);
+    return ok;
+  }
+  size_t trie_nodes() const { return node_count_; }
+
+ private:
+  struct Tree {
+    int32_t birth;        // rank of the merge that makes it; -1 for a unit
+    int32_t left, right;  // the merge's parts (-1 for a unit)
+  };
+  // Trie of the reachable tokens' bytes in one open-addressing table. A node
+  // is the slot of the edge that enters it, so a slot is only its key
+  // (parent node << 8 | byte) and the token ending there.
+  struct Edge {
+    uint32_t key;        // kNoEdge when free
+    int32_t token : 31;  // -1 if no reachable token ends here
+    bool leaf : 1;       // no edge leaves this node: no need to look
+  };
+  static constexpr uint32_t kNoEdge = ~uint32_t(0);
+  static constexpr uint32_t kRoot = 0xFFFFFE;  // above any slot index
+  uint32_t find_edge(uint32_t node, uint8_t byte) const {
+    const uint32_t k = node << 8 | byte;
+    for (uint32_t i = (k * 0x9E3779B1u) >> shift_;; i = (i + 1) & mask_) {
+      const uint32_t key = edges_[i].key;
+      if (key == k) return i;
+      if (key == kNoEdge) return kNoEdge;
+    }
+  }
+  struct Piece {
+    int32_t id;
+    uint32_t len;
+  };
+  void add_token(std::string_view bytes, int32_t id);
+  // The reachable tokens that start `word` at `pos`, shorter than max_len,
+  // into cands_ by increasing length; returns how many.
+  size_t matches(std::string_view word, size_t pos, size_t max_len) const;
+  bool walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const;
+  bool search(std::string_view word) const;
+
+  const MergeTable* merges_ = nullptr;
+  std::vector<Tree> trees_;
+  std::vector<Edge> edges_;
+  uint32_t mask_ = 0;
+  int shift_ = 0;
+  size_t node_count_ = 0;
+  uint32_t root_edge_[256];  // the slot of each first byte's edge
+
+  static constexpr int kPairMemoBits = 16;
+  // key << 1 | compatible; keys are below 2^63, so all ones is never a key.
+  mutable std::vector<uint64_t> pair_memo_ = std::vector<uint64_t>(size_t(1) << kPairMemoBits, ~uint64_t(0));
+  mutable std::vector<Piece> stack_;
+  mutable std::vector<Piece> cands_;    // one per byte of the longest token
+  mutable std::vector<uint64_t> dead_;  // bit p: no tokenization of the rest starts at byte p
+};
+
+}  // namespace tokfeed::text::hf

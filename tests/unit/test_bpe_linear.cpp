@@ -1,0 +1,198 @@
+// The linear BPE (tokenizer/hf/bpe_linear.hpp) against the heap loop that
+// applies merges one by one (itself checked against HF tokenizers by the
+// golden files and tests/reference/hf_random_diff.py): random merge lists
+// over a small alphabet, every string up to a length; real vocabularies on
+// random bytes and runs; and the load-time choice where preconditions fail.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tokenizer/hf/bpe.hpp"
+#include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/unicode.hpp"
+
+namespace fs = std::filesystem;
+using namespace tokfeed::text::hf;
+
+namespace {
+
+std::string byte_token(unsigned char b) {
+  std::string s;
+  append_utf8(s, byte_to_unicode()[b]);
+  return s;
+}
+
+std::string to_token(const std::string& raw) {
+  std::string s;
+  for (unsigned char c : raw) s += byte_token(c);
+  return s;
+}
+
+// A byte-level config with every byte and the given merges (raw bytes).
+BpeConfig config_with(const std::vector<std::pair<std::string, std::string>>& raw_merges) {
+  BpeConfig c;
+  c.byte_level = true;
+  int32_t next = 0;
+  for (int b = 0; b < 256; ++b) c.vocab.emplace(byte_token(uint8_t(b)), next++);
+  for (const auto& [a, b] : raw_merges) {
+    c.merges.push_back({to_token(a), to_token(b)});
+    c.vocab.emplace(to_token(a + b), next++);  // keeps the first id of a repeat
+  }
+  return c;
+}
+
+std::vector<WordPiece> run(const BpeModel& m, const std::string& word, bool heap) {
+  std::vector<WordPiece> out;
+  if (heap) m.tokenize_heap(word, out);
+  else m.tokenize(word, out);
+  return out;
+}
+
+bool same(const std::vector<WordPiece>& a, const std::vector<WordPiece>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].id != b[i].id || a[i].len != b[i].len) return false;
+  return true;
+}
+
+std::string show(const std::vector<WordPiece>& v) {
+  std::string s;
+  for (const auto& p : v) s += std::to_string(p.id) + ":" + std::to_string(p.len) + " ";
+  return s;
+}
+
+// Every string over `alphabet` of length 1..max_len.
+template <class F>
+void each_string(const std::string& alphabet, size_t max_len, F&& f) {
+  std::string s;
+  std::vector<size_t> digits;
+  for (size_t len = 1; len <= max_len; ++len) {
+    digits.assign(len, 0);
+    for (;;) {
+      s.clear();
+      for (size_t d : digits) s.push_back(alphabet[d]);
+      f(s);
+      size_t i = 0;
+      while (i < len && ++digits[i] == alphabet.size()) digits[i++] = 0;
+      if (i == len) break;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bpe linear: random consistent merge lists give the heap's pieces on every short string") {
+  std::mt19937 rng(33);
+  int linear_models = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    // Merges of two tokens made so far, in order: consistent by construction,
+    // each token made once; many are unreachable from their own bytes.
+    std::vector<std::string> tokens = {"a", "b", "c"};
+    std::vector<std::pair<std::string, std::string>> merges;
+    const int n_merges = 4 + int(rng() % 40);
+    for (int k = 0; k < n_merges * 4 && int(merges.size()) < n_merges; ++k) {
+      const std::string& x = tokens[rng() % tokens.size()];
+      const std::string& y = tokens[rng() % tokens.size()];
+      const std::string xy = x + y;
+      if (xy.size() > 6 || std::find(tokens.begin(), tokens.end(), xy) != tokens.end()) continue;
+      merges.push_back({x, y});
+      tokens.push_back(xy);
+    }
+    BpeModel m(config_with(merges), "random");
+    CAPTURE(trial);
+    REQUIRE(m.merge_algorithm() == "linear");
+    ++linear_models;
+    size_t checked = 0, bad = 0;
+    each_string("abc", 9, [&](const std::string& s) {
+      auto lin = run(m, s, false), heap = run(m, s, true);
+      ++checked;
+      if (!same(lin, heap) && bad++ < 3) FAIL_CHECK(s << ": linear " << show(lin) << " heap " << show(heap));
+    });
+    CHECK(bad == 0);
+    CHECK(checked == 29523);
+  }
+  CHECK(linear_models == 60);
+}
+
+TEST_CASE("bpe linear: runs of one token, where the leftmost equal pair merges first") {
+  BpeModel m(config_with({{"a", "a"}, {"aa", "a"}, {"aa", "aa"}, {"aaaa", "aaa"}, {"aaa", "aa"}, {"aaaa", "aaaa"}}),
+             "runs");
+  REQUIRE(m.merge_algorithm() == "linear");
+  for (size_t n = 1; n <= 64; ++n) {
+    const std::string s(n, 'a');
+    CAPTURE(n);
+    CHECK(show(run(m, s, false)) == show(run(m, s, true)));
+  }
+}
+
+TEST_CASE("bpe linear: qwen3 takes it and agrees with the heap on random bytes, runs and text") {
+  fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / "qwen3" / "tokenizer.json";
+  if (!fs::exists(path)) path = fs::path(TOKFEED_TEST_BUILD_DATA) / "qwen3" / "qwen3" / "tokenizer.json";
+  REQUIRE(fs::exists(path));
+  HfParts parts = load_hf_parts(path.string());
+  const BpeModel& m = *parts.model;
+  REQUIRE(m.merge_algorithm() == "linear");
+  std::mt19937 rng(7);
+  const std::vector<std::string> units = {"a",
+                                          "e",
+                                          "t",
+                                          " ",
+                                          "  ",
+                                          "=",
+                                          "-",
+                                          "\n",
+                                          "0",
+                                          "1",
+                                          "\xe4\xb8\xad",
+                                          "\xe7\x9a\x84",
+                                          "th",
+                                          "ing",
+                                          "\xf0\x9f\x91\x8d",
+                                          "\xc3\xa9",
+                                          "\xff",
+                                          "\x80",
+                                          "\t",
+                                          "_",
+                                          "/"};
+  size_t bad = 0;
+  for (int i = 0; i < 40000; ++i) {
+    std::string w;
+    const int kind = int(rng() % 3);
+    const size_t len = 1 + rng() % 40;
+    if (kind == 0) {
+      for (size_t k = 0; k < len; ++k) w.push_back(char(rng() % 256));
+    } else if (kind == 1) {
+      for (size_t k = 0; k < len; ++k) w += units[rng() % units.size()];
+    } else {
+      w = std::string(len, units[rng() % units.size()][0]);
+    }
+    auto lin = run(m, w, false), heap = run(m, w, true);
+    if (!same(lin, heap) && bad++ < 3) FAIL_CHECK("word " << i << ": linear " << show(lin) << " heap " << show(heap));
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("bpe linear: vocabularies outside its preconditions keep the heap and say why") {
+  // The same token made by two merges.
+  BpeModel twice(config_with({{"a", "b"}, {"ab", "c"}, {"b", "c"}, {"a", "bc"}}), "twice");
+  CHECK(twice.merge_algorithm() == "heap: token 'abc' is made by more than one merge (merges[3])");
+  // A merge that uses a token a later merge makes.
+  BpeConfig late = config_with({{"a", "b"}});
+  late.merges.insert(late.merges.begin(), {to_token("ab"), to_token("c")});
+  late.vocab.emplace(to_token("abc"), 999);
+  BpeModel later(std::move(late), "late");
+  CHECK(later.merge_algorithm() == "heap: merges[0] uses 'ab', made by the later merges[1]");
+  // Not byte-level.
+  BpeConfig chars;
+  chars.vocab = {{"a", 0}, {"b", 1}, {"ab", 2}};
+  chars.merges = {{"a", "b"}};
+  BpeModel char_level(std::move(chars), "chars");
+  CHECK(char_level.merge_algorithm() == "heap: the vocabulary is not byte-level");
+  std::vector<WordPiece> out;
+  char_level.tokenize("abab", out);
+  CHECK(show(out) == "2:2 2:2 ");
+}
