@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,10 @@ namespace tokfeed {
 namespace {
 
 constexpr std::size_t kFlushTokens = 1 << 18;  // 1 MiB of tokens per write
+// ... or this many records, whichever comes first: what a build that stops
+// keeps is whole up to its last write.
+constexpr uint64_t kFlushRecords = 64;
+constexpr uint64_t kFactBytes = 5;  // per record in a part's facts: u32 length, u8 flags
 
 void write_all(int fd, const void* p, std::size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -67,28 +72,67 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
     Part part;
     part.from = records_ * k / p;
     part.to = records_ * (k + 1) / p;
-    if (!facts_only_) part.path = fmt::format("{}.part{}.tmp.{}", store_path(cfg.cache.dir, key, "bin"), k, getpid());
+    if (!facts_only_) {
+      part.path = fmt::format("{}{}.part", part_prefix(cfg.cache.dir, key, static_cast<uint32_t>(p)), k);
+      part.facts = fmt::format("{}{}.facts", part_prefix(cfg.cache.dir, key, static_cast<uint32_t>(p)), k);
+    }
     parts_.push_back(part);
   }
+  if (!facts_only_)
+    for (std::size_t k = 0; k < parts_.size(); ++k) kept_ += recover(k);
 }
 
+std::string CacheBuild::part_prefix(const std::string& dir, const CacheKey& key, uint32_t parts) {
+  return fmt::format("{}/{}.p{}-", dir, key.hex(), parts);
+}
+
+uint64_t CacheBuild::recover(std::size_t k) {
+  const Part& p = parts_[k];
+  int fd = ::open(p.facts.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st, tokens;
+  std::string facts;
+  if (::fstat(fd, &st) == 0 && ::stat(p.path.c_str(), &tokens) == 0) {
+    facts.resize(std::min<uint64_t>(static_cast<uint64_t>(st.st_size) / kFactBytes, p.to - p.from) * kFactBytes);
+    ssize_t n = ::pread(fd, facts.data(), facts.size(), 0);
+    facts.resize(n > 0 ? static_cast<std::size_t>(n) / kFactBytes * kFactBytes : 0);
+  }
+  ::close(fd);
+  // A record counts when its facts and all its tokens reached the files.
+  uint64_t m = 0, bytes = 0;
+  for (; (m + 1) * kFactBytes <= facts.size(); ++m) {
+    uint32_t len;
+    std::memcpy(&len, facts.data() + m * kFactBytes, 4);
+    if (bytes + uint64_t{len} * 4 > static_cast<uint64_t>(tokens.st_size)) break;
+    bytes += uint64_t{len} * 4;
+    lengths_[p.from + m] = len;
+    flags_[p.from + m] = static_cast<uint8_t>(facts[m * kFactBytes + 4]);
+  }
+  done_[k * 8].store(m, std::memory_order_relaxed);
+  return m;
+}
+
+// The parts stay: the next start with the same key builds only the rest
+// (publish() removes them).
 CacheBuild::~CacheBuild() {
-  if (::getpid() != owner_) return;  // a forked child: the files are the supervisor's
+  if (::getpid() != owner_) return;  // a forked child: the mapping is the supervisor's
   abort();
-  for (const Part& p : parts_)
-    if (!p.path.empty()) ::unlink(p.path.c_str());
   if (shared_) munmap(shared_, shared_bytes_);
 }
 
 void CacheBuild::start(const ForkFn& fork_child) {
   start_ns_ = shm::monotonic_ns();
-  for (Part& p : parts_) {
+  for (std::size_t k = 0; k < parts_.size(); ++k) {
+    Part& p = parts_[k];
     if (!facts_only_) {
-      int fd = ::open(p.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", p.path, std::strerror(errno)));
-      ::close(fd);
+      for (const std::string& f : {p.path, p.facts}) {
+        int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", f, std::strerror(errno)));
+        ::close(fd);
+      }
     }
-    spawn(p, fork_child);
+    if (p.from + done_[k * 8].load(std::memory_order_relaxed) == p.to) p.finished = true;  // kept whole
+    else spawn(p, fork_child);
   }
 }
 
@@ -99,32 +143,38 @@ void CacheBuild::spawn(Part& p, const ForkFn& fork_child) {
   uint64_t done = done_[index * 8].load(std::memory_order_acquire);
   uint64_t bytes = 0;
   for (uint64_t r = p.from; r < p.from + done; ++r) bytes += uint64_t{lengths_[r]} * 4;
-  int fd = -1;
+  int fd = -1, facts_fd = -1;
+  auto reopen = [](const std::string& path, uint64_t at) {
+    int f = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (f < 0 || ::ftruncate(f, static_cast<off_t>(at)) != 0 || ::lseek(f, static_cast<off_t>(at), SEEK_SET) < 0)
+      throw std::runtime_error(fmt::format("{}: cannot reopen: {}", path, std::strerror(errno)));
+    return f;
+  };
   if (!facts_only_) {
-    fd = ::open(p.path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-        ::lseek(fd, static_cast<off_t>(bytes), SEEK_SET) < 0)
-      throw std::runtime_error(fmt::format("{}: cannot reopen: {}", p.path, std::strerror(errno)));
+    fd = reopen(p.path, bytes);
+    facts_fd = reopen(p.facts, done * kFactBytes);
   }
-  p.pid = fork_child([this, index, fd] { builder_main(index, fd); });
+  p.pid = fork_child([this, index, fd, facts_fd] { builder_main(index, fd, facts_fd); });
   if (fd >= 0) ::close(fd);
+  if (facts_fd >= 0) ::close(facts_fd);
   if (p.pid < 0) throw std::runtime_error(fmt::format("token cache: fork failed: {}", std::strerror(errno)));
 }
 
-void CacheBuild::builder_main(std::size_t index, int fd) {
+void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   if (fd >= 0) {
-    if (fd != 3) {
-      ::dup2(fd, 3);
-      fd = 3;
-    }
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    // Tokens on 3, facts on 4; nothing else of the supervisor's stays open.
+    int t = ::fcntl(fd, F_DUPFD_CLOEXEC, 10), f = ::fcntl(facts_fd, F_DUPFD_CLOEXEC, 10);
+    ::dup3(t, 3, O_CLOEXEC);
+    ::dup3(f, 4, O_CLOEXEC);
+    fd = 3;
+    facts_fd = 4;
   }
-  close_range(fd >= 0 ? 4 : 3, ~0U, 0);
+  close_range(fd >= 0 ? 5 : 3, ~0U, 0);
   std::string name = fmt::format("tokfeed-cache{}", index);
   prctl(PR_SET_NAME, name.c_str());
 
@@ -135,10 +185,27 @@ void CacheBuild::builder_main(std::size_t index, int fd) {
   text::EncodedSample s;
   std::vector<uint32_t> buf;
   buf.reserve(kFlushTokens + cfg_.batch.max_length);
+#ifdef TOKFEED_FAULT_HOOKS
+  // Test-only fault hook: each record takes this long more to build.
+  const char* slow = std::getenv("TOKFEED_FAULT_BUILD_RECORD_US");
+  const useconds_t slow_us = slow ? static_cast<useconds_t>(std::atoi(slow)) : 0;
+#endif
   uint64_t r = p.from + done.load(std::memory_order_relaxed);
+  uint64_t flushed = r;
+  std::string facts;
   auto flush = [&](uint64_t upto) {
-    if (fd >= 0) write_all(fd, buf.data(), buf.size() * 4);
+    if (fd >= 0) {
+      // Tokens first, then the facts that make them count.
+      write_all(fd, buf.data(), buf.size() * 4);
+      facts.clear();
+      for (uint64_t i = flushed; i < upto; ++i) {
+        facts.append(reinterpret_cast<const char*>(&lengths_[i]), 4);
+        facts.push_back(static_cast<char>(flags_[i]));
+      }
+      write_all(facts_fd, facts.data(), facts.size());
+    }
     buf.clear();
+    flushed = upto;
     done.store(upto - p.from, std::memory_order_release);
   };
   for (; r < p.to; ++r) {
@@ -146,6 +213,7 @@ void CacheBuild::builder_main(std::size_t index, int fd) {
     current.store(r + 1, std::memory_order_relaxed);
 #ifdef TOKFEED_FAULT_HOOKS
     if (crash_on_line_ >= 0 && data_.line(r) == crash_on_line_) fault_crash();
+    if (slow_us) ::usleep(slow_us);
 #endif
     if (!enc.encode(r, s)) {
       // The file changed after indexing: keep nothing of it.
@@ -157,7 +225,7 @@ void CacheBuild::builder_main(std::size_t index, int fd) {
       lengths_[r] = static_cast<uint32_t>(buf.size() - before);
       flags_[r] = sample_flags(s);
     }
-    if (buf.size() >= kFlushTokens) flush(r + 1);
+    if (buf.size() >= kFlushTokens || r + 1 - flushed >= kFlushRecords) flush(r + 1);
   }
   flush(p.to);
   current.store(0, std::memory_order_relaxed);
@@ -204,6 +272,7 @@ bool CacheBuild::done() const {
 CacheProgress CacheBuild::progress() const {
   CacheProgress pr;
   pr.total = records_;
+  pr.kept = kept_;
   for (std::size_t i = 0; i < parts_.size(); ++i) pr.done += done_[i * 8].load(std::memory_order_relaxed);
   pr.seconds = start_ns_ ? (shm::monotonic_ns() - start_ns_) / 1e9 : 0;
   return pr;
@@ -245,10 +314,13 @@ void CacheBuild::publish() {
       if (n == 0) break;
     }
     ::close(in);
-    ::unlink(p.path.c_str());
   }
   ::close(out);
   TokenStore::publish(cfg_.cache.dir, key_, lengths_, flags_, records_, bin_tmp);
+  for (const Part& p : parts_) {
+    ::unlink(p.path.c_str());
+    ::unlink(p.facts.c_str());
+  }
 }
 
 }  // namespace tokfeed

@@ -3,6 +3,13 @@
 // supervisor restarts a builder that dies (isolating a record that keeps
 // crashing it), then joins the parts into the store and renames it into place.
 //
+// A part is two files in `[cache] dir`, named by the store's key and the
+// number of parts: `<key>.p<P>-<k>.part` (tokens) and `.facts` (each record's
+// length and flags, 5 bytes, written after its tokens). A build that stops
+// (kill -9, SIGTERM, a crash) leaves them; the next start with the same key
+// keeps every record whose facts and tokens are both whole and builds the
+// rest.
+//
 // Driven by the supervisor's event loop: start(), then on_exit() for each
 // child that exits, until done().
 //
@@ -30,9 +37,10 @@ namespace tokfeed {
 
 struct CacheProgress {
   uint64_t done = 0, total = 0;
+  uint64_t kept = 0;   // of done: found built by an interrupted build, not built again
   double seconds = 0;  // since the build started
-  double rate() const { return seconds > 0 ? done / seconds : 0; }
-  double eta() const { return done ? seconds * (total - done) / done : 0; }
+  double rate() const { return seconds > 0 ? (done - kept) / seconds : 0; }
+  double eta() const { return done > kept ? seconds * (total - done) / (done - kept) : 0; }
 };
 
 // Lengths and flags of every valid record, from a facts-only build.
@@ -72,6 +80,9 @@ class CacheBuild {
   bool on_exit(pid_t pid, int status, const ForkFn& fork_child, std::vector<std::string>& isolated);
   bool done() const;
   CacheProgress progress() const;
+  // The part files' names of a store, for `parts` parts: a start removes
+  // other part counts' files of the same key.
+  static std::string part_prefix(const std::string& dir, const CacheKey& key, uint32_t parts);
   // Joins the parts and publishes the store. Call once done().
   void publish();
   // The lengths and flags, for the life of the job (facts-only builds).
@@ -86,10 +97,14 @@ class CacheBuild {
     uint64_t from, to;
     pid_t pid = -1;
     bool finished = false;
-    std::string path;
+    std::string path;   // tokens
+    std::string facts;  // lengths and flags
   };
+  // What an interrupted build left of part `k`: its records, into the
+  // shared lengths and flags. Returns how many.
+  uint64_t recover(std::size_t k);
   void spawn(Part& p, const ForkFn& fork_child);
-  [[noreturn]] void builder_main(std::size_t index, int fd);
+  [[noreturn]] void builder_main(std::size_t index, int fd, int facts_fd);
 
   const JobConfig& cfg_;
   const Dataset& data_;
@@ -107,7 +122,8 @@ class CacheBuild {
   std::atomic<uint64_t>* done_ = nullptr;     // per part: records whose tokens are in its file
   std::atomic<uint64_t>* current_ = nullptr;  // per part: record being encoded + 1
   uint64_t start_ns_ = 0;
-  pid_t owner_;  // the supervisor: only it kills builders and removes the parts
+  uint64_t kept_ = 0;  // records recovered from an interrupted build
+  pid_t owner_;        // the supervisor: only it kills builders and removes the parts
 };
 
 }  // namespace tokfeed

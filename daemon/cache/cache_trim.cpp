@@ -55,13 +55,14 @@ void mark_used(const std::vector<std::string>& files) {
 
 TrimReport trim_cache(const std::string& dir, uint64_t max_bytes, const std::vector<std::string>& keep) {
   std::vector<Entry> entries;
-  // Token stores: <key>.idx, <key>.bin, <key>.lock and <key>.use, grouped
-  // by key.
+  // Token stores: <key>.idx, <key>.bin, <key>.lock and <key>.use, and the
+  // parts an interrupted build left (<key>.p<P>-<k>.part and .facts),
+  // grouped by key.
   std::map<std::string, Entry> stores;
   for (const std::string& name : listing(dir)) {
-    for (std::string_view ext : {".idx", ".bin", ".lock", ".use"}) {
+    for (std::string_view ext : {".idx", ".bin", ".lock", ".use", ".part", ".facts"}) {
       if (!name.ends_with(ext)) continue;
-      Entry& e = stores[name.substr(0, name.size() - ext.size())];
+      Entry& e = stores[name.substr(0, name.find('.'))];
       add_file(e, dir + "/" + name);
       if (ext == ".lock" || ext == ".use") e.locks.push_back(dir + "/" + name);
     }

@@ -31,9 +31,20 @@ class Renderer {
     vars_.emplace_back("add_generation_prompt", Value::boolean(false));
   }
 
+  // Renders all messages (F), keeping resume points for the renders of
+  // messages[:k] that `want` names (tmpl::Resumes).
+  std::string render_full(tmpl::Spans* spans, std::vector<uint8_t> want) {
+    resumes_.want = std::move(want);
+    vars_[vars_.size() - 4].second = messages_;
+    vars_.back().second = Value::boolean(false);
+    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, &resumes_);
+  }
   // Renders messages[:n]; throws tmpl::Error. provenance() then says which
-  // bytes each message wrote.
+  // bytes each message wrote. Resumed from F where it can be.
   std::string render(std::size_t n, bool generation_prompt, tmpl::Spans* spans = nullptr) {
+    if (!spans && resumes_.ready(n, generation_prompt))
+      if (auto r = spec_.tmpl.resume(resumes_, n, generation_prompt, spec_.limits, nullptr, track_ ? &prov_ : nullptr))
+        return std::move(*r);
     const auto& all = messages_.list->items;
     vars_[vars_.size() - 4].second =
         n == all.size()
@@ -50,6 +61,7 @@ class Renderer {
   tmpl::Vars vars_;
   bool track_;
   tmpl::Provenance prov_;
+  tmpl::Resumes resumes_;
 };
 
 std::string role_of(const Value& m) {
@@ -162,10 +174,21 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   const bool last_block = spec.one_block_per_turn && last_assistant && !overrides;
   const bool regions = !generation || (!last_block && (last_assistant || overrides));
 
+  // The prefix renders the rule will ask for: for each message it places,
+  // P and U (messages[:i]), and Fi (messages[:i+1]).
+  std::vector<uint8_t> want(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool assistant = role_of(msgs[i]) == "assistant";
+    const bool placed_by_rule =
+        generation ? regions && !last_block && static_cast<bool>(train[i]) != assistant : static_cast<bool>(train[i]);
+    if (!placed_by_rule) continue;
+    want[i] |= 3;
+    want[i + 1] |= 1;
+  }
   Renderer r(spec, messages, tools, regions);
   tmpl::Spans gen;
   try {
-    out.text = r.render(n, false, generation ? &gen : nullptr);
+    out.text = r.render_full(generation ? &gen : nullptr, std::move(want));
   } catch (const tmpl::Error& e) {
     return "template " + spec.name + ": " + e.what();
   }

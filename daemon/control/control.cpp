@@ -3,9 +3,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <stdexcept>
 
 #include "tokfeed/proto/frame.hpp"
 #include "tokfeed/proto/messages.hpp"
@@ -163,11 +166,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 ControlServer::ControlServer(asio::io_context& io, const std::string& path, ControlHandler& handler, Access access)
     : path_(path), owner_(::getpid()), handler_(handler), access_(std::move(access)), acceptor_(io) {
-  stream::endpoint ep(path);
+  // The socket is bound and listening under a temporary name, then renamed
+  // into place: a client that finds the path can always connect (a socket
+  // bound but not yet listening would refuse it).
+  std::string tmp = path + "." + std::to_string(owner_) + "~";
+  if (tmp.size() >= sizeof(sockaddr_un::sun_path)) tmp = path;  // no room: bind in place
+  ::unlink(tmp.c_str());
+  stream::endpoint ep(tmp);
   acceptor_.open(ep.protocol());
   acceptor_.bind(ep);
-  ::chmod(path.c_str(), 0660);
+  ::chmod(tmp.c_str(), 0660);
   acceptor_.listen(128);
+  if (tmp != path && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": cannot put the control socket in place: " + std::strerror(e));
+  }
   accept();
 }
 

@@ -208,21 +208,31 @@ void Supervisor::try_cache_lock() {
     cache_ready();
     return;
   }
-  // Under the lock no one else builds this key: temporary files of it are
-  // left by a daemon that died while building.
+  // Under the lock no one else builds this key: temporary files of it, and
+  // parts cut for another number of builders, are left by a daemon that
+  // stopped while building. Parts cut as this build cuts them are kept.
+  uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
+  parts = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(parts, data_->size())));
   std::error_code ec;
   const std::string prefix = cache_key_.hex() + ".";
+  const std::string ours =
+      std::filesystem::path(CacheBuild::part_prefix(cfg_.cache.dir, cache_key_, parts)).filename().string();
   for (const auto& e : std::filesystem::directory_iterator(cfg_.cache.dir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && name.find(".tmp.") != std::string::npos) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const bool part = name.ends_with(".part") || name.ends_with(".facts");
+    if (name.find(".tmp.") != std::string::npos || (part && name.rfind(ours, 0) != 0)) {
       spdlog::info("token cache: removing {} left by an interrupted build", e.path().string());
       std::filesystem::remove(e.path(), ec);
     }
   }
   phase_ = Phase::kCacheBuild;
-  uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
   cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, cache_key_, parts, crash_on_line_);
+  if (uint64_t kept = cache_build_->progress().kept)
+    spdlog::info("token cache: {} of {} records kept from an interrupted build; building the rest", kept,
+                 data_->size());
   cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
+  if (cache_build_->done()) cache_ready();
 }
 
 void Supervisor::cache_ready() {
@@ -297,8 +307,9 @@ std::string Supervisor::cache_line() const {
   if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
   if (cache_build_) {
     CacheProgress p = cache_build_->progress();
-    return fmt::format("building token cache: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s", p.done, p.total,
-                       p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
+    return fmt::format("building token cache: {}/{} records ({:.1f}%{}), {:.0f} records/s, ETA {:.0f} s", p.done,
+                       p.total, p.total ? 100.0 * p.done / p.total : 100.0,
+                       p.kept ? fmt::format(", {} kept from an interrupted build", p.kept) : "", p.rate(), p.eta());
   }
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);
 }

@@ -125,7 +125,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "ok", true);
 
   pk.pack("cache");
-  pk.pack_map(9);
+  pk.pack_map(10);
   const char* state = !cfg_.cache.enabled           ? "off"
                       : phase_ == Phase::kCacheWait ? "waiting"
                       : cache_build_                ? "building"
@@ -137,6 +137,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "path", cfg_.cache.enabled ? store_path(cfg_.cache.dir, cache_key_, "idx") : std::string());
   kv(pk, "records_done", cp.done);
   kv(pk, "records_total", cache_build_ ? cp.total : data_ ? data_->size() : uint64_t{0});
+  kv(pk, "records_kept", cp.kept);
   kv(pk, "rate", cp.rate());
   kv(pk, "eta_s", cp.eta());
   kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);

@@ -6,6 +6,7 @@
 #include "template/interp.hpp"
 #include "template/parser.hpp"
 #include "template/pystr.hpp"
+#include "template/resume.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -233,9 +234,29 @@ Value call_value(Interp& in, const Value& f, Args& args, const std::string& what
   throw Error("'" + std::string(type_name(f)) + "' object is not callable");
 }
 
+// An operand read as a whole (resume.hpp: a read the prefixes may see differently).
+Value operand(Interp& in, const Expr& e) {
+  Value v = eval(in, e);
+  if (in.track) in.track->operand(v);
+  return v;
+}
+
 void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
-  for (std::size_t k = first; k < e.a.size(); ++k) out.pos.push_back(eval(in, *e.a[k]));
-  for (const auto& [name, x] : e.kw) out.kw.emplace_back(name, eval(in, *x));
+  for (std::size_t k = first; k < e.a.size(); ++k) out.pos.push_back(operand(in, *e.a[k]));
+  for (const auto& [name, x] : e.kw) out.kw.emplace_back(name, operand(in, *x));
+}
+
+// Tests that read no more of a list than its type.
+bool reads_type_only(const Expr& e) {
+  static const std::string_view kTypeTests[] = {"defined", "undefined", "none",     "string",
+                                                "mapping", "iterable",  "sequence", "number"};
+  return std::find(std::begin(kTypeTests), std::end(kTypeTests), e.name) != std::end(kTypeTests);
+}
+
+// A value tested for truth.
+const Value& truth(Interp& in, const Value& v) {
+  if (in.track) in.track->truth(v);
+  return v;
 }
 
 }  // namespace
@@ -363,30 +384,34 @@ Value eval(Interp& in, const Expr& e) {
   in.step(e.pos);
   switch (e.kind) {
     case EK::kLiteral: return e.lit;
-    case EK::kName: return in.lookup(e.name);
+    case EK::kName:
+      if (in.track && e.name == "add_generation_prompt") in.track->spoil_all(2);
+      return in.lookup(e.name);
     case EK::kList:
     case EK::kTuple: {
       std::vector<Value> items;
       items.reserve(e.a.size());
-      for (const auto& x : e.a) items.push_back(eval(in, *x));
+      for (const auto& x : e.a) items.push_back(operand(in, *x));
       return Value::new_list(std::move(items), e.kind == EK::kTuple);
     }
     case EK::kDict: {
       Value d = Value::new_dict();
       for (std::size_t k = 0; k + 1 < e.a.size(); k += 2) {
-        Value key = eval(in, *e.a[k]);
-        d.dict->set(key_of(key), eval(in, *e.a[k + 1]));
+        Value key = operand(in, *e.a[k]);
+        d.dict->set(key_of(key), operand(in, *e.a[k + 1]));
       }
       return d;
     }
     case EK::kAttr: {
       Value obj = eval(in, *e.a[0]);
+      if (in.track) in.track->attr(obj, e.name);
       in.pos = e.pos;
       return get_attr(obj, e.name);
     }
     case EK::kItem: {
       Value obj = eval(in, *e.a[0]);
-      Value key = eval(in, *e.a[1]);
+      Value key = operand(in, *e.a[1]);
+      if (in.track) in.track->item(obj, key);
       in.pos = e.pos;
       return get_item(obj, key);
     }
@@ -394,15 +419,19 @@ Value eval(Interp& in, const Expr& e) {
       Value obj = eval(in, *e.a[0]);
       Value parts[3] = {Value::none(), Value::none(), Value::none()};  // absent: None
       for (int k = 0; k < 3; ++k)
-        if (e.a[1 + k]) parts[k] = eval(in, *e.a[1 + k]);
+        if (e.a[1 + k]) parts[k] = operand(in, *e.a[1 + k]);
       in.pos = e.pos;
-      return slice(obj, parts[0], parts[1], parts[2]);
+      if (!in.track) return slice(obj, parts[0], parts[1], parts[2]);
+      Value out = slice(obj, parts[0], parts[1], parts[2]);
+      in.track->slice(obj, parts[0], parts[1], parts[2], out);
+      return out;
     }
     case EK::kCall: {
       const Expr& callee = *e.a[0];
       Args args;
       if (callee.kind == EK::kAttr) {
         Value obj = eval(in, *callee.a[0]);
+        if (in.track) in.track->attr(obj, callee.name);
         eval_args(in, e, 1, args);
         in.pos = e.pos;
         if (obj.is_undefined()) check_defined(obj);
@@ -419,7 +448,7 @@ Value eval(Interp& in, const Expr& e) {
       return call_value(in, f, args, callee.kind == EK::kName ? callee.name : "object");
     }
     case EK::kFilter: {
-      Value subject = eval(in, *e.a[0]);
+      Value subject = operand(in, *e.a[0]);
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
@@ -427,7 +456,7 @@ Value eval(Interp& in, const Expr& e) {
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
-      Value subject = eval(in, *e.a[0]);
+      Value subject = reads_type_only(e) ? eval(in, *e.a[0]) : operand(in, *e.a[0]);
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
@@ -435,26 +464,26 @@ Value eval(Interp& in, const Expr& e) {
       return Value::boolean(e.test(in, subject, args) != e.negate);
     }
     case EK::kNeg:
-    case EK::kPos: return unary(e.kind == EK::kNeg, eval(in, *e.a[0]));
-    case EK::kNot: return Value::boolean(!truthy(eval(in, *e.a[0])));
+    case EK::kPos: return unary(e.kind == EK::kNeg, operand(in, *e.a[0]));
+    case EK::kNot: return Value::boolean(!truthy(truth(in, eval(in, *e.a[0]))));
     case EK::kAnd: {
       Value l = eval(in, *e.a[0]);
-      return truthy(l) ? eval(in, *e.a[1]) : l;
+      return truthy(truth(in, l)) ? eval(in, *e.a[1]) : l;
     }
     case EK::kOr: {
       Value l = eval(in, *e.a[0]);
-      return truthy(l) ? l : eval(in, *e.a[1]);
+      return truthy(truth(in, l)) ? l : eval(in, *e.a[1]);
     }
     case EK::kBinary: {
-      Value l = eval(in, *e.a[0]);
-      Value r = eval(in, *e.a[1]);
+      Value l = operand(in, *e.a[0]);
+      Value r = operand(in, *e.a[1]);
       in.pos = e.pos;
       return arith(e.name, l, r);
     }
     case EK::kCompare: {
-      Value l = eval(in, *e.a[0]);
+      Value l = operand(in, *e.a[0]);
       for (std::size_t k = 0; k < e.ops.size(); ++k) {
-        Value r = eval(in, *e.a[k + 1]);
+        Value r = operand(in, *e.a[k + 1]);
         in.pos = e.pos;
         if (!compare(e.ops[k], l, r)) return Value::boolean(false);
         l = std::move(r);
@@ -462,7 +491,7 @@ Value eval(Interp& in, const Expr& e) {
       return Value::boolean(true);
     }
     case EK::kCond:
-      if (truthy(eval(in, *e.a[1]))) return eval(in, *e.a[0]);
+      if (truthy(truth(in, eval(in, *e.a[1])))) return eval(in, *e.a[0]);
       return e.a[2] ? eval(in, *e.a[2]) : Value::undefined();
   }
   return Value::undefined();

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "template/interp.hpp"
+#include "template/resume.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -43,7 +44,7 @@ struct FrameGuard {
   ~FrameGuard() { in.frames.pop_back(); }
 };
 
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items);
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main);
 
 // Which message `item` is (-1: none), for provenance.
 int64_t message_index(const Interp& in, const Value& item) {
@@ -78,6 +79,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   if (seq.is_none() || seq.kind == Kind::kInt || seq.kind == Kind::kFloat || seq.kind == Kind::kBool ||
       seq.kind == Kind::kFunc)
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
+  const bool main = in.track && in.track->enter_loop(in, s, seq);
   std::vector<Value> all = iterate(seq);
   std::vector<Value> items;
   if (s.exprs[1]) {
@@ -85,7 +87,9 @@ Flow exec_for(Interp& in, const Stmt& s) {
     for (auto& v : all) {
       in.step(s.pos);
       assign_targets(in, s.targets, v);
-      if (truthy(eval(in, *s.exprs[1]))) items.push_back(std::move(v));
+      Value keep = eval(in, *s.exprs[1]);
+      if (in.track) in.track->truth(keep);
+      if (truthy(keep)) items.push_back(std::move(v));
     }
   } else {
     items = std::move(all);
@@ -96,8 +100,9 @@ Flow exec_for(Interp& in, const Stmt& s) {
   bool completed = false;
   {
     FrameGuard guard(in, false);
-    if (!items.empty()) completed = loop_body(in, s, items);
+    if (!items.empty()) completed = loop_body(in, s, items, main);
   }
+  if (main) in.track->loop_ended();
   if (!completed && s.has_else) {
     FrameGuard else_scope(in, false);
     return exec(in, s.bodies[1]);
@@ -107,7 +112,8 @@ Flow exec_for(Interp& in, const Stmt& s) {
 
 // The iterations of a for loop over `items` (not empty); whether one ran to
 // the end of the body.
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items) {
+// `main`: the loop over the messages that resume points are taken in.
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main) {
   Value loop = Value::new_dict();
   const int64_t n = static_cast<int64_t>(items.size());
   auto& d = loop.dict->items;
@@ -120,12 +126,15 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items) {
                    return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
                  }));
   in.assign("loop", loop);
+  if (main) in.track->loop = loop.dict.get();
   bool completed = false;
   MessageGuard message_guard(in);
   const bool track = in.provenance && s.targets.size() == 1;
   bool bound = false;
   if (track) in.iteration_bound = &bound;
   for (int64_t i = 0; i < n; ++i) {
+    // Here the render of messages[:offset + i] leaves the loop.
+    if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
     d[0].second = Value::integer(i + 1);
     d[1].second = Value::integer(i);
@@ -241,22 +250,26 @@ std::string capture(Interp& in, const Body& body, Flow* flow) {
   return buf;
 }
 
-Flow exec(Interp& in, const Body& body) {
-  for (const auto& sp : body) {
-    const Stmt& s = *sp;
+Flow exec(Interp& in, const Body& body, std::size_t from) {
+  for (std::size_t at = from; at < body.size(); ++at) {
+    const Stmt& s = *body[at];
     in.step(s.pos);
     switch (s.kind) {
       case SK::kText: write(in, s.text); break;
       case SK::kOutput: {
         Value v = eval(in, *s.exprs[0]);
+        if (in.track) in.track->operand(v);
         if (v.is_str()) write(in, *v.s);
         else write(in, to_str(v));
         break;
       }
       case SK::kIf: {
         std::size_t k = 0;
-        for (; k < s.exprs.size(); ++k)
-          if (truthy(eval(in, *s.exprs[k]))) break;
+        for (; k < s.exprs.size(); ++k) {
+          Value c = eval(in, *s.exprs[k]);
+          if (in.track) in.track->truth(c);
+          if (truthy(c)) break;
+        }
         if (k < s.bodies.size()) {
           Flow f = exec(in, s.bodies[k]);
           if (f != Flow::kNormal) return f;
@@ -270,6 +283,11 @@ Flow exec(Interp& in, const Body& body) {
       }
       case SK::kSet: {
         Value v = eval(in, *s.exprs[0]);
+        if (in.track) {
+          if (!s.text.empty() || s.targets.size() != 1) in.track->operand(v);
+          if (!s.text.empty()) in.track->stored(v);
+          if (s.text.empty() && in.frames.size() == 1 && s.targets[0] == "add_generation_prompt") in.track->spoil_all();
+        }
         if (!s.text.empty()) {
           Value obj = in.lookup(s.targets[0]);
           if (!(obj.is_dict() && obj.ns))
@@ -326,6 +344,10 @@ Flow exec(Interp& in, const Body& body) {
         Args args;
         for (std::size_t k = 1; k < call.a.size(); ++k) args.pos.push_back(eval(in, *call.a[k]));
         for (const auto& [name, x] : call.kw) args.kw.emplace_back(name, eval(in, *x));
+        if (in.track) {
+          for (const Value& v : args.pos) in.track->operand(v);
+          for (const auto& [name, v] : args.kw) in.track->operand(v);
+        }
         args.kw.emplace_back("caller", caller);
         if (f.kind != Kind::kFunc) throw Error("'call' needs a macro");
         write(in, to_str(f.fn->call(in, args)));

@@ -18,6 +18,8 @@ namespace tokfeed::tmpl {
 // Set by cancel_renders(): every render stops at its next 1024th step.
 inline std::atomic<bool> render_cancel{false};
 
+struct Tracker;  // resume.hpp
+
 struct Frame {
   std::vector<std::pair<std::string, Value>> vars;
   bool barrier = false;  // a macro's scope: lookups skip to the template's globals
@@ -38,7 +40,8 @@ struct Interp {
   std::string* root = nullptr;                                             // the top-level output
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
   Provenance* provenance = nullptr;
-  int64_t message = -1;  // the message the innermost message-bound iteration is on (-1: none)
+  Tracker* track = nullptr;  // what a render with resume points watches (resume.hpp)
+  int64_t message = -1;      // the message the innermost message-bound iteration is on (-1: none)
   // Whether the innermost one-variable `for` iteration is bound to a message
   // (null: none, or in a macro or call block); a `{% set %}` of a message
   // binds one that is not.
@@ -85,7 +88,8 @@ Value eval(Interp& in, const Expr& e);
 bool fold_const(Interp& in, const Expr& e, Value& out);
 // What the `break`/`continue` statements unwind with.
 enum class Flow : uint8_t { kNormal, kBreak, kContinue };
-Flow exec(Interp& in, const Body& body);
+// Runs body[from:].
+Flow exec(Interp& in, const Body& body, std::size_t from = 0);
 // Renders `body` into a fresh string (macros, set blocks, filter blocks);
 // `flow`, when given, receives how the body ended (break, continue).
 std::string capture(Interp& in, const Body& body, Flow* flow = nullptr);

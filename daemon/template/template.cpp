@@ -6,6 +6,7 @@
 #include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/parser.hpp"
+#include "template/resume.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -36,8 +37,17 @@ const std::vector<std::string>& Template::warnings() const noexcept {
   return p_ ? p_->warnings : none;
 }
 
-std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation,
-                             Provenance* provenance) const {
+// One render: `prepare` sets the interpreter up (after the common setup,
+// before the budget is installed), `run` executes the statements.
+struct RenderRunner {
+  template <typename Prepare, typename Run>
+  static std::string run(const RenderLimits& limits, Spans* generation, Provenance* provenance, Prepare prepare,
+                         Run run);
+};
+
+template <typename Prepare, typename Run>
+std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Provenance* provenance, Prepare prepare,
+                              Run run) {
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)
     throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
@@ -45,7 +55,6 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   std::string out;
   Interp in;
   in.frames.emplace_back();
-  in.frames[0].vars = vars;
   in.out = &out;
   in.root = &out;
   in.generation = generation;
@@ -65,6 +74,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       sorted.emplace_back(provenance->messages[k], static_cast<uint32_t>(k));
     std::sort(sorted.begin(), sorted.end());
   }
+  prepare(in);
   RenderBudget budget;
   budget.max_bytes = limits.max_bytes;
   budget.steps = &in.steps;
@@ -80,7 +90,8 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       budget.steps = nullptr;
     };
     try {
-      exec(in, p_->body);
+      if (in.steps > in.max_steps) throw Error(in.step_error());
+      run(in);
     } catch (const Error& e) {
       relax();
       failure = e.what();
@@ -118,6 +129,66 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
     throw Error(failure);
   }
   return out;
+}
+
+namespace {
+
+std::size_t var_index(const Vars& vars, std::string_view name) {
+  for (std::size_t i = vars.size(); i-- > 0;)
+    if (vars[i].first == name) return i;
+  return vars.size();
+}
+
+}  // namespace
+
+std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation, Provenance* provenance,
+                             Resumes* resumes) const {
+  Tracker tracker;
+  std::shared_ptr<ResumeState> state;
+  if (resumes) {
+    resumes->state.reset();
+    const std::size_t m = var_index(vars, "messages"), g = var_index(vars, "add_generation_prompt");
+    const bool any = std::any_of(resumes->want.begin(), resumes->want.end(), [](uint8_t w) { return w != 0; });
+    if (any && m < vars.size() && g < vars.size() && vars[m].second.is_seq() &&
+        vars[m].second.list->items.size() + 1 == resumes->want.size()) {
+      state = std::make_shared<ResumeState>();
+      state->messages_var = m;
+      state->prompt_var = g;
+      state->lists.emplace_back(vars[m].second, 0);
+      tracker.n = resumes->want.size() - 1;
+      tracker.want = resumes->want;
+      tracker.clean.assign(resumes->want.size(), 3);
+      state->points.resize(resumes->want.size());
+      state->ready.assign(resumes->want.size(), 0);
+      tracker.top = &p_->body;
+      tracker.vars = &vars;
+      tracker.state = state.get();
+    }
+  }
+  std::string out = RenderRunner::run(
+      limits, generation, provenance,
+      [&](Interp& in) {
+        in.frames[0].vars = vars;
+        if (state) in.track = &tracker;
+      },
+      [&](Interp& in) { exec(in, p_->body); });
+  if (state) {
+    state->full = out;
+    state->provenance = provenance != nullptr;
+    if (provenance) state->full_pieces = provenance->pieces;
+    if (generation) state->full_generation = *generation;
+    resumes->state = std::move(state);
+  }
+  return out;
+}
+
+std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t k, bool g, const RenderLimits& limits,
+                                            Spans* generation, Provenance* provenance) const {
+  const ResumeState& st = *resumes.state;
+  if (const RecordScope* rec = tl_record; rec && rec->used_ + st.points[k].steps >= rec->max_steps_) return {};
+  return RenderRunner::run(
+      limits, generation, provenance, [&](Interp& in) { restore(st, k, g, in); },
+      [&](Interp& in) { run_after_loop(in, st); });
 }
 
 int64_t Provenance::index_of(const DictObj* d) const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,7 @@ class RecordScope {
 
  private:
   friend class Template;
+  friend struct RenderRunner;
   uint64_t max_steps_, used_ = 0;
   bool active_;
 };
@@ -69,6 +71,20 @@ struct Provenance {
   std::vector<std::pair<const DictObj*, uint32_t>> sorted;
 };
 
+struct ResumeState;
+
+// Renders of a conversation's prefixes, messages[:k], resumed from its full
+// render where the template provably renders them as it renders the full
+// conversation up to the point where its loop over the messages reaches
+// message k (template/resume.hpp). The render's `messages` and
+// `add_generation_prompt` are the variables of those names.
+struct Resumes {
+  std::vector<uint8_t> want;           // in, per k in [0, n]: 1: render(messages[:k], false) wanted; 2: with the prompt
+  std::shared_ptr<ResumeState> state;  // out
+  // Whether render(messages[:k], g) can be resumed.
+  bool ready(std::size_t k, bool g) const noexcept;
+};
+
 class Template {
  public:
   // Throws tmpl::Error "line:column: what" for a syntax error or a construct
@@ -86,7 +102,14 @@ class Template {
   // tmpl::Error (the message, with the line:column reached) when the
   // template raises or fails.
   std::string render(const Vars& vars, const RenderLimits& limits, Spans* generation = nullptr,
-                     Provenance* provenance = nullptr) const;
+                     Provenance* provenance = nullptr, Resumes* resumes = nullptr) const;
+  // render(vars with messages[:k] and add_generation_prompt = g) from the
+  // resume point a render with `resumes` kept (resumes.ready(k, g)): the
+  // same text, spans, provenance and errors, and the same steps counted.
+  // Nullopt where the record's budget ends before the point: the render in
+  // full then says where it stops.
+  std::optional<std::string> resume(const Resumes& resumes, std::size_t k, bool g, const RenderLimits& limits,
+                                    Spans* generation = nullptr, Provenance* provenance = nullptr) const;
 
  private:
   std::shared_ptr<const Parsed> p_;

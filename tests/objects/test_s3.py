@@ -283,6 +283,11 @@ class S3Test(unittest.TestCase):
         log.close()
         self.assertEqual(rc, 0, read(job.config + ".log"))
         self.assertLess(time.monotonic() - t0, 5)
+        # The fetcher removes its temporaries as it stops; past the daemon's
+        # 1 s grace it may still be at it (a loaded machine), so wait for it.
+        deadline = time.monotonic() + 10
+        while [f for f in os.listdir(objects) if ".tmp." in f] and time.monotonic() < deadline:
+            time.sleep(0.1)
         self.assertFalse([f for f in os.listdir(objects) if ".tmp." in f], os.listdir(objects))
 
     def test_server_gone_gives_a_clear_error(self):

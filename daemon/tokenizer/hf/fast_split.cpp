@@ -1,5 +1,6 @@
 #include "tokenizer/hf/fast_split.hpp"
 
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -93,8 +94,28 @@ inline CharInfo char_at(const ClassTable& t, const unsigned char* s, size_t i, s
 
 inline bool is_newline(unsigned char c) { return c == '\r' || c == '\n'; }
 
+// How many of the 8 bytes at p, from the first, are ASCII letters.
+inline size_t ascii_letters8(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  const uint64_t y = v | 0x20 * kOnes;  // lower case; bytes below 0x80 stay below 0x80
+  // Bit 7 of each byte: y >= 'a' and y <= 'z' (no carries: every sum stays below 0x100).
+  const uint64_t letter = (y + 0x1F * kOnes) & ~(y + 0x05 * kOnes) & ~v & kHigh;
+  const uint64_t other = ~letter & kHigh;
+  return other == 0 ? 8 : size_t(__builtin_ctzll(other)) / 8;
+}
+
 // End of the run of chars of class `cls` starting at i.
 inline size_t run_end(const ClassTable& t, const unsigned char* s, size_t i, size_t n, uint8_t cls) {
+  if (cls == kLetter) {
+    // ASCII letters eight at a time (every one of them is \p{L}).
+    while (i + 8 <= n) {
+      const size_t k = ascii_letters8(s + i);
+      i += k;
+      if (k < 8) break;
+    }
+  }
   while (i < n) {
     if (s[i] < 0x80) {
       if (t.ascii(s[i]) != cls) break;

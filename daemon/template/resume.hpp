@@ -1,0 +1,119 @@
+// Renders of a conversation's prefixes resumed from its full render
+// (docs/chat_templates.md, "Prefix renders"). While the full render F runs,
+// the tracker watches what the template reads that a render of
+// messages[:k] (with add_generation_prompt g) would read differently: the
+// list's length, its items from k on, its last items, `loop.last` and
+// `loop.length` of the loop over it, add_generation_prompt. Until the first
+// such read, the two renders run the same steps. So at the start of the
+// main loop's iteration k, where the render of messages[:k] would leave the
+// loop instead, the state it would leave it with is F's: the resume point
+// keeps it (the output so far, the template's top-level variables, copies
+// of what later iterations mutate), and the prefix render runs only the
+// statements after the loop from there. A read the tracker cannot bound
+// spoils every prefix not yet passed, which are then rendered in full.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "template/ast.hpp"
+#include "template/interp.hpp"
+#include "template/template.hpp"
+
+namespace tokfeed::tmpl {
+
+// The state at the start of the main loop's iteration over message k.
+struct ResumePoint {
+  bool taken = false;
+  std::size_t output = 0;       // bytes of F written before it
+  std::size_t capacity = 0;     // the output's capacity then (its growth is counted in steps)
+  std::size_t pieces = 0;       // provenance pieces that start before it
+  std::size_t generation = 0;   // {% generation %} spans before it
+  uint64_t steps = 0;           // steps the render had taken
+  std::vector<char> seen;       // provenance's `seen` then
+  std::vector<Value> mutable_;  // copies of the top-level values that hold mutable objects, by `held` index
+};
+
+struct ResumeState {
+  // What the render needs to resume: the statements around the main loop,
+  // innermost last (a body and the loop's or enclosing `if`'s index in it).
+  std::vector<std::pair<const Body*, std::size_t>> path;
+  Vars top;                       // the top-level variables at the main loop's start
+  std::size_t top_capacity = 0;   // their vector's capacity then (its growth is counted in steps)
+  std::vector<std::size_t> held;  // which of them hold a namespace or an iterator
+  std::size_t messages_var = 0;   // where `messages` and add_generation_prompt are in the render's vars
+  std::size_t prompt_var = 0;
+  std::vector<std::pair<Value, std::size_t>> lists;  // messages[o:] as read (the list, o)
+  std::string full;                                  // F
+  bool provenance = false;                           // whether F recorded it
+  std::vector<Provenance::Piece> full_pieces;
+  Spans full_generation;
+  std::vector<ResumePoint> points;               // per k in [0, n]
+  std::vector<uint8_t> ready;                    // per k: which renders of messages[:k] resume (bits as Resumes::want)
+  std::vector<std::shared_ptr<DictObj>> copies;  // namespaces the points hold: emptied at the end (cycles)
+  ~ResumeState();
+};
+
+// The tracker a render with resume points runs with (Interp::track).
+struct Tracker {
+  const Body* top = nullptr;
+  std::size_t n = 0;              // messages
+  std::vector<uint8_t> want;      // per k: 1: render(messages[:k], false), 2: render(messages[:k], true)
+  std::vector<uint8_t> clean;     // per k: which of those still run as F does
+  int64_t cur = -1;               // resume points are taken for k <= cur
+  bool watching = true;           // false once the main loop has ended (nothing after it matters)
+  const Stmt* main = nullptr;     // the main loop
+  const DictObj* loop = nullptr;  // its `loop`
+  std::size_t offset = 0;         // it iterates messages[offset:]
+  const Vars* vars = nullptr;     // the render's own variables
+  ResumeState* state = nullptr;   // its `lists`: messages and the slices messages[o:] read (kept alive)
+
+  // The offset of `l` if it is messages[o:], else -1.
+  int64_t offset_of(const ListObj* l) const {
+    for (const auto& [p, o] : state->lists)
+      if (p.list.get() == l) return static_cast<int64_t>(o);
+    return -1;
+  }
+  bool watched(const Value& v) const {
+    return (v.kind == Kind::kList && offset_of(v.list.get()) >= 0) || (v.kind == Kind::kDict && v.dict.get() == loop);
+  }
+  // Prefixes k in (cur, hi] read differently (bits: 1 g=false, 2 g=true).
+  void spoil(int64_t hi, uint8_t bits = 3);
+  void spoil_all(uint8_t bits = 3) { spoil(static_cast<int64_t>(n), bits); }
+  // Stops watching once no wanted prefix is left to resume.
+  void settle();
+  // `v` used where its value is read as a whole (printed, compared,
+  // filtered, passed to a function).
+  void operand(const Value& v) {
+    if (watching && watched(v)) spoil_all();
+  }
+  // `v` tested for truth.
+  void truth(const Value& v);
+  // obj[key] read.
+  void item(const Value& obj, const Value& key);
+  // obj.name read (an attribute, or a method called).
+  void attr(const Value& obj, std::string_view name);
+  // out = obj[start:stop:step] read: registered when it is messages[o:].
+  void slice(const Value& obj, const Value& start, const Value& stop, const Value& step, const Value& out);
+  // A value stored where the resume point cannot see it (a namespace
+  // attribute): spoils when it may hold the loop or a macro's closure.
+  void stored(const Value& v);
+  // `{% for %}` over `seq`: whether it is the main loop.
+  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq);
+  // The main loop's iteration over message k starts.
+  void iteration(const Interp& in, std::size_t k);
+  void loop_ended() { watching = false; }
+};
+
+// Sets `in` (top-level variables, output, spans, provenance, steps) to the
+// state the render of messages[:k] with add_generation_prompt = g leaves the
+// main loop in (st.ready[k] says it can).
+void restore(const ResumeState& st, std::size_t k, bool g, Interp& in);
+// Runs the statements after the main loop.
+Flow run_after_loop(Interp& in, const ResumeState& st);
+
+}  // namespace tokfeed::tmpl

@@ -1,0 +1,227 @@
+// Prefix renders resumed from the full render (daemon/template/resume.hpp):
+// wherever a render of messages[:k] is resumed, it must equal the render of
+// messages[:k] run in full: the text, the provenance, the steps counted, the
+// error. Over the model templates and conversations of ../shared/templates,
+// and over templates built to read what the prefixes see differently.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "template/json_value.hpp"
+#include "template/template.hpp"
+#include "chat/chat_jinja.hpp"
+
+using namespace tokfeed;
+using tmpl::Template;
+using tmpl::Value;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  std::string text, error;
+  std::vector<std::tuple<std::size_t, std::size_t, uint32_t>> pieces;
+  std::vector<char> seen;
+  uint64_t steps = 0;
+  bool operator==(const Outcome&) const = default;
+};
+
+// One render of messages[:k] (add_generation_prompt g): in full, or resumed.
+Outcome outcome(const Template& t, const tmpl::Vars& vars, const tmpl::RenderLimits& limits, const Value& messages,
+                std::size_t k, bool g, const tmpl::Resumes* resumes) {
+  tmpl::Vars v = vars;
+  const auto& all = messages.list->items;
+  v.emplace_back("messages", Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<long>(k))));
+  v.emplace_back("add_generation_prompt", Value::boolean(g));
+  tmpl::Provenance prov;
+  for (const Value& m : all) prov.messages.push_back(m.is_dict() ? m.dict.get() : nullptr);
+  Outcome o;
+  tmpl::RecordScope scope(uint64_t{1} << 40);
+  try {
+    o.text = resumes ? t.resume(*resumes, k, g, limits, nullptr, &prov).value() : t.render(v, limits, nullptr, &prov);
+  } catch (const tmpl::Error& e) {
+    o.error = e.what();
+  }
+  for (const auto& p : prov.pieces) o.pieces.emplace_back(p.begin, p.end, p.message);
+  o.seen = prov.seen;
+  o.steps = scope.used();
+  return o;
+}
+
+// Renders all of `messages` keeping every resume point, then checks each
+// one that is ready against the full render. Returns which (k, g) were
+// ready, as "k+" (with the prompt) and "k-" (without).
+std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value& messages) {
+  tmpl::RenderLimits limits;
+  tmpl::Vars v = vars;
+  v.emplace_back("messages", messages);
+  v.emplace_back("add_generation_prompt", Value::boolean(false));
+  tmpl::Provenance prov;
+  for (const Value& m : messages.list->items) prov.messages.push_back(m.is_dict() ? m.dict.get() : nullptr);
+  const std::size_t n = messages.list->items.size();
+  tmpl::Resumes resumes;
+  resumes.want.assign(n + 1, 3);
+  try {
+    t.render(v, limits, nullptr, &prov, &resumes);
+  } catch (const tmpl::Error&) {
+    return "fails";
+  }
+  std::string ready;
+  for (std::size_t k = 0; k <= n; ++k)
+    for (bool g : {false, true}) {
+      if (!resumes.ready(k, g)) continue;
+      ready += std::to_string(k) + (g ? "+" : "-");
+      Outcome full = outcome(t, vars, limits, messages, k, g, nullptr);
+      Outcome resumed = outcome(t, vars, limits, messages, k, g, &resumes);
+      INFO("k = " << k << ", add_generation_prompt = " << g);
+      CHECK(resumed.text == full.text);
+      CHECK(resumed.error == full.error);
+      CHECK(resumed.pieces == full.pieces);
+      CHECK(resumed.seen == full.seen);
+      CHECK(resumed.steps == full.steps);
+    }
+  return ready;
+}
+
+std::string ready_for(const std::string& src, const std::string& messages_json) {
+  return check_resumes(Template::parse(src), {}, tmpl::parse_json(messages_json));
+}
+
+const char* kFour =
+    R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}])";
+
+}  // namespace
+
+TEST_CASE("resume: a plain loop resumes every prefix, the prompt after it included") {
+  CHECK(ready_for("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                  "{% if add_generation_prompt %}<assistant>{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: what the prefixes read differently spoils exactly the prefixes that read it") {
+  // loop.last in the iteration over message j: the prefix messages[:j+1].
+  CHECK(ready_for("{% for m in messages %}{{ m.content }}{% if loop.last %}.{% endif %}{% endfor %}"
+                  "{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+");
+  // Only the assistant turns read it: the prefixes after them.
+  CHECK(ready_for("{% for m in messages %}{{ m.content }}{% if m.role == 'assistant' and loop.last %}.{% endif %}"
+                  "{% endfor %}{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+1-1+3-3+");
+  // Counts from the end, the length, the last message: every prefix after.
+  CHECK(ready_for("{% for m in messages %}{{ loop.revindex }}{% endfor %}", kFour) == "0-0+");
+  CHECK(ready_for("{{ messages | length }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "");
+  CHECK(ready_for("{{ messages[-1].content }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "");
+  // The next message, by index: the prefix that ends before it.
+  CHECK(ready_for("{% for m in messages %}{{ m.content }}{{ messages[loop.index0 + 1] is defined }}{% endfor %}",
+                  kFour) == "0-0+");
+  CHECK(ready_for("{% for m in messages %}{% if loop.index0 > 0 %}{{ messages[loop.index0 - 1].role }}{% endif %}"
+                  "{% endfor %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // messages[0] before the loop: messages[:0] lacks it.
+  CHECK(ready_for("{{ messages[0].role }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "1-1+2-2+3-3+");
+  // The prompt read inside the loop spoils the prompt's renders alone.
+  CHECK(ready_for("{% for m in messages %}{{ m.content }}{% if add_generation_prompt %}!{% endif %}{% endfor %}",
+                  kFour) == "0-0+1-2-3-");
+}
+
+TEST_CASE("resume: state the loop mutates after a resume point is the point's") {
+  // A namespace counted on by later iterations; an iterator used up.
+  CHECK(ready_for("{% set ns = namespace(c=0, l=[]) %}{% for m in messages %}{% set ns.c = ns.c + 1 %}"
+                  "{% set ns.l = ns.l + [m.content] %}{% endfor %}{{ ns.c }}{{ ns.l | join(',') }}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  CHECK(ready_for("{% set it = ['x', 'y', 'z', 'w'] | map('upper') %}{% for m in messages %}"
+                  "{% for v in it %}{{ v }}{% break %}{% endfor %}{% endfor %}{{ it | list }}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // A namespace that holds itself, and one held twice.
+  CHECK(ready_for("{% set ns = namespace(n=0) %}{% set ns.me = ns %}{% set pair = [ns, ns] %}"
+                  "{% for m in messages %}{% set me = ns.me %}{% set me.n = ns.n + 1 %}{% endfor %}"
+                  "{{ pair[0].n }}{{ pair[1].me.n }}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: the loop over messages[1:], inside an if, after a system message") {
+  const char* sys = R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
+                        {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])";
+  const char* src =
+      "{% if messages[0].role == 'system' %}{% set sys = messages[0].content %}{% set messages = messages[1:] %}"
+      "{% else %}{% set sys = '' %}{% endif %}[{{ sys }}]"
+      "{% if true %}{% for m in messages %}{{ m.content }}{% endfor %}{% set tail = 'T' %}{% endif %}{{ tail }}"
+      "{% if add_generation_prompt %}G{% endif %}";
+  CHECK(ready_for(src, sys) == "1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: loops it cannot resume render in full") {
+  // A second loop over the messages runs in full after the first.
+  CHECK(ready_for("{% for m in messages %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) ==
+        "0-0+1-1+2-2+3-3+");
+  // A filtered loop, a loop with else, a loop inside a macro: none; a
+  // break: none after it.
+  CHECK(ready_for("{% for m in messages if m.role == 'user' %}{{ m.content }}{% endfor %}", kFour) == "");
+  CHECK(ready_for("{% for m in messages %}{{ m.content }}{% else %}none{% endfor %}", kFour) == "");
+  CHECK(ready_for("{% macro r() %}{% for m in messages %}{{ m.content }}{% endfor %}{% endmacro %}{{ r() }}", kFour) ==
+        "");
+  CHECK(ready_for("{% for m in messages %}{% if loop.index0 == 2 %}{% break %}{% endif %}{{ m.content }}"
+                  "{% endfor %}",
+                  kFour) == "0-0+1-1+2-2+");
+  // The loop stored in a namespace, a macro that closes over it.
+  CHECK(ready_for("{% set ns = namespace() %}{% for m in messages %}{% set ns.l = loop %}{% endfor %}{{ ns.l.index }}",
+                  kFour) == "0-0+");
+  // A prefix the template refuses fails as its full render does.
+  CHECK(ready_for("{% for m in messages %}{{ m.content }}{% endfor %}"
+                  "{% if add_generation_prompt and messages | length < 3 %}{{ raise_exception('no') }}{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: every model template and conversation of ../shared/templates") {
+  const fs::path dir = fs::path(TOKFEED_SHARED_DIR) / "templates";
+  if (!fs::exists(dir / "conversations.jsonl")) return;  // ../shared is absent
+  std::vector<std::string> lines;
+  std::ifstream f(dir / "conversations.jsonl");
+  for (std::string line; std::getline(f, line) && lines.size() < 100;)
+    if (!line.empty()) lines.push_back(line);
+  std::size_t ready = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_directory()) continue;
+    text::ChatSource src;
+    src.path = entry.path().string();
+    src.instant = "2024-07-26";
+    src.kwargs_json = R"({"date_string": "26 Jul 2024"})";
+    auto spec = text::load_chat_template(src);
+    text::RecordRules rules;
+    for (const std::string& line : lines) {
+      Value messages, tools;
+      if (!text::record_to_chat(line, rules, false, messages, tools).empty()) continue;
+      tmpl::Vars vars = spec->globals;
+      vars.emplace_back("tools", tools);
+      vars.emplace_back("documents", Value::none());
+      INFO(entry.path().filename().string() << ": " << line.substr(0, 80));
+      ready += check_resumes(spec->tmpl, vars, messages).size();
+    }
+  }
+  CHECK(ready > 1000);
+}
+
+TEST_CASE("resume: a record budget that ends before the point renders in full, which says where it stops") {
+  Template t = Template::parse(
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}G"
+      "{% endif %}");
+  Value messages = tmpl::parse_json(kFour);
+  tmpl::Vars vars{{"messages", messages}, {"add_generation_prompt", Value::boolean(false)}};
+  tmpl::Resumes resumes;
+  resumes.want.assign(5, 3);
+  tmpl::RenderLimits limits;
+  CHECK(t.render(vars, limits, nullptr, nullptr, &resumes) == "abcd");
+  REQUIRE(resumes.ready(3, true));
+  CHECK(t.resume(resumes, 3, true, limits).value() == "abcG");
+  {
+    tmpl::RecordScope plenty(1000);
+    CHECK(t.resume(resumes, 3, true, limits).value() == "abcG");
+  }
+  tmpl::RecordScope scarce(10);
+  CHECK_FALSE(t.resume(resumes, 3, true, limits).has_value());
+}
