@@ -32,7 +32,7 @@ void print_table(const msgpack::object& s) {
   const msgpack::object* ob = find(ds, "objects");
   const bool fetching = ob && !str(*ob, "current").empty();
   if (str(ds, "state") == "indexing" && fetching) {
-    fmt::print("dataset    {}: fetching its objects (below) before indexing\n", str(ds, "path"));
+    fmt::print("dataset    {}: fetching its objects (below), indexing each as it arrives\n", str(ds, "path"));
   } else if (str(ds, "state") == "indexing") {
     double done = get_num(ix, "bytes_done"), total = get_num(ix, "bytes_total");
     fmt::print("dataset    indexing: shard {}/{}  {:.1f}/{:.1f} MB ({:.1f}%)  {} records  ETA {:.0f} s\n",

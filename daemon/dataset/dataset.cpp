@@ -80,22 +80,26 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
 
 Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows) : t0_(shm::monotonic_ns()) {
   // Each dataset's shards (as messages name them, the file read, its size as
-  // stored, for progress). Objects in a store are fetched first, into
-  // `[cache] dir/objects/`, and read from there.
+  // stored, for progress). Objects in a store are fetched into `[cache]
+  // dir/objects/` and read from there, each once it is complete.
   struct Located {
     std::string path, local;
     uint64_t bytes;
   };
   std::vector<std::vector<Located>> shards;
+  // Each s3:// dataset's fetch, under way while the shards before are indexed.
+  std::vector<std::unique_ptr<ObjectFetch>> fetches(cfg.datasets.size());
   uint64_t on_disk = 0, count = 0;
   for (const DatasetConfig& d : cfg.datasets) {
     auto& list = shards.emplace_back();
     if (is_object_url(d.path)) {
-      for (FetchedObject& o : fetch_objects(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
-                                            progress ? &progress->cancel : nullptr)) {
+      auto& f = fetches[shards.size() - 1];
+      f = std::make_unique<ObjectFetch>(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
+                                        progress ? &progress->cancel : nullptr);
+      for (const FetchedObject& o : f->objects()) {
         on_disk += o.size;
         ++count;
-        list.push_back({std::move(o.url), std::move(o.local), o.size});
+        list.push_back({o.url, "", o.size});
       }
       continue;
     }
@@ -116,8 +120,14 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     index_rules_.push_back(rules_.back());
     index_rules_.back().defer_render = rules_.back().renders();
   }
-  for (std::size_t d = 0; d < cfg.datasets.size(); ++d)
-    for (const Located& l : shards[d]) load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
+  for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
+    for (std::size_t k = 0; k < shards[d].size(); ++k) {
+      Located& l = shards[d][k];
+      if (fetches[d]) l.local = fetches[d]->local(k);  // waits for that object alone
+      load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
+    }
+    fetches[d].reset();
+  }
   if (!pending()) finish(cfg);
 }
 

@@ -24,8 +24,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <algorithm>
+#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "dataset/dataset_error.hpp"
 
@@ -47,6 +51,9 @@ struct Fetcher {
   pid_t pid = -1;
   int fd = -1;
 
+  Fetcher() = default;
+  Fetcher(Fetcher&& o) noexcept : pid(std::exchange(o.pid, -1)), fd(std::exchange(o.fd, -1)) {}
+  Fetcher& operator=(Fetcher&&) = delete;
   ~Fetcher() {
     if (fd >= 0) ::close(fd);
     if (pid > 0) {
@@ -141,84 +148,101 @@ std::string fetch_line(const ObjectProgress& p) {
                      current);
 }
 
-std::vector<FetchedObject> fetch_objects(const std::string& name, const std::string& url, const std::string& cache_dir,
-                                         ObjectProgress* progress, const std::atomic<bool>* cancel) {
-  if (cache_dir.empty())
-    throw DatasetError(fmt::format("{}: objects are fetched into [cache] dir, and none is set: set [cache] dir", name));
-  Fetcher f = spawn_fetcher(name, url, cache_dir);
-  std::vector<FetchedObject> out;
-  std::vector<uint64_t> written;  // per object, for progress
+// What the report has said so far.
+struct ObjectFetch::State {
+  State(std::string n, std::string d, ObjectProgress* p, const std::atomic<bool>* c, Fetcher fetcher)
+      : name(std::move(n)), cache_dir(std::move(d)), progress(p), cancel(c), f(std::move(fetcher)) {}
+
+  std::string name, cache_dir;
+  ObjectProgress* progress;
+  const std::atomic<bool>* cancel;
+  Fetcher f;
   std::string buf, line;
+  std::optional<std::size_t> listed;  // the objects line's count
+  std::vector<FetchedObject> out;
+  std::vector<uint64_t> written;   // per object, for progress
   std::set<std::size_t> fetching;  // begun, not ready
-  std::size_t ready = 0;
-  while (next_line(f, buf, line, cancel, name)) {
-    std::istringstream in(line);
-    std::string verb;
-    in >> verb;
-    auto rest = [&] {
-      std::string s;
-      std::getline(in >> std::ws, s);
-      return s;
-    };
-    if (verb == "objects") {
-      uint64_t n = 0, bytes = 0;
-      in >> n >> bytes;
-      if (progress) {
-        progress->objects_total.fetch_add(n, std::memory_order_relaxed);
-        progress->bytes_total.fetch_add(bytes, std::memory_order_relaxed);
-      }
-    } else if (verb == "object") {
-      FetchedObject o;
-      std::size_t i = 0;
-      in >> i >> o.size;
-      o.url = rest();
-      out.push_back(std::move(o));
-      written.push_back(0);
-    } else if (verb == "fetch" || verb == "progress" || verb == "retry" || verb == "ready") {
-      std::size_t i = 0;
-      in >> i;
-      if (i >= out.size()) break;  // a report out of order: treated as a fetcher that failed
-      if (verb == "fetch") {
-        fetching.insert(i);
-        set_text(progress, &ObjectProgress::current, out[i].url);
-        spdlog::info("{}: fetching {} ({:.1f} MB) into {}/objects", name, out[i].url, out[i].size / 1e6, cache_dir);
-      } else if (verb == "progress") {
-        uint64_t bytes = 0;
-        in >> bytes;
-        if (progress && bytes > written[i])
-          progress->bytes_done.fetch_add(bytes - written[i], std::memory_order_relaxed);
-        written[i] = std::max(written[i], bytes);
-      } else if (verb == "retry") {
-        uint64_t attempt = 0, ms = 0;
-        in >> attempt >> ms;
-        std::string why = rest();
-        spdlog::warn("{}: read failed (attempt {}), retrying in {} ms: {}", out[i].url, attempt, ms, why);
-        if (progress) progress->retries.fetch_add(1, std::memory_order_relaxed);
-        set_text(progress, &ObjectProgress::last_retry, out[i].url + ": " + why);
-      } else {
-        int reused = 0;
-        in >> reused;
-        out[i].local = rest();
-        if (progress) {
-          if (out[i].size > written[i])
-            progress->bytes_done.fetch_add(out[i].size - written[i], std::memory_order_relaxed);
-          progress->objects_done.fetch_add(1, std::memory_order_relaxed);
-          if (reused) progress->objects_reused.fetch_add(1, std::memory_order_relaxed);
-        }
-        written[i] = out[i].size;
-        ++ready;
-        fetching.erase(i);
-      }
-    } else if (verb == "done") {
-      set_text(progress, &ObjectProgress::current, "");
-      if (ready != out.size()) break;
-      f.exit_status();
-      return out;
-    } else if (verb == "error") {
-      set_text(progress, &ObjectProgress::current, "");
-      throw DatasetError(rest());
+  std::vector<bool> ready;
+  bool done = false;
+
+  // Takes the report's next line; false when the report ended without "done".
+  bool step();
+  [[noreturn]] void died();
+};
+
+bool ObjectFetch::State::step() {
+  if (!next_line(f, buf, line, cancel, name)) return false;
+  std::istringstream in(line);
+  std::string verb;
+  in >> verb;
+  auto rest = [&] {
+    std::string s;
+    std::getline(in >> std::ws, s);
+    return s;
+  };
+  if (verb == "objects") {
+    uint64_t n = 0, bytes = 0;
+    in >> n >> bytes;
+    listed = n;
+    if (progress) {
+      progress->objects_total.fetch_add(n, std::memory_order_relaxed);
+      progress->bytes_total.fetch_add(bytes, std::memory_order_relaxed);
     }
+  } else if (verb == "object") {
+    FetchedObject o;
+    std::size_t i = 0;
+    in >> i >> o.size;
+    o.url = rest();
+    out.push_back(std::move(o));
+    written.push_back(0);
+    ready.push_back(false);
+  } else if (verb == "fetch" || verb == "progress" || verb == "retry" || verb == "ready") {
+    std::size_t i = 0;
+    in >> i;
+    if (i >= out.size()) return false;  // a report out of order: treated as a fetcher that failed
+    if (verb == "fetch") {
+      fetching.insert(i);
+      set_text(progress, &ObjectProgress::current, out[i].url);
+      spdlog::info("{}: fetching {} ({:.1f} MB) into {}/objects", name, out[i].url, out[i].size / 1e6, cache_dir);
+    } else if (verb == "progress") {
+      uint64_t bytes = 0;
+      in >> bytes;
+      if (progress && bytes > written[i]) progress->bytes_done.fetch_add(bytes - written[i], std::memory_order_relaxed);
+      written[i] = std::max(written[i], bytes);
+    } else if (verb == "retry") {
+      uint64_t attempt = 0, ms = 0;
+      in >> attempt >> ms;
+      std::string why = rest();
+      spdlog::warn("{}: read failed (attempt {}), retrying in {} ms: {}", out[i].url, attempt, ms, why);
+      if (progress) progress->retries.fetch_add(1, std::memory_order_relaxed);
+      set_text(progress, &ObjectProgress::last_retry, out[i].url + ": " + why);
+    } else {
+      int reused = 0;
+      in >> reused;
+      out[i].local = rest();
+      if (progress) {
+        if (out[i].size > written[i])
+          progress->bytes_done.fetch_add(out[i].size - written[i], std::memory_order_relaxed);
+        progress->objects_done.fetch_add(1, std::memory_order_relaxed);
+        if (reused) progress->objects_reused.fetch_add(1, std::memory_order_relaxed);
+      }
+      written[i] = out[i].size;
+      ready[i] = true;
+      fetching.erase(i);
+    }
+  } else if (verb == "done") {
+    set_text(progress, &ObjectProgress::current, "");
+    if (std::find(ready.begin(), ready.end(), false) != ready.end()) return false;
+    done = true;
+    f.exit_status();
+  } else if (verb == "error") {
+    set_text(progress, &ObjectProgress::current, "");
+    throw DatasetError(rest());
   }
+  return true;
+}
+
+void ObjectFetch::State::died() {
   // The report ended early: the fetcher died. Nothing it left is used.
   std::string where;
   for (std::size_t i : fetching) where += (where.empty() ? " while fetching " : ", ") + out[i].url;
@@ -228,6 +252,32 @@ std::vector<FetchedObject> fetch_objects(const std::string& name, const std::str
       fmt::format("{}: the object fetcher stopped{}{} before it finished; its log above says why, "
                   "and a restart fetches what is missing",
                   name, how, where));
+}
+
+ObjectFetch::ObjectFetch(const std::string& name, const std::string& url, const std::string& cache_dir,
+                         ObjectProgress* progress, const std::atomic<bool>* cancel) {
+  if (cache_dir.empty())
+    throw DatasetError(fmt::format("{}: objects are fetched into [cache] dir, and none is set: set [cache] dir", name));
+  s_ = std::make_unique<State>(name, cache_dir, progress, cancel, spawn_fetcher(name, url, cache_dir));
+  while (!s_->listed || s_->out.size() < *s_->listed)
+    if (!s_->step()) s_->died();
+}
+
+ObjectFetch::~ObjectFetch() = default;
+
+const std::vector<FetchedObject>& ObjectFetch::objects() const { return s_->out; }
+
+const std::string& ObjectFetch::local(std::size_t i) {
+  while (!s_->ready.at(i))
+    if (!s_->step()) s_->died();
+  return s_->out[i].local;
+}
+
+std::vector<FetchedObject> fetch_objects(const std::string& name, const std::string& url, const std::string& cache_dir,
+                                         ObjectProgress* progress, const std::atomic<bool>* cancel) {
+  ObjectFetch fetch(name, url, cache_dir, progress, cancel);
+  for (std::size_t i = 0; i < fetch.objects().size(); ++i) fetch.local(i);
+  return fetch.objects();
 }
 
 }  // namespace tokfeed

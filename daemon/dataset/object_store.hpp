@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -57,6 +58,29 @@ struct FetchedObject {
 
 // Whether `path` names objects in a store (s3://) rather than local files.
 bool is_object_url(const std::string& path) noexcept;
+
+// A fetch under way: the objects `url` names, listed, each usable once
+// local() returns it, while the others are still fetched (so that a shard is
+// indexed while the next ones arrive). Destroying it stops the fetcher.
+class ObjectFetch {
+ public:
+  // Starts the fetcher and waits for its listing (fetch_objects() says what
+  // it lists and throws).
+  ObjectFetch(const std::string& name, const std::string& url, const std::string& cache_dir, ObjectProgress* progress,
+              const std::atomic<bool>* cancel);
+  ~ObjectFetch();
+  ObjectFetch(const ObjectFetch&) = delete;
+  ObjectFetch& operator=(const ObjectFetch&) = delete;
+
+  // The objects, sorted; `local` is set once local() returned it.
+  const std::vector<FetchedObject>& objects() const;
+  // Waits until object `i` is complete in the cache; its file.
+  const std::string& local(std::size_t i);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // The objects `url` names (one object; every object a glob matches, `*` not
 // crossing `/`; or every dataset file under a prefix), sorted bytewise,
