@@ -44,48 +44,60 @@ namespace tokfeed {
 
 namespace {
 
-// Objects are fetched on several threads; these guard what they share.
-std::mutex g_mu;
-std::set<std::string> g_tmps;  // the temporaries being written, removed by fail()
+// Objects are fetched on several threads; these guard what they share. The
+// temporaries' lock is never held across a write to the report, which can
+// block while the supervisor is not reading: a stop always gets it.
+std::mutex g_tmps_mu;
+std::set<std::string> g_tmps;  // the temporaries being written, removed on any exit but a kill -9
+std::timed_mutex g_report_mu;  // one report line at a time
 
-// Writes `line` whole, its newlines flattened; the caller holds g_mu.
+// Removes every temporary and exits. The lock is held to the end, so no
+// thread creates a temporary meanwhile.
+[[noreturn]] void remove_tmps_and_exit(int code) {
+  g_tmps_mu.lock();
+  for (const std::string& t : g_tmps) ::unlink(t.c_str());
+  std::_Exit(code);
+}
+
+// Writes `line` whole, its newlines flattened; the caller holds g_report_mu.
 void write_line(std::string line) {
   std::replace(line.begin(), line.end(), '\n', ' ');
   line += '\n';
   for (std::size_t off = 0; off < line.size();) {
     ssize_t w = ::write(1, line.data() + off, line.size() - off);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) std::_Exit(3);  // the supervisor is gone
+    if (w <= 0) remove_tmps_and_exit(3);  // the supervisor is gone (SIGPIPE is ignored)
     off += static_cast<std::size_t>(w);
   }
 }
 
 // One line of the report.
 void report(const std::string& line) {
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(g_report_mu);
   write_line(line);
 }
 
-// Creates the temporary `tmp`, known to fail() before it exists.
+// Creates the temporary `tmp`, known to every exit path before it exists.
 int create_tmp(const std::string& tmp) {
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(g_tmps_mu);
   g_tmps.insert(tmp);
   return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
 // `tmp` was renamed into place.
 void kept(const std::string& tmp) {
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(g_tmps_mu);
   g_tmps.erase(tmp);
 }
 
 // Removes every temporary, then reports `message` and exits: the supervisor
-// that reads the error finds nothing half written. g_mu is held to the end,
-// so no other thread reports or creates a temporary meanwhile.
+// that reads the error finds nothing half written. The temporaries' lock is
+// held to the end; the report waits at most 2 s for another line to go out
+// (a supervisor that reads nothing is stopping and needs no message).
 [[noreturn]] void fail(const std::string& message) {
-  g_mu.lock();
+  g_tmps_mu.lock();
   for (const std::string& t : g_tmps) ::unlink(t.c_str());
-  write_line("error " + message);
+  if (g_report_mu.try_lock_for(std::chrono::seconds(2))) write_line("error " + message);
   std::_Exit(2);
 }
 
@@ -410,8 +422,8 @@ class Fetch {
 int object_fetcher_main(int argc, char** argv) {
   // argv: tokfeedd --object-fetcher CACHE_DIR URL
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  ::close_range(3, ~0U, 0);  // nothing of the supervisor's but the report (stdout) and the log (stderr)
-  ::signal(SIGPIPE, SIG_DFL);
+  ::close_range(3, ~0U, 0);    // nothing of the supervisor's but the report (stdout) and the log (stderr)
+  ::signal(SIGPIPE, SIG_IGN);  // a write to a supervisor that is gone fails, and the temporaries go
   // SIGTERM and SIGINT (a stopping supervisor, or its death) are taken by a
   // thread of their own, which removes the temporaries before the process
   // ends: blocked here, before any thread starts, so every thread inherits it.
@@ -423,9 +435,7 @@ int object_fetcher_main(int argc, char** argv) {
   std::thread([stop] {
     int sig = 0;
     ::sigwait(&stop, &sig);
-    g_mu.lock();  // held to the end, as in fail()
-    for (const std::string& t : g_tmps) ::unlink(t.c_str());
-    std::_Exit(128 + sig);
+    remove_tmps_and_exit(128 + sig);
   }).detach();
   if (argc != 4) {
     std::fprintf(stderr, "usage: tokfeedd --object-fetcher CACHE_DIR URL (started by tokfeedd itself)\n");

@@ -336,6 +336,7 @@ std::string Supervisor::cache_line() const {
                        phase_ == Phase::kServing ? "workers serve meanwhile, tokenizing what they serve"
                                                  : "workers start when it is built");
   }
+  if (!store_) return "token cache: opened once the datasets are indexed and checked";
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);
 }
 

@@ -134,7 +134,9 @@ std::string Supervisor::status_payload() {
   CacheProgress cp = cache_build_ ? cache_build_->progress() : CacheProgress{};
   if (store_) cp.done = cp.total = store_->size();
   kv(pk, "state", state);
-  kv(pk, "path", cfg_.cache.enabled ? store_path(cfg_.cache.dir, cache_key_, "idx") : std::string());
+  // "" until the key is known (the datasets indexed and checked).
+  const bool keyed = cache_key_.hi || cache_key_.lo;
+  kv(pk, "path", cfg_.cache.enabled && keyed ? store_path(cfg_.cache.dir, cache_key_, "idx") : std::string());
   kv(pk, "records_done", cp.done);
   kv(pk, "records_total", cache_build_ ? cp.total : data_ ? data_->size() : uint64_t{0});
   kv(pk, "records_kept", cp.kept);

@@ -466,8 +466,9 @@ TEST_CASE("a million small records: the epoch's order is held once, not once per
   with_1_and_4_workers(dir, data, [&](Daemon& d, int workers) { anon[workers] = summed_pss_kib(d, "Pss_Anon:"); });
   MESSAGE("summed anonymous PSS: 1 worker " << anon[1] / 1024 << " MiB, 4 workers " << anon[4] / 1024 << " MiB");
   // The epoch's order is 4 MB (4 bytes a sample): a copy in every worker
-  // would add 12 MB for three more workers, on top of their own heaps.
-  CHECK(anon[4] < anon[1] + 3 * 3 * 1024);
+  // would add 12 MB for three more workers on top of their own heaps (3-4 MiB
+  // each as measured, more while they fill their ring slots), so above 21 MiB.
+  CHECK(anon[4] < anon[1] + 3 * 5 * 1024);
 }
 
 TEST_CASE("a dataset file truncated while served stops the daemon, naming it, instead of a crash loop") {
