@@ -1144,11 +1144,33 @@ def render_llama3(conv, system, r):
     r.emit("<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
-QWEN_TOOLS_HEAD = ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+QWEN_TOOLS_HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
 QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
                    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
                    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
+
+
+def _emit_qwen_tools(tools, r):
+    """Qwen2.5's and Qwen3's `# Tools` text with the tool list, closing the system turn."""
+    r.emit(QWEN_TOOLS_HEAD)
+    for tool in tools:
+        r.emit("\n" + json.dumps(tool, ensure_ascii=False))
+    r.emit(QWEN_TOOLS_TAIL)
+
+
+def _emit_qwen_other(msgs, i, r):
+    """A message of a Qwen tool record that is not the assistant's: consecutive
+    tool results share one user turn; any other role is ChatML."""
+    role, content = msgs[i]["role"], msgs[i].get("content")
+    if role == "tool":
+        if i == 0 or msgs[i - 1]["role"] != "tool":
+            r.emit("<|im_start|>user")
+        r.emit("\n<tool_response>\n" + content + "\n</tool_response>")
+        if i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool":
+            r.emit("<|im_end|>\n")
+    else:
+        r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
 
 
 def render_qwen2_5_tools(chat, default_system, r):
@@ -1160,10 +1182,8 @@ def render_qwen2_5_tools(chat, default_system, r):
     else:
         system = default_system
     if chat.tools:
-        r.emit("<|im_start|>system\n" + system + QWEN_TOOLS_HEAD)
-        for tool in chat.tools:
-            r.emit("\n" + json.dumps(tool, ensure_ascii=False))
-        r.emit(QWEN_TOOLS_TAIL)
+        r.emit("<|im_start|>system\n" + system + "\n\n")
+        _emit_qwen_tools(chat.tools, r)
     else:
         r.emit("<|im_start|>system\n" + system + "<|im_end|>\n")
     for i, m in enumerate(msgs):
@@ -1180,14 +1200,8 @@ def render_qwen2_5_tools(chat, default_system, r):
             else:
                 body = content
             r.spans.append([r.emit(body + "<|im_end|>\n")])
-        elif role == "tool":
-            if i == 0 or msgs[i - 1]["role"] != "tool":
-                r.emit("<|im_start|>user")
-            r.emit("\n<tool_response>\n" + content + "\n</tool_response>")
-            if i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool":
-                r.emit("<|im_end|>\n")
         else:
-            r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
+            _emit_qwen_other(msgs, i, r)
 
 
 def render_qwen3_tools(chat, default_system, r):
@@ -1200,10 +1214,8 @@ def render_qwen3_tools(chat, default_system, r):
     else:
         system = default_system
     if chat.tools:
-        r.emit("<|im_start|>system\n" + (system + "\n\n" if system is not None else "") + QWEN_TOOLS_HEAD[2:])
-        for tool in chat.tools:
-            r.emit("\n" + json.dumps(tool, ensure_ascii=False))
-        r.emit(QWEN_TOOLS_TAIL)
+        r.emit("<|im_start|>system\n" + (system + "\n\n" if system is not None else ""))
+        _emit_qwen_tools(chat.tools, r)
     elif system is not None:
         r.emit("<|im_start|>system\n" + system + "<|im_end|>\n")
     q = _qwen3_last_query([(m["role"], m.get("content")) for m in msgs])
@@ -1226,14 +1238,8 @@ def render_qwen3_tools(chat, default_system, r):
                 body += ("\n" if k or answer else "") + '<tool_call>\n{"name": "' + f["name"] + '", "arguments": ' + \
                     (args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)) + "}\n</tool_call>"
             r.spans.append([r.emit(body + "<|im_end|>\n")])
-        elif role == "tool":
-            if i == 0 or msgs[i - 1]["role"] != "tool":
-                r.emit("<|im_start|>user")
-            r.emit("\n<tool_response>\n" + content + "\n</tool_response>")
-            if i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool":
-                r.emit("<|im_end|>\n")
         else:
-            r.emit("<|im_start|>" + role + "\n" + content + "<|im_end|>\n")
+            _emit_qwen_other(msgs, i, r)
 
 
 TOOL_RENDERERS = {"qwen2_5": render_qwen2_5_tools, "qwen3": render_qwen3_tools}
