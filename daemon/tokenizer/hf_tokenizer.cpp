@@ -1,6 +1,8 @@
 #include "tokenizer/hf_tokenizer.hpp"
 
+#include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text {
 
@@ -9,6 +11,12 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_p
 }
 
 namespace hf {
+
+HfTokenizer::HfTokenizer(HfParts parts, bool fused) : p_(std::move(parts)) {
+  nfc_ = dynamic_cast<const NfcNormalizer*>(p_.normalizer.get()) != nullptr;
+  if (fused && (p_.normalizer == nullptr || nfc_) && p_.normalized_added.empty() && p_.pre_tokenizer)
+    word_split_ = p_.pre_tokenizer->word_split();
+}
 
 void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   // Added tokens that match the raw text come out first; HF does the same.
@@ -19,8 +27,36 @@ void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   for (size_t i = 0; i < raw_splits_.size(); ++i) {
     const AddedSplit s = raw_splits_[i];
     if (s.id >= 0) out.push_back({s.id, s.begin, s.end});
-    else if (s.begin < s.end) encode_piece(text, s.begin, s.end, out);
+    else if (s.begin < s.end) encode_words(text, s.begin, s.end, out);
   }
+}
+
+void HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {
+  const std::string_view piece = text.substr(begin, end - begin);
+  if (word_split_ == nullptr || (nfc_ && !nfc_inert(piece))) return encode_piece(text, begin, end, out);
+  // Byte-level BPE gives about one token per 4 bytes of text.
+  out.reserve(out.size() + piece.size() / 3 + 16);
+  uint32_t word_begin = 0;  // of the word being emitted, relative to `text`
+  uint32_t at = 0;          // its next piece, relative to the word
+  auto emit = [&](int32_t id, uint32_t len) {
+    // A zero-length byte-fallback piece shares the previous piece's byte.
+    const uint32_t b = len == 0 ? (at > 0 ? at - 1 : at) : at;
+    const uint32_t e = len == 0 ? b + 1 : at + len;
+    out.push_back({id, word_begin + b, word_begin + e});
+    at += len;
+  };
+  auto word = [&](size_t b, size_t e) {
+    word_begin = begin + uint32_t(b);
+    at = 0;
+    p_.model->for_each_piece(piece.substr(b, e - b), emit);
+  };
+  size_t prev = 0;
+  word_split_->for_each(piece, [&](size_t b, size_t e) {
+    if (prev < b) word(prev, b);  // bytes no alternative matches: a piece of their own
+    word(b, e);
+    prev = e;
+  });
+  if (prev < piece.size()) word(prev, piece.size());
 }
 
 void HfTokenizer::encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {

@@ -44,13 +44,28 @@ class BpeModel {
   BpeModel(BpeConfig config, const std::string& where);
 
   // Appends the pieces of `word` (non-empty) to `out`.
-  void tokenize(std::string_view word, std::vector<WordPiece>& out) const;
+  void tokenize(std::string_view word, std::vector<WordPiece>& out) const {
+    if (word.empty()) return;
+    for_each_piece(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); });
+  }
+  // Calls emit(id, len) for each piece of `word` (non-empty), in order.
+  template <class Emit>
+  void for_each_piece(std::string_view word, Emit&& emit) const {
+    WordCache::Lookup at;
+    const bool cacheable = word.size() <= WordCache::kMaxWordLen;
+    if (cacheable && cache_.find(word, at, emit)) return;
+    scratch_.clear();
+    merge_uncached(word, scratch_);
+    if (cacheable) cache_.insert(word, at, scratch_.data(), scratch_.size());
+    for (const WordPiece& p : scratch_) emit(p.id, p.len);
+  }
 
   // Token string of an id as written in the json, or nullptr.
   const std::string* id_to_token(int32_t id) const {
     return id >= 0 && size_t(id) < id_to_token_.size() && id_valid_[size_t(id)] ? &id_to_token_[size_t(id)] : nullptr;
   }
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
+  bool byte_level() const { return byte_level_; }
   size_t max_id_plus_one() const { return id_to_token_.size(); }
 
   // Which merge algorithm words not in the cache take: "linear" (see
@@ -61,6 +76,8 @@ class BpeModel {
 
  private:
   void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
+  // A word not in the cache: ignore_merges, then the linear or the heap merges.
+  void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();
 
   std::vector<std::string> id_to_token_;
@@ -87,6 +104,7 @@ class BpeModel {
   mutable std::vector<Symbol> symbols_;
   mutable std::vector<Candidate> heap_;
   mutable WordCache cache_;
+  mutable std::vector<WordPiece> scratch_;
 };
 
 uint64_t hash_bytes(std::string_view s);
