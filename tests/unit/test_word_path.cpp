@@ -1,7 +1,8 @@
-// The per-word path of byte-level tokenizer.json models: the fused split and
-// tokenize of HfTokenizer (hf_model.hpp) against the general pipeline (span
-// lists, NormalizedText), ids and offsets, on the golden texts and random
-// strings; and the word cache (word_cache.hpp) against the merges it stands
+// The per-word paths of tokenizer.json models: the fused split and tokenize
+// of HfTokenizer (hf_model.hpp) for byte-level ones, and the cut before each
+// run of "\u2581" for SentencePiece-style ones, against the general pipeline
+// (span lists, NormalizedText, one word per span), ids and offsets, on the
+// golden texts and random strings; and the word cache (word_cache.hpp) against the merges it stands
 // for, through its growth and the clear at its limit.
 #include <doctest/doctest.h>
 #include <simdjson.h>
@@ -73,7 +74,10 @@ std::string random_text(std::mt19937& rng) {
                                                  "\xe4\xb8",
                                                  "<|im_start|>",
                                                  "<|endoftext|>",
-                                                 "\xe1\x84\x80\xe1\x85\xa1"};
+                                                 "\xe1\x84\x80\xe1\x85\xa1",
+                                                 "\xe2\x96\x81",
+                                                 "   ",
+                                                 "\xe2\x96\x81x"};
   std::string s;
   const size_t n = rng() % 30;
   for (size_t i = 0; i < n; ++i) s += units[rng() % units.size()];
@@ -99,7 +103,7 @@ bool same(const std::vector<Token>& a, const std::vector<Token>& b) {
 TEST_CASE("word path: fused split and merges equal the general pipeline, ids and offsets") {
   const auto golden = golden_texts();
   REQUIRE(golden.size() == 3011);
-  for (const char* name : {"qwen3", "llama3"}) {
+  for (const char* name : {"qwen3", "llama3", "sp32k-hf"}) {
     const std::string path = tokenizer_path(name);
     if (path.empty()) {
       MESSAGE("skipped: no " << name << " tokenizer.json");
@@ -155,4 +159,24 @@ TEST_CASE("word cache: hits give what the merges give, through growth and the cl
     }
   }
   CHECK(bad == 0);
+}
+
+TEST_CASE("word path: words are cut before \xe2\x96\x81 only where no merge can join a char to it") {
+  auto model = [](std::vector<std::pair<std::string, std::string>> merges, bool ignore_merges) {
+    BpeConfig c;
+    int32_t id = 0;
+    for (const char* unit : {"a", "b", "\xe2\x96\x81"}) c.vocab.emplace(unit, id++);
+    for (const auto& [l, r] : merges) {
+      c.vocab.emplace(l + r, id++);
+      c.merges.push_back({l, r});
+    }
+    c.ignore_merges = ignore_merges;
+    return BpeModel(std::move(c), "test");
+  };
+  const std::string m = "\xe2\x96\x81";
+  CHECK(model({{m, "a"}, {m + "a", "b"}}, false).words_end_before_metaspace());
+  CHECK(model({{m, m}, {m + m, "a"}}, false).words_end_before_metaspace());  // a run of them merges with itself
+  CHECK_FALSE(model({{"a", m}}, false).words_end_before_metaspace());        // "a▁" crosses the cut
+  CHECK_FALSE(model({{m, "a"}, {"b", m + "a"}}, false).words_end_before_metaspace());
+  CHECK_FALSE(model({{m, "a"}}, true).words_end_before_metaspace());  // ignore_merges looks up whole words
 }

@@ -134,6 +134,13 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
   }
   merges_.build(entries);
   init_linear();
+
+  static const std::string kMetaspace = "\u2581";
+  words_end_before_metaspace_ = !byte_level_ && !ignore_merges_ && raw_vocab_.count(kMetaspace) > 0;
+  for (const auto& [a, b] : config.merges) {
+    if (!words_end_before_metaspace_) break;
+    if (b.starts_with(kMetaspace) && !a.ends_with(kMetaspace)) words_end_before_metaspace_ = false;
+  }
 }
 
 void BpeModel::init_linear() {

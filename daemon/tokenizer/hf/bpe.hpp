@@ -50,7 +50,7 @@ class BpeModel {
   }
   // Calls emit(id, len) for each piece of `word` (non-empty), in order.
   template <class Emit>
-  void for_each_piece(std::string_view word, Emit&& emit) const {
+  [[gnu::always_inline]] void for_each_piece(std::string_view word, Emit&& emit) const {
     WordCache::Lookup at;
     const bool cacheable = word.size() <= WordCache::kMaxWordLen;
     if (cacheable && cache_.find(word, at, emit)) return;
@@ -66,6 +66,12 @@ class BpeModel {
   }
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
   bool byte_level() const { return byte_level_; }
+  // True when no merge can join a char to a "▁" (U+2581) after it: every
+  // merge whose right part starts with "▁" has a left part ending with one,
+  // "▁" is a unit, and whole words are not looked up (ignore_merges). Then
+  // the BPE of a text is the BPE of its words cut before each run of "▁",
+  // each on its own (SentencePiece-style vocabularies).
+  bool words_end_before_metaspace() const { return words_end_before_metaspace_; }
   size_t max_id_plus_one() const { return id_to_token_.size(); }
 
   // Which merge algorithm words not in the cache take: "linear" (see
@@ -87,6 +93,7 @@ class BpeModel {
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
   std::string merge_algorithm_;
+  bool words_end_before_metaspace_ = false;
   int32_t byte_unit_id_[256];      // byte-level: id of each single byte
   int32_t ascii_unit_id_[128];     // otherwise: id of each ASCII char, or -1
   int32_t byte_fallback_id_[256];  // id of "<0xXX>", or -1

@@ -34,7 +34,7 @@ class WordCache {
   // On a hit calls emit(id, len) for each of the word's pieces and returns
   // true. `word` is non-empty and at most kMaxWordLen bytes.
   template <class Emit>
-  bool find(std::string_view word, Lookup& at, Emit&& emit) const {
+  [[gnu::always_inline]] bool find(std::string_view word, Lookup& at, Emit&& emit) const {
     key(word, at);
     at.slot = SIZE_MAX;
     if (slots_.empty()) return false;
@@ -81,7 +81,7 @@ class WordCache {
   };
   static_assert(sizeof(Entry) == 32);
   static constexpr uint8_t kOutOfLine = 0xFF;
-  static void key(std::string_view word, Lookup& at) {
+  [[gnu::always_inline]] static void key(std::string_view word, Lookup& at) {
     const char* p = word.data();
     const size_t n = word.size();
     // The word (1..16 bytes) as two little-endian integers, zero-padded, with
