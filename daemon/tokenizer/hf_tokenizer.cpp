@@ -58,7 +58,7 @@ void HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t e
   auto word = [&](size_t b, size_t e) __attribute__((always_inline)) {
     word_begin = begin + uint32_t(b);
     at = 0;
-    p_.model->for_each_piece(piece.substr(b, e - b), emit);
+    p_.model->for_each_piece(piece.substr(b, e - b), emit, text.data() + text.size());
   };
   size_t prev = 0;
   word_split_->for_each(piece, [&](size_t b, size_t e) {

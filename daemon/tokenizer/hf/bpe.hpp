@@ -49,11 +49,14 @@ class BpeModel {
     for_each_piece(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); });
   }
   // Calls emit(id, len) for each piece of `word` (non-empty), in order.
+  // Bytes from `word` up to `readable_end` may be read (not used), which
+  // spares the cache's key a copy of variable length.
   template <class Emit>
-  [[gnu::always_inline]] void for_each_piece(std::string_view word, Emit&& emit) const {
+  [[gnu::always_inline]] void for_each_piece(std::string_view word, Emit&& emit,
+                                             const char* readable_end = nullptr) const {
     WordCache::Lookup at;
     const bool cacheable = word.size() <= WordCache::kMaxWordLen;
-    if (cacheable && cache_.find(word, at, emit)) return;
+    if (cacheable && cache_.find(word, at, emit, readable_end)) return;
     scratch_.clear();
     merge_uncached(word, scratch_);
     if (cacheable) cache_.insert(word, at, scratch_.data(), scratch_.size());

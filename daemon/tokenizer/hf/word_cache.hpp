@@ -33,9 +33,11 @@ class WordCache {
   };
   // On a hit calls emit(id, len) for each of the word's pieces and returns
   // true. `word` is non-empty and at most kMaxWordLen bytes.
+  // Bytes from `word` up to `readable_end` may be read (not used).
   template <class Emit>
-  [[gnu::always_inline]] bool find(std::string_view word, Lookup& at, Emit&& emit) const {
-    key(word, at);
+  [[gnu::always_inline]] bool find(std::string_view word, Lookup& at, Emit&& emit,
+                                   const char* readable_end = nullptr) const {
+    key(word, at, readable_end);
     at.slot = SIZE_MAX;
     if (slots_.empty()) return false;
     const size_t mask = slots_.size() - 1;
@@ -81,12 +83,20 @@ class WordCache {
   };
   static_assert(sizeof(Entry) == 32);
   static constexpr uint8_t kOutOfLine = 0xFF;
-  [[gnu::always_inline]] static void key(std::string_view word, Lookup& at) {
+  [[gnu::always_inline]] static void key(std::string_view word, Lookup& at, const char* readable_end = nullptr) {
     const char* p = word.data();
     const size_t n = word.size();
-    // The word (1..16 bytes) as two little-endian integers, zero-padded, with
-    // overlapping fixed-size loads instead of a copy of variable length.
-    if (n >= 8) {
+    // The word (1..16 bytes) as two little-endian integers, zero-padded:
+    // where 16 bytes may be read, two loads masked to its length (no branch
+    // on the length, which varies from word to word); else overlapping
+    // fixed-size loads.
+    if (n <= kInlineKey && readable_end != nullptr && readable_end - p >= 16) {
+      // kLowBytes[k]: the low k bytes of a word.
+      static constexpr uint64_t kLowBytes[9] = {
+          0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull, ~uint64_t(0)};
+      at.lo = load8(p) & kLowBytes[n < 8 ? n : 8];
+      at.hi = load8(p + 8) & kLowBytes[n > 8 ? n - 8 : 0];
+    } else if (n >= 8) {
       if (n > kInlineKey) {
         at.lo = at.hash = hash_long(word);
         at.hi = 0;
