@@ -40,12 +40,6 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     tok[size_t(id)].birth = -1;
     reachable[size_t(id)] = true;
   }
-  lin->pair_filter_.assign((size_t(1) << kFilterBits) / 64, 0);
-  for (const MergeSpec& m : merges) {
-    if (m.left < 0) continue;
-    const size_t bit = filter_bit(m.left, m.right);
-    lin->pair_filter_[bit / 64] |= uint64_t(1) << (bit % 64);
-  }
   // Births, one merge per token.
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const MergeSpec& m = merges[rank];
@@ -145,7 +139,7 @@ bool LinearBpe::walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const 
   // that rank, being then left of the pair that merges). BPE merges it across
   // the boundary iff its own rank comes before that.
   for (;;) {
-    if (const Merge* m = may_merge(x, y) ? merges_->find(x, y) : nullptr) {
+    if (const Merge* m = merges_->find(x, y)) {
       if (m->rank < limit || (inclusive && m->rank == limit)) return false;
     }
     const Tree &tx = trees_[size_t(x)], &ty = trees_[size_t(y)];

@@ -101,17 +101,6 @@ class LinearBpe {
   // into cands_ by increasing length; returns how many.
   size_t matches(std::string_view word, size_t pos, size_t max_len) const;
   bool walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const;
-  // A bit per hash of every merge's pair: most pairs a walk meets are no
-  // merge, and this 512 KiB table says so without a probe of the merge table.
-  static constexpr int kFilterBits = 22;
-  static size_t filter_bit(int32_t a, int32_t b) {
-    return size_t((MergeTable::key(a, b) * 0x9E3779B97F4A7C15ull) >> (64 - kFilterBits));
-  }
-  bool may_merge(int32_t a, int32_t b) const {
-    const size_t bit = filter_bit(a, b);
-    return (pair_filter_[bit / 64] >> (bit % 64)) & 1;
-  }
-  std::vector<uint64_t> pair_filter_;
   bool search(std::string_view word) const;
 
   const MergeTable* merges_ = nullptr;
