@@ -7,6 +7,9 @@
 #include <doctest/doctest.h>
 #include <simdjson.h>
 
+#include <utf8proc.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -77,7 +80,13 @@ std::string random_text(std::mt19937& rng) {
                                                  "\xe1\x84\x80\xe1\x85\xa1",
                                                  "\xe2\x96\x81",
                                                  "   ",
-                                                 "\xe2\x96\x81x"};
+                                                 "\xe2\x96\x81x",
+                                                 "\xe4",
+                                                 "\xcc\x81",
+                                                 "\xe5\x80",
+                                                 "\xe0\x80\x80",
+                                                 "\xef\xbc\x8c",
+                                                 "\xe0\xa4\xa8\xe0\xa4\xbc"};
   std::string s;
   const size_t n = rng() % 30;
   for (size_t i = 0; i < n; ++i) s += units[rng() % units.size()];
@@ -179,4 +188,32 @@ TEST_CASE("word path: words are cut before \xe2\x96\x81 only where no merge can 
   CHECK_FALSE(model({{"a", m}}, false).words_end_before_metaspace());        // "a▁" crosses the cut
   CHECK_FALSE(model({{m, "a"}, {"b", m + "a"}}, false).words_end_before_metaspace());
   CHECK_FALSE(model({{m, "a"}}, true).words_end_before_metaspace());  // ignore_merges looks up whole words
+}
+
+TEST_CASE("word path: a text nfc_inert passes over is its own NFC (utf8proc)") {
+  // Code points from every three-byte block (where whole blocks are skipped
+  // by their lead byte) and the marks that compose with what precedes them.
+  std::mt19937 rng(3);
+  const char32_t marks[] = {0x0301, 0x0308, 0x093C, 0x0CD5, 0x3099, 0x1161, 0x11A8, 0x0F71};
+  size_t inert = 0, active = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s;
+    for (int k = 0, n = 1 + int(rng() % 6); k < n; ++k) {
+      char32_t cp = rng() % 4 == 0 ? marks[rng() % std::size(marks)] : char32_t(0x800 + rng() % (0x10000 - 0x800));
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'a';
+      append_utf8(s, cp);
+    }
+    auto* nfc = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(s.c_str()));
+    REQUIRE(nfc != nullptr);
+    const bool same = s == reinterpret_cast<const char*>(nfc);
+    std::free(nfc);
+    if (nfc_inert(s)) {
+      ++inert;
+      if (!same) FAIL_CHECK("NFC changes a text called inert, entry " << i);
+    } else {
+      ++active;
+    }
+  }
+  CHECK(inert > 1000);
+  CHECK(active > 1000);
 }

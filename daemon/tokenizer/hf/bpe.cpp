@@ -40,7 +40,13 @@ void MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
   while (cap < entries.size() * 2) cap <<= 1, --shift_;
   slots_.assign(cap, Slot{kEmpty, Merge{0, 0}});
   mask_ = cap - 1;
+  size_t bits = 64;
+  filter_shift_ = 58;
+  while (bits < entries.size() * 16) bits <<= 1, --filter_shift_;
+  filter_.assign(bits / 64, 0);
   for (const auto& [key, merge] : entries) {
+    const uint64_t bit = filter_bit(key);
+    filter_[bit / 64] |= uint64_t(1) << (bit % 64);
     uint64_t i = slot(key);
     while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
     // A repeated merge keeps its last rank, as HF's map does.
