@@ -151,6 +151,7 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
                            Rendered& out) {
   out.text.clear();
   out.trained.clear();
+  tmpl::MemoScope memo;  // the renders of this record share their tojson
   const auto& msgs = messages.list->items;
   const std::size_t n = msgs.size();
   const bool generation = spec.tmpl.has_generation();

@@ -139,6 +139,8 @@ Value f_dictsort(Interp&, Value& v, Args& a) {
   });
   return Value::new_list(std::move(out));
 }
+constexpr std::size_t kMemoEntries = 256;
+
 Value f_tojson(Interp&, Value& v, Args& a) {
   bool ascii = truthy(arg(a, 0, "ensure_ascii"));
   const Value& ind = arg(a, 1, "indent");
@@ -159,7 +161,19 @@ Value f_tojson(Interp&, Value& v, Args& a) {
     is = &item;
     ks = &key;
   }
-  return Value::str(tojson(v, ascii, ip, sort, is, ks));
+  // A list or dict that dumps is plain lists, dicts and scalars all the way
+  // down, which no template changes: the record's memo keeps its text.
+  MemoScope* memo = (v.is_seq() || (v.is_dict() && !v.ns)) ? current_memo() : nullptr;
+  std::string options;
+  if (memo) {
+    options = std::string(1, static_cast<char>(ascii * 2 + sort)) + (ip ? "i" + *ip : "-") + '\0' +
+              (is ? "s" + *is + '\0' + *ks : "-");
+    for (const auto& m : memo->entries)
+      if (m.subject.list == v.list && m.subject.dict == v.dict && m.options == options) return m.result;
+  }
+  Value out = Value::str(tojson(v, ascii, ip, sort, is, ks));
+  if (memo && memo->entries.size() < kMemoEntries) memo->entries.push_back({v, std::move(options), out});
+  return out;
 }
 
 Value f_escape(Interp&, Value& v, Args&) {

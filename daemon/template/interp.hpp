@@ -91,6 +91,9 @@ struct Interp {
   void assign(std::string_view name, Value v) { frames.back().set(name, std::move(v)); }
 };
 
+// The record's memo (template.hpp), or null.
+MemoScope* current_memo() noexcept;
+
 Value eval(Interp& in, const Expr& e);
 // eval() without a copy where the value already exists (a variable, an
 // attribute of one, a literal): a reference to it, valid until the next

@@ -161,6 +161,30 @@ Value search(const std::string& s, std::string_view name, const std::vector<cons
 Value tailmatch(const std::string& s, std::string_view name, const std::vector<const Value*>& p) {
   const Value& x = *p[0];
   std::vector<Value> subs = x.is_list() && x.tuple ? x.list->items : std::vector<Value>{x};
+  // Without start and end, the code points are walked, not tabulated.
+  auto absent = [&](std::size_t i) { return i >= p.size() || !p[i] || p[i]->is_none(); };
+  if (absent(1) && absent(2)) {
+    int64_t len = 0;
+    for (std::size_t i = 0; i < s.size(); ++len) {
+      uint32_t cp;
+      i += utf8_decode(s, i, cp);
+    }
+    for (const Value& v : subs) {
+      if (!v.is_str())
+        throw Error(std::string(name) + " first arg must be str or a tuple of str, not " + std::string(type_name(v)));
+      int64_t slen = static_cast<int64_t>(py_len(*v.s));
+      if (len - slen < 0) continue;
+      if (slen == 0) return Value::boolean(true);
+      std::size_t b = 0;
+      if (name != "startswith")
+        for (int64_t k = 0; k < len - slen; ++k) {
+          uint32_t cp;
+          b += utf8_decode(s, b, cp);
+        }
+      if (std::string_view(s).substr(b, v.s->size()) == *v.s) return Value::boolean(true);
+    }
+    return Value::boolean(false);
+  }
   std::vector<std::size_t> off = cp_offsets(s);
   int64_t len = static_cast<int64_t>(off.size()) - 1, start, end;
   adjust(p[1], p[2], len, start, end);

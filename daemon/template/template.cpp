@@ -30,6 +30,20 @@ RecordScope::~RecordScope() {
   if (active_) tl_record = nullptr;
 }
 
+namespace {
+thread_local MemoScope* tl_memo = nullptr;
+}
+
+MemoScope::MemoScope() noexcept : active_(tl_memo == nullptr) {
+  if (active_) tl_memo = this;
+}
+
+MemoScope::~MemoScope() {
+  if (active_) tl_memo = nullptr;
+}
+
+MemoScope* current_memo() noexcept { return tl_memo; }
+
 void cancel_renders() noexcept { render_cancel.store(true, std::memory_order_relaxed); }
 
 const std::vector<std::string>& Template::warnings() const noexcept {

@@ -45,6 +45,29 @@ class RecordScope {
   bool active_;
 };
 
+// One record's renders share what depends only on values no template
+// changes (lists and dicts other than namespaces): `tojson` of the record's
+// tools or tool-call arguments is written once per record, not once per
+// render, while a MemoScope is in scope on the thread. Scopes do not nest:
+// an inner one is ignored. What it keeps is freed when it ends.
+class MemoScope {
+ public:
+  MemoScope() noexcept;
+  ~MemoScope();
+  MemoScope(const MemoScope&) = delete;
+  MemoScope& operator=(const MemoScope&) = delete;
+
+  struct Entry {
+    Value subject;  // keeps the object alive: its address cannot be reused
+    std::string options;
+    Value result;
+  };
+  std::vector<Entry> entries;
+
+ private:
+  bool active_;
+};
+
 // Every render in the process, now and later, fails at its next step
 // ("the daemon is stopping"): SIGTERM does not wait for a long render.
 void cancel_renders() noexcept;

@@ -299,3 +299,29 @@ TEST_CASE("Python's str semantics: full case mapping, %-formatting, divisibleby 
   CHECK(render("{{ d | attr('role') }}|{{ nn | select | list }}{{ nn | map('upper') | list }}",
                R"({"d": {"role": "user"}, "nn": null})") == "|[][]");
 }
+
+TEST_CASE("template: a record's renders share tojson of its lists and dicts, each option apart") {
+  Template t = Template::parse(
+      "{{ tools | tojson }}|{{ tools | tojson(indent=2) }}|{{ tools[0] | tojson(sort_keys=true) }}|"
+      "{{ [1, 'x'] | tojson }}|{% set ns = namespace(a=1) %}{{ {'n': ns.a} | tojson }}");
+  tmpl::Vars vars{{"tools", tmpl::parse_json(R"([{"name": "f", "b": [1, 2.5, null], "a": "é\n"}])")}};
+  tmpl::RenderLimits limits;
+  const std::string plain = t.render(vars, limits);
+  CHECK(plain ==
+        "[{\"name\": \"f\", \"b\": [1, 2.5, null], \"a\": \"é\\n\"}]|[\n  {\n    \"name\": \"f\",\n    \"b\": [\n"
+        "      1,\n      2.5,\n      null\n    ],\n    \"a\": \"é\\n\"\n  }\n]|"
+        "{\"a\": \"é\\n\", \"b\": [1, 2.5, null], \"name\": \"f\"}|[1, \"x\"]|{\"n\": 1}");
+  tmpl::MemoScope memo;
+  CHECK(t.render(vars, limits) == plain);
+  CHECK(t.render(vars, limits) == plain);
+  // tools twice (two options), tools[0] (the constant list's output is
+  // folded into the template's text at load); the dict each render builds
+  // is a new object each time.
+  CHECK(memo.entries.size() == 5);
+  {
+    tmpl::MemoScope inner;  // scopes do not nest
+    CHECK(t.render(vars, limits) == plain);
+    CHECK(inner.entries.empty());
+  }
+  CHECK(memo.entries.size() == 6);
+}
