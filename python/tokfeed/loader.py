@@ -174,7 +174,11 @@ class Loader:
             self.load_state_dict({"epoch": int(epoch), "step": 0, "base": 0})
 
     def __len__(self):
-        """Batches in the current epoch for this rank (packing varies it by epoch)."""
+        """Batches in the current epoch for this rank (packing varies it by epoch).
+
+        On a cold start the daemon serves while its token cache builds, and
+        the count is known only once every record is built: ``len()`` blocks
+        until then (batches can be read meanwhile)."""
         return self._client.batches_per_epoch
 
     @property
