@@ -185,11 +185,16 @@ bool Attachment::refresh_counts() {
   return true;
 }
 
-uint64_t Attachment::batches_in(uint64_t epoch) {
+bool Attachment::wait_counts() {
   while (!refresh_counts()) {
-    if (!check_liveness(true).ok()) return 0;
+    if (!check_liveness(true).ok()) return false;
     ::usleep(10'000);
   }
+  return true;
+}
+
+uint64_t Attachment::batches_in(uint64_t epoch) {
+  if (!wait_counts()) return 0;
   if (passes_) return epoch_batches_.empty() ? 0 : epoch_batches_[0];
   if (epoch < first_epoch_ || epoch - first_epoch_ >= epoch_batches_.size()) return 0;
   return epoch_batches_[epoch - first_epoch_];

@@ -28,6 +28,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   // Batches of `epoch`: blocks while the daemon still counts them (its
   // token cache builds), until they arrive or the daemon is lost (0).
   uint64_t batches_in(uint64_t epoch);
+  // Blocks until the batch counts are known; false when the daemon is lost.
+  bool wait_counts();
   Position position_of(uint64_t index);
   uint64_t epochs() const { return epochs_; }
   Split split() const { return opt_.split; }
