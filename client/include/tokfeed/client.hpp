@@ -155,7 +155,7 @@ class Client {
   // the daemon serves while its token cache builds and knows the counts only
   // once it is built: this blocks until then (0 if the daemon is lost).
   uint64_t batches_per_epoch() const noexcept;
-  uint64_t epochs() const noexcept;                     // the job's epochs; eval: 1 (each pass counts as one)
+  uint64_t epochs() const noexcept;  // the job's epochs; eval: 1 (each pass counts as one)
   Split split() const noexcept;
   uint32_t rank() const noexcept;
   uint32_t workers() const noexcept;
