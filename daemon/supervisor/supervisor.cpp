@@ -241,7 +241,8 @@ void Supervisor::replan_rank(uint32_t ri, StreamStart start) {
 
 void Supervisor::count_left_out() {
   const SampleFacts* f = facts();
-  if (!f || !f->all_ready()) return;  // growing: counted once the build is done
+  if (!f || !f->all_ready() || left_out_counted_) return;  // growing: counted once the build is done
+  left_out_counted_ = true;
   for (uint64_t i = 0; i < f->size(); ++i) {
     uint8_t fl = f->flags(i);
     too_long_ += (fl & cache_flags::kDropped) != 0;

@@ -186,6 +186,7 @@ class Supervisor final : public ControlHandler {
   std::unique_ptr<FactsTable> facts_table_;  // the cache off: lengths and flags only
   uint64_t too_long_ = 0;                    // valid records longer than max_length under truncation = "drop"
   uint64_t untrained_ = 0;                   // valid records with no trained token after truncation
+  bool left_out_counted_ = false;
   std::unique_ptr<CacheBuild> cache_build_;
   std::vector<uint32_t> build_order_;  // the records in the order the build takes them
   bool grows_ = false;                 // serving grows over cache_build_'s facts
