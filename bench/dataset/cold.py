@@ -5,7 +5,8 @@ cold, tokfeed beside a lazy PyTorch DataLoader, in one run
 (docs/benchmarks.md, "Cold start").
 
     PYTHONPATH=build/python /usr/bin/python3 bench/dataset/cold.py [--records 10000,100000]
-        [--epoch-records 10000] [--build build] [--before OTHER_BUILD] [--work DIR] [--no-write]
+        [--epoch-records 10000] [--first-only 1000000] [--build build] [--before OTHER_BUILD] [--work DIR]
+        [--no-write]
 
 Per size N (records, made from --source repeated, each copy's lines given a
 distinct top-level "id"): chatml, sp32k, batch 8, 2 workers, right
@@ -15,7 +16,16 @@ default) and nothing else set.
     start to the first batch out of tokfeed.Loader; for N <= --epoch-records
     the rest of epoch 0 is drained too, giving real tokens (attention_mask
     ones) per second from the daemon's start to the epoch's last batch.
+    Meanwhile a thread polls `tokfeedctl status` every 0.1 s: the seconds
+    until the batch counts are known (when `len(loader)`, which blocks until
+    then, would return: what HF Trainer waits for before its first step).
+    Without the epoch, the run waits for the counts (the whole cache) too,
+    so that the warm run finds it built.
   - tokfeed warm: started again on the cache the cold run left.
+  - tokfeed cold, packed (`padding = "packed"`, pack_window 1000): the first
+    batch only.
+  - Sizes in --first-only: the cold first batches and DataLoader's only
+    (no counts, no warm run: building the whole cache takes too long).
   - tokfeed cold with `keep_untrained = true`: nothing is left out of the
     plan, so it is served while the cache builds.
   - --before BUILD: the cold run again with another build's tokfeedd.
@@ -60,7 +70,7 @@ def make_data(source, n, path):
     return path
 
 
-def job(data, cache, sock, tag, keep=False):
+def job(data, cache, sock, tag, keep=False, packed=False):
     return f"""[dataset]
 path = "{data}"
 on_bad_record = "skip"
@@ -72,6 +82,7 @@ template = "chatml"
 size = 8
 max_length = 2048
 keep_untrained = {"true" if keep else "false"}
+{'padding = "packed"' if packed else ""}
 [schedule]
 epochs = 1
 shuffle = true
@@ -86,17 +97,39 @@ shm_prefix = "cold-{tag}"
 """
 
 
-def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False):
-    """Starts tokfeedd on `cache`; -> (first batch s, epoch real tokens/s or None)."""
+def counts_known(tokfeedctl, sock):
+    try:
+        out = subprocess.run([tokfeedctl, "-s", sock, "status", "--json"], capture_output=True, text=True,
+                             timeout=10).stdout
+        return json.loads(out)["ranks"][0]["counts_known"]
+    except Exception:
+        return False
+
+
+def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False, packed=False, wait_counts=False):
+    """Starts tokfeedd on `cache`; -> (first batch s, epoch real tokens/s or None, counts known s or None)."""
+    import threading
     import tokfeed
+    tokfeedctl = os.path.join(os.path.dirname(os.path.dirname(tokfeedd)), "tools", "tokfeedctl")
     tag = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
     sock = os.path.join(work, f"{tag}.sock")
     cfg = os.path.join(work, f"{tag}.toml")
     with open(cfg, "w") as f:
-        f.write(job(data, cache, sock, tag, keep))
+        f.write(job(data, cache, sock, tag, keep, packed))
     log = open(cfg + ".log", "w")
     t0 = time.perf_counter()
     proc = subprocess.Popen([tokfeedd, "--config", cfg], stdout=log, stderr=subprocess.STDOUT)
+    known = {}
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            if counts_known(tokfeedctl, sock):
+                known["s"] = time.perf_counter() - t0
+                return
+            stop.wait(0.1)
+
+    poller = threading.Thread(target=poll, daemon=True)
     try:
         loader = None
         while loader is None:
@@ -106,10 +139,12 @@ def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False):
                 loader = tokfeed.Loader(sock)
             except tokfeed.TokfeedError:
                 time.sleep(0.01)
+        if wait_counts:
+            poller.start()
         it = iter(loader)
         b = next(it)
         first = time.perf_counter() - t0
-        real = int(b["attention_mask"].sum())
+        real = int(b["attention_mask"].sum() if "attention_mask" in b else b["input_ids"].numel())
         del b
         rate = None
         if epoch:
@@ -117,9 +152,12 @@ def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False):
                 real += int(b["attention_mask"].sum())
                 del b
             rate = real / (time.perf_counter() - t0)
+        if wait_counts:
+            poller.join()
         loader.close()
-        return first, rate
+        return first, rate, known.get("s")
     finally:
+        stop.set()
         proc.terminate()
         try:
             proc.wait(timeout=20)
@@ -199,6 +237,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", default="10000,100000")
     ap.add_argument("--epoch-records", type=int, default=10000)
+    ap.add_argument("--first-only", default="", help="sizes measured for the cold first batches only")
     ap.add_argument("--build", default="build")
     ap.add_argument("--before", help="another build directory: its tokfeedd cold, beside this one")
     ap.add_argument("--source", default=SOURCE)
@@ -211,43 +250,59 @@ def main():
     before = os.path.join(args.before, "daemon", "tokfeedd") if args.before else None
     t_start = time.time()
     rows = []
-    for n in [int(x) for x in args.records.split(",")]:
+    first_only = {int(x) for x in args.first_only.split(",") if x}
+    for n in [int(x) for x in args.records.split(",")] + sorted(first_only):
         data = make_data(args.source, n, os.path.join(args.work, f"data-{n}.jsonl"))
-        epoch = n <= args.epoch_records
+        short = n in first_only
+        epoch = n <= args.epoch_records and not short
         row = {"n": n}
         if before:
             cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
-            row["before_cold"], row["before_epoch"] = run_tokfeed(before, data, cache, args.work, epoch)
+            row["before_cold"], row["before_epoch"], _ = run_tokfeed(before, data, cache, args.work, epoch)
             shutil.rmtree(cache)
             print(f"{n}: before cold {row['before_cold']:.2f} s", file=sys.stderr)
         cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
-        row["cold"], row["cold_epoch"] = run_tokfeed(tokfeedd, data, cache, args.work, epoch)
-        print(f"{n}: cold {row['cold']:.2f} s", file=sys.stderr)
-        row["warm"], _ = run_tokfeed(tokfeedd, data, cache, args.work, False)
-        print(f"{n}: warm {row['warm']:.2f} s", file=sys.stderr)
+        row["cold"], row["cold_epoch"], row["counts"] = run_tokfeed(tokfeedd, data, cache, args.work, epoch,
+                                                                    wait_counts=not short)
+        if short:
+            row["counts"] = None
+        print(f"{n}: cold {row['cold']:.2f} s, counts at {fmt(row['counts'])} s", file=sys.stderr)
+        row["warm"] = None
+        if not short:
+            row["warm"], _, _ = run_tokfeed(tokfeedd, data, cache, args.work, False)
+            print(f"{n}: warm {row['warm']:.2f} s", file=sys.stderr)
         shutil.rmtree(cache)
         cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
-        row["keep"], row["keep_epoch"] = run_tokfeed(tokfeedd, data, cache, args.work, epoch, keep=True)
+        row["keep"], row["keep_epoch"], _ = run_tokfeed(tokfeedd, data, cache, args.work, epoch, keep=True)
         print(f"{n}: cold, keep_untrained {row['keep']:.2f} s", file=sys.stderr)
+        shutil.rmtree(cache)
+        cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+        row["packed"], _, _ = run_tokfeed(tokfeedd, data, cache, args.work, False, packed=True)
+        print(f"{n}: cold, packed {row['packed']:.2f} s", file=sys.stderr)
         shutil.rmtree(cache)
         row["dl"], row["dl_epoch"] = run_dataloader(data, args.work, epoch)
         print(f"{n}: dataloader {row['dl']:.2f} s", file=sys.stderr)
         rows.append(row)
     lines = [BEGIN, "",
-             "| records | tokfeed cold: first batch (s) | warm (s) | cold / warm | DataLoader (lazy): first batch (s) |"
+             "| records | tokfeed cold: first batch (s) | warm (s) | cold / warm | counts known, `len()` returns (s) |"
+             " DataLoader (lazy): first batch (s) |"
              " cold first epoch, tokfeed (real tokens/s) | DataLoader (real tokens/s) | tokfeed / DataLoader |"
              " keep_untrained = true: cold first batch (s) | its cold first epoch (real tokens/s) |"
+             " packed: cold first batch (s) |"
              + (" before: cold first batch (s) | before: first epoch (tokens/s) |" if before else ""),
-             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else "")]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else "")]
     for r in rows:
         ratio = r["cold_epoch"] / r["dl_epoch"] if r["cold_epoch"] and r["dl_epoch"] else None
-        lines.append(f"| {r['n']:,} | {fmt(r['cold'])} | {fmt(r['warm'])} | {r['cold'] / r['warm']:.1f}× | "
+        cw = f"{r['cold'] / r['warm']:.1f}×" if r["warm"] else "—"
+        lines.append(f"| {r['n']:,} | {fmt(r['cold'])} | {fmt(r['warm'])} | {cw} | {fmt(r['counts'])} | "
                      f"{fmt(r['dl'])} | {fmt(r['cold_epoch'])} | {fmt(r['dl_epoch'])} | "
-                     f"{'—' if ratio is None else f'{ratio:.2f}×'} | {fmt(r['keep'])} | {fmt(r['keep_epoch'])} |"
+                     f"{'—' if ratio is None else f'{ratio:.2f}×'} | {fmt(r['keep'])} | {fmt(r['keep_epoch'])} | "
+                     f"{fmt(r['packed'])} |"
                      + (f" {fmt(r['before_cold'])} | {fmt(r['before_epoch'])} |" if before else ""))
     load = os.getloadavg()[0]
     lines += ["", f"Produced by `PYTHONPATH={args.build}/python /usr/bin/python3 bench/dataset/cold.py --records "
-              f"{args.records} --epoch-records {args.epoch_records}{' --before ' + args.before if before else ''}` "
+              f"{args.records} --epoch-records {args.epoch_records}"
+              f"{' --first-only ' + args.first_only if first_only else ''}{' --before ' + args.before if before else ''}` "
               f"on {datetime.date.today()} in {(time.time() - t_start) / 60:.1f} min, {os.cpu_count()} shared cores, "
               f"load average {load:.1f} at the end.", "", END]
     md = "\n".join(lines)

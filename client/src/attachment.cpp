@@ -59,6 +59,7 @@ Status Attachment::open(const ClientOptions& opt) {
     attach.step = opt.start.step;
     attach.world_size = opt.start.world_size;
     attach.base = opt.start.base;
+    attach.counts_later = true;
     std::string req = proto::encode_frame(attach.encode());
     // A daemon that refuses this peer replies with its reason and closes at
     // once, possibly before the request is sent: read the reason even then.
@@ -104,9 +105,11 @@ Status Attachment::open(const ClientOptions& opt) {
   first_epoch_ = r.first_epoch;
   start_base_ = r.start_base;
   world_size_ = r.world_size;
+  counts_pending_ = r.counts_pending;
   total_ = 0;
   for (uint64_t b : epoch_batches_) total_ += b;
   if (passes_ && total_) total_ = UINT64_MAX;  // passes repeat without end
+  if (counts_pending_) total_ = UINT64_MAX;    // until the counts arrive
   rank_ = opt.rank;
 
   if (auto e = shm::map_segment(fds[0], /*writable=*/false, sizeof(shm::SegmentHeader), data_)) {
@@ -166,15 +169,55 @@ char* Attachment::view_of(const char* slot) const {
   return static_cast<char*>(cow_.base()) + (slot - base);
 }
 
-uint64_t Attachment::batches_in(uint64_t epoch) const {
+bool Attachment::refresh_counts() {
+  if (!counts_pending_) return true;
+  // SYNC POINT: pairs with the supervisor's counts_state.store(release)
+  // after it wrote the counts.
+  if (consumer_header_->counts_state.load(std::memory_order_acquire) != shm::kCountsKnown) return false;
+  // The segment is writable by clients too: check before trusting.
+  const uint64_t at = consumer_header_->counts_offset, n = consumer_header_->counts_entries;
+  if (n != epochs_ - first_epoch_ || at % 8 || at > consumer_.size() || n > (consumer_.size() - at) / 8) return false;
+  const auto* counts = consumer_.at<const uint64_t>(at);
+  epoch_batches_.assign(counts, counts + n);
+  total_ = 0;
+  for (uint64_t b : epoch_batches_) total_ += b;
+  counts_pending_ = false;
+  return true;
+}
+
+bool Attachment::wait_counts() {
+  while (!refresh_counts()) {
+    if (!check_liveness(true).ok()) return false;
+    ::usleep(10'000);
+  }
+  return true;
+}
+
+uint64_t Attachment::batches_in(uint64_t epoch) {
+  if (!wait_counts()) return 0;
   if (passes_) return epoch_batches_.empty() ? 0 : epoch_batches_[0];
   if (epoch < first_epoch_ || epoch - first_epoch_ >= epoch_batches_.size()) return 0;
   return epoch_batches_[epoch - first_epoch_];
 }
 
-Position Attachment::position_of(uint64_t index) const {
+Position Attachment::position_of(uint64_t index) {
   Position p;
   p.world_size = world_size_;
+  if (!refresh_counts()) {
+    // Counts still unknown: a growing plan starts at (0, 0) and its batches
+    // say where they stand; the one after the last returned is its next step
+    // (a step equal to an epoch's count is the next epoch's start, 4.3).
+    if (have_last_ && index == last_index_ + 1) {
+      p.epoch = last_epoch_;
+      p.step = last_step_ + 1;
+      p.base = p.epoch == first_epoch_ ? start_base_ : 0;
+    } else {
+      p.epoch = first_epoch_;
+      p.step = index;
+      p.base = start_base_;
+    }
+    return p;
+  }
   if (passes_) {
     const uint64_t B = epoch_batches_.empty() ? 0 : epoch_batches_[0];
     if (B) p.epoch = index / B, p.step = index % B;
@@ -301,6 +344,7 @@ Status Attachment::next(Batch& out) {
   out.release();
   uint64_t t_enter = shm::monotonic_ns();
   if (last_return_ns_) consumer_header_->busy_ns.fetch_add(t_enter - last_return_ns_, std::memory_order_relaxed);
+  if (counts_pending_) refresh_counts();
   if (next_index_ >= total_) return {Code::kEndOfStream, "end of stream: " + num(epochs_) + " epochs delivered"};
   const uint32_t w = static_cast<uint32_t>(next_index_ % workers_);
   const uint64_t seq = next_index_ / workers_;
@@ -325,6 +369,9 @@ Status Attachment::next(Batch& out) {
       ring.consumer.wait_for_producer(seq, std::chrono::milliseconds(100));
       if (ring.consumer.available(seq)) break;
       if (Status st = check_liveness(true); !st.ok()) return st;
+      // Counts that arrive while waiting may put this batch past the end.
+      if (counts_pending_ && refresh_counts() && next_index_ >= total_)
+        return {Code::kEndOfStream, "end of stream: " + num(epochs_) + " epochs delivered"};
     }
     last_batch_ns_ = shm::monotonic_ns();
   }
@@ -366,6 +413,10 @@ Status Attachment::next(Batch& out) {
   }
   // The batch keeps the mapping alive, even past the Client.
   out.attachment_ = shared_from_this();
+  have_last_ = true;
+  last_index_ = next_index_;
+  last_epoch_ = h.epoch;
+  last_step_ = h.step;
 
   ++next_index_;
   uint64_t t_exit = shm::monotonic_ns();

@@ -25,8 +25,12 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   void release(uint32_t ring, uint64_t seq) noexcept;
 
   uint64_t next_index() const { return next_index_; }
-  uint64_t batches_in(uint64_t epoch) const;
-  Position position_of(uint64_t index) const;
+  // Batches of `epoch`: blocks while the daemon still counts them (its
+  // token cache builds), until they arrive or the daemon is lost (0).
+  uint64_t batches_in(uint64_t epoch);
+  // Blocks until the batch counts are known; false when the daemon is lost.
+  bool wait_counts();
+  Position position_of(uint64_t index);
   uint64_t epochs() const { return epochs_; }
   Split split() const { return opt_.split; }
   uint32_t rank() const { return rank_; }
@@ -51,6 +55,9 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   char* view_of(const char* slot) const;
   Status position_at(uint64_t index, bool fresh);
   Status check_liveness(bool force);
+  // Reads batch counts that arrived after attach from the consumer segment;
+  // true once they are known.
+  bool refresh_counts();
   Status corrupt(uint32_t w, uint64_t seq, std::string_view what) const;
 
   ClientOptions opt_;
@@ -69,6 +76,9 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   uint64_t first_epoch_ = 0, start_base_ = 0, world_size_ = 0;
   std::vector<uint64_t> epoch_batches_;  // from first_epoch_ on
   bool passes_ = false;                  // the eval split: passes of epoch_batches_[0] repeat
+  bool counts_pending_ = false;          // epoch_batches_ not known yet (total_ is UINT64_MAX)
+  bool have_last_ = false;               // a batch was returned: its index, epoch and step
+  uint64_t last_index_ = 0, last_epoch_ = 0, last_step_ = 0;
   uint64_t next_index_ = 0;
   uint64_t last_poll_ns_ = 0;
   uint64_t last_batch_ns_ = 0;  // when a batch was last found ready: as good a sign of life as a heartbeat

@@ -70,7 +70,11 @@ Status Client::next(Batch& out) noexcept { return a_->next(out); }
 Position Client::position() const noexcept { return a_->position_of(a_->next_index()); }
 Position Client::position_of(uint64_t index) const noexcept { return a_->position_of(index); }
 
-uint64_t Client::batches_per_epoch() const noexcept { return a_->batches_in(position().epoch); }
+uint64_t Client::batches_per_epoch() const noexcept {
+  // Known counts first: they place the position at an epoch's end.
+  if (!a_->wait_counts()) return 0;
+  return a_->batches_in(position().epoch);
+}
 uint64_t Client::epochs() const noexcept { return a_->epochs(); }
 Split Client::split() const noexcept { return a_->split(); }
 uint32_t Client::rank() const noexcept { return a_->rank(); }

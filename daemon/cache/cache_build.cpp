@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "common/fault_hook.hpp"
+#include "common/hash128.hpp"
 #include "encode/sample_encoder.hpp"
 #include "tokfeed/shm/futex.hpp"
 
@@ -27,7 +28,8 @@ constexpr std::size_t kFlushTokens = 1 << 18;  // 1 MiB of tokens per write
 // ... or this many records, whichever comes first: what a build that stops
 // keeps is whole up to its last write.
 constexpr uint64_t kFlushRecords = 64;
-constexpr uint64_t kFactBytes = 5;  // per record in a part's facts: u32 length, u8 flags
+constexpr uint64_t kFlushNs = 2'000'000;  // ... or once this long has passed since the last write
+constexpr uint64_t kFactBytes = 5;        // per record in a part's facts: u32 length, u8 flags
 
 void write_all(int fd, const void* p, std::size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -48,7 +50,7 @@ void write_all(int fd, const void* p, std::size_t n) {
 FactsTable::~FactsTable() { munmap(map_, bytes_); }
 
 CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, CacheKey key,
-                       uint32_t parts, int64_t crash_on_line, bool facts_only)
+                       uint32_t parts, int64_t crash_on_line, bool facts_only, const std::vector<uint32_t>& order)
     : cfg_(cfg),
       data_(data),
       tok_(tok),
@@ -57,33 +59,71 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
       facts_only_(facts_only),
       records_(data.size()),
       owner_(::getpid()) {
-  uint64_t p = std::max<uint64_t>(1, std::min<uint64_t>(parts, records_));
-  // Lengths and flags are written by the builders straight into memory the
-  // supervisor sees: no results travel through pipes.
-  shared_bytes_ = records_ * 4 + p * 16 * 8 + records_ + 64;
+  if (!order.empty() && order.size() != records_)
+    throw std::invalid_argument("token cache: the build order does not hold every record once");
+  const uint64_t p = std::max<uint64_t>(1, std::min<uint64_t>(parts, records_));
+  // Lengths, flags and places are written by the builders straight into
+  // memory the supervisor and the workers see: no results travel through
+  // pipes. Counters first (one cache line each), then the per-record arrays.
+  const uint64_t counters = p * 16 * 8 + 64;
+  const uint64_t arrays = (records_ * 4 + records_ * 2 + 7) / 8 * 8;
+  shared_bytes_ = counters + arrays + records_ * 8 + 64;
   shared_ = mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared_ == MAP_FAILED) throw std::runtime_error(fmt::format("token cache: cannot map {} bytes", shared_bytes_));
   char* base = static_cast<char*>(shared_);
   done_ = reinterpret_cast<std::atomic<uint64_t>*>(base);
   current_ = done_ + p * 8;  // one cache line per counter
-  lengths_ = reinterpret_cast<uint32_t*>(base + p * 16 * 8);
+  ready_total_ = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8);
+  auto* words = reinterpret_cast<std::atomic<uint32_t>*>(base + p * 16 * 8 + 8);
+  lengths_ = reinterpret_cast<uint32_t*>(base + counters);
   flags_ = reinterpret_cast<uint8_t*>(lengths_ + records_);
+  ready_ = reinterpret_cast<std::atomic<uint8_t>*>(flags_ + records_);
+  offsets_ = reinterpret_cast<uint64_t*>(base + counters + arrays);
+  view_.records_ = records_;
+  view_.lengths_ = lengths_;
+  view_.flags_ = flags_;
+  view_.offsets_ = offsets_;
+  view_.ready_ = ready_;
+  view_.ready_total_ = ready_total_;
+  view_.progress_ = words;
+  view_.waiting_ = words + 1;
+
+  // The order's blocks are dealt round robin: block b to part b mod P.
+  order_hash_ = order_hash(order);
+  parts_.resize(p);
+  for (uint64_t j = 0; j < records_; ++j) {
+    const uint32_t rec = order.empty() ? static_cast<uint32_t>(j) : order[j];
+    parts_[(j / kBuildBlock) % p].records.push_back(rec);
+  }
   for (uint64_t k = 0; k < p; ++k) {
-    Part part;
-    part.from = records_ * k / p;
-    part.to = records_ * (k + 1) / p;
-    if (!facts_only_) {
-      part.path = fmt::format("{}{}.part", part_prefix(cfg.cache.dir, key, static_cast<uint32_t>(p)), k);
-      part.facts = fmt::format("{}{}.facts", part_prefix(cfg.cache.dir, key, static_cast<uint32_t>(p)), k);
-    }
-    parts_.push_back(part);
+    if (facts_only_) continue;
+    parts_[k].path = fmt::format("{}{}.part", part_prefix(), k);
+    parts_[k].facts = fmt::format("{}{}.facts", part_prefix(), k);
   }
   if (!facts_only_)
     for (std::size_t k = 0; k < parts_.size(); ++k) kept_ += recover(k);
 }
 
-std::string CacheBuild::part_prefix(const std::string& dir, const CacheKey& key, uint32_t parts) {
-  return fmt::format("{}/{}.p{}-", dir, key.hex(), parts);
+void BuildFacts::wait(std::chrono::nanoseconds timeout) const {
+  const uint32_t seen = progress_->load(std::memory_order_acquire);
+  waiting_->fetch_add(1, std::memory_order_seq_cst);
+  shm::futex_wait(*progress_, seen, timeout);
+  waiting_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::string CacheBuild::part_prefix(const std::string& dir, const CacheKey& key, uint32_t parts,
+                                    const std::string& order) {
+  return fmt::format("{}/{}.p{}-{}-", dir, key.hex(), parts, order);
+}
+
+std::string CacheBuild::order_hash(const std::vector<uint32_t>& order) {
+  Hash128 h;
+  h.add(order.data(), order.size() * sizeof(uint32_t));
+  return h.hex().substr(0, 16);
+}
+
+std::string CacheBuild::part_prefix() const {
+  return part_prefix(cfg_.cache.dir, key_, static_cast<uint32_t>(parts_.size()), order_hash_);
 }
 
 uint64_t CacheBuild::recover(std::size_t k) {
@@ -93,7 +133,7 @@ uint64_t CacheBuild::recover(std::size_t k) {
   struct stat st, tokens;
   std::string facts;
   if (::fstat(fd, &st) == 0 && ::stat(p.path.c_str(), &tokens) == 0) {
-    facts.resize(std::min<uint64_t>(static_cast<uint64_t>(st.st_size) / kFactBytes, p.to - p.from) * kFactBytes);
+    facts.resize(std::min<uint64_t>(static_cast<uint64_t>(st.st_size) / kFactBytes, p.records.size()) * kFactBytes);
     ssize_t n = ::pread(fd, facts.data(), facts.size(), 0);
     facts.resize(n > 0 ? static_cast<std::size_t>(n) / kFactBytes * kFactBytes : 0);
   }
@@ -104,11 +144,15 @@ uint64_t CacheBuild::recover(std::size_t k) {
     uint32_t len;
     std::memcpy(&len, facts.data() + m * kFactBytes, 4);
     if (bytes + uint64_t{len} * 4 > static_cast<uint64_t>(tokens.st_size)) break;
+    const uint32_t rec = p.records[m];
+    lengths_[rec] = len;
+    flags_[rec] = static_cast<uint8_t>(facts[m * kFactBytes + 4]);
+    offsets_[rec] = (uint64_t{k} << 48) | bytes;
+    ready_[rec].store(1, std::memory_order_relaxed);
     bytes += uint64_t{len} * 4;
-    lengths_[p.from + m] = len;
-    flags_[p.from + m] = static_cast<uint8_t>(facts[m * kFactBytes + 4]);
   }
   done_[k * 8].store(m, std::memory_order_relaxed);
+  ready_total_->fetch_add(m, std::memory_order_relaxed);
   return m;
 }
 
@@ -117,6 +161,7 @@ uint64_t CacheBuild::recover(std::size_t k) {
 CacheBuild::~CacheBuild() {
   if (::getpid() != owner_) return;  // a forked child: the mapping is the supervisor's
   abort();
+  for (int fd : part_fds_) ::close(fd);
   if (shared_) munmap(shared_, shared_bytes_);
 }
 
@@ -130,8 +175,11 @@ void CacheBuild::start(const ForkFn& fork_child) {
         if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", f, std::strerror(errno)));
         ::close(fd);
       }
+      int ro = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (ro < 0) throw std::runtime_error(fmt::format("{}: cannot open: {}", p.path, std::strerror(errno)));
+      part_fds_.push_back(ro);
     }
-    if (p.from + done_[k * 8].load(std::memory_order_relaxed) == p.to) p.finished = true;  // kept whole
+    if (done_[k * 8].load(std::memory_order_relaxed) == p.records.size()) p.finished = true;  // kept whole
     else spawn(p, fork_child);
   }
 }
@@ -142,7 +190,7 @@ void CacheBuild::spawn(Part& p, const ForkFn& fork_child) {
   // file back to them and go on from there.
   uint64_t done = done_[index * 8].load(std::memory_order_acquire);
   uint64_t bytes = 0;
-  for (uint64_t r = p.from; r < p.from + done; ++r) bytes += uint64_t{lengths_[r]} * 4;
+  for (uint64_t m = 0; m < done; ++m) bytes += uint64_t{lengths_[p.records[m]]} * 4;
   int fd = -1, facts_fd = -1;
   auto reopen = [](const std::string& path, uint64_t at) {
     int f = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -190,8 +238,11 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
   const char* slow = std::getenv("TOKFEED_FAULT_BUILD_RECORD_US");
   const useconds_t slow_us = slow ? static_cast<useconds_t>(std::atoi(slow)) : 0;
 #endif
-  uint64_t r = p.from + done.load(std::memory_order_relaxed);
-  uint64_t flushed = r;
+  uint64_t m = done.load(std::memory_order_relaxed);  // of the part's records
+  uint64_t flushed = m;
+  uint64_t bytes = 0;  // tokens in the file before buf
+  for (uint64_t i = 0; i < m; ++i) bytes += uint64_t{lengths_[p.records[i]]} * 4;
+  uint64_t flushed_ns = shm::monotonic_ns();
   std::string facts;
   auto flush = [&](uint64_t upto) {
     if (fd >= 0) {
@@ -199,35 +250,54 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
       write_all(fd, buf.data(), buf.size() * 4);
       facts.clear();
       for (uint64_t i = flushed; i < upto; ++i) {
-        facts.append(reinterpret_cast<const char*>(&lengths_[i]), 4);
-        facts.push_back(static_cast<char>(flags_[i]));
+        facts.append(reinterpret_cast<const char*>(&lengths_[p.records[i]]), 4);
+        facts.push_back(static_cast<char>(flags_[p.records[i]]));
       }
       write_all(facts_fd, facts.data(), facts.size());
     }
+    // SYNC POINT: pairs with BuildFacts::ready()'s acquire: a record's
+    // length, flags, place and tokens are written before it reads ready.
+    for (uint64_t i = flushed; i < upto; ++i) ready_[p.records[i]].store(1, std::memory_order_release);
+    ready_total_->fetch_add(upto - flushed, std::memory_order_release);
     buf.clear();
     flushed = upto;
-    done.store(upto - p.from, std::memory_order_release);
+    flushed_ns = shm::monotonic_ns();
+    done.store(upto, std::memory_order_release);
+    view_.progress_->fetch_add(1, std::memory_order_release);
+    if (view_.waiting_->load(std::memory_order_seq_cst)) shm::futex_wake_all(*view_.progress_);
   };
-  for (; r < p.to; ++r) {
-    if (flags_[r] & cache_flags::kIsolated) continue;  // isolated by the supervisor: no tokens
-    current.store(r + 1, std::memory_order_relaxed);
+  const uint64_t count = p.records.size();
+  for (; m < count; ++m) {
+    const uint32_t r = p.records[m];
+    if (!(flags_[r] & cache_flags::kIsolated)) {  // isolated by the supervisor: no tokens
+      current.store(uint64_t{r} + 1, std::memory_order_relaxed);
 #ifdef TOKFEED_FAULT_HOOKS
-    if (crash_on_line_ >= 0 && data_.line(r) == crash_on_line_) fault_crash();
-    if (slow_us) ::usleep(slow_us);
+      if (crash_on_line_ >= 0 && data_.line(r) == crash_on_line_) fault_crash();
+      if (slow_us) ::usleep(slow_us);
 #endif
-    if (!enc.encode(r, s)) {
-      // The file changed after indexing: keep nothing of it.
-      lengths_[r] = 0;
-      flags_[r] = cache_flags::kDropped;
-    } else {
-      std::size_t before = buf.size();
-      append_sample(s, buf);
-      lengths_[r] = static_cast<uint32_t>(buf.size() - before);
-      flags_[r] = sample_flags(s);
+      if (!enc.encode(r, s)) {
+        // The file changed after indexing: keep nothing of it.
+        lengths_[r] = 0;
+        flags_[r] = cache_flags::kDropped;
+      } else {
+        std::size_t before = buf.size();
+        append_sample(s, buf);
+        lengths_[r] = static_cast<uint32_t>(buf.size() - before);
+        flags_[r] = sample_flags(s);
+      }
     }
-    if (buf.size() >= kFlushTokens || r + 1 - flushed >= kFlushRecords) flush(r + 1);
+    offsets_[r] = (uint64_t{index} << 48) | (bytes + (buf.size() - lengths_[r]) * 4);
+    // Whole blocks of records reach the file together, and a slow record
+    // no later than a few milliseconds after it is encoded: workers wait
+    // for the plan's prefix.
+    if (buf.size() >= kFlushTokens || m + 1 - flushed >= kFlushRecords ||
+        shm::monotonic_ns() - flushed_ns >= kFlushNs) {
+      bytes += buf.size() * 4;
+      flush(m + 1);
+    }
   }
-  flush(p.to);
+  bytes += buf.size() * 4;
+  flush(count);
   current.store(0, std::memory_order_relaxed);
   _exit(0);
 }
@@ -238,7 +308,7 @@ bool CacheBuild::on_exit(pid_t pid, int status, const ForkFn& fork_child, std::v
     if (p.pid != pid) continue;
     p.pid = -1;
     uint64_t done = done_[i * 8].load(std::memory_order_acquire);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && p.from + done == p.to) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && done == p.records.size()) {
       p.finished = true;
       return true;
     }
@@ -304,17 +374,39 @@ void CacheBuild::publish() {
   std::string bin_tmp = fmt::format("{}.tmp.{}", store_path(cfg_.cache.dir, key_, "bin"), getpid());
   int out = ::open(bin_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) throw std::runtime_error(fmt::format("{}: cannot create: {}", bin_tmp, std::strerror(errno)));
-  for (const Part& p : parts_) {
-    int in = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) throw std::runtime_error(fmt::format("{}: cannot open: {}", p.path, std::strerror(errno)));
-    for (;;) {
-      ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::runtime_error(fmt::format("{}: copy failed: {}", bin_tmp, std::strerror(errno)));
-      if (n == 0) break;
-    }
-    ::close(in);
+  // The parts hold records in build order; the store holds them in record
+  // order: gather each record's tokens from its part.
+  std::vector<std::pair<const char*, std::size_t>> maps;
+  for (std::size_t k = 0; k < parts_.size(); ++k) {
+    struct stat st;
+    if (::fstat(part_fds_[k], &st) != 0)
+      throw std::runtime_error(fmt::format("{}: cannot stat: {}", parts_[k].path, std::strerror(errno)));
+    const std::size_t n = static_cast<std::size_t>(st.st_size);
+    void* m = n ? mmap(nullptr, n, PROT_READ, MAP_SHARED, part_fds_[k], 0) : nullptr;
+    if (m == MAP_FAILED)
+      throw std::runtime_error(fmt::format("{}: cannot map: {}", parts_[k].path, std::strerror(errno)));
+    maps.emplace_back(static_cast<const char*>(m), n);
   }
+  std::string buf;
+  auto write_out = [&] {
+    for (std::size_t w = 0; w < buf.size();) {
+      ssize_t n = ::write(out, buf.data() + w, buf.size() - w);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw std::runtime_error(fmt::format("{}: write failed: {}", bin_tmp, std::strerror(errno)));
+      w += static_cast<std::size_t>(n);
+    }
+    buf.clear();
+  };
+  for (uint64_t r = 0; r < records_; ++r) {
+    const uint64_t n = uint64_t{lengths_[r]} * 4, at = view_.offset(r);
+    const auto& [base, size] = maps[view_.part(r)];
+    if (at + n > size) throw std::runtime_error(fmt::format("token cache: record {} lies past its part's end", r));
+    buf.append(base + at, n);
+    if (buf.size() >= (std::size_t{1} << 22)) write_out();
+  }
+  write_out();
+  for (auto& [base, size] : maps)
+    if (base) munmap(const_cast<char*>(base), size);
   ::close(out);
   TokenStore::publish(cfg_.cache.dir, key_, lengths_, flags_, records_, bin_tmp);
   for (const Part& p : parts_) {

@@ -116,9 +116,9 @@ uint8_t sample_flags(const text::EncodedSample& s) {
                               (s.all_masked ? cache_flags::kAllMasked : 0));
 }
 
-void TokenStore::get(uint64_t i, text::EncodedSample& out) const {
-  uint32_t n = length(i);
-  const uint32_t* t = data(i);
+void TokenStore::get(uint64_t i, text::EncodedSample& out) const { decode_sample(data(i), length(i), flags(i), out); }
+
+void decode_sample(const uint32_t* t, uint32_t n, uint8_t f, text::EncodedSample& out) {
   out.ids.resize(n);
   out.labels.resize(n);
   for (uint32_t k = 0; k < n; ++k) {
@@ -126,7 +126,6 @@ void TokenStore::get(uint64_t i, text::EncodedSample& out) const {
     out.ids[k] = id;
     out.labels[k] = (t[k] & kTrainedBit) ? id : text::kIgnoreIndex;
   }
-  uint8_t f = flags(i);
   out.truncated = f & cache_flags::kTruncated;
   out.dropped = f & cache_flags::kDropped;
   out.all_masked = f & cache_flags::kAllMasked;

@@ -40,6 +40,10 @@ class SampleFacts {
   virtual uint64_t size() const = 0;
   virtual uint32_t length(uint64_t i) const = 0;
   virtual uint8_t flags(uint64_t i) const = 0;
+  // While a build publishes them (BuildFacts): whether record i's facts are
+  // final, and whether every record's are. A complete table: always.
+  virtual bool ready(uint64_t) const { return true; }
+  virtual bool all_ready() const { return true; }
 };
 
 inline constexpr uint32_t kTrainedBit = 0x80000000u;  // in a stored token: its label is its id
@@ -93,6 +97,9 @@ class TokenStore final : public SampleFacts {
   uint64_t idx_bytes_ = 0, bin_bytes_ = 0;
   std::string idx_path_;
 };
+
+// Unpacks `n` stored tokens and a flags byte (the store's format) into a sample.
+void decode_sample(const uint32_t* t, uint32_t n, uint8_t flags, text::EncodedSample& out);
 
 // Packs a sample into the store's token format (the builder's side of get()).
 void append_sample(const text::EncodedSample& s, std::vector<uint32_t>& out);

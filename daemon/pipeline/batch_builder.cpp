@@ -1,5 +1,7 @@
 #include "pipeline/batch_builder.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "tokfeed/shm/slot.hpp"
@@ -8,11 +10,14 @@ namespace tokfeed {
 
 BatchBuilder::BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok,
                            const TokenStore* store, const SampleFacts* facts, Schedule& schedule,
-                           const std::unordered_set<uint64_t>& poisoned)
+                           const std::unordered_set<uint64_t>& poisoned, const BuildFacts* building,
+                           std::vector<int> part_fds)
     : cfg_(cfg),
       tok_(tok),
       store_(store),
       facts_(facts),
+      building_(building),
+      part_fds_(std::move(part_fds)),
       excluded_(excluded_flags(cfg.batch)),
       schedule_(schedule),
       poisoned_(poisoned),
@@ -106,6 +111,20 @@ void BatchBuilder::add_hf_varlen(shm::SlotWriter& w, uint32_t rows, uint32_t len
   mx[0] = longest;
 }
 
+// Built, not yet published: a ready record's tokens are in its builder's
+// part file. False (encode it instead) when there is none to read.
+bool BatchBuilder::read_part(uint64_t rec, text::EncodedSample& s) {
+  if (!building_ || part_fds_.empty() || !building_->ready(rec)) return false;
+  const uint32_t n = building_->length(rec);
+  tokens_.resize(n);
+  const std::size_t want = std::size_t{n} * 4;
+  const ssize_t got =
+      ::pread(part_fds_[building_->part(rec)], tokens_.data(), want, static_cast<off_t>(building_->offset(rec)));
+  if (got != static_cast<ssize_t>(want)) return false;
+  decode_sample(tokens_.data(), n, building_->flags(rec), s);
+  return true;
+}
+
 const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, BuildStats& st,
                                                 const std::function<void(uint64_t)>& on_record) {
   if (poisoned_.count(rec)) return nullptr;
@@ -115,7 +134,7 @@ const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, Bui
   text::EncodedSample& s = samples_[k];
   if (store_) {
     store_->get(rec, s);
-  } else {
+  } else if (!read_part(rec, s)) {
     on_record(rec);
     if (!encoder_.encode(rec, s)) {
       ++st.dropped;

@@ -12,6 +12,7 @@
 #include "pipeline/schedule.hpp"
 #include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "cache/cache_build.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/slot.hpp"
 
@@ -33,8 +34,11 @@ class BatchBuilder {
   // Samples come from `store` when there is one, else are encoded here.
   // `facts` (the store, a facts table, or nullptr) say which samples the
   // plan left out; the builder leaves out the same ones should it meet them.
+  // While the cache builds, `building` and `part_fds` (the build's part
+  // files, in part order) give a ready record's tokens instead of the store.
   BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok, const TokenStore* store,
-               const SampleFacts* facts, Schedule& schedule, const std::unordered_set<uint64_t>& poisoned);
+               const SampleFacts* facts, Schedule& schedule, const std::unordered_set<uint64_t>& poisoned,
+               const BuildFacts* building = nullptr, std::vector<int> part_fds = {});
 
   // Bytes one slot needs for this job's largest batch.
   static uint64_t slot_bytes(const JobConfig& cfg);
@@ -48,6 +52,7 @@ class BatchBuilder {
   // The sample of valid record `rec`, or nullptr when it is left out.
   const text::EncodedSample* sample(uint64_t rec, std::size_t k, BuildStats& st,
                                     const std::function<void(uint64_t)>& on_record);
+  bool read_part(uint64_t rec, text::EncodedSample& s);
   // cu_seq_lens_q and max_length_q of a packed batch of `rows` x `len`.
   void add_hf_varlen(shm::SlotWriter& w, uint32_t rows, uint32_t len);
 
@@ -55,6 +60,9 @@ class BatchBuilder {
   const text::Tokenizer& tok_;
   const TokenStore* store_;
   const SampleFacts* facts_;
+  const BuildFacts* building_;
+  std::vector<int> part_fds_;
+  std::vector<uint32_t> tokens_;  // a record read from a part file
   uint8_t excluded_;
   Schedule& schedule_;
   const std::unordered_set<uint64_t>& poisoned_;

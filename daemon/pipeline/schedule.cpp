@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "cache/token_cache.hpp"
 
@@ -64,9 +65,30 @@ Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, Stre
       epochs_(cfg.schedule.epochs) {
   if (n_ > UINT32_MAX) throw std::invalid_argument("more than 2^32 records");
   if (packed_ && !facts_) throw std::invalid_argument("packed modes need the token cache");
+  if (facts_ && !facts_->all_ready()) {
+    if (passes_ || start_ != StreamStart{}) throw std::invalid_argument("a growing plan starts at (0, 0) of training");
+    growing_ = true;
+    filter_ = true;
+    first_index_.push_back(0);
+    total_ = UINT64_MAX;
+    permutation(0, plan0_);
+    rows_epoch_ = 0;
+    rows_.samples.clear();
+    rows_.row_start.clear();
+    if (packed_) rows_.row_start.push_back(0);
+    advance();
+    return;
+  }
+  count_batches();
+}
+
+void Schedule::count_batches() {
   // Padded rows are the epoch order itself unless some sample is left out.
+  filter_ = false;
   for (uint64_t i = 0; facts_ && !packed_ && !filter_ && i < facts_->size(); ++i)
     filter_ = facts_->flags(i) & excluded_;
+  first_index_.clear();
+  epoch_batches_.clear();
   if (passes_) {
     start_ = {};
     epochs_ = 1;
@@ -86,6 +108,57 @@ Schedule::Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, Stre
   total_ = index;
 }
 
+// Epoch 0's rows grow over the plan's prefix whose facts are ready: a padded
+// row is the next kept sample; packed rows come a whole window at a time
+// (4.1), the last window once the plan is scanned to its end.
+void Schedule::advance() {
+  const uint32_t window = cfg_.batch.pack_window;
+  while (scanned_ < plan0_.size() && facts_->ready(plan0_[scanned_])) {
+    const uint32_t s = plan0_[scanned_++];
+    if (facts_->flags(s) & excluded_) continue;
+    if (!packed_) {
+      rows_.samples.push_back(s);
+      continue;
+    }
+    window_.push_back(s);
+    if (window_.size() < window && scanned_ < plan0_.size()) continue;
+    pack_rows(
+        window_, [this](uint32_t x) { return facts_->length(x); }, cfg_.batch.capacity(), window, packed_window_);
+    const uint32_t at = static_cast<uint32_t>(rows_.samples.size());
+    rows_.samples.insert(rows_.samples.end(), packed_window_.samples.begin(), packed_window_.samples.end());
+    for (std::size_t j = 1; j < packed_window_.row_start.size(); ++j)
+      rows_.row_start.push_back(at + packed_window_.row_start[j]);
+    window_.clear();
+  }
+  if (packed_ && scanned_ == plan0_.size() && !window_.empty()) {
+    // The plan ends inside a window: pack what it holds.
+    pack_rows(
+        window_, [this](uint32_t x) { return facts_->length(x); }, cfg_.batch.capacity(), window, packed_window_);
+    const uint32_t at = static_cast<uint32_t>(rows_.samples.size());
+    rows_.samples.insert(rows_.samples.end(), packed_window_.samples.begin(), packed_window_.samples.end());
+    for (std::size_t j = 1; j < packed_window_.row_start.size(); ++j)
+      rows_.row_start.push_back(at + packed_window_.row_start[j]);
+    window_.clear();
+  }
+}
+
+bool Schedule::decided(uint64_t i) {
+  if (!growing_) return i < total_;
+  if (facts_->all_ready()) {
+    // Every fact is known: plan in full, as a schedule made now would.
+    growing_ = false;
+    std::vector<uint32_t>().swap(plan0_);
+    std::vector<uint32_t>().swap(window_);
+    rows_epoch_ = UINT64_MAX;
+    count_batches();
+    return i < total_;
+  }
+  advance();
+  // Batch i takes the segment's rows below (i+1)·R·S whatever the epoch's
+  // length (4.2): it is decided once they are.
+  return rows_.rows() >= (i + 1) * rows_per_step();
+}
+
 uint64_t Schedule::segment_batches(uint64_t n) const {
   const uint64_t S = rows_per_batch_;
   const bool drop = cfg_.schedule.drop_last;
@@ -97,22 +170,33 @@ uint64_t Schedule::segment_batches(uint64_t n) const {
   return drop ? per_rank / S : (per_rank + S - 1) / S;
 }
 
-void Schedule::permutation(uint64_t epoch, std::vector<uint32_t>& perm) const {
-  perm.resize(n_);
+void epoch_permutation(const JobConfig& cfg, const Mixture& mix, uint64_t epoch, std::vector<uint32_t>& perm) {
+  const uint64_t n = mix.per_epoch();
+  perm.resize(n);
   std::iota(perm.begin(), perm.end(), 0u);
-  if (cfg_.schedule.shuffle && n_ > 1) {
-    uint64_t state = cfg_.schedule.seed ^ (epoch * 0x9E3779B97F4A7C15ULL);
-    for (uint64_t i = n_ - 1; i >= 1; --i) {
+  if (cfg.schedule.shuffle && n > 1) {
+    uint64_t state = cfg.schedule.seed ^ (epoch * 0x9E3779B97F4A7C15ULL);
+    for (uint64_t i = n - 1; i >= 1; --i) {
       uint64_t j = splitmix64(state) % (i + 1);
       std::swap(perm[i], perm[j]);
     }
   }
-  if (!mix_.whole()) {
+  if (!mix.whole()) {
     // Positions of the sample list -> the records they hold (1.1).
     std::vector<uint32_t> list;
-    mix_.sample_list(cfg_.schedule.seed, epoch, list);
+    mix.sample_list(cfg.schedule.seed, epoch, list);
     for (uint32_t& p : perm) p = list[p];
   }
+}
+
+std::vector<uint32_t> build_order(const JobConfig& cfg, const Mixture& mix, uint64_t records) {
+  std::vector<uint32_t> order;
+  epoch_permutation(cfg, mix, 0, order);
+  std::vector<uint8_t> seen(records, 0);
+  std::erase_if(order, [&](uint32_t r) { return r >= records || std::exchange(seen[r], 1); });
+  for (uint64_t r = 0; r < records; ++r)
+    if (!seen[r]) order.push_back(static_cast<uint32_t>(r));
+  return order;
 }
 
 // One epoch's rows at a time, and nothing else per sample (4 bytes a sample);
@@ -200,7 +284,9 @@ void Schedule::batch_rows(uint64_t i, BatchRows& out) {
     for (uint64_t j = k * S; j < std::min((k + 1) * S, per_rank); ++j) push_row((r + j * W) % n);
     return;
   }
-  const uint64_t B = epoch_batches_[epoch - start_.epoch];
+  // A growing plan builds only decided batches: their blocks are whole
+  // (decided()), dealt alike whether or not they are the last.
+  const uint64_t B = growing_ ? UINT64_MAX : epoch_batches_[epoch - start_.epoch];
   if (cfg_.schedule.drop_last || k + 1 < B) {
     for (uint64_t t = 0; t < S; ++t) push_row(k * W * S + r + t * W);
     return;

@@ -46,12 +46,33 @@ struct BatchRows {
   uint32_t rows() const { return static_cast<uint32_t>(row_start.size() - 1); }
 };
 
+// The samples of `epoch` in order (sections 4 and 1.1): valid-record numbers.
+void epoch_permutation(const JobConfig& cfg, const Mixture& mix, uint64_t epoch, std::vector<uint32_t>& perm);
+// The order a token cache build takes the valid records in (docs/data_model.md
+// section 6): the first epoch's plan (each record where it first appears),
+// then the records that epoch does not use.
+std::vector<uint32_t> build_order(const JobConfig& cfg, const Mixture& mix, uint64_t records);
+
 class Schedule {
  public:
   // `mix` gives each epoch's sample list (1.1); `facts` gives each sample's
   // token count and flags, required for packed modes and wherever a sample
   // may be left out (4.1). Without facts every sample is a row.
   Schedule(const JobConfig& cfg, const Mixture& mix, uint32_t rank, StreamStart start, const SampleFacts* facts);
+
+  // Facts still being built (SampleFacts::all_ready() false, a stream from
+  // (0, 0), not passes): the schedule grows. Epoch 0's rows are known as far
+  // as the built prefix of its plan decides them, the counts are unknown
+  // (total_batches() is UINT64_MAX, epoch_batches() empty) until every
+  // record is ready; then it is planned in full, equal to a schedule made
+  // from the complete facts.
+  bool growing() const { return growing_; }
+  // Whether stream batch i's rows are decided (growing: advances over the
+  // records ready so far; otherwise i < total_batches()). Call before
+  // batch_rows() and locate() on a growing schedule.
+  bool decided(uint64_t i);
+  // Growing: rows of epoch 0 decided so far.
+  uint64_t decided_rows() const { return growing_ ? rows_.rows() : 0; }
 
   StreamStart start() const { return start_; }
   // The evaluation stream (section 7): stream batch i is batch i mod B of
@@ -89,7 +110,11 @@ class Schedule {
 
  private:
   // Epoch e's samples in order (4.1 and 1.1) into `perm`.
-  void permutation(uint64_t epoch, std::vector<uint32_t>& perm) const;
+  void permutation(uint64_t epoch, std::vector<uint32_t>& perm) const { epoch_permutation(cfg_, mix_, epoch, perm); }
+  // Every epoch's batches, from complete facts.
+  void count_batches();
+  // Growing: takes the plan's next ready samples into epoch 0's rows.
+  void advance();
   const EpochRows& rows(uint64_t epoch);
   uint64_t segment_batches(uint64_t n) const;
   // Section 7: this rank's share of a pass of n rows, batch k (of `batches`).
@@ -116,6 +141,13 @@ class Schedule {
   EpochRows rows_;
   uint64_t shared_epoch_ = UINT64_MAX;
   const EpochRows* shared_ = nullptr;
+  // Growing (see growing()): epoch 0's plan, how far it is scanned, and the
+  // kept samples of a pack window not yet complete.
+  bool growing_ = false;
+  std::vector<uint32_t> plan0_;
+  uint64_t scanned_ = 0;
+  std::vector<uint32_t> window_;
+  EpochRows packed_window_;
 };
 
 }  // namespace tokfeed

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -17,7 +18,8 @@ namespace tokfeed {
 
 namespace {
 
-void become_worker(const WorkerContext& ctx) {
+// Returns the part files' descriptors as the worker keeps them: 3, 4, ...
+std::vector<int> become_worker(const WorkerContext& ctx) {
   // Die with the supervisor: a worker must never outlive it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != ctx.supervisor_pid) _exit(0);
@@ -27,22 +29,32 @@ void become_worker(const WorkerContext& ctx) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Keep stdin/stdout/stderr only: the mappings stay, but the supervisor's
-  // sockets and segment descriptors are not ours to hold open.
-  close_range(3, ~0U, 0);
+  // Keep stdin/stdout/stderr and the part files of a build under way only:
+  // the mappings stay, but the supervisor's sockets and segment descriptors
+  // are not ours to hold open.
+  const int n = static_cast<int>(ctx.part_fds.size());
+  std::vector<int> moved, parts;
+  for (int fd : ctx.part_fds) moved.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3 + n));
+  for (int k = 0; k < n; ++k) {
+    if (moved[k] < 0 || ::dup3(moved[k], 3 + k, O_CLOEXEC) < 0) _exit(5);
+    parts.push_back(3 + k);
+  }
+  close_range(static_cast<unsigned>(3 + n), ~0U, 0);
   std::string name =
       std::string(ctx.eval ? "tokfeed-e" : "tokfeed-w") + std::to_string(ctx.rank) + "." + std::to_string(ctx.worker);
   prctl(PR_SET_NAME, name.c_str());
+  return parts;
 }
 
 }  // namespace
 
 void worker_main(const WorkerContext& ctx) {
-  become_worker(ctx);
+  std::vector<int> part_fds = become_worker(ctx);
   const JobConfig& cfg = *ctx.cfg;
   Schedule schedule(cfg, *ctx.mix, ctx.rank, ctx.start, ctx.facts);
   if (ctx.shared_rows) schedule.share_rows(ctx.shared_epoch, ctx.shared_rows);
-  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, ctx.facts, schedule, *ctx.poisoned);
+  BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, ctx.facts, schedule, *ctx.poisoned, ctx.building,
+                       std::move(part_fds));
   const uint32_t workers = cfg.workers.count;  // eval_job() sets [eval] workers
   shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);
   ring.start(static_cast<uint32_t>(getpid()));
@@ -56,13 +68,23 @@ void worker_main(const WorkerContext& ctx) {
 
   for (;;) {
     ring.sync_session();
-    if (ring.head() >= ring.end_seq() || !ring.has_space()) {
+    uint64_t seq = ring.head();
+    uint64_t index = seq * workers + ctx.worker;
+    // A growing plan (the cache still builds) knows its end only once every
+    // record is built: until then the ring's end_seq is open and the
+    // schedule decides which batches exist.
+    const bool past_end = seq >= ring.end_seq() || (!schedule.growing() && index >= schedule.total_batches());
+    if (past_end || !ring.has_space()) {
       ring.wait_for_consumer(std::chrono::milliseconds(200));
       if (getppid() != ctx.supervisor_pid) _exit(0);
       continue;
     }
-    uint64_t seq = ring.head();
-    uint64_t index = seq * workers + ctx.worker;
+    if (!schedule.decided(index)) {
+      // Its rows wait for records the builders have not reached.
+      if (schedule.growing() && ctx.building) ctx.building->wait(std::chrono::milliseconds(100));
+      if (getppid() != ctx.supervisor_pid) _exit(0);
+      continue;
+    }
     stats.building_index.store(index + 1, std::memory_order_relaxed);
     uint64_t t0 = shm::monotonic_ns();
     BuildStats st = builder.build(index, ring.slot(seq), ring.slot_bytes(), seq, ring.session(), on_record);

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <unordered_set>
+#include <vector>
 
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
 #include "pipeline/schedule.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "cache/cache_build.hpp"
 #include "cache/token_cache.hpp"
 #include "tokfeed/shm/layout.hpp"
 
@@ -26,6 +28,11 @@ struct WorkerContext {
   const TokenStore* store;   // nullptr without the token cache
   const SampleFacts* facts;  // the store, a facts table (cache off), or nullptr
   StreamStart start;
+  // A build under way whose facts a growing plan advances over (nullptr:
+  // none), and its part files (none with the cache off: then the worker
+  // tokenizes what it serves).
+  const BuildFacts* building = nullptr;
+  std::vector<int> part_fds;
   // The rows of epoch `shared_epoch`, computed by the supervisor before fork
   // and read, never written, by every worker (nullptr: none).
   const EpochRows* shared_rows = nullptr;

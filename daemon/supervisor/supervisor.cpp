@@ -40,7 +40,7 @@ ShmPlan plan_shm(const JobConfig& cfg) {
   const uint32_t per_rank = cfg.workers.count + (eval ? cfg.eval.workers : 0);
   shm::SegmentGeometry g{static_cast<uint32_t>(cfg.ranks.serve.size() * per_rank), cfg.workers.slots, p.slot_bytes};
   p.data_bytes = g.data_bytes();
-  p.consumer_bytes = shm::SegmentGeometry::consumer_bytes(cfg.workers.count);
+  p.consumer_bytes = shm::SegmentGeometry::consumer_bytes(cfg.workers.count, cfg.schedule.epochs);
   p.eval_consumer_bytes = eval ? shm::SegmentGeometry::consumer_bytes(cfg.eval.workers) : 0;
   p.ranks = cfg.ranks.serve.size();
   return p;
@@ -174,6 +174,8 @@ void Supervisor::create_segments() {
       c->ring_count = rs.workers;
       c->lines_offset = sizeof(shm::ConsumerHeader);
       c->line_stride = sizeof(shm::ConsumerLine);
+      c->counts_offset = static_cast<uint32_t>(shm::SegmentGeometry::counts_offset(rs.workers));
+      c->counts_entries = 0;
       // SYNC POINT: pairs with the client's state.load(acquire) in validation.
       c->state.store(shm::kStateReady, std::memory_order_release);
       const uint32_t ri = static_cast<uint32_t>(ranks_.size());
@@ -195,12 +197,31 @@ void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
   const uint32_t W = rs.workers;
   rs.with_facts = facts() != nullptr;
   rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, facts());
+  publish_counts(rs);
+  // A growing plan's total is open (UINT64_MAX) until the build ends.
   uint64_t total = rs.schedule->total_batches();
   for (uint32_t w = 0; w < W; ++w) {
     // Evaluation passes repeat without end (when the rank has a batch in one).
     uint64_t end = total == UINT64_MAX ? UINT64_MAX : total > w ? (total - w + W - 1) / W : 0;
     ring(rs.ring_base + w).end_seq = end;
   }
+}
+
+void Supervisor::publish_counts(RankSlot& rs) {
+  auto* c = rs.consumer.at<shm::ConsumerHeader>(0);
+  const Schedule& s = *rs.schedule;
+  if (s.growing()) {
+    c->counts_state.store(0, std::memory_order_relaxed);
+    return;
+  }
+  const std::vector<uint64_t>& counts = s.epoch_batches();
+  const uint64_t room = (rs.consumer.size() - c->counts_offset) / 8;
+  c->counts_entries = static_cast<uint32_t>(std::min<uint64_t>(counts.size(), room));
+  auto* out = rs.consumer.at<uint64_t>(c->counts_offset);
+  for (uint32_t k = 0; k < c->counts_entries; ++k) out[k] = counts[k];
+  // SYNC POINT: pairs with the client's counts_state.load(acquire): the
+  // counts are written before they read as known.
+  c->counts_state.store(shm::kCountsKnown, std::memory_order_release);
 }
 
 // A new start for one rank: its workers are stopped, the stream is planned
@@ -220,7 +241,8 @@ void Supervisor::replan_rank(uint32_t ri, StreamStart start) {
 
 void Supervisor::count_left_out() {
   const SampleFacts* f = facts();
-  if (!f) return;
+  if (!f || !f->all_ready() || left_out_counted_) return;  // growing: counted once the build is done
+  left_out_counted_ = true;
   for (uint64_t i = 0; i < f->size(); ++i) {
     uint8_t fl = f->flags(i);
     too_long_ += (fl & cache_flags::kDropped) != 0;
@@ -287,12 +309,18 @@ void Supervisor::spawn(WorkerSlot& w) {
   ctx.store = rs.with_facts ? store_.get() : nullptr;
   ctx.facts = rs.with_facts ? facts() : nullptr;
   ctx.start = rs.schedule->start();
+  // A growing plan: the worker advances over the build's facts as they are
+  // published, and reads built records from its part files.
+  if (rs.schedule->growing() && cache_build_) {
+    ctx.building = &cache_build_->facts();
+    ctx.part_fds = cache_build_->part_fds();
+  }
   // The order of the epoch the worker starts in, computed here once: forked
   // workers read these pages instead of each holding its own copy. An epoch's
   // rows do not depend on the rank, so rank 0's schedule keeps them for all.
   // The first slot of the same split holds them (evaluation ranks follow
   // the training ones).
-  if (ctx.start.epoch < rs.schedule->epochs()) {
+  if (ctx.start.epoch < rs.schedule->epochs() && !rs.schedule->growing()) {
     const RankSlot& first = ranks_[rs.eval ? cfg_.ranks.serve.size() : 0];
     ctx.shared_rows = &first.schedule->epoch_order(ctx.start.epoch);
     ctx.shared_epoch = ctx.start.epoch;

@@ -144,10 +144,25 @@ class Supervisor final : public ControlHandler {
   std::string cache_line() const;
 
   shm::RingHeader& ring(std::size_t index) const;
-  // What the plan knows of each sample: the store, a facts table, or nothing.
+  // What the plan knows of each sample: the store, a facts table, the facts
+  // of a build under way that serving grows over, or nothing.
   const SampleFacts* facts() const {
-    return store_ ? static_cast<const SampleFacts*>(store_.get()) : facts_table_.get();
+    if (store_) return store_.get();
+    if (facts_table_) return facts_table_.get();
+    return grows_ && cache_build_ ? &cache_build_->facts() : nullptr;
   }
+  // Whether serving may start while the build runs, the plan growing over
+  // the records built so far (docs/data_model.md 4.1): every served stream
+  // is training (an evaluation pass needs its whole set's facts).
+  bool grows_while_building() const { return !cfg_.eval.enabled(); }
+  // Starts serving over a build under way (growing plans).
+  void serve_growing(const char* why);
+  // The build is done: growing plans are planned in full, and their
+  // clients told the counts.
+  void plan_grown_ranks();
+  // Writes a rank's batch counts into its consumer segment (or marks them
+  // unknown for a growing plan).
+  void publish_counts(RankSlot& rs);
   // Counts and logs the records each rule leaves out of every epoch.
   void count_left_out();
 
@@ -172,9 +187,12 @@ class Supervisor final : public ControlHandler {
   std::unique_ptr<FactsTable> facts_table_;  // the cache off: lengths and flags only
   uint64_t too_long_ = 0;                    // valid records longer than max_length under truncation = "drop"
   uint64_t untrained_ = 0;                   // valid records with no trained token after truncation
+  bool left_out_counted_ = false;
   std::unique_ptr<CacheBuild> cache_build_;
-  int cache_lock_fd_ = -1;  // `<key>.lock`, held exclusively while building
-  int store_use_fd_ = -1;   // `<key>.use`, held shared while the store is in use
+  std::vector<uint32_t> build_order_;  // the records in the order the build takes them
+  bool grows_ = false;                 // serving grows over cache_build_'s facts
+  int cache_lock_fd_ = -1;             // `<key>.lock`, held exclusively while building
+  int store_use_fd_ = -1;              // `<key>.use`, held shared while the store is in use
   bool cache_hit_ = false;
   double cache_seconds_ = 0;
   uint64_t cache_log_ns_ = 0;

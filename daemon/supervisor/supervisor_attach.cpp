@@ -69,6 +69,22 @@ Reply Supervisor::attach(const Peer& peer, const proto::AttachRequest& req) {
     return {not_ready.encode(), {}, false};
   }
   if (eval) return attach_eval(peer, req, ri);
+  if (rs->schedule->growing()) {
+    // The batch counts come once every record is built. A client that reads
+    // them later from its consumer segment starts now, at the stream's
+    // start; any other position, or an older client, waits for them.
+    const bool at_start = req.epoch == 0 && req.step == 0 && req.base == 0 &&
+                          (req.world_size == 0 || req.world_size == cfg_.ranks.world_size);
+    if (req.counts_later && at_start) return grant(peer, *rs, 0, false, 0, 0);
+    proto::ErrorReply not_ready{
+        proto::ErrorCode::kNotReady,
+        fmt::format("attach: not ready: {} needs the batch counts, known once the token cache is built: {}",
+                    at_start ? "this client (it predates counts that arrive after attach)"
+                             : fmt::format("a start at epoch {} step {}", req.epoch, req.step),
+                    cache_line()),
+        /*retry_ms=*/200};
+    return {not_ready.encode(), {}, false};
+  }
 
   // Where the client wants to be (docs/data_model.md 4.3).
   uint64_t epoch = req.epoch, step = req.step, world = req.world_size, base = req.base;
@@ -153,6 +169,7 @@ Reply Supervisor::grant(const Peer& peer, RankSlot& rs, uint64_t start_index, bo
   reply.start_index = start_index;
   reply.replanned = replanned;
   reply.epoch_batches = sch->epoch_batches();
+  reply.counts_pending = sch->growing();
   return {reply.encode(), {data_ro, consumer_rw}, false, /*persistent=*/true};
 }
 

@@ -4,6 +4,7 @@
 // thread runs.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -149,8 +150,12 @@ void Supervisor::prepare_cache() {
           truncation_name(cfg_.batch.truncation), cfg_.batch.keep_untrained);
       phase_ = Phase::kCacheBuild;
       uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
-      cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, CacheKey{}, parts, crash_on_line_, true);
+      build_order_ = build_order(cfg_, data_->mixture(), data_->size());
+      cache_build_ =
+          std::make_unique<CacheBuild>(cfg_, *data_, *tok_, CacheKey{}, parts, crash_on_line_, true, build_order_);
       cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
+      if (cache_build_->done()) cache_ready();
+      else if (grows_while_building()) serve_growing("the cache is off");
       return;
     }
     start_serving();
@@ -214,10 +219,13 @@ void Supervisor::try_cache_lock() {
   // stopped while building. Parts cut as this build cuts them are kept.
   uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
   parts = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(parts, data_->size())));
+  build_order_ = build_order(cfg_, data_->mixture(), data_->size());
   std::error_code ec;
   const std::string prefix = cache_key_.hex() + ".";
-  const std::string ours =
-      std::filesystem::path(CacheBuild::part_prefix(cfg_.cache.dir, cache_key_, parts)).filename().string();
+  const std::string ours = std::filesystem::path(CacheBuild::part_prefix(cfg_.cache.dir, cache_key_, parts,
+                                                                         CacheBuild::order_hash(build_order_)))
+                               .filename()
+                               .string();
   for (const auto& e : std::filesystem::directory_iterator(cfg_.cache.dir, ec)) {
     std::string name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
@@ -228,13 +236,16 @@ void Supervisor::try_cache_lock() {
     }
   }
   phase_ = Phase::kCacheBuild;
-  cache_build_ = std::make_unique<CacheBuild>(cfg_, *data_, *tok_, cache_key_, parts, crash_on_line_);
+  cache_build_ =
+      std::make_unique<CacheBuild>(cfg_, *data_, *tok_, cache_key_, parts, crash_on_line_, false, build_order_);
   if (uint64_t kept = cache_build_->progress().kept)
     spdlog::info("token cache: {} of {} records kept from an interrupted build; building the rest", kept,
                  data_->size());
   cache_build_->start([this](const std::function<void()>& child) { return fork_child(child); });
   if (cache_build_->done()) {
     cache_ready();
+  } else if (grows_while_building()) {
+    serve_growing("the token cache builds");
   } else if (serves_while_building()) {
     // Nothing is left out of the plan and nothing packed: the plan needs no
     // facts, so workers serve now, tokenizing their batches' records, while
@@ -248,10 +259,36 @@ void Supervisor::try_cache_lock() {
   }
 }
 
+// The builders take the records in the first epoch's plan order and publish
+// each one's facts as they write it: workers serve the batches whose rows
+// the records built so far decide, reading their tokens from the part files
+// (or, with the cache off, tokenizing them), while the builders run ahead.
+void Supervisor::serve_growing(const char* why) {
+  spdlog::info(
+      "{}: serving while it builds, in the order the first epoch's plan takes the records; batch counts "
+      "are known once every record is built",
+      why);
+  grows_ = true;
+  start_serving();
+}
+
+void Supervisor::plan_grown_ranks() {
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri) {
+    RankSlot& rs = ranks_[ri];
+    if (!rs.schedule || !rs.schedule->growing()) continue;
+    // The same plan, now with every count: the running workers finish
+    // theirs from the same facts, so nothing is restarted, and the ring's
+    // end stays open (workers stop at their plan's end).
+    rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, StreamStart{}, facts());
+    publish_counts(rs);
+    spdlog::info("rank {}: batch counts known: {} per epoch", rs.rank, fmt::join(rs.schedule->epoch_batches(), ","));
+  }
+}
+
 // While workers serve beside the build, the builders take what CPU the
 // workers leave (nice 19): the batches a trainer waits for come first.
 void Supervisor::yield_builders() {
-  if (!cache_build_ || phase_ != Phase::kServing) return;
+  if (!cache_build_ || phase_ != Phase::kServing || grows_) return;
   for (pid_t pid : cache_build_->pids())
     if (::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), 19) != 0)
       spdlog::warn("token cache builder {}: cannot lower its priority: {}", pid, std::strerror(errno));
@@ -262,19 +299,24 @@ void Supervisor::cache_ready() {
     CacheProgress pr = cache_build_->progress();
     cache_seconds_ = pr.seconds;
     facts_table_ = cache_build_->take_facts();
+    plan_grown_ranks();  // before the build's facts go
+    grows_ = false;
     cache_build_.reset();
     spdlog::info("sample facts: {} records tokenized in {:.2f} s, {:.0f} records/s", pr.total, pr.seconds, pr.rate());
-    start_serving();
+    if (phase_ != Phase::kServing) start_serving();
+    else count_left_out();
     return;
   }
   if (cache_build_) {
     cache_build_->publish();
     CacheProgress pr = cache_build_->progress();
     cache_seconds_ = pr.seconds;
-    cache_build_.reset();
     std::string why;
     store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
     if (!store_) throw std::runtime_error("token cache: the store just built does not open: " + why);
+    plan_grown_ranks();  // before the build's facts go
+    grows_ = false;
+    cache_build_.reset();
     spdlog::info("token cache: built {} ({} records, {} tokens) in {:.2f} s, {:.0f} records/s", store_->path(),
                  store_->size(), store_->tokens(), pr.seconds, pr.rate());
   }
@@ -323,8 +365,12 @@ void Supervisor::trim_cache_dir() {
 std::string Supervisor::cache_line() const {
   if (!cfg_.cache.enabled && cache_build_) {
     CacheProgress p = cache_build_->progress();
-    return fmt::format("token cache off; finding sample facts: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s",
-                       p.done, p.total, p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta());
+    return fmt::format(
+        "token cache off; finding sample facts: {}/{} records ({:.1f}%), {:.0f} records/s, ETA {:.0f} s{}", p.done,
+        p.total, p.total ? 100.0 * p.done / p.total : 100.0, p.rate(), p.eta(),
+        grows_ ? fmt::format("; workers serve the plan's prefix found so far ({} waiting)",
+                             cache_build_->facts().waiting())
+               : "");
   }
   if (!cfg_.cache.enabled) return facts_table_ ? "token cache off; sample facts found" : "token cache off";
   if (phase_ == Phase::kCacheWait) return "waiting for another daemon's token cache";
@@ -333,8 +379,10 @@ std::string Supervisor::cache_line() const {
     return fmt::format("building token cache: {}/{} records ({:.1f}%{}), {:.0f} records/s, ETA {:.0f} s; {}", p.done,
                        p.total, p.total ? 100.0 * p.done / p.total : 100.0,
                        p.kept ? fmt::format(", {} kept from an interrupted build", p.kept) : "", p.rate(), p.eta(),
-                       phase_ == Phase::kServing ? "workers serve meanwhile, tokenizing what they serve"
-                                                 : "workers start when it is built");
+                       !grows_ && phase_ == Phase::kServing ? "workers serve meanwhile, tokenizing what they serve"
+                       : grows_ ? fmt::format("built in plan order; workers serve the plan's built prefix ({} waiting)",
+                                              cache_build_->facts().waiting())
+                                : std::string("workers start when it is built"));
   }
   if (!store_) return "token cache: opened once the datasets are indexed and checked";
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);

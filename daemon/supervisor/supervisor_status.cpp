@@ -125,7 +125,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "ok", true);
 
   pk.pack("cache");
-  pk.pack_map(11);
+  pk.pack_map(13);
   const char* state = !cfg_.cache.enabled           ? "off"
                       : phase_ == Phase::kCacheWait ? "waiting"
                       : cache_build_                ? "building"
@@ -140,7 +140,12 @@ std::string Supervisor::status_payload() {
   kv(pk, "records_done", cp.done);
   kv(pk, "records_total", cache_build_ ? cp.total : data_ ? data_->size() : uint64_t{0});
   kv(pk, "records_kept", cp.kept);
-  kv(pk, "workers_wait", cache_build_ != nullptr && phase_ != Phase::kServing);
+  // Workers held back: all of them before serving starts, or those a
+  // growing plan keeps waiting for records the builders have not reached.
+  const uint32_t waiting = grows_ && cache_build_ ? cache_build_->facts().waiting() : 0;
+  kv(pk, "workers_wait", (cache_build_ != nullptr && phase_ != Phase::kServing) || waiting > 0);
+  kv(pk, "workers_waiting", uint64_t{waiting});
+  kv(pk, "plan_order", cache_build_ != nullptr && grows_);
   kv(pk, "rate", cp.rate());
   kv(pk, "eta_s", cp.eta());
   kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);
@@ -214,7 +219,7 @@ std::string Supervisor::status_payload() {
         bpe = s->epoch_batches()[epoch - start.epoch];
     }
     uint64_t wait = load(ch->wait_ns), busy = load(ch->busy_ns);
-    pk.pack_map(16);
+    pk.pack_map(17);
     kv(pk, "rank", rs.rank);
     kv(pk, "split", rs.eval ? "eval" : "train");
     kv(pk, "attached", rs.client.has_value());
@@ -223,7 +228,8 @@ std::string Supervisor::status_payload() {
     kv(pk, "ring_capacity", uint64_t{W} * cfg_.workers.slots);
     kv(pk, "epoch", epoch);
     kv(pk, "step", step);
-    kv(pk, "batches_per_epoch", bpe);  // of the current epoch: packing varies it
+    kv(pk, "batches_per_epoch", bpe);  // of the current epoch: packing varies it; 0 while unknown
+    kv(pk, "counts_known", rs.schedule && !rs.schedule->growing());
     kv(pk, "epochs", epochs);
     kv(pk, "start_epoch", start.epoch);
     kv(pk, "start_base", start.base);

@@ -73,6 +73,15 @@ bool parse_split(std::string_view name, Split& out) noexcept {
 
 namespace {
 
+// An optional bool field: absent is false.
+std::string get_optional_bool(const msgpack::object& map, const char* key, bool& out) {
+  if (!find(map, key)) return {};
+  std::optional<bool> b = get_bool(map, key);
+  if (!b) return std::string("field '") + key + "' must be a bool";
+  out = *b;
+  return {};
+}
+
 // An optional "split" field: absent is train.
 std::string get_split(const msgpack::object& map, Split& out) {
   const msgpack::object* o = find(map, "split");
@@ -118,8 +127,9 @@ std::string encode_request(Op op) {
 std::string AttachRequest::encode() const {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  open_map(pk, 7);
+  open_map(pk, counts_later ? 8 : 7);
   pk.pack("op"), pk.pack(op_name(Op::kAttach));
+  if (counts_later) pk.pack("counts_later"), pk.pack(true);
   pk.pack("rank"), pk.pack(rank);
   pk.pack("split"), pk.pack(split_name(split));
   pk.pack("epoch"), pk.pack(epoch);
@@ -134,7 +144,8 @@ std::string AttachRequest::decode(const msgpack::object& request, AttachRequest&
   std::string e = first_error(
       "attach", [&] { return get_u32(request, "rank", r.rank); }, [&] { return get_u64(request, "epoch", r.epoch); },
       [&] { return get_u64(request, "step", r.step); }, [&] { return get_u64(request, "world_size", r.world_size); },
-      [&] { return get_u64(request, "base", r.base); }, [&] { return get_split(request, r.split); });
+      [&] { return get_u64(request, "base", r.base); }, [&] { return get_split(request, r.split); },
+      [&] { return get_optional_bool(request, "counts_later", r.counts_later); });
   if (e.empty()) out = r;
   return e;
 }
@@ -142,8 +153,9 @@ std::string AttachRequest::decode(const msgpack::object& request, AttachRequest&
 std::string AttachReply::encode() const {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  open_map(pk, 12);
+  open_map(pk, counts_pending ? 13 : 12);
   pk.pack("ok"), pk.pack(true);
+  if (counts_pending) pk.pack("counts_pending"), pk.pack(true);
   pk.pack("rank"), pk.pack(rank);
   pk.pack("split"), pk.pack(split_name(split));
   pk.pack("ring_base"), pk.pack(ring_base);
@@ -183,11 +195,13 @@ std::string AttachReply::decode(const msgpack::object& reply, AttachReply& out) 
         }
         return {};
       },
-      [&] { return get_split(reply, r.split); });
+      [&] { return get_split(reply, r.split); },
+      [&] { return get_optional_bool(reply, "counts_pending", r.counts_pending); });
   if (!e.empty()) return e;
   if (r.workers == 0) return "attach reply: 'workers' is 0";
   if (r.world_size == 0) return "attach reply: 'world_size' is 0";
-  if (r.first_epoch > r.epochs || r.epoch_batches.size() != r.epochs - r.first_epoch)
+  if (r.counts_pending && !r.epoch_batches.empty()) return "attach reply: 'epoch_batches' given while 'counts_pending'";
+  if (r.first_epoch > r.epochs || (!r.counts_pending && r.epoch_batches.size() != r.epochs - r.first_epoch))
     return "attach reply: 'epoch_batches' does not cover epochs first_epoch.." + std::to_string(r.epochs);
   out = std::move(r);
   return {};

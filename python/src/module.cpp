@@ -302,7 +302,14 @@ PYBIND11_MODULE(_tokfeed, m) {
             return py::make_tuple(p.epoch, p.step, p.world_size, p.base);
           },
           "(epoch, step, world_size, base) of stream batch `index`")
-      .def_property_readonly("batches_per_epoch", [](PyClient& c) { return c.get().batches_per_epoch(); })
+      .def_property_readonly(
+          "batches_per_epoch",
+          [](PyClient& c) {
+            // Blocks while the daemon still counts them (its token cache builds).
+            py::gil_scoped_release nogil;
+            return c.get().batches_per_epoch();
+          },
+          "batches of the current epoch; waits until the daemon knows them")
       .def_property_readonly("epochs", [](PyClient& c) { return c.get().epochs(); })
       .def_property_readonly("split",
                              [](PyClient& c) { return c.get().split() == tokfeed::Split::kEval ? "eval" : "train"; })

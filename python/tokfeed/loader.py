@@ -117,6 +117,7 @@ class Loader:
         self._client = None
         self._stream = None
         self._next = (0, 0, 0, 0)
+        self._held = None  # a batch fetched past an epoch's end by epoch_batches(), and its index
         if config is not None:
             # Attach to the daemon serving the config, or start one owned by
             # this node's loaders (tokfeed/launch.py).
@@ -174,7 +175,11 @@ class Loader:
             self.load_state_dict({"epoch": int(epoch), "step": 0, "base": 0})
 
     def __len__(self):
-        """Batches in the current epoch for this rank (packing varies it by epoch)."""
+        """Batches in the current epoch for this rank (packing varies it by epoch).
+
+        On a cold start the daemon serves while its token cache builds, and
+        the count is known only once every record is built: ``len()`` blocks
+        until then (batches can be read meanwhile)."""
         return self._client.batches_per_epoch
 
     @property
@@ -205,6 +210,16 @@ class Loader:
             yield next(self)
 
     def __next__(self):
+        if self._held is not None:
+            out, index = self._held
+            self._held = None
+            self._next = self._client.position_of(index + 1)
+            return out
+        out, _ = self._fetch()
+        return out
+
+    def _fetch(self):
+        """-> (batch dict, its epoch)."""
         if self._stream is not None:
             b = self._stream.next(torch.cuda.current_stream(self.device).cuda_stream)
         else:
@@ -213,19 +228,31 @@ class Loader:
             self._next = (self._epochs, 0, self._next[2], 0)
             raise StopIteration
         out = {name: from_dlpack(cap) for name, cap in b.tensors().items()}
-        self._next = self._client.position_of(b.index + 1)
+        epoch, step, index = b.epoch, b.step, b.index
+        self._next = self._client.position_of(index + 1)
         if self.format == "hf" and "cu_seq_lens_q" in out:
             _hf_packed(out)
-        return out
+        return out, (epoch, step, index)
 
     def epoch_batches(self):
         """Yields the rest of the current epoch, then stops."""
         epoch = self._next[0]
         while self._next[0] == epoch:
-            try:
+            if self._held is not None:  # this epoch's first batch, fetched by the last one's loop
                 yield next(self)
+                continue
+            try:
+                out, (e, step, index) = self._fetch()
             except StopIteration:
                 return
+            if e != epoch:
+                # The daemon's batch counts were still unknown when the last
+                # batch came (a cold start), so the position did not show the
+                # epoch's end: this batch opens the next epoch. Kept for it.
+                self._held = (out, index)
+                self._next = (e, step, self._next[2], 0)
+                return
+            yield out
 
     # ---- connection ----
 
@@ -240,6 +267,7 @@ class Loader:
         self._next = self._client.position
 
     def _disconnect(self):
+        self._held = None  # repositioning drops it with the rest of the old stream
         if self._client is None:
             return
         if self._stream is not None:

@@ -315,8 +315,10 @@ TEST_CASE("the cache is private whatever the umask: user B reads no token store,
                                 name);
     REQUIRE(chown(cfg.c_str(), a.uid, a.gid) == 0);
     Daemon d(cfg, socket_of(dir, name), as_a);
-    // A batch delivered: the index, the spool and the token store are written.
+    // A batch delivered and the build done: the index, the spool and the
+    // token store are written.
     REQUIRE(dump(d.socket(), 0, "--count 1").size() == 1);
+    d.wait_cache_built();
     std::vector<Entry> all = walk(dir.file(name));
     d.stop(SIGTERM);
     return all;

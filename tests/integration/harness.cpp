@@ -197,3 +197,20 @@ void require_equal(const std::vector<std::string>& ours, const std::vector<std::
 }
 
 }  // namespace tokfeed::testing
+
+namespace tokfeed::testing {
+
+void Daemon::wait_cache_built() const {
+  std::string st;
+  for (int i = 0; i < 3000; ++i) {
+    st = run(bin("tokfeedctl") + " -s '" + socket_ + "' status --json").out;
+    if (st.find("\"cache\":{\"state\":\"") != std::string::npos &&
+        st.find("\"cache\":{\"state\":\"building\"") == std::string::npos &&
+        st.find("\"cache\":{\"state\":\"waiting\"") == std::string::npos)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("the token cache was not built within 3000 status polls: " + st.substr(0, 300));
+}
+
+}  // namespace tokfeed::testing

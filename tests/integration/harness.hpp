@@ -57,6 +57,8 @@ class Daemon {
   int stop(int sig);
   std::string log() const;
   std::vector<pid_t> worker_pids() const;  // from `tokfeedctl status --json`
+  // Waits until no token cache build runs (serving starts while it builds).
+  void wait_cache_built() const;
 
  private:
   std::string socket_;

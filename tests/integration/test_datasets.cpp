@@ -240,7 +240,8 @@ TEST_CASE("[cache] max_gb: a start removes the least recently used entries, neve
     cfgs.push_back(write_job(
         dir, "[dataset]\npath = \"" + data + "\"\n" + tok_and_batch() + "[cache]\ndir = \"" + cache + "\"\n", name));
     Daemon d(cfgs[j], socket_of(dir, name));
-    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);  // the store is built
+    REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+    d.wait_cache_built();  // the first batch may come before the store is built
     CHECK(d.stop(SIGTERM) == 0);
     stores.push_back(token_store(check(cfgs[j])));
     REQUIRE(fs::exists(stores[j]));
@@ -262,6 +263,7 @@ TEST_CASE("[cache] max_gb: a start removes the least recently used entries, neve
   {
     Daemon d(with_max(room), socket_of(dir, "job2"));
     REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+    d.wait_cache_built();
     CHECK(d.stop(SIGTERM) == 0);
     CHECK_MESSAGE(
         d.log().find("cache trim: removed " + fs::path(bin_of(stores[0])).filename().string()) != std::string::npos,

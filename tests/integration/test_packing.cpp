@@ -134,6 +134,7 @@ TEST_CASE("kill -9 while the token cache is built leaves no store; the next star
   CHECK(cache_files(cache, ".idx") == 0);  // no half-valid store
   Daemon d(cfg, socket_of(dir));
   std::vector<std::string> first = dump(d.socket(), 0, "--count 5");
+  d.wait_cache_built();  // the first batches may come before the store is built
   CHECK(status_json(d).find("\"state\":\"built\"") != std::string::npos);
   CHECK(cache_files(cache, ".idx") == 1);
   int leftovers = 0;

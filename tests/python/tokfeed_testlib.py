@@ -65,7 +65,7 @@ heartbeat_ms = {heartbeat_ms}
 class Daemon:
     """A tokfeedd with its own socket and shm prefix in a temp dir."""
 
-    def __init__(self, **job):
+    def __init__(self, env=None, **job):
         self.dir = tempfile.mkdtemp(prefix="tokfeed-py-")
         tag = uuid.uuid4().hex[:10]
         self.socket = os.path.join(self.dir, "d.sock")
@@ -73,7 +73,8 @@ class Daemon:
         with open(self.config, "w") as f:
             f.write(job_toml(self.socket, f"pyt-{tag}", **job))
         self.log = open(os.path.join(self.dir, "tokfeedd.log"), "w")
-        self.proc = subprocess.Popen([TOKFEEDD, "--config", self.config], stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([TOKFEEDD, "--config", self.config], stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})))
         self._wait_ready()
 
     def _wait_ready(self, timeout=30):

@@ -71,6 +71,11 @@ for _ in $(seq 200); do [[ -S "$sock" ]] && break; sleep 0.05; done
 if ! "$tokfeedctl" -s "$sock" dump --rank 0 --count 1 >"$work/batch.json" 2>&1; then
   cat "$work/daemon.log"; kill "$pid"; echo "sandbox: ExecStart did not serve"; exit 1
 fi
+# The first batch may come while the token cache still builds: wait for it.
+for _ in $(seq 600); do
+  "$tokfeedctl" -s "$sock" status --json | grep -q '"cache":{"state":"building"' || break
+  sleep 0.05
+done
 "$tokfeedctl" -s "$sock" shutdown >/dev/null
 wait "$pid" || { cat "$work/daemon.log"; echo "sandbox: the daemon failed"; exit 1; }
 echo "ExecStart: served a batch; the cache it wrote:"

@@ -151,8 +151,11 @@ class Client {
 
   Position position() const noexcept;                   // of the next batch next() returns
   Position position_of(uint64_t index) const noexcept;  // of stream batch `index`
-  uint64_t batches_per_epoch() const noexcept;          // in the current epoch (packing varies it); eval: a pass
-  uint64_t epochs() const noexcept;                     // the job's epochs; eval: 1 (each pass counts as one)
+  // In the current epoch (packing varies it); eval: a pass. On a cold start
+  // the daemon serves while its token cache builds and knows the counts only
+  // once it is built: this blocks until then (0 if the daemon is lost).
+  uint64_t batches_per_epoch() const noexcept;
+  uint64_t epochs() const noexcept;  // the job's epochs; eval: 1 (each pass counts as one)
   Split split() const noexcept;
   uint32_t rank() const noexcept;
   uint32_t workers() const noexcept;

@@ -47,6 +47,10 @@ struct AttachRequest {
   uint64_t world_size = 0;
   uint64_t base = 0;
   Split split = Split::kTrain;
+  // The client reads batch counts that arrive after attach from its consumer
+  // segment (docs/control_protocol.md); absent (older clients): false, and
+  // such a client is attached only once the counts are known.
+  bool counts_later = false;
 
   std::string encode() const;
   static std::string decode(const msgpack::object& request, AttachRequest& out);
@@ -69,6 +73,9 @@ struct AttachReply {
   // epoch_batches[0] batches (epochs 1); a daemon that predates splits
   // sends no "split", read as train.
   Split split = Split::kTrain;
+  // The counts are not known yet (the token cache still builds):
+  // epoch_batches is empty, and the counts arrive in the consumer segment.
+  bool counts_pending = false;
 
   std::string encode() const;
   static std::string decode(const msgpack::object& reply, AttachReply& out);

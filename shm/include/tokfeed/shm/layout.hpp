@@ -34,8 +34,9 @@ inline constexpr uint64_t kDataMagic = 0x0044454546'4b4f54ULL;      // "TOKFEED\
 inline constexpr uint64_t kConsumerMagic = 0x004c544346'4b4f54ULL;  // "TOKFCTL\0"
 inline constexpr uint32_t kSlotMagic = 0x544f4c53U;                 // "SLOT"
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint16_t kVersionMinor = 1;
 inline constexpr uint32_t kStateReady = 0x52454459U;  // "YDER": written last, with release
+inline constexpr uint32_t kCountsKnown = 1;           // ConsumerHeader::counts_state
 
 inline constexpr uint32_t kMaxTensors = 8;
 inline constexpr uint32_t kTensorNameBytes = 32;
@@ -147,7 +148,12 @@ struct ConsumerHeader {
   uint64_t lines_offset;        // offset of ConsumerLine[0]
   uint64_t line_stride;         // sizeof(ConsumerLine)
   std::atomic<uint32_t> state;  // 0, then kStateReady
-  uint8_t reserved0[kCacheLine - 52];
+  // Batch counts that arrive after attach (docs/ring_format.md): the
+  // supervisor writes counts_entries uint64 counts at counts_offset, then
+  // sets counts_state to kCountsKnown (release). 0 while unknown.
+  std::atomic<uint32_t> counts_state;
+  uint32_t counts_offset;
+  uint32_t counts_entries;
   // line 1..2: written by the client (relaxed), read for status and metrics
   std::atomic<uint64_t> next_index;  // stream index of the next batch the client returns
   std::atomic<uint64_t> consumed;    // batches returned by next()
@@ -231,10 +237,11 @@ static_assert(offsetof(ConsumerHeader, magic) == 0 && offsetof(ConsumerHeader, v
               offsetof(ConsumerHeader, segment_bytes) == 16 && offsetof(ConsumerHeader, rank) == 24 &&
               offsetof(ConsumerHeader, ring_count) == 28 && offsetof(ConsumerHeader, lines_offset) == 32 &&
               offsetof(ConsumerHeader, line_stride) == 40 && offsetof(ConsumerHeader, state) == 48 &&
-              offsetof(ConsumerHeader, reserved0) == 52 && offsetof(ConsumerHeader, consumed) == 72 &&
-              offsetof(ConsumerHeader, wait_ns) == 80 && offsetof(ConsumerHeader, busy_ns) == 88 &&
-              offsetof(ConsumerHeader, client_pid) == 96 && offsetof(ConsumerHeader, attached) == 100 &&
-              offsetof(ConsumerHeader, wait_hist) == 104 && offsetof(ConsumerHeader, reserved1) == 184);
+              offsetof(ConsumerHeader, counts_state) == 52 && offsetof(ConsumerHeader, counts_entries) == 60 &&
+              offsetof(ConsumerHeader, consumed) == 72 && offsetof(ConsumerHeader, wait_ns) == 80 &&
+              offsetof(ConsumerHeader, busy_ns) == 88 && offsetof(ConsumerHeader, client_pid) == 96 &&
+              offsetof(ConsumerHeader, attached) == 100 && offsetof(ConsumerHeader, wait_hist) == 104 &&
+              offsetof(ConsumerHeader, reserved1) == 184);
 static_assert(alignof(ConsumerLine) == kCacheLine && offsetof(ConsumerLine, tail) == 0 &&
               offsetof(ConsumerLine, session) == 8 && offsetof(ConsumerLine, tail_futex) == 16 &&
               offsetof(ConsumerLine, consumer_waiting) == 20 && offsetof(ConsumerLine, reserved) == 24);
@@ -256,8 +263,12 @@ struct SegmentGeometry {
     uint64_t end = slots_offset() + uint64_t{ring_count} * slots_per_ring * slot_bytes;
     return (end + 4095) / 4096 * 4096;
   }
-  static constexpr uint64_t consumer_bytes(uint32_t rings) {
-    uint64_t end = sizeof(ConsumerHeader) + uint64_t{rings} * sizeof(ConsumerLine);
+  // Where a consumer segment of `rings` lines keeps its batch counts.
+  static constexpr uint64_t counts_offset(uint32_t rings) {
+    return sizeof(ConsumerHeader) + uint64_t{rings} * sizeof(ConsumerLine);
+  }
+  static constexpr uint64_t consumer_bytes(uint32_t rings, uint64_t epochs = 1) {
+    uint64_t end = counts_offset(rings) + epochs * 8;
     return (end + 4095) / 4096 * 4096;
   }
 };

@@ -1,0 +1,168 @@
+// Serving while the token cache fills (docs/data_model.md 4.1 and 6): with
+// the default rules (samples left out: truncation = "drop", no trained
+// token) and packed, the builders take the records in the first epoch's plan
+// order and the workers serve the batches the built prefix decides. The
+// first batch comes while the build runs; every rank's stream equals a warm
+// run's and a run with the cache off, batch counts arriving after attach.
+// A record that crashes the builders is left out of the plan made while
+// building as a warm plan leaves it out. The test-only hook
+// TOKFEED_FAULT_BUILD_RECORD_US slows each record's build.
+#include <doctest/doctest.h>
+#include <dirent.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+
+using namespace tokfeed::testing;
+
+namespace {
+
+// mixed-300 four times over: 1,200 records.
+std::string dataset(const TempDir& dir, int skip_line = 0) {
+  std::ifstream in(data_path("sft/mixed-300.jsonl"), std::ios::binary);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  const std::string path = dir.file(skip_line ? "mixed-1199.jsonl" : "mixed-1200.jsonl");
+  std::ofstream out(path, std::ios::binary);
+  int n = 0;
+  for (int i = 0; i < 4; ++i)
+    for (const std::string& row : rows)
+      if (++n != skip_line) out << row << '\n';
+  return path;
+}
+
+std::string body(const std::string& data, const std::string& padding, const std::string& cache,
+                 const std::string& batch = "", const std::string& schedule = "seed = 5\n") {
+  return "[dataset]\npath = \"" + data + "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
+         data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"chatml\"\n[batch]\nsize = 4\n" +
+         "max_length = 128\ntruncation = \"drop\"\npack_window = 64\npadding = \"" + padding + "\"\n" + batch +
+         "[schedule]\nepochs = 2\n" + schedule + "[ranks]\nworld_size = 2\n[workers]\ncount = 2\n" +
+         (cache.empty() ? "[cache]\nenabled = false\n" : "[cache]\ndir = \"" + cache + "\"\n");
+}
+
+uint64_t json_int(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (std::regex_search(json, m, std::regex("\"" + key + "\": *([0-9]+)"))) return std::stoull(m[1]);
+  return 0;
+}
+
+int files_with(const std::string& dir, const std::string& suffix) {
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).ends_with(suffix);
+    closedir(d);
+  }
+  return n;
+}
+
+std::string status(const Daemon& d) { return run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json").out; }
+
+void wait_for_store(const std::string& cache) {
+  for (int i = 0; i < 1500 && files_with(cache, ".idx") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+}  // namespace
+
+TEST_CASE("default rules: the first batch comes while the cache builds; cold, warm and off streams equal per rank") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  for (const char* padding : {"longest", "packed"}) {
+    CAPTURE(padding);
+    const std::string p = padding;
+    // Packing needs the cache: there the warm run is the reference.
+    std::vector<std::string> off[2];
+    if (p != "packed") {
+      Daemon d(write_job(dir, body(data, p, ""), p + "-off"), socket_of(dir, p + "-off"));
+      for (uint32_t r : {0u, 1u}) off[r] = dump(d.socket(), r);
+      REQUIRE(!off[0].empty());
+      REQUIRE(off[0].size() == off[1].size());
+    }
+    std::vector<std::string> cold[2];
+    const std::string cache = dir.file(p + "-cache");
+    const std::string cfg = write_job(dir, body(data, p, cache), p + "-cold");
+    {
+      // 300 records per builder at 5 ms each: about 1.5 s of build.
+      Daemon d(cfg, socket_of(dir, p + "-cold"), "TOKFEED_FAULT_BUILD_RECORD_US=5000");
+      REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+      const std::string st = status(d);
+      CHECK(st.find("\"cache\":{\"state\":\"building\"") != std::string::npos);
+      CHECK(st.find("\"plan_order\":true") != std::string::npos);
+      CHECK(st.find("\"counts_known\":false") != std::string::npos);
+      CHECK(json_int(st, "records_done") < 1200);
+      // Counts arrive after attach: both ranks' streams, to their ends.
+      for (uint32_t r : {0u, 1u}) {
+        cold[r] = dump(d.socket(), r);
+        REQUIRE(!cold[r].empty());
+        if (p != "packed") CHECK(cold[r] == off[r]);
+      }
+      CHECK(cold[0].size() == cold[1].size());
+      wait_for_store(cache);
+      CHECK(files_with(cache, ".idx") == 1);
+      CHECK(files_with(cache, ".part") == 0);
+      CHECK(d.log().find("serving while it builds, in the order the first epoch's plan takes the records") !=
+            std::string::npos);
+      CHECK(status(d).find("\"counts_known\":true") != std::string::npos);
+    }
+    Daemon warm(cfg, socket_of(dir, p + "-cold"));
+    for (uint32_t r : {0u, 1u}) CHECK(dump(warm.socket(), r) == cold[r]);
+    CHECK(warm.log().find("reused in") != std::string::npos);
+  }
+}
+
+TEST_CASE("while the cache builds, a start elsewhere than (0, 0) waits for the counts and resumes exactly") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  std::vector<std::string> full;
+  {
+    Daemon d(write_job(dir, body(data, "longest", ""), "off"), socket_of(dir, "off"));
+    full = dump(d.socket());
+  }
+  REQUIRE(full.size() > 10);
+  const std::string cfg = write_job(dir, body(data, "longest", dir.file("cache")), "cold");
+  Daemon d(cfg, socket_of(dir, "cold"), "TOKFEED_FAULT_BUILD_RECORD_US=3000");
+  // Epoch 1 step 2: the stream from there, after the daemon has the counts.
+  std::vector<std::string> got = dump(d.socket(), 0, "--epoch 1 --step 2");
+  REQUIRE(!got.empty());
+  CHECK(got.back() == full.back());
+  CHECK(full.size() >= got.size());
+  CHECK(std::equal(got.begin(), got.end(), full.end() - static_cast<std::ptrdiff_t>(got.size())));
+}
+
+TEST_CASE("a record that crashes the builders is left out of the plan made while building, as warm leaves it out") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  for (const char* keep : {"false", "true"}) {
+    CAPTURE(keep);
+    const std::string batch = std::string("keep_untrained = ") + keep + "\n";
+    // In file order, so that the data without the record is planned alike.
+    const std::string order = "shuffle = false\n";
+    // The stream without the record: the data without line 5, cache off.
+    std::vector<std::string> without;
+    {
+      const std::string less = dataset(dir, 5);
+      Daemon d(write_job(dir, body(less, "longest", "", batch, order), "without"), socket_of(dir, "without"));
+      without = dump(d.socket());
+    }
+    REQUIRE(!without.empty());
+    const std::string cache = dir.file(std::string("cache-") + keep);
+    const std::string cfg = write_job(dir, body(data, "longest", cache, batch, order), "crash");
+    std::vector<std::string> cold;
+    {
+      Daemon d(cfg, socket_of(dir, "crash"), "TOKFEED_FAULT_CRASH_LINE=5 TOKFEED_FAULT_BUILD_RECORD_US=1000");
+      cold = dump(d.socket());
+      CHECK(status(d).find("mixed-1200.jsonl:5: record crashed a worker 3 times; skipping it") != std::string::npos);
+      wait_for_store(cache);
+    }
+    CHECK(cold == without);
+    Daemon warm(cfg, socket_of(dir, "crash"));
+    CHECK(dump(warm.socket()) == without);
+    CHECK(warm.log().find("reused in") != std::string::npos);
+  }
+}
