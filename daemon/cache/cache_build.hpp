@@ -52,7 +52,7 @@ struct CacheProgress {
   double eta() const { return done > kept ? seconds * (total - done) / (done - kept) : 0; }
 };
 
-inline constexpr uint64_t kBuildBlock = 16;  // records of the build order dealt to a builder at once
+inline constexpr uint64_t kBuildBlock = 4;  // records of the build order dealt to a builder at once
 
 // The facts of a build under way, as its builders publish them: record i's
 // length and flags are final, and its tokens in its part file, once ready(i).

@@ -273,13 +273,19 @@ void Supervisor::serve_growing(const char* why) {
 }
 
 void Supervisor::plan_grown_ranks() {
+  if (!grows_) return;
   for (uint32_t ri = 0; ri < ranks_.size(); ++ri) {
     RankSlot& rs = ranks_[ri];
-    if (!rs.schedule || !rs.schedule->growing()) continue;
-    // The same plan, now with every count: the running workers finish
-    // theirs from the same facts, so nothing is restarted, and the ring's
-    // end stays open (workers stop at their plan's end).
-    rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, StreamStart{}, facts());
+    if (!rs.schedule) continue;
+    // The same plan, now over the store's (or the table's) facts: a growing
+    // one gets every count, the running workers finish theirs from the same
+    // facts, so nothing is restarted, and the ring's end stays open (workers
+    // stop at their plan's end). A plan made once every record was ready
+    // but before the build was seen to end is remade too: it read the
+    // build's facts, which go now.
+    const bool was_growing = rs.schedule->growing();
+    rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, rs.schedule->start(), facts());
+    if (!was_growing) continue;
     publish_counts(rs);
     spdlog::info("rank {}: batch counts known: {} per epoch", rs.rank, fmt::join(rs.schedule->epoch_batches(), ","));
   }
