@@ -276,7 +276,8 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   // The iteration over message k is the last of messages[:k + 1]. Points
   // inside the loop cost a copy each: a template whose iterations read
   // nothing that ends them (loop.last) stops taking them.
-  if (k + 1 < n && (want[k + 1] & clean[k + 1]) && plain_scope(in, *this, k)) take_point(in, k + 1, true);
+  if (k + 1 < n && main->reads_ahead && (want[k + 1] & clean[k + 1]) && plain_scope(in, *this, k))
+    take_point(in, k + 1, true);
   cur = static_cast<int64_t>(k);
   settle();
 }
