@@ -87,6 +87,11 @@ struct Stmt {
   // kMacro: whether the body reads `varargs`, `kwargs`, `caller` (jinja2
   // then accepts extra positional arguments, unknown keywords, a caller).
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
+  // kFor: whether the body may read past its iteration: `loop` other than
+  // loop.index, index0, first, previtem, depth, cycle; `messages` or the
+  // name it iterates over; add_generation_prompt; a call of a macro
+  // (template/resume.hpp: where none, no point is kept inside the loop).
+  bool reads_ahead = true;
 };
 
 }  // namespace tokfeed::tmpl

@@ -44,7 +44,7 @@ struct FrameGuard {
   ~FrameGuard() { in.frames.pop_back(); }
 };
 
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main);
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from = 0);
 
 // Which message `item` is (-1: none), for provenance.
 int64_t message_index(const Interp& in, const Value& item) {
@@ -117,7 +117,8 @@ Flow exec_for(Interp& in, const Stmt& s) {
 // The iterations of a for loop over `items` (not empty); whether one ran to
 // the end of the body.
 // `main`: the loop over the messages that resume points are taken in.
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main) {
+// `from`: the first iteration run (a render resumed inside the loop).
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from) {
   Value loop = Value::new_dict();
   const int64_t n = static_cast<int64_t>(items.size());
   auto& d = loop.dict->items;
@@ -137,7 +138,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   const bool track = in.provenance && s.targets.size() == 1;
   bool bound = false;
   if (track) in.iteration_bound = &bound;
-  for (int64_t i = 0; i < n; ++i) {
+  for (auto i = static_cast<int64_t>(from); i < n; ++i) {
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
@@ -234,6 +235,10 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
 }
 
 }  // namespace
+
+void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& items, std::size_t from) {
+  if (from < items.size()) loop_body(in, loop, items, false, from);
+}
 
 std::string scoped_capture(Interp& in, const Body& body, Flow* flow) {
   FrameGuard g(in, false);

@@ -41,6 +41,7 @@ struct Interp {
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
   Provenance* provenance = nullptr;
   Tracker* track = nullptr;  // what a render with resume points watches (resume.hpp)
+  Value resume_items;        // a render resumed inside its loop: the loop's items (resume.hpp)
   int64_t message = -1;      // the message the innermost message-bound iteration is on (-1: none)
   // Whether the innermost one-variable `for` iteration is bound to a message
   // (null: none, or in a macro or call block); a `{% set %}` of a message
@@ -116,6 +117,10 @@ bool fold_const(Interp& in, const Expr& e, Value& out);
 enum class Flow : uint8_t { kNormal, kBreak, kContinue };
 // Runs body[from:].
 Flow exec(Interp& in, const Body& body, std::size_t from = 0);
+// Runs iterations [from, items.size()) of the `for` statement `loop` over
+// `items` in the innermost scope, which holds what the iterations before
+// `from` left there (a prefix render resumed inside its loop, resume.hpp).
+void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& items, std::size_t from);
 // Renders `body` into a fresh string (macros, set blocks, filter blocks);
 // `flow`, when given, receives how the body ended (break, continue).
 std::string capture(Interp& in, const Body& body, Flow* flow = nullptr);

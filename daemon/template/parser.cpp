@@ -1,5 +1,7 @@
 #include "template/parser.hpp"
 
+#include <algorithm>
+
 #include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/parser_expr.hpp"
@@ -422,6 +424,38 @@ void optimize_expr(ExprPtr& e, Interp& in) {
 // value there): its optimizer turns a constant subexpression with a literal
 // value into that literal, and its code generator writes the output of a
 // constant expression as text.
+// Whether `e` may read past its loop's iteration (Stmt::reads_ahead);
+// `seq`: the name the loop iterates over.
+bool expr_reads_ahead(const Expr* e, const std::string& seq) {
+  if (!e) return false;
+  if (e->kind == EK::kAttr && e->a[0]->kind == EK::kName && e->a[0]->name == "loop") {
+    static const std::string_view kSafe[] = {"index", "index0", "first", "previtem", "depth", "depth0", "cycle"};
+    return std::find(std::begin(kSafe), std::end(kSafe), e->name) == std::end(kSafe);
+  }
+  if (e->kind == EK::kName &&
+      (e->name == "loop" || e->name == seq || e->name == "messages" || e->name == "add_generation_prompt"))
+    return true;
+  if (e->kind == EK::kCall && e->a[0]->kind != EK::kAttr) return true;
+  for (const auto& x : e->a)
+    if (expr_reads_ahead(x.get(), seq)) return true;
+  for (const auto& [k, x] : e->kw)
+    if (expr_reads_ahead(x.get(), seq)) return true;
+  return false;
+}
+
+bool body_reads_ahead(const Body& body, const std::string& seq) {
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    if (s.kind == SK::kCallBlock || s.kind == SK::kMacro) return true;
+    for (const auto& x : s.exprs)
+      if (expr_reads_ahead(x.get(), seq)) return true;
+    if (expr_reads_ahead(s.filter.get(), seq)) return true;
+    for (const Body& b : s.bodies)
+      if (body_reads_ahead(b, seq)) return true;
+  }
+  return false;
+}
+
 void optimize(Body& body) {
   std::string sink;
   Interp in;
@@ -441,6 +475,11 @@ void optimize(Body& body) {
     for (auto& x : s.exprs) optimize_expr(x, in);
     optimize_expr(s.filter, in);
     for (Body& b : s.bodies) optimize(b);
+    if (s.kind == SK::kFor) {
+      const Expr* seq = s.exprs[0].get();
+      while (seq->kind == EK::kSlice) seq = seq->a[0].get();  // messages[1:]
+      s.reads_ahead = seq->kind != EK::kName || body_reads_ahead(s.bodies[0], seq->name);
+    }
     Value v;
     if (s.kind == SK::kOutput && fold_const(in, *s.exprs[0], v)) {
       s.kind = SK::kText;

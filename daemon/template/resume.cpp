@@ -191,6 +191,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   offset = static_cast<std::size_t>(o);
   MainLoop& m = state->loops.emplace_back();
   m.path = std::move(path);
+  m.offset = offset;
   // Inside the loop, top-level variables change only through the objects
   // they hold: those the points copy.
   m.top = in.frames[0].vars;
@@ -234,6 +235,26 @@ void Tracker::loop_ended(const Interp& in) {
   settle();
 }
 
+namespace {
+
+// Whether the loop's own scope holds only values a copy keeps as they are
+// (no namespace, iterator or function: the loop's `loop` is replaced), at
+// the start of the iteration over message k. The message the iteration
+// before was bound to is a record's, plain all through.
+bool plain_scope(const Interp& in, const Tracker& t, std::size_t k) {
+  if (in.frames.size() != 2) return false;
+  const auto& all = t.state->lists.front().first.list->items;
+  const DictObj* previous = k > 0 && k - 1 < all.size() && all[k - 1].is_dict() ? all[k - 1].dict.get() : nullptr;
+  for (const auto& [name, v] : in.frames.back().vars) {
+    if (name == "loop" || (previous && v.is_dict() && v.dict.get() == previous)) continue;
+    int left = 256;
+    if (holds(v, left)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void Tracker::iteration(const Interp& in, std::size_t k) {
   Pass& pass = passes.back();
   if (!pass.starts.empty() && changed_since(*this, pass, in)) pass.changed = cur;
@@ -241,29 +262,54 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   pass.output = in.root->size();
   pass.effects = effects;
   if (!watching) return;
-  if (k <= n && (want[k] & clean[k])) {
-    ResumePoint& p = state->points[k];
-    p = ResumePoint();
-    p.taken = true;
-    p.loop = state->loops.size() - 1;
-    p.output = in.root->size();
-    p.capacity = in.root->capacity();
-    p.pieces = in.provenance ? in.provenance->pieces.size() : 0;
-    p.generation = in.generation ? in.generation->size() : 0;
-    // The prefix runs each earlier main loop's iterations up to message k.
-    p.steps = in.steps;
-    for (std::size_t i = 0; i + 1 < passes.size(); ++i) {
-      const std::size_t j = k > passes[i].offset ? k - passes[i].offset : 0;
-      if (j < passes[i].starts.size()) p.steps -= passes[i].end - passes[i].starts[j];
-    }
-    if (in.provenance) p.seen = in.provenance->seen;
-    Memo memo;
-    const MainLoop& m = state->loops.back();
-    for (std::size_t i : m.held) p.mutable_.push_back(copy_mutable(m.top[i].second, memo, state->copies));
-    state->ready[k] = want[k] & clean[k];
+  copies_.reset();
+  seen_.reset();
+  // The prefix messages[:k] leaves the loop here; a point taken inside it
+  // at the iteration before is kept where it serves more renders.
+  const bool inside = k <= n && state->points[k].inside && state->ready[k];
+  if (k <= n && (want[k] & clean[k]) && !(inside && (state->ready[k] & ~(want[k] & clean[k])))) {
+    inside_wasted += inside;
+    take_point(in, k, false);
+  } else {
+    inside_useful += inside;
   }
+  // The iteration over message k is the last of messages[:k + 1]. Points
+  // inside the loop cost a copy each: a template whose iterations read
+  // nothing that ends them (loop.last) stops taking them.
+  if (k + 1 < n && main->reads_ahead && (want[k + 1] & clean[k + 1]) && plain_scope(in, *this, k))
+    take_point(in, k + 1, true);
   cur = static_cast<int64_t>(k);
   settle();
+}
+
+void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
+  ResumePoint& p = state->points[k];
+  p = ResumePoint();
+  p.taken = true;
+  p.inside = inside;
+  if (inside) p.scope = in.frames.back().vars;
+  p.loop = state->loops.size() - 1;
+  p.output = in.root->size();
+  p.capacity = in.root->capacity();
+  p.pieces = in.provenance ? in.provenance->pieces.size() : 0;
+  p.generation = in.generation ? in.generation->size() : 0;
+  // The prefix runs each earlier main loop's iterations up to message k.
+  p.steps = in.steps;
+  for (std::size_t i = 0; i + 1 < passes.size(); ++i) {
+    const std::size_t j = k > passes[i].offset ? k - passes[i].offset : 0;
+    if (j < passes[i].starts.size()) p.steps -= passes[i].end - passes[i].starts[j];
+  }
+  if (in.provenance && !seen_) seen_ = std::make_shared<const std::vector<char>>(in.provenance->seen);
+  p.seen = seen_;
+  Memo memo;
+  const MainLoop& m = state->loops.back();
+  if (!copies_) {
+    auto copies = std::make_shared<std::vector<Value>>();
+    for (std::size_t i : m.held) copies->push_back(copy_mutable(m.top[i].second, memo, state->copies));
+    copies_ = std::move(copies);
+  }
+  p.mutable_ = copies_;
+  state->ready[k] = want[k] & clean[k];
 }
 
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
@@ -274,7 +320,7 @@ void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
   vars = main.top;
   Memo memo;
   for (std::size_t j = 0; j < main.held.size(); ++j)
-    vars[main.held[j]].second = copy_mutable(p.mutable_[j], memo, in.namespaces);
+    vars[main.held[j]].second = copy_mutable((*p.mutable_)[j], memo, in.namespaces);
   // messages[o:] becomes messages[:k][o:], one list for each.
   const auto& all = st.lists.front().first.list->items;
   std::vector<Value> lists;
@@ -283,10 +329,21 @@ void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
     lists.push_back(Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(std::min(o, e)),
                                                        all.begin() + static_cast<std::ptrdiff_t>(e))));
   }
-  for (auto& [name, v] : vars) {
-    if (v.kind != Kind::kList) continue;
-    for (std::size_t j = 0; j < st.lists.size(); ++j)
-      if (v.list == st.lists[j].first.list) v = lists[j];
+  auto prefix_lists = [&](Vars& in_scope) {
+    for (auto& [name, v] : in_scope) {
+      if (v.kind != Kind::kList) continue;
+      for (std::size_t j = 0; j < st.lists.size(); ++j)
+        if (v.list == st.lists[j].first.list) v = lists[j];
+    }
+  };
+  prefix_lists(vars);
+  if (p.inside) {  // the loop's scope and items, which run_after_loop runs on
+    const std::size_t o = st.loops[p.loop].offset;
+    in.resume_items = Value::new_list(
+        std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o), all.begin() + static_cast<std::ptrdiff_t>(k)));
+    in.frames.emplace_back();
+    in.frames.back().vars = p.scope;
+    prefix_lists(in.frames.back().vars);
   }
   vars[st.prompt_var].second = Value::boolean(g);
   in.root->reserve(p.capacity);  // to grow as the full render's output grows, in the same allocations
@@ -297,7 +354,7 @@ void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
     auto& pieces = in.provenance->pieces;
     pieces.assign(st.full_pieces.begin(), st.full_pieces.begin() + static_cast<std::ptrdiff_t>(p.pieces));
     if (!pieces.empty()) pieces.back().end = std::min(pieces.back().end, p.output);
-    in.provenance->seen = p.seen;
+    if (p.seen) in.provenance->seen = *p.seen;
     // An earlier main loop bound its iterations to every message; the
     // prefix's, to its own.
     for (std::size_t m = k; m < in.provenance->seen.size(); ++m) in.provenance->seen[m] = 0;
@@ -305,7 +362,15 @@ void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
 }
 
 Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k) {
-  const auto& path = st.loops[st.points[k].loop].path;
+  const ResumePoint& p = st.points[k];
+  const MainLoop& main = st.loops[p.loop];
+  const auto& path = main.path;
+  if (p.inside) {
+    // The loop over messages[:k][offset:], from its last iteration on.
+    const Stmt& loop = *(*path.back().first)[path.back().second];
+    resume_iterations(in, loop, in.resume_items.list->items, k - 1 - main.offset);
+    in.frames.pop_back();
+  }
   for (std::size_t level = path.size(); level-- > 0;) {
     Flow f = exec(in, *path[level].first, path[level].second + 1);
     if (f != Flow::kNormal) return f;

@@ -29,14 +29,22 @@ namespace tokfeed::tmpl {
 // The state at the start of a main loop's iteration over message k.
 struct ResumePoint {
   bool taken = false;
-  std::size_t loop = 0;         // which main loop (ResumeState::loops)
-  std::size_t output = 0;       // bytes of F written before it
-  std::size_t capacity = 0;     // the output's capacity then (its growth is counted in steps)
-  std::size_t pieces = 0;       // provenance pieces that start before it
-  std::size_t generation = 0;   // {% generation %} spans before it
-  uint64_t steps = 0;           // steps the render had taken
-  std::vector<char> seen;       // provenance's `seen` then
-  std::vector<Value> mutable_;  // copies of the top-level values that hold mutable objects, by `held` index
+  std::size_t loop = 0;                           // which main loop (ResumeState::loops)
+  std::size_t output = 0;                         // bytes of F written before it
+  std::size_t capacity = 0;                       // the output's capacity then (its growth is counted in steps)
+  std::size_t pieces = 0;                         // provenance pieces that start before it
+  std::size_t generation = 0;                     // {% generation %} spans before it
+  uint64_t steps = 0;                             // steps the render had taken
+  std::shared_ptr<const std::vector<char>> seen;  // provenance's `seen` then (shared as mutable_ is)
+  // Copies of the top-level values that hold mutable objects, by `held`
+  // index (shared by the points taken at one iteration; never changed).
+  std::shared_ptr<const std::vector<Value>> mutable_;
+  // A point inside the loop: taken at the start of the iteration over
+  // message k - 1, which is the last of messages[:k] (its loop.last,
+  // loop.length differ from F's), so the prefix render runs that iteration
+  // itself, in the loop's scope as F had it then.
+  bool inside = false;
+  Vars scope;
 };
 
 // A main loop: what the render needs to resume after it.
@@ -47,6 +55,7 @@ struct MainLoop {
   Vars top;                       // the top-level variables at its start
   std::size_t top_capacity = 0;   // their vector's capacity then (its growth is counted in steps)
   std::vector<std::size_t> held;  // which of them hold a namespace or an iterator
+  std::size_t offset = 0;         // it iterates messages[offset:]
 };
 
 struct ResumeState {
@@ -126,6 +135,12 @@ struct Tracker {
   bool enter_loop(const Interp& in, const Stmt& s, const Value& seq);
   // The main loop's iteration over message k starts.
   void iteration(const Interp& in, std::size_t k);
+  // Keeps the resume point of the render of messages[:k] (`inside`: at the
+  // start of its last iteration, the one over message k - 1).
+  void take_point(const Interp& in, std::size_t k, bool inside);
+  std::shared_ptr<const std::vector<Value>> copies_;  // this iteration's, once made
+  std::shared_ptr<const std::vector<char>> seen_;
+  int inside_useful = 0, inside_wasted = 0;  // points inside the loop that served, and that a later one replaced
   void loop_ended(const Interp& in);
 };
 
@@ -134,9 +149,11 @@ inline bool tracking(const Interp& in) { return in.track && in.track->watching; 
 
 // Sets `in` (top-level variables, output, spans, provenance, steps) to the
 // state the render of messages[:k] with add_generation_prompt = g leaves the
-// main loop in (st.ready[k] says it can).
+// main loop in, or, for a point inside it, starts its last iteration in
+// (st.ready[k] says it can).
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in);
-// Runs the statements after the main loop that st.points[k] is in.
+// Runs what is left of the main loop that st.points[k] is in (its last
+// iteration, for a point inside it), then the statements after it.
 Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k);
 
 }  // namespace tokfeed::tmpl

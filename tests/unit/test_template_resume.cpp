@@ -104,21 +104,23 @@ TEST_CASE("resume: a plain loop resumes every prefix, the prompt after it includ
 }
 
 TEST_CASE("resume: what the prefixes read differently spoils exactly the prefixes that read it") {
-  // loop.last in the iteration over message j: the prefix messages[:j+1].
+  // loop.last in the iteration over message j: the prefix messages[:j+1],
+  // which resumes inside the loop instead, running that iteration as its
+  // last.
   CHECK(ready_for("{% for m in messages %}{{ m.content }}{% if loop.last %}.{% endif %}{% endfor %}"
                   "{% if add_generation_prompt %}G{% endif %}",
-                  kFour) == "0-0+");
-  // Only the assistant turns read it: the prefixes after them.
+                  kFour) == "0-0+1-1+2-2+3-3+");
   CHECK(ready_for("{% for m in messages %}{{ m.content }}{% if m.role == 'assistant' and loop.last %}.{% endif %}"
                   "{% endfor %}{% if add_generation_prompt %}G{% endif %}",
-                  kFour) == "0-0+1-1+3-3+");
-  // Counts from the end, the length, the last message: every prefix after.
-  CHECK(ready_for("{% for m in messages %}{{ loop.revindex }}{% endfor %}", kFour) == "0-0+");
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // Counts from the end, the length, the last message: every prefix after
+  // (but the one whose last iteration is where it is read).
+  CHECK(ready_for("{% for m in messages %}{{ loop.revindex }}{% endfor %}", kFour) == "0-0+1-1+");
   CHECK(ready_for("{{ messages | length }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "");
   CHECK(ready_for("{{ messages[-1].content }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "");
   // The next message, by index: the prefix that ends before it.
   CHECK(ready_for("{% for m in messages %}{{ m.content }}{{ messages[loop.index0 + 1] is defined }}{% endfor %}",
-                  kFour) == "0-0+");
+                  kFour) == "0-0+1-1+2-2+3-3+");
   CHECK(ready_for("{% for m in messages %}{% if loop.index0 > 0 %}{{ messages[loop.index0 - 1].role }}{% endif %}"
                   "{% endfor %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
@@ -126,7 +128,21 @@ TEST_CASE("resume: what the prefixes read differently spoils exactly the prefixe
   CHECK(ready_for("{{ messages[0].role }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "1-1+2-2+3-3+");
   // The prompt read inside the loop spoils the prompt's renders alone.
   CHECK(ready_for("{% for m in messages %}{{ m.content }}{% if add_generation_prompt %}!{% endif %}{% endfor %}",
-                  kFour) == "0-0+1-2-3-");
+                  kFour) == "0-0+1-1+2-3-");
+}
+
+TEST_CASE("resume: inside the loop, the last iteration runs in the loop's scope as F had it") {
+  // Sets in the loop's scope carry from one iteration to the next; a
+  // namespace changed by the iterations before; loop.cycle, previtem.
+  CHECK(ready_for("{% set ns = namespace(n=0) %}{% for m in messages %}{% if loop.first %}{% set p = '^' %}{% endif %}"
+                  "{{ p }}{{ loop.cycle('x', 'y') }}{{ loop.previtem.content if loop.previtem }}{% set p = m.content %}"
+                  "{% set ns.n = ns.n + loop.index %}{% if not loop.last %},{% endif %}{% endfor %}{{ ns.n }}"
+                  "{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // A macro defined in the loop's scope: no point inside the loop.
+  CHECK(ready_for("{% for m in messages %}{% macro f() %}{{ m.content }}{% endmacro %}{{ f() }}"
+                  "{% if loop.last %}.{% endif %}{% endfor %}",
+                  kFour) == "0-0+1-1+");
 }
 
 TEST_CASE("resume: state the loop mutates after a resume point is the point's") {
@@ -173,7 +189,7 @@ TEST_CASE("resume: a loop that scans the messages before the one that renders th
                   kFour) == "0-0+1-1+2-2+3-3+");
   CHECK(ready_for("{% set ns = namespace(l='') %}{% for m in messages %}{% if loop.last %}{% set ns.l = m.content %}"
                   "{% endif %}{% endfor %}{% for m in messages %}{{ m.content }}{{ ns.l }}{% endfor %}",
-                  kFour) == "0-0+");
+                  kFour) == "0-0+1-1+2-2+3-3+");
   CHECK(
       ready_for("{% set it = ['x', 'y', 'z', 'w'] | map('upper') %}{% for m in messages %}{% for v in it %}"
                 "{% break %}{% endfor %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}{{ it | list }}",
@@ -195,7 +211,7 @@ TEST_CASE("resume: loops it cannot resume render in full") {
                   kFour) == "0-0+1-1+2-2+");
   // The loop stored in a namespace, a macro that closes over it.
   CHECK(ready_for("{% set ns = namespace() %}{% for m in messages %}{% set ns.l = loop %}{% endfor %}{{ ns.l.index }}",
-                  kFour) == "0-0+");
+                  kFour) == "0-0+1-1+");
   // A prefix the template refuses fails as its full render does.
   CHECK(ready_for("{% for m in messages %}{{ m.content }}{% endfor %}"
                   "{% if add_generation_prompt and messages | length < 3 %}{{ raise_exception('no') }}{% endif %}",
