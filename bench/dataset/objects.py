@@ -5,7 +5,7 @@ same files on a local path, in one run, as ratios (docs/benchmarks.md,
 "Datasets in an object store").
 
     /usr/bin/python3 bench/dataset/objects.py [--gb 0.2] [--shards 4] [--work /tmp/tokfeed-bench-objects]
-        [--build build] [--hf-python PY] [--reps 3]
+        [--build build] [--hf-python PY] [--reps 3] [--no-hf]
 
 In one run:
   1. the data: bench/dataset/columnar.py's Parquet shards (--source repeated,

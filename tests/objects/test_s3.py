@@ -374,7 +374,7 @@ class S3Test(unittest.TestCase):
             partial = self.partial_files(objects)
             self.assertEqual(len(partial), 2, partial)
             self.assertTrue(partial[1].endswith(".map"), partial)
-            self.assertEqual(partial, os.listdir(objects))
+            self.assertEqual(partial, sorted(os.listdir(objects)))
             self.assertEqual(first.splitlines()[0], self.want[local].splitlines()[0])
             got = self.ctl(job, "dump", "--rank", "0")
             # Every row was read in the epochs: every group came, and each
