@@ -1,6 +1,10 @@
 #include "tokenizer/hf_tokenizer.hpp"
 
+#include <cstring>
+
+#include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text {
 
@@ -9,6 +13,20 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_p
 }
 
 namespace hf {
+
+HfTokenizer::HfTokenizer(HfParts parts, bool fused) : p_(std::move(parts)) {
+  nfc_ = dynamic_cast<const NfcNormalizer*>(p_.normalizer.get()) != nullptr;
+  if (fused && (p_.normalizer == nullptr || nfc_) && p_.normalized_added.empty() && p_.pre_tokenizer)
+    word_split_ = p_.pre_tokenizer->word_split();
+  metaspace_words_ = fused && p_.model->words_end_before_metaspace();
+}
+
+std::string HfTokenizer::engine() const {
+  std::string e = "hf; BPE merges: " + p_.model->merge_algorithm();
+  if (word_split_) e += "; split and merges fused";
+  if (metaspace_words_) e += "; words cut before each \u2581 run";
+  return e;
+}
 
 void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   // Added tokens that match the raw text come out first; HF does the same.
@@ -19,8 +37,36 @@ void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   for (size_t i = 0; i < raw_splits_.size(); ++i) {
     const AddedSplit s = raw_splits_[i];
     if (s.id >= 0) out.push_back({s.id, s.begin, s.end});
-    else if (s.begin < s.end) encode_piece(text, s.begin, s.end, out);
+    else if (s.begin < s.end) encode_words(text, s.begin, s.end, out);
   }
+}
+
+void HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {
+  const std::string_view piece = text.substr(begin, end - begin);
+  if (word_split_ == nullptr || (nfc_ && !nfc_inert(piece))) return encode_piece(text, begin, end, out);
+  // Byte-level BPE gives about one token per 4 bytes of text.
+  out.reserve(out.size() + piece.size() / 3 + 16);
+  uint32_t word_begin = 0;  // of the word being emitted, relative to `text`
+  uint32_t at = 0;          // its next piece, relative to the word
+  auto emit = [&](int32_t id, uint32_t len) __attribute__((always_inline)) {
+    // A zero-length byte-fallback piece shares the previous piece's byte.
+    const uint32_t b = len == 0 ? (at > 0 ? at - 1 : at) : at;
+    const uint32_t e = len == 0 ? b + 1 : at + len;
+    out.push_back({id, word_begin + b, word_begin + e});
+    at += len;
+  };
+  auto word = [&](size_t b, size_t e) __attribute__((always_inline)) {
+    word_begin = begin + uint32_t(b);
+    at = 0;
+    p_.model->for_each_piece(piece.substr(b, e - b), emit, text.data() + text.size());
+  };
+  size_t prev = 0;
+  word_split_->for_each(piece, [&](size_t b, size_t e) {
+    if (prev < b) word(prev, b);  // bytes no alternative matches: a piece of their own
+    word(b, e);
+    prev = e;
+  });
+  if (prev < piece.size()) word(prev, piece.size());
 }
 
 void HfTokenizer::encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {
@@ -57,34 +103,55 @@ void HfTokenizer::encode_piece(std::string_view text, uint32_t begin, uint32_t e
 void HfTokenizer::encode_normalized(PreTokenized& pt, std::vector<Token>& out) const {
   if (p_.pre_tokenizer) p_.pre_tokenizer->pre_tokenize(pt);
   for (const PreSpan& span : pt.spans) {
-    const NormalizedText& t = pt.texts[span.text];
-    pieces_.clear();
-    p_.model->tokenize(t.text().substr(span.begin, span.end - span.begin), pieces_);
-    uint32_t nb = span.begin;
-    if (t.is_identity()) {
-      // The common case: offsets are the normalized ones shifted.
-      const uint32_t base = t.identity_base();
-      for (const WordPiece& w : pieces_) {
-        // A zero-length byte-fallback piece shares the previous piece's byte.
-        const uint32_t b = w.len == 0 ? (nb > span.begin ? nb - 1 : nb) : nb;
-        const uint32_t e = w.len == 0 ? b + 1 : nb + w.len;
-        out.push_back({w.id, base + b, base + e});
-        nb += w.len;
-      }
+    if (!metaspace_words_) {
+      encode_span(pt, span, out);
       continue;
     }
-    for (const WordPiece& w : pieces_) {
-      if (w.len == 0) {
-        // A byte-fallback piece after the first of a byte-level unit: it
-        // shares the previous piece's range.
-        OrigRange o = nb > span.begin ? t.to_original(nb - 1, nb) : t.to_original(nb, nb + 1);
-        out.push_back({w.id, o.begin, o.end});
-        continue;
+    // Words: a run of "▁", then the chars up to the next one.
+    static constexpr std::string_view kMeta = "\u2581";
+    const std::string_view t = pt.texts[span.text].text();
+    auto meta_at = [&](size_t i) { return i + kMeta.size() <= span.end && t.compare(i, kMeta.size(), kMeta) == 0; };
+    for (size_t w = span.begin; w < span.end;) {
+      size_t e = w;
+      while (meta_at(e)) e += kMeta.size();
+      while (e < span.end && !meta_at(e)) {
+        const void* next = std::memchr(t.data() + e + 1, kMeta[0], span.end - e - 1);
+        e = next ? size_t(static_cast<const char*>(next) - t.data()) : span.end;
       }
-      OrigRange o = t.to_original(nb, nb + w.len);
-      out.push_back({w.id, o.begin, o.end});
+      encode_span(pt, {span.text, uint32_t(w), uint32_t(e)}, out);
+      w = e;
+    }
+  }
+}
+
+void HfTokenizer::encode_span(const PreTokenized& pt, const PreSpan& span, std::vector<Token>& out) const {
+  const NormalizedText& t = pt.texts[span.text];
+  pieces_.clear();
+  p_.model->tokenize(t.text().substr(span.begin, span.end - span.begin), pieces_);
+  uint32_t nb = span.begin;
+  if (t.is_identity()) {
+    // The common case: offsets are the normalized ones shifted.
+    const uint32_t base = t.identity_base();
+    for (const WordPiece& w : pieces_) {
+      // A zero-length byte-fallback piece shares the previous piece's byte.
+      const uint32_t b = w.len == 0 ? (nb > span.begin ? nb - 1 : nb) : nb;
+      const uint32_t e = w.len == 0 ? b + 1 : nb + w.len;
+      out.push_back({w.id, base + b, base + e});
       nb += w.len;
     }
+    return;
+  }
+  for (const WordPiece& w : pieces_) {
+    if (w.len == 0) {
+      // A byte-fallback piece after the first of a byte-level unit: it
+      // shares the previous piece's range.
+      OrigRange o = nb > span.begin ? t.to_original(nb - 1, nb) : t.to_original(nb, nb + 1);
+      out.push_back({w.id, o.begin, o.end});
+      continue;
+    }
+    OrigRange o = t.to_original(nb, nb + w.len);
+    out.push_back({w.id, o.begin, o.end});
+    nb += w.len;
   }
 }
 

@@ -177,6 +177,32 @@ TEST_CASE("fast split: identical to PCRE2 on random strings and random code poin
   }
 }
 
+TEST_CASE("fast split: identical to PCRE2 on long runs of words, spaces and what ends them") {
+  // Mostly ASCII words one space apart (the split's 64-byte mask path),
+  // broken by what ends that path: a letter past ASCII, two spaces, a space
+  // before a non-letter, punctuation, digits, newlines, contractions.
+  std::mt19937_64 rng(20261205);
+  const std::vector<std::string> rare = {"\xc3\xa9", "\xc5\xbf", "\xe4\xb8\xad", "  ",   " .",          ".",
+                                         ",",        "7",        "\n",           "\r\n", "'s",          "'LL",
+                                         "\t",       "\xff",     " 1",           "'",    "\xe2\x80\x83"};
+  for (const std::string& pattern : {kQwen, kLlama3}) {
+    Pair p(pattern);
+    for (int round = 0; round < 20000; ++round) {
+      std::string s;
+      const int words = 10 + int(rng() % 40);
+      for (int k = 0; k < words; ++k) {
+        const uint64_t r = rng();
+        if (r % 16 == 0) s += rare[(r >> 8) % rare.size()];
+        if (r % 3 != 0 || k == 0) s += ' ';
+        for (int c = 0, len = 1 + int((r >> 20) % 9); c < len; ++c)
+          s.push_back(char((r >> (24 + c)) % 2 ? 'a' + (r >> (30 + c)) % 26 : 'A' + (r >> (33 + c)) % 26));
+      }
+      std::string d = p.diff(s);
+      if (!d.empty()) FAIL(d << " in \"" << s << "\"");
+    }
+  }
+}
+
 TEST_CASE("fast split: every code point alone and after a space, a letter and a newline") {
   for (const std::string& pattern : {kQwen, kLlama3}) {
     Pair p(pattern);

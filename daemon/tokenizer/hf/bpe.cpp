@@ -134,6 +134,13 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
   }
   merges_.build(entries);
   init_linear();
+
+  static const std::string kMetaspace = "\u2581";
+  words_end_before_metaspace_ = !byte_level_ && !ignore_merges_ && raw_vocab_.count(kMetaspace) > 0;
+  for (const auto& [a, b] : config.merges) {
+    if (!words_end_before_metaspace_) break;
+    if (b.starts_with(kMetaspace) && !a.ends_with(kMetaspace)) words_end_before_metaspace_ = false;
+  }
 }
 
 void BpeModel::init_linear() {
@@ -172,21 +179,16 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
   return it == raw_vocab_.end() ? -1 : it->second;
 }
 
-void BpeModel::tokenize(std::string_view word, std::vector<WordPiece>& out) const {
-  if (word.empty()) return;
-  const bool cacheable = word.size() <= WordCache::kMaxWordLen;
-  WordCache::Lookup at;
-  if (cacheable && cache_.find(word, at, out)) return;
-  const size_t first = out.size();
+void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
   if (ignore_merges_) {
     auto it = raw_vocab_.find(word);
-    if (it != raw_vocab_.end()) out.push_back({it->second, uint32_t(word.size())});
+    if (it != raw_vocab_.end()) {
+      out.push_back({it->second, uint32_t(word.size())});
+      return;
+    }
   }
-  if (out.size() == first) {
-    if (!linear_ || !linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); }))
-      merge_word(word, out);
-  }
-  if (cacheable) cache_.insert(word, at, out.data() + first, out.size() - first);
+  if (!linear_ || !linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); }))
+    merge_word(word, out);
 }
 
 void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) const {

@@ -44,13 +44,37 @@ class BpeModel {
   BpeModel(BpeConfig config, const std::string& where);
 
   // Appends the pieces of `word` (non-empty) to `out`.
-  void tokenize(std::string_view word, std::vector<WordPiece>& out) const;
+  void tokenize(std::string_view word, std::vector<WordPiece>& out) const {
+    if (word.empty()) return;
+    for_each_piece(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); });
+  }
+  // Calls emit(id, len) for each piece of `word` (non-empty), in order.
+  // Bytes from `word` up to `readable_end` may be read (not used), which
+  // spares the cache's key a copy of variable length.
+  template <class Emit>
+  [[gnu::always_inline]] void for_each_piece(std::string_view word, Emit&& emit,
+                                             const char* readable_end = nullptr) const {
+    WordCache::Lookup at;
+    const bool cacheable = word.size() <= WordCache::kMaxWordLen;
+    if (cacheable && cache_.find(word, at, emit, readable_end)) return;
+    scratch_.clear();
+    merge_uncached(word, scratch_);
+    if (cacheable) cache_.insert(word, at, scratch_.data(), scratch_.size());
+    for (const WordPiece& p : scratch_) emit(p.id, p.len);
+  }
 
   // Token string of an id as written in the json, or nullptr.
   const std::string* id_to_token(int32_t id) const {
     return id >= 0 && size_t(id) < id_to_token_.size() && id_valid_[size_t(id)] ? &id_to_token_[size_t(id)] : nullptr;
   }
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
+  bool byte_level() const { return byte_level_; }
+  // True when no merge can join a char to a "▁" (U+2581) after it: every
+  // merge whose right part starts with "▁" has a left part ending with one,
+  // "▁" is a unit, and whole words are not looked up (ignore_merges). Then
+  // the BPE of a text is the BPE of its words cut before each run of "▁",
+  // each on its own (SentencePiece-style vocabularies).
+  bool words_end_before_metaspace() const { return words_end_before_metaspace_; }
   size_t max_id_plus_one() const { return id_to_token_.size(); }
 
   // Which merge algorithm words not in the cache take: "linear" (see
@@ -61,6 +85,8 @@ class BpeModel {
 
  private:
   void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
+  // A word not in the cache: ignore_merges, then the linear or the heap merges.
+  void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();
 
   std::vector<std::string> id_to_token_;
@@ -70,6 +96,7 @@ class BpeModel {
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
   std::string merge_algorithm_;
+  bool words_end_before_metaspace_ = false;
   int32_t byte_unit_id_[256];      // byte-level: id of each single byte
   int32_t ascii_unit_id_[128];     // otherwise: id of each ASCII char, or -1
   int32_t byte_fallback_id_[256];  // id of "<0xXX>", or -1
@@ -87,6 +114,7 @@ class BpeModel {
   mutable std::vector<Symbol> symbols_;
   mutable std::vector<Candidate> heap_;
   mutable WordCache cache_;
+  mutable std::vector<WordPiece> scratch_;
 };
 
 uint64_t hash_bytes(std::string_view s);

@@ -169,6 +169,21 @@ void MetaspacePreTokenizer::pre_tokenize(PreTokenized& pt) const {
   });
 }
 
+const FastSplit* SequencePreTokenizer::word_split() const {
+  const FastSplit* split = nullptr;
+  for (const auto& s : steps_) {
+    if (s->passes_through()) continue;
+    if (split != nullptr || (split = s->word_split()) == nullptr) return nullptr;
+  }
+  return split;
+}
+
+bool SequencePreTokenizer::passes_through() const {
+  for (const auto& s : steps_)
+    if (!s->passes_through()) return false;
+  return true;
+}
+
 void ByteLevelPreTokenizer::pre_tokenize(PreTokenized& pt) const {
   if (!add_prefix_space_ && !regex_) return;  // bytes are mapped by the model
   for_each_span(pt, [&](const PreSpan& in) {

@@ -79,10 +79,18 @@ struct PreTokenized {
 
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
+class FastSplit;
+
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   virtual void pre_tokenize(PreTokenized& pt) const = 0;
+  // When this pre-tokenizer amounts to the hand-written split alone, every
+  // match and every piece between matches a word of its own, the text
+  // untouched: that split (HfTokenizer then splits and tokenizes in one pass).
+  virtual const FastSplit* word_split() const { return nullptr; }
+  // True when it leaves the spans and their text as they are.
+  virtual bool passes_through() const { return false; }
 };
 
 class SplitPreTokenizer final : public PreTokenizer {
@@ -90,6 +98,9 @@ class SplitPreTokenizer final : public PreTokenizer {
   SplitPreTokenizer(std::unique_ptr<Regex> regex, SplitBehavior behavior, bool invert)
       : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
   void pre_tokenize(PreTokenized& pt) const override;
+  const FastSplit* word_split() const override {
+    return behavior_ == SplitBehavior::kIsolated && !invert_ ? regex_->fast() : nullptr;
+  }
 
  private:
   std::unique_ptr<Regex> regex_;
@@ -128,6 +139,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, std::unique_ptr<Regex> gpt2_regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(gpt2_regex)) {}
   void pre_tokenize(PreTokenized& pt) const override;
+  bool passes_through() const override { return !add_prefix_space_ && !regex_; }
 
  private:
   bool add_prefix_space_;
@@ -140,6 +152,8 @@ class SequencePreTokenizer final : public PreTokenizer {
   void pre_tokenize(PreTokenized& pt) const override {
     for (const auto& s : steps_) s->pre_tokenize(pt);
   }
+  const FastSplit* word_split() const override;
+  bool passes_through() const override;
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;

@@ -29,7 +29,8 @@ struct HfParts {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  explicit HfTokenizer(HfParts parts) : p_(std::move(parts)) {}
+  // `fused` false keeps every text on the general pipeline (for tests).
+  explicit HfTokenizer(HfParts parts, bool fused = true);
 
   void encode(std::string_view text, std::vector<Token>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
@@ -37,13 +38,24 @@ class HfTokenizer final : public Tokenizer {
   int32_t pad_id() const override { return p_.pad_id; }
   size_t vocab_size() const override { return p_.vocab_size; }
   std::string_view kind() const override { return "hf"; }
-  std::string engine() const override { return "hf; BPE merges: " + p_.model->merge_algorithm(); }
+  std::string engine() const override;
 
  private:
   void encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;
   void encode_normalized(PreTokenized& pt, std::vector<Token>& out) const;
+  void encode_span(const PreTokenized& pt, const PreSpan& span, std::vector<Token>& out) const;
+  // The fused path: split and tokenize word by word, no span lists.
+  void encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;
 
   HfParts p_;
+  // Set when the pipeline is NFC or nothing, then the hand-written split
+  // alone, with no added token matched after normalizing: text that NFC
+  // leaves as it is takes encode_words.
+  const FastSplit* word_split_ = nullptr;
+  bool nfc_ = false;
+  // Spans are cut before each run of "▁" (BpeModel::words_end_before_metaspace),
+  // so that words repeat and the word cache holds them.
+  bool metaspace_words_ = false;
   // Scratch reused across calls (encode is not reentrant, see hf_tokenizer.hpp).
   mutable std::vector<AddedSplit> raw_splits_, normalized_splits_;
   mutable PreTokenized pre_;

@@ -39,6 +39,8 @@ class Regex {
 
   // Appends the [begin, end) of every match in `subject`.
   void find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const;
+  // The hand-written matcher behind find_all, or null (PCRE2).
+  const FastSplit* fast() const { return fast_.get(); }
 
  private:
   pcre2_real_code_8* code_ = nullptr;

@@ -168,23 +168,36 @@ bool inert(std::string_view s, size_t i, uint32_t* len) {
 
 void nfc_prepare() { inert_table(); }
 
-bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions) {
-  // Fast path: most text has no char that NFC could touch. ASCII goes 8
-  // bytes at a time.
-  size_t first = s.size();
+namespace {
+
+// The first char of s that NFC could touch, or s.size(). ASCII goes 8 bytes
+// at a time.
+size_t first_active(std::string_view s) {
+  const InertTable& table = inert_table();
   for (size_t i = 0; i < s.size();) {
     uint64_t v;
     if (i + 8 <= s.size() && (std::memcpy(&v, s.data() + i, 8), (v & 0x8080808080808080ull) == 0)) {
       i += 8;
       continue;
     }
-    uint32_t len;
-    if (!inert(s, i, &len)) {
-      first = i;
-      break;
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
     }
-    i += len;
+    DecodedChar d = decode_utf8(s, i);
+    if (!table.inert(d.cp)) return i;
+    i += d.len;
   }
+  return s.size();
+}
+
+}  // namespace
+
+bool nfc_inert(std::string_view s) { return first_active(s) == s.size(); }
+
+bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions) {
+  // Fast path: most text has no char that NFC could touch.
+  const size_t first = first_active(s);
   if (first == s.size()) return false;
 
   std::string result;

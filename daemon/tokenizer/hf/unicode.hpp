@@ -58,6 +58,10 @@ struct NfcRegion {
 // Returns false (and leaves out/regions untouched) if s is already NFC.
 bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions);
 
+// True when NFC leaves s as it is because no char of s could change (the
+// check nfc_append starts with).
+bool nfc_inert(std::string_view s);
+
 // Builds nfc_append's tables now (they are built once per process, on first
 // use otherwise): call at load time, before worker processes fork.
 void nfc_prepare();

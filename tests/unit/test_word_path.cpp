@@ -1,0 +1,182 @@
+// The per-word paths of tokenizer.json models: the fused split and tokenize
+// of HfTokenizer (hf_model.hpp) for byte-level ones, and the cut before each
+// run of "\u2581" for SentencePiece-style ones, against the general pipeline
+// (span lists, NormalizedText, one word per span), ids and offsets, on the
+// golden texts and random strings; and the word cache (word_cache.hpp) against the merges it stands
+// for, through its growth and the clear at its limit.
+#include <doctest/doctest.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/unicode.hpp"
+
+namespace fs = std::filesystem;
+using tokfeed::text::Token;
+using namespace tokfeed::text::hf;
+
+namespace {
+
+std::string tokenizer_path(const std::string& name) {
+  for (fs::path p : {fs::path(TOKFEED_TEST_BUILD_DATA) / name / "tokenizer.json",
+                     fs::path(TOKFEED_TEST_BUILD_DATA) / name / name / "tokenizer.json"})
+    if (fs::exists(p)) return p.string();
+#ifdef TOKFEED_SHARED_DIR
+  fs::path p = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / name / "tokenizer.json";
+  if (fs::exists(p)) return p.string();
+#endif
+  return "";
+}
+
+std::vector<std::string> golden_texts() {
+  std::vector<std::string> texts;
+  simdjson::dom::parser parser;
+  simdjson::padded_string json =
+      simdjson::padded_string::load(std::string(TOKFEED_TEST_DATA) + "/golden/qwen3.jsonl").value();
+  for (simdjson::dom::element e : parser.parse_many(json)) texts.emplace_back(std::string_view(e["text"].get_string()));
+  return texts;
+}
+
+// Strings from pieces where the split's alternatives meet, NFC changes
+// text, and UTF-8 goes wrong.
+std::string random_text(std::mt19937& rng) {
+  static const std::vector<std::string> units = {"a",
+                                                 "Z",
+                                                 " the",
+                                                 " ",
+                                                 "  ",
+                                                 "\n",
+                                                 "\r\n",
+                                                 "\t",
+                                                 "'s",
+                                                 "'LL",
+                                                 "'x",
+                                                 "7",
+                                                 "123",
+                                                 ".",
+                                                 ",",
+                                                 "!!",
+                                                 "(",
+                                                 "_",
+                                                 "e\xcc\x81",
+                                                 "\xc3\xa9",
+                                                 "\xe4\xb8\xad\xe6\x96\x87",
+                                                 "\xf0\x9f\x98\x80",
+                                                 "\xe2\x80\x83",
+                                                 "\xc5\xbf",
+                                                 "\xff",
+                                                 "\x80",
+                                                 "\xed\xa0\x80",
+                                                 "\xe4\xb8",
+                                                 "<|im_start|>",
+                                                 "<|endoftext|>",
+                                                 "\xe1\x84\x80\xe1\x85\xa1",
+                                                 "\xe2\x96\x81",
+                                                 "   ",
+                                                 "\xe2\x96\x81x"};
+  std::string s;
+  const size_t n = rng() % 30;
+  for (size_t i = 0; i < n; ++i) s += units[rng() % units.size()];
+  return s;
+}
+
+std::string show(const std::vector<Token>& t) {
+  std::string s;
+  for (const Token& x : t)
+    s += std::to_string(x.id) + "@" + std::to_string(x.begin) + "-" + std::to_string(x.end) + " ";
+  return s;
+}
+
+bool same(const std::vector<Token>& a, const std::vector<Token>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].id != b[i].id || a[i].begin != b[i].begin || a[i].end != b[i].end) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("word path: fused split and merges equal the general pipeline, ids and offsets") {
+  const auto golden = golden_texts();
+  REQUIRE(golden.size() == 3011);
+  for (const char* name : {"qwen3", "llama3", "sp32k-hf"}) {
+    const std::string path = tokenizer_path(name);
+    if (path.empty()) {
+      MESSAGE("skipped: no " << name << " tokenizer.json");
+      continue;
+    }
+    CAPTURE(name);
+    HfTokenizer fused(load_hf_parts(path), true), general(load_hf_parts(path), false);
+    std::mt19937 rng(11);
+    size_t bad = 0, n = 0;
+    auto check = [&](const std::string& text) {
+      std::vector<Token> a, b;
+      fused.encode(text, a);
+      general.encode(text, b);
+      ++n;
+      if (!same(a, b) && bad++ < 3) FAIL_CHECK("text " << n << ": fused " << show(a) << "\ngeneral " << show(b));
+    };
+    for (const auto& t : golden) check(t);
+    for (int i = 0; i < 20000; ++i) check(random_text(rng));
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("word cache: hits give what the merges give, through growth and the clear at its limit") {
+  const std::string path = tokenizer_path("qwen3");
+  REQUIRE(!path.empty());
+  HfParts parts = load_hf_parts(path);
+  const BpeModel& m = *parts.model;
+  std::mt19937 rng(5);
+  static const char* units[] = {"a", "e", "t", "th", "ing", " ", "=", "0", "\xe4\xb8\xad", "\xc3\xa9", "\xff", "_"};
+  // More distinct words than the cache's largest table holds at half load
+  // (2^18), some of them long (inline keys end at 16 bytes; 255 is the most
+  // it keeps), each asked for twice: a miss, then a hit.
+  std::vector<std::string> words;
+  for (int i = 0; i < 280000; ++i) {
+    std::string w = std::to_string(i) + " ";
+    const size_t len = i % 97 == 0 ? 200 + rng() % 100 : 1 + rng() % 8;
+    for (size_t k = 0; k < len; ++k) w += units[rng() % std::size(units)];
+    words.push_back(std::move(w));
+  }
+  size_t bad = 0;
+  std::vector<WordPiece> cached, heap;
+  for (size_t i = 0; i < words.size(); ++i) {
+    for (size_t pass = 0; pass < 2; ++pass) {
+      // The second ask of word i comes after word i + 1 was first asked for.
+      const std::string& w = words[pass == 0 ? i : i - (i > 0)];
+      cached.clear();
+      heap.clear();
+      m.tokenize(w, cached);
+      m.tokenize_heap(w, heap);
+      bool ok = cached.size() == heap.size();
+      for (size_t k = 0; ok && k < heap.size(); ++k) ok = cached[k].id == heap[k].id && cached[k].len == heap[k].len;
+      if (!ok && bad++ < 3) FAIL_CHECK("word " << i << " pass " << pass << " (" << w.size() << " bytes) differs");
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("word path: words are cut before \xe2\x96\x81 only where no merge can join a char to it") {
+  auto model = [](std::vector<std::pair<std::string, std::string>> merges, bool ignore_merges) {
+    BpeConfig c;
+    int32_t id = 0;
+    for (const char* unit : {"a", "b", "\xe2\x96\x81"}) c.vocab.emplace(unit, id++);
+    for (const auto& [l, r] : merges) {
+      c.vocab.emplace(l + r, id++);
+      c.merges.push_back({l, r});
+    }
+    c.ignore_merges = ignore_merges;
+    return BpeModel(std::move(c), "test");
+  };
+  const std::string m = "\xe2\x96\x81";
+  CHECK(model({{m, "a"}, {m + "a", "b"}}, false).words_end_before_metaspace());
+  CHECK(model({{m, m}, {m + m, "a"}}, false).words_end_before_metaspace());  // a run of them merges with itself
+  CHECK_FALSE(model({{"a", m}}, false).words_end_before_metaspace());        // "a▁" crosses the cut
+  CHECK_FALSE(model({{m, "a"}, {"b", m + "a"}}, false).words_end_before_metaspace());
+  CHECK_FALSE(model({{m, "a"}}, true).words_end_before_metaspace());  // ignore_merges looks up whole words
+}
