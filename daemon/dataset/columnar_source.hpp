@@ -7,6 +7,7 @@
 // `columns` renames and bad records work as they do for JSONL.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -78,6 +79,12 @@ class ColumnarRows {
   // read once `partial` says it is whole (row() and check_rows() wait for
   // it). Throws DatasetError when the map's groups are not the footer's.
   void set_partial(std::shared_ptr<const PartialObject> partial);
+  const PartialObject* partial() const { return partial_.get(); }
+  // The group (row group, record batch) row `row` is in.
+  uint32_t group_of(uint64_t row) const {
+    return static_cast<uint32_t>(std::upper_bound(group_first_.begin(), group_first_.end(), row) -
+                                 group_first_.begin() - 1);
+  }
 
   // Row `row`'s record (0-based in the file) as one line of JSON, into
   // `out` (replacing what it held): a column or struct field that is null is

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -93,9 +94,12 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     uint64_t bytes;
   };
   // Under check_rows = "when_read" no row is read before serving: Parquet
-  // objects come footer first, and their groups are read as they arrive.
+  // objects come footer first, and their groups are read as they arrive
+  // (TOKFEED_OBJECT_FOOTERS_FIRST=0: whole, as under "start").
+  const char* env = std::getenv("TOKFEED_OBJECT_FOOTERS_FIRST");
+  const bool footers_allowed = !(env && std::string_view(env) == "0");
   auto footers_first = [&](const DatasetConfig& d) {
-    return d.check_rows_when_read && d.skip_bad && !check_rows && columnar_supported();
+    return footers_allowed && d.check_rows_when_read && d.skip_bad && !check_rows && columnar_supported();
   };
   std::vector<std::vector<Located>> shards;
   // Each s3:// dataset's fetch, under way while the shards before are indexed.
@@ -171,6 +175,16 @@ std::string Dataset::poll_objects() {
     else ++it;
   }
   return {};
+}
+
+void Dataset::want_soon(const std::vector<uint64_t>& records, uint32_t per_batch) const {
+  for (std::size_t k = 0; k < records.size(); ++k) {
+    if (records[k] >= size()) continue;
+    const Shard& s = shard_of(records[k]);
+    if (!s.rows || !s.rows->partial()) continue;
+    const uint64_t row = s.index.offset(records[k] - s.first);
+    s.rows->partial()->want(s.rows->group_of(row), 2 + static_cast<uint32_t>(k / std::max(1u, per_batch)));
+  }
 }
 
 bool Dataset::pending() const {

@@ -95,6 +95,10 @@ class Dataset {
   // fetch (status's `dataset.objects`). Returns "" or why a fetch failed,
   // naming the object: the daemon cannot go on.
   std::string poll_objects();
+  // The plan reads `records` (valid-record numbers) in this order soon: their
+  // row groups still being fetched are asked for in it (record k with
+  // priority 2 + k / `per_batch`).
+  void want_soon(const std::vector<uint64_t>& records, uint32_t per_batch) const;
   // Whether objects are still being fetched after planning.
   bool objects_pending() const { return !fetches_.empty(); }
 

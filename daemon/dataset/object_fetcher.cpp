@@ -397,7 +397,8 @@ class Fetch {
       }
     });
     std::mutex mu;
-    unsigned in_order = 0;  // threads on groups nobody waits for
+    unsigned in_order = 0;     // threads on groups nobody waits for
+    unsigned wanted_busy = 0;  // threads on wanted groups
     const unsigned order_limit = wanted_only() ? 0 : n > 1 ? n - 1 : 1;
     // The next task: a target and its group (UINT32_MAX: the whole object);
     // false when every task has begun.
@@ -406,24 +407,32 @@ class Fetch {
         {
           std::lock_guard lock(mu);
           bool left = false;
+          // The wanted group asked for soonest (the lowest priority).
+          uint32_t best = UINT32_MAX;
           for (auto& x : targets)
             for (uint32_t k = 0; x && x->map && k < x->started.size(); ++k)
-              if (!x->started[k] && x->map->wanted(k)) {
-                x->started[k] = 1, t = x.get(), g = k, ordered = false;
-                return true;
-              }
+              if (const uint32_t w = x->map->wanted(k); !x->started[k] && w != 0 && w < best)
+                best = w, t = x.get(), g = k;
+          if (best != UINT32_MAX) {
+            t->started[g] = 1, ordered = false, ++wanted_busy;
+            return true;
+          }
+          // Groups nobody asked for, in order, on all streams but one, and
+          // only while no wanted group is being fetched: those get the
+          // store's whole bandwidth.
+          const unsigned limit = wanted_busy ? 0 : order_limit;
           for (auto& x : targets) {
             if (!x) continue;
             for (uint32_t k = 0; x->map && k < x->started.size(); ++k)
               if (!x->started[k]) {
                 left = true;
-                if (in_order >= order_limit) break;
+                if (in_order >= limit) break;
                 x->started[k] = 1, t = x.get(), g = k, ordered = true, ++in_order;
                 return true;
               }
             if (!x->map && !x->whole_started) {
               left = true;
-              if (in_order >= order_limit) continue;
+              if (in_order >= limit) continue;
               x->whole_started = true, t = x.get(), g = UINT32_MAX, ordered = true, ++in_order;
               return true;
             }
@@ -450,6 +459,7 @@ class Fetch {
         {
           std::lock_guard lock(mu);
           if (ordered) --in_order;
+          else --wanted_busy;
           if (g != UINT32_MAX) last = --t->left == 0;
         }
         if (last) finish(*t);

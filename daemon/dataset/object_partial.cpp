@@ -146,6 +146,13 @@ std::string parquet_group_ranges(const uint8_t*, uint64_t, uint64_t, std::vector
 
 #endif
 
+void PartialObject::want(uint32_t g, uint32_t priority) const {
+  std::atomic<uint32_t>& w = group(g).wanted;
+  uint32_t now = w.load(std::memory_order_relaxed);
+  while ((now == 0 || now > priority) && !w.compare_exchange_weak(now, priority, std::memory_order_relaxed)) {
+  }
+}
+
 void PartialObject::wait(uint32_t g) const {
   if (done(g)) return;
   group(g).wanted.store(1, std::memory_order_relaxed);

@@ -21,8 +21,11 @@
 //   is ever read: the rest of the temporary is a hole.
 // - `completed` counts the groups done; the fetcher bumps it (release) and
 //   wakes its waiters after each group.
-// - `wanted` is a reader's request: the fetcher fetches the groups readers
-//   wait for before the others. It is a hint; a lost one only costs time.
+// - `wanted` is a request, a priority: 0 none, 1 a reader waits for the
+//   group now, 2 + k the daemon's plan reads it in its k-th batch. The
+//   fetcher fetches wanted groups before the others, the lowest first, and
+//   starts no group nobody wants while a wanted one is being fetched. It is
+//   a hint; a lost one only costs time.
 // - Ranges partition [0, footer start): every byte of the file but the
 //   footer belongs to exactly one group, so a group's range holds every page
 //   Parquet's reader reads for it.
@@ -55,7 +58,7 @@ struct PartialHeader {
 struct PartialGroup {
   uint64_t begin, end;         // the group's bytes in the object
   std::atomic<uint32_t> done;  // 1 once [begin, end) is written; SYNC POINT: the fetcher's release, a reader's acquire
-  std::atomic<uint32_t> wanted;  // 1 once a reader waits for it
+  std::atomic<uint32_t> wanted;  // 0, or its priority (invariants above)
   uint64_t reserved;
 };
 static_assert(sizeof(PartialHeader) == 64 && sizeof(PartialGroup) == 32);
@@ -87,11 +90,14 @@ class PartialObject {
   // stop the daemon (the supervisor follows its report), so this waits
   // until then.
   void wait(uint32_t g) const;
+  // Asks for group `g` with priority `priority` (2 + the plan's batch), unless
+  // it is asked for sooner already.
+  void want(uint32_t g, uint32_t priority) const;
   const std::string& url() const { return url_; }
 
   // The fetcher's side.
   std::pair<uint64_t, uint64_t> range(uint32_t g) const { return {group(g).begin, group(g).end}; }
-  bool wanted(uint32_t g) const { return group(g).wanted.load(std::memory_order_relaxed) != 0; }
+  uint32_t wanted(uint32_t g) const { return group(g).wanted.load(std::memory_order_relaxed); }
   // Group `g`'s range is written: readers may read it.
   void set_done(uint32_t g);
 

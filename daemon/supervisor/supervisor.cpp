@@ -261,10 +261,30 @@ bool Supervisor::serves_while_building() const {
   return none(cfg_) && (!cfg_.eval.enabled() || none(eval_cfg_));
 }
 
+// Objects still fetched footer first: the row groups of every rank's first
+// batches are asked for in the order they are served (batch 0 of every rank,
+// then batch 1...), as many batches as the workers build ahead.
+void Supervisor::want_first_batches() {
+  if (!data_->objects_pending()) return;
+  const uint64_t ahead = uint64_t{cfg_.workers.count} * cfg_.workers.slots;
+  std::vector<uint64_t> records;
+  BatchRows rows;
+  uint32_t per_batch = 0;
+  for (uint64_t i = 0; i < ahead; ++i)
+    for (RankSlot& rs : ranks_) {
+      if (rs.eval || i >= rs.schedule->total_batches()) continue;
+      rs.schedule->batch_rows(i, rows);
+      if (i == 0) per_batch += static_cast<uint32_t>(rows.samples.size());
+      records.insert(records.end(), rows.samples.begin(), rows.samples.end());
+    }
+  data_->want_soon(records, per_batch);
+}
+
 void Supervisor::start_serving() {
   phase_ = Phase::kServing;
   count_left_out();
   for (uint32_t ri = 0; ri < ranks_.size(); ++ri) plan_rank(ri, {});
+  want_first_batches();
   for (WorkerSlot& w : workers_) spawn(w);
   spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
                cfg_.workers.count, cfg_.server.socket);

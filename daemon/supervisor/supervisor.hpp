@@ -124,6 +124,7 @@ class Supervisor final : public ControlHandler {
   // logs which and why, and stops the daemon (exit 1). False otherwise.
   bool stop_if_dataset_shrank(int status);
   void follow_objects();
+  void want_first_batches();
   // Takes a shared lock on `<key>.use` for the daemon's life: no cache trim
   // removes a store in use.
   void hold_store();

@@ -10,12 +10,16 @@
 #include <parquet/metadata.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dataset/columnar_source.hpp"
 #include "dataset/dataset_error.hpp"
+#include "dataset/object_partial.hpp"
 #include "dataset/shard_source.hpp"
 
 using namespace tokfeed;
@@ -118,4 +122,71 @@ TEST_CASE("a damaged row group is named; a file that is not Parquet is refused")
   CHECK_THROWS_WITH_AS(broken.row(150, text),
                        doctest::Contains("y.parquet: row group 1 (from row 100): cannot read it"), DatasetError);
   CHECK(row150 == want(150));
+}
+
+TEST_CASE("footer first: rows read from a file that holds its footer and the groups written so far") {
+  const int rows = 300, group = 16;
+  const std::string whole = parquet_bytes(rows, group);
+  const uint64_t size = whole.size();
+
+  // The ranges from the tail: a short tail asks for the footer's length.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  uint64_t need = 0;
+  const auto* tail = reinterpret_cast<const uint8_t*>(whole.data());
+  CHECK(parquet_group_ranges(tail + size - 64, 64, size, ranges, need) != "");
+  REQUIRE(need > 64);
+  REQUIRE(parquet_group_ranges(tail + size - need, need, size, ranges, need) == "");
+  CHECK(need == 0);
+  REQUIRE(ranges.size() == (rows + group - 1) / group);
+  // They partition [0, the footer's start), in row group order here.
+  CHECK(ranges.front().first == 0);
+  for (std::size_t g = 1; g < ranges.size(); ++g) CHECK(ranges[g].first == ranges[g - 1].second);
+  const uint64_t footer = ranges.back().second;
+  CHECK(footer < size);
+  std::vector<std::pair<uint64_t, uint64_t>> none;
+  CHECK(parquet_group_ranges(tail, size / 2, size, none, need) == "no Parquet magic at its end");
+
+  // The file as the fetcher leaves it: zeros but the footer, then its groups
+  // one by one, in a shuffled order, on another thread, each marked done
+  // once written. Every row read meanwhile is the row of the whole file.
+  std::string sparse(size, '\0');
+  std::copy(whole.begin() + static_cast<std::ptrdiff_t>(footer), whole.end(),
+            sparse.begin() + static_cast<std::ptrdiff_t>(footer));
+  char dir[] = "/tmp/tokfeed-partial-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string map = std::string(dir) + "/obj.map";
+  PartialObject writer(map, "s3://b/obj.parquet", size, ranges);
+  auto reader = std::make_shared<PartialObject>(map, "s3://b/obj.parquet", size);
+  CHECK_THROWS_AS(PartialObject(map, "s3://b/obj.parquet", size + 1), DatasetError);
+  ColumnarRows pq("s3://b/obj.parquet", ColumnarKind::kParquet, sparse.data(), sparse.size());
+  REQUIRE(pq.layout().rows() == rows);
+  pq.set_partial(reader);
+  std::vector<uint32_t> order(ranges.size());
+  for (uint32_t g = 0; g < order.size(); ++g) order[g] = g;
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  std::thread fetcher([&] {
+    for (uint32_t g : order) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::copy(whole.begin() + static_cast<std::ptrdiff_t>(ranges[g].first),
+                whole.begin() + static_cast<std::ptrdiff_t>(ranges[g].second),
+                sparse.begin() + static_cast<std::ptrdiff_t>(ranges[g].first));
+      writer.set_done(g);
+    }
+  });
+  std::vector<int> rows_order(rows);
+  for (int i = 0; i < rows; ++i) rows_order[i] = i;
+  std::shuffle(rows_order.begin(), rows_order.end(), std::mt19937(11));
+  std::string text;
+  for (int i : rows_order) {
+    pq.row(static_cast<uint64_t>(i), text);
+    REQUIRE(text == want(i));
+  }
+  fetcher.join();
+  // A reader that waited asked for its group: the fetcher's priority 1.
+  uint32_t asked = 0;
+  for (uint32_t g = 0; g < ranges.size(); ++g) asked += writer.wanted(g) == 1;
+  CHECK(asked >= 1);
+  writer.want(0, 5);  // never later than asked
+  CHECK(writer.wanted(0) <= 5);
+  std::filesystem::remove_all(dir);
 }
