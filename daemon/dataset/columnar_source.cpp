@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "dataset/dataset_error.hpp"
+#include "dataset/object_partial.hpp"
 #include "dataset/shard_source.hpp"
 
 #ifdef TOKFEED_WITH_ARROW
@@ -47,6 +48,13 @@ uint64_t ColumnarLayout::rows() const {
   uint64_t n = 0;
   for (uint64_t r : group_rows) n += r;
   return n;
+}
+
+void ColumnarRows::set_partial(std::shared_ptr<const PartialObject> partial) {
+  if (partial && partial->groups() != layout_.group_rows.size())
+    throw DatasetError(fmt::format("{}: the fetcher's completion map has {} groups and the footer {}; restart tokfeedd",
+                                   path_, partial->groups(), layout_.group_rows.size()));
+  partial_ = std::move(partial);
 }
 
 #ifndef TOKFEED_WITH_ARROW
@@ -295,6 +303,7 @@ void ColumnarRows::row(uint64_t row, std::string& out) const {
       1;
   const int64_t in_group = static_cast<int64_t>(row - group_first_[g]);
   auto fail = [&](const std::string& what) { return damaged(path_, layout_.kind, g, group_first_[g], what); };
+  if (partial_) partial_->wait(static_cast<uint32_t>(g));  // the group's bytes are whole from here on
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   auto it =
@@ -374,6 +383,7 @@ std::vector<ColumnarBad> ColumnarRows::check_rows(const std::function<std::strin
         return;
       }
       progress.chunk_pause();
+      if (partial_) partial_->wait(static_cast<uint32_t>(g));
       auto fail = [&](const std::string& what) { return damaged(path_, layout_.kind, g, group_first_[g], what); };
       try {
         Batches batches;

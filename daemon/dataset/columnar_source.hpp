@@ -18,6 +18,7 @@
 namespace tokfeed {
 
 struct ShardProgress;  // shard_source.hpp
+class PartialObject;   // object_partial.hpp
 
 enum class ColumnarKind : uint8_t { kNone, kParquet, kArrow };
 
@@ -73,6 +74,10 @@ class ColumnarRows {
   const std::string& path() const { return path_; }
   // Unique in this process, for caches of rows.
   uint64_t id() const { return id_; }
+  // The shard is an object still being fetched footer first: a group is
+  // read once `partial` says it is whole (row() and check_rows() wait for
+  // it). Throws DatasetError when the map's groups are not the footer's.
+  void set_partial(std::shared_ptr<const PartialObject> partial);
 
   // Row `row`'s record (0-based in the file) as one line of JSON, into
   // `out` (replacing what it held): a column or struct field that is null is
@@ -96,6 +101,7 @@ class ColumnarRows {
   std::vector<uint64_t> group_bytes_;  // each group's bytes in the file (progress)
   uint64_t id_;                        // names this shard's groups in the process's cache
   std::unique_ptr<Reader> reader_;
+  std::shared_ptr<const PartialObject> partial_;  // null once the file is whole
 };
 
 }  // namespace tokfeed

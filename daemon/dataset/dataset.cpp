@@ -23,15 +23,21 @@ constexpr uint64_t kEdgeBytes = 64 * 1024;
 
 // The name of a shard's saved index: its identity (path, size, mtime, inode;
 // or the spool's content hash), a hash of its first and last 64 KiB, and
-// every rule that decides which records are valid.
-std::string index_name(const ShardBytes& b, const text::RecordRules& rules) {
+// every rule that decides which records are valid. An object's identity is
+// its name in `[cache] dir/objects/` (`object`: a hash of its URL, ETag and
+// size), the same while it is fetched footer first and once it is whole.
+std::string index_name(const ShardBytes& b, const text::RecordRules& rules, const std::string& object) {
   Hash128 h;
   h.field("tokfeed shard index v1");
-  h.field(b.identity());
-  uint64_t head = std::min(b.size(), kEdgeBytes);
-  h.field(std::string_view(b.data(), head));
-  h.field(std::string_view(b.data() + b.size() - std::min(b.size() - head, kEdgeBytes),
-                           std::min(b.size() - head, kEdgeBytes)));
+  if (!object.empty()) {
+    h.field("object\n" + std::filesystem::path(object).filename().string());
+  } else {
+    h.field(b.identity());
+    uint64_t head = std::min(b.size(), kEdgeBytes);
+    h.field(std::string_view(b.data(), head));
+    h.field(std::string_view(b.data() + b.size() - std::min(b.size() - head, kEdgeBytes),
+                             std::min(b.size() - head, kEdgeBytes)));
+  }
   h.field(text::format_name(rules.format));
   h.field(rules.require_alternation ? "alternate" : "any order");
   for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
@@ -86,6 +92,11 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     std::string path, local;
     uint64_t bytes;
   };
+  // Under check_rows = "when_read" no row is read before serving: Parquet
+  // objects come footer first, and their groups are read as they arrive.
+  auto footers_first = [&](const DatasetConfig& d) {
+    return d.check_rows_when_read && d.skip_bad && !check_rows && columnar_supported();
+  };
   std::vector<std::vector<Located>> shards;
   // Each s3:// dataset's fetch, under way while the shards before are indexed.
   std::vector<std::unique_ptr<ObjectFetch>> fetches(cfg.datasets.size());
@@ -95,7 +106,7 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
     if (is_object_url(d.path)) {
       auto& f = fetches[shards.size() - 1];
       f = std::make_unique<ObjectFetch>(d.name, d.path, cfg.cache.dir, progress ? &progress->objects : nullptr,
-                                        progress ? &progress->cancel : nullptr);
+                                        progress ? &progress->cancel : nullptr, footers_first(d));
       for (const FetchedObject& o : f->objects()) {
         on_disk += o.size;
         ++count;
@@ -123,12 +134,43 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
   for (std::size_t d = 0; d < cfg.datasets.size(); ++d) {
     for (std::size_t k = 0; k < shards[d].size(); ++k) {
       Located& l = shards[d][k];
-      if (fetches[d]) l.local = fetches[d]->local(k);  // waits for that object alone
-      load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows);
+      if (!fetches[d]) {
+        load_shard(cfg, d, l.path, l.local, l.bytes, progress, check_rows, {}, nullptr);
+        continue;
+      }
+      // Waits for that object alone: whole, or its footer.
+      ObjectFetch::Readable r = fetches[d]->readable(k);
+      std::shared_ptr<PartialObject> partial;
+      if (!r.map.empty()) {
+        try {
+          partial = std::make_shared<PartialObject>(r.map, l.path, l.bytes);
+        } catch (const DatasetError&) {
+          if (std::filesystem::exists(r.map)) throw;  // else complete meanwhile: its map is gone
+        }
+      }
+      try {
+        load_shard(cfg, d, l.path, partial ? r.data : fetches[d]->local(k), l.bytes, progress, check_rows, r.local,
+                   partial);
+      } catch (const DatasetError&) {
+        if (!partial || std::filesystem::exists(r.data)) throw;
+        // Complete (renamed) between its map and its file: read it whole.
+        load_shard(cfg, d, l.path, fetches[d]->local(k), l.bytes, progress, check_rows, r.local, nullptr);
+      }
     }
+    // A fetch footer first goes on while the daemon serves.
+    if (fetches[d] && footers_first(cfg.datasets[d]) && !fetches[d]->done()) fetches_.push_back(std::move(fetches[d]));
     fetches[d].reset();
   }
   if (!pending()) finish(cfg);
+}
+
+std::string Dataset::poll_objects() {
+  for (auto it = fetches_.begin(); it != fetches_.end();) {
+    if (std::string err = (*it)->poll(); !err.empty()) return err;
+    if ((*it)->done()) it = fetches_.erase(it);
+    else ++it;
+  }
+  return {};
 }
 
 bool Dataset::pending() const {
@@ -277,7 +319,8 @@ void Dataset::finish(const JobConfig& cfg) {
 }
 
 void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
-                         uint64_t disk_bytes, IndexProgress* progress, bool check_rows) {
+                         uint64_t disk_bytes, IndexProgress* progress, bool check_rows, const std::string& object,
+                         std::shared_ptr<PartialObject> partial) {
   const DatasetConfig& dc = cfg.datasets[d];
   const text::RecordRules& rules = index_rules_[d];
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();
@@ -298,9 +341,11 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   report.max_row_bytes = dc.max_record_bytes;
   s.bytes = ShardBytes::open(local, cache ? cfg.cache.dir + "/spool" : "", report);
   // The name comes from the full rules: a saved index holds every verdict.
-  s.index_name = index_name(s.bytes, rules_[d]);
+  s.index_name = index_name(s.bytes, rules_[d], object);
+  s.object = object;
   if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {
     s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size(), report.max_row_bytes);
+    s.rows->set_partial(std::move(partial));
     check_columns(path, s.rows->layout(), rules);
     load_columnar(cfg, d, s, report, check_rows);
   } else {

@@ -24,6 +24,7 @@
 #include "dataset/columnar_source.hpp"
 #include "dataset/dataset_error.hpp"
 #include "dataset/mixture.hpp"
+#include "dataset/object_partial.hpp"
 #include "dataset/object_store.hpp"
 #include "dataset/shard_index.hpp"
 #include "dataset/shard_source.hpp"
@@ -89,6 +90,14 @@ class Dataset {
   // record(), check(), where(), line() and pending_ranges() may be used.
   explicit Dataset(const JobConfig& cfg, IndexProgress* progress = nullptr, bool check_rows = false);
 
+  // Objects fetched footer first (check_rows = "when_read") arrive while the
+  // daemon serves: the supervisor calls this from its loop to follow their
+  // fetch (status's `dataset.objects`). Returns "" or why a fetch failed,
+  // naming the object: the daemon cannot go on.
+  std::string poll_objects();
+  // Whether objects are still being fetched after planning.
+  bool objects_pending() const { return !fetches_.empty(); }
+
   // Records still to be judged by check(): [from, to) ranges of record numbers.
   bool pending() const;
   std::vector<std::pair<uint64_t, uint64_t>> pending_ranges() const;
@@ -140,7 +149,8 @@ class Dataset {
     for (const Shard& s : shards_) {
       out.push_back(dir + "/index/" + s.index_name);
       if (s.rows) out.push_back(rows_ok_name(out.back()));
-      if (!s.bytes.file().empty() && s.bytes.file() != s.path) out.push_back(s.bytes.file());
+      if (!s.object.empty()) out.push_back(s.object);
+      else if (!s.bytes.file().empty() && s.bytes.file() != s.path) out.push_back(s.bytes.file());
     }
     return out;
   }
@@ -172,6 +182,7 @@ class Dataset {
     uint64_t first;          // its first valid record
     bool indexed = false;    // at this start, not read from the index cache
     std::string index_name;  // its saved index's file name in `[cache] dir/index/`
+    std::string object;      // an object's file in `[cache] dir/objects/` (once complete); "" for a local file
     ShardBytes bytes;
     ShardIndex index;
     std::unique_ptr<ColumnarRows> rows;  // a Parquet or Arrow shard's rows
@@ -191,8 +202,11 @@ class Dataset {
   const RowText& row_text(const Shard& s, uint64_t row) const;
   // `path`: the shard as messages name it (an object's URL); `local`: the
   // file read. `disk_bytes`: the file's size as stored, which progress counts.
+  // `object`: an object's file in the cache once complete ("" for a local
+  // file); `partial`: its completion map while it is fetched footer first.
   void load_shard(const JobConfig& cfg, std::size_t d, const std::string& path, const std::string& local,
-                  uint64_t disk_bytes, IndexProgress* progress, bool check_rows);
+                  uint64_t disk_bytes, IndexProgress* progress, bool check_rows, const std::string& object,
+                  std::shared_ptr<PartialObject> partial);
   // A Parquet or Arrow shard, into `s`: its layout, and its rows checked
   // when its dataset fails on bad records or `check_rows` (under "skip" a
   // bad row is only reported).
@@ -203,7 +217,8 @@ class Dataset {
   void finish(const JobConfig& cfg);
 
   std::vector<Shard> shards_;
-  std::vector<uint64_t> shard_first_{0};  // shards + 1 entries
+  std::vector<std::unique_ptr<ObjectFetch>> fetches_;  // going on after planning (footers first)
+  std::vector<uint64_t> shard_first_{0};               // shards + 1 entries
   std::vector<BadRecord> bad_;
   std::vector<DatasetInfo> info_;
   std::vector<text::RecordRules> rules_;        // per dataset

@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "common/hash128.hpp"
+#include "dataset/object_fetcher_io.hpp"
+#include "dataset/object_partial.hpp"
 #include "dataset/object_store.hpp"
 
 #if defined(TOKFEED_WITH_ARROW) && defined(TOKFEED_WITH_S3)
@@ -44,88 +46,7 @@ namespace tokfeed {
 
 namespace {
 
-// Objects are fetched on several threads; these guard what they share. The
-// temporaries' lock is never held across a write to the report, which can
-// block while the supervisor is not reading: a stop always gets it.
-std::mutex g_tmps_mu;
-std::set<std::string> g_tmps;  // the temporaries being written, removed on any exit but a kill -9
-std::timed_mutex g_report_mu;  // one report line at a time
-
-// Removes every temporary and exits. The lock is held to the end, so no
-// thread creates a temporary meanwhile.
-[[noreturn]] void remove_tmps_and_exit(int code) {
-  g_tmps_mu.lock();
-  for (const std::string& t : g_tmps) ::unlink(t.c_str());
-  std::_Exit(code);
-}
-
-// Writes `line` whole, its newlines flattened; the caller holds g_report_mu.
-void write_line(std::string line) {
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  line += '\n';
-  for (std::size_t off = 0; off < line.size();) {
-    ssize_t w = ::write(1, line.data() + off, line.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) remove_tmps_and_exit(3);  // the supervisor is gone (SIGPIPE is ignored)
-    off += static_cast<std::size_t>(w);
-  }
-}
-
-// One line of the report.
-void report(const std::string& line) {
-  std::lock_guard lock(g_report_mu);
-  write_line(line);
-}
-
-// Creates the temporary `tmp`, known to every exit path before it exists.
-int create_tmp(const std::string& tmp) {
-  std::lock_guard lock(g_tmps_mu);
-  g_tmps.insert(tmp);
-  return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-}
-
-// `tmp` was renamed into place.
-void kept(const std::string& tmp) {
-  std::lock_guard lock(g_tmps_mu);
-  g_tmps.erase(tmp);
-}
-
-// Removes every temporary, then reports `message` and exits: the supervisor
-// that reads the error finds nothing half written. The temporaries' lock is
-// held to the end; the report waits at most 2 s for another line to go out
-// (a supervisor that reads nothing is stopping and needs no message).
-[[noreturn]] void fail(const std::string& message) {
-  g_tmps_mu.lock();
-  for (const std::string& t : g_tmps) ::unlink(t.c_str());
-  if (g_report_mu.try_lock_for(std::chrono::seconds(2))) write_line("error " + message);
-  std::_Exit(2);
-}
-
-// Objects fetched at once: TOKFEED_OBJECT_STREAMS (default 4).
-unsigned streams() {
-  const char* s = std::getenv("TOKFEED_OBJECT_STREAMS");
-  return s && *s ? static_cast<unsigned>(std::clamp(std::atoi(s), 1, 64)) : 4u;
-}
-
-bool is_dataset_key(const std::string& key) {
-  const std::string name = key.substr(key.rfind('/') + 1);
-  if (name == "dataset_info.json" || name == "state.json" || name == "dataset_dict.json") return false;
-  for (const char* ext : {".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".parquet", ".arrow"})
-    if (name.ends_with(ext)) return true;
-  return false;
-}
-
-// How many times a failed request is tried again, and the first wait
-// (doubled each time, at most 8 s): TOKFEED_OBJECT_RETRIES (default 6: about
-// 30 s of waiting in all) and TOKFEED_OBJECT_BACKOFF_MS (default 500).
-int max_retries() {
-  const char* s = std::getenv("TOKFEED_OBJECT_RETRIES");
-  return s && *s ? std::max(0, std::atoi(s)) : 6;
-}
-int first_backoff_ms() {
-  const char* s = std::getenv("TOKFEED_OBJECT_BACKOFF_MS");
-  return s && *s ? std::max(1, std::atoi(s)) : 500;
-}
+using namespace fetcher;  // NOLINT: this file is the fetcher
 
 #if defined(TOKFEED_WITH_ARROW) && defined(TOKFEED_WITH_S3)
 
@@ -138,22 +59,6 @@ class NoRetry : public afs::S3RetryStrategy {
   bool ShouldRetry(const AWSErrorDetail&, int64_t) override { return false; }
   int64_t CalculateDelayBeforeNextRetry(const AWSErrorDetail&, int64_t) override { return 0; }
 };
-
-// Objects are read in ranged reads of 8 MiB; a failed one is retried alone.
-// Test-only fault hook (TOKFEED_FAULT_HOOKS): TOKFEED_FAULT_OBJECT_CHUNK =
-// "BYTES:MS" reads BYTES at a time and waits MS after each.
-int64_t chunk_bytes() {
-#ifdef TOKFEED_FAULT_HOOKS
-  if (const char* s = std::getenv("TOKFEED_FAULT_OBJECT_CHUNK"); s && *s) return std::max(1L, std::atol(s));
-#endif
-  return 8 << 20;
-}
-void chunk_pause() {
-#ifdef TOKFEED_FAULT_HOOKS
-  if (const char* s = std::getenv("TOKFEED_FAULT_OBJECT_CHUNK"); s && std::strchr(s, ':'))
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(std::strchr(s, ':') + 1)));
-#endif
-}
 
 struct Object {
   std::string path;  // bucket/key, as Arrow names it
@@ -185,7 +90,8 @@ std::string ca_bundle() {
 
 class Fetch {
  public:
-  Fetch(std::string cache_dir, std::string url) : dir_(std::move(cache_dir) + "/objects"), url_(std::move(url)) {}
+  Fetch(std::string cache_dir, std::string url, bool footers)
+      : dir_(std::move(cache_dir) + "/objects"), url_(std::move(url)), footers_(footers) {}
 
   void run() {
     const std::string rest = url_.substr(5);
@@ -205,15 +111,16 @@ class Fetch {
     std::filesystem::create_directories(dir_, ec);
     if (ec)
       fail(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", url_, dir_, ec.message()));
-    // Several objects at once (a store's bandwidth is per connection), each
-    // by one thread, in key order.
-    std::atomic<std::size_t> next{0};
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < std::min<std::size_t>(streams(), objects.size()); ++t)
-      threads.emplace_back([&] {
+    if (footers_) {
+      fetch_footers_first(objects);
+    } else {
+      // Several objects at once (a store's bandwidth is per connection),
+      // each by one thread, in key order.
+      std::atomic<std::size_t> next{0};
+      run_threads(std::min<std::size_t>(streams(), objects.size()), [&] {
         for (std::size_t i; (i = next.fetch_add(1)) < objects.size();) fetch(i, objects[i]);
       });
-    for (std::thread& t : threads) t.join();
+    }
     fs_.reset();
     report("done");
     (void)afs::FinalizeS3();
@@ -319,34 +226,64 @@ class Fetch {
         i, /*listing=*/false);
   }
 
-  void fetch(std::size_t i, const Object& o) {
-    std::string etag;
-    auto file = open(i, o, etag);
+  // One object being fetched: where it goes, and its file in the store.
+  struct Target {
+    std::size_t i = 0;
+    const Object* o = nullptr;
+    std::string etag, local, tmp;
+    int fd = -1;
+    std::mutex mu;  // guards `file`, opened again after a failure
+    std::shared_ptr<arrow::io::RandomAccessFile> file;
+    std::atomic<uint64_t> written{0};
+    uint64_t tail = 0;                   // bytes read from its end (its footer)
+    std::unique_ptr<PartialObject> map;  // footer first: its completion map
+    std::vector<char> started;           // per group (under the scheduler's lock)
+    uint32_t left = 0;                   // groups not yet written (under the scheduler's lock)
+    bool whole_started = false;          // without a map: the one task (under the scheduler's lock)
+  };
+
+  // Opens object `i` and its temporary; null when a complete copy is in the
+  // cache (reported ready).
+  std::unique_ptr<Target> begin(std::size_t i, const Object& o) {
+    auto t = std::make_unique<Target>();
+    t->i = i;
+    t->o = &o;
+    t->file = open(i, o, t->etag);
     Hash128 h;
     h.field("tokfeed object v1");
     h.field(o.url());
-    h.field(etag);
+    h.field(t->etag);
     h.field(std::to_string(o.size));
     const std::string base = o.path.substr(o.path.rfind('/') + 1);
-    const std::string local = fmt::format("{}/{}-{}", dir_, h.hex().substr(0, 24), base);
-    if (std::error_code ec; std::filesystem::file_size(local, ec) == o.size && !ec) {
-      report(fmt::format("ready {} 1 {}", i, local));
-      return;
+    t->local = fmt::format("{}/{}-{}", dir_, h.hex().substr(0, 24), base);
+    if (std::error_code ec; std::filesystem::file_size(t->local, ec) == o.size && !ec) {
+      report(fmt::format("ready {} 1 {}", i, t->local));
+      return nullptr;
     }
-    remove_stale(local);
+    remove_stale(t->local);
     report(fmt::format("fetch {}", i));
-    const std::string tmp = fmt::format("{}.tmp.{}", local, ::getpid());
-    int fd = create_tmp(tmp);
-    if (fd < 0)
-      fail(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", o.url(), tmp,
+    t->tmp = fmt::format("{}.tmp.{}", t->local, ::getpid());
+    t->fd = create_tmp(t->tmp);
+    if (t->fd < 0)
+      fail(fmt::format("{}: cannot create {}: {}; set [cache] dir to a writable directory", o.url(), t->tmp,
                        std::strerror(errno)));
-    uint64_t done = 0;
-    while (done < o.size) {
-      if (done) chunk_pause();
-      const int64_t n = static_cast<int64_t>(std::min<uint64_t>(chunk_bytes(), o.size - done));
+    return t;
+  }
+
+  // Copies [from, to) of the object into its temporary, in ranged reads.
+  void copy(Target& t, uint64_t from, uint64_t to) {
+    const Object& o = *t.o;
+    for (uint64_t done = from; done < to;) {
+      if (done != from) chunk_pause();
+      const int64_t n = static_cast<int64_t>(std::min<uint64_t>(chunk_bytes(), to - done));
       std::shared_ptr<arrow::Buffer> buf = retried(
           o.url(),
           [&]() -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
+            std::shared_ptr<arrow::io::RandomAccessFile> file;
+            {
+              std::lock_guard lock(t.mu);
+              file = t.file;
+            }
             auto r = file->ReadAt(static_cast<int64_t>(done), n);
             if (r.ok() && (*r)->size() != n)
               return arrow::Status::IOError(
@@ -362,39 +299,169 @@ class Fetch {
                   auto e = (*meta)->Get("ETag");
                   if (e.ok()) now = *e;
                 }
-                if (!now.empty() && !etag.empty() && now != etag) {
-                  ::close(fd);
+                if (!now.empty() && !t.etag.empty() && now != t.etag)
                   fail(
                       fmt::format("{}: the object changed while it was fetched (ETag {} became {}); restart "
                                   "tokfeedd to fetch the new one",
-                                  o.url(), etag, now));
-                }
-                file = *again;
+                                  o.url(), t.etag, now));
+                std::lock_guard lock(t.mu);
+                t.file = *again;
               }
             }
             return r;
           },
-          i, /*listing=*/false);
+          t.i, /*listing=*/false);
       const char* p = reinterpret_cast<const char*>(buf->data());
       for (int64_t off = 0; off < n;) {
-        ssize_t w = ::pwrite(fd, p + off, static_cast<std::size_t>(n - off), static_cast<off_t>(done + off));
+        ssize_t w = ::pwrite(t.fd, p + off, static_cast<std::size_t>(n - off), static_cast<off_t>(done + off));
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-          int err = errno;
-          ::close(fd);
-          fail(fmt::format("{}: cannot write {}: {}; free space in [cache] dir or set it elsewhere", o.url(), tmp,
-                           std::strerror(err)));
-        }
+        if (w <= 0)
+          fail(fmt::format("{}: cannot write {}: {}; free space in [cache] dir or set it elsewhere", o.url(), t.tmp,
+                           std::strerror(errno)));
         off += w;
       }
       done += static_cast<uint64_t>(n);
-      report(fmt::format("progress {} {}", i, done));
+      report(fmt::format("progress {} {}", t.i, t.written.fetch_add(static_cast<uint64_t>(n)) + n));
     }
-    if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), local.c_str()) != 0) {
-      fail(fmt::format("{}: cannot keep {}: {}", o.url(), local, std::strerror(errno)));
+  }
+
+  // Keeps the complete temporary under its name; its map goes.
+  void finish(Target& t) {
+    if (::fsync(t.fd) != 0 || ::close(t.fd) != 0 || ::rename(t.tmp.c_str(), t.local.c_str()) != 0)
+      fail(fmt::format("{}: cannot keep {}: {}", t.o->url(), t.local, std::strerror(errno)));
+    kept(t.tmp);
+    if (t.map) {
+      ::unlink((t.tmp + ".map").c_str());
+      kept(t.tmp + ".map");
     }
-    kept(tmp);
-    report(fmt::format("ready {} 0 {}", i, local));
+    report(fmt::format("ready {} 0 {}", t.i, t.local));
+  }
+
+  void fetch(std::size_t i, const Object& o) {
+    std::unique_ptr<Target> t = begin(i, o);
+    if (!t) return;
+    copy(*t, 0, o.size);
+    finish(*t);
+  }
+
+  // Footer first: the footer of a Parquet object, then its map, reported
+  // (`partial`); an object that is not Parquet, or whose footer cannot be
+  // read here, gets no map and is fetched whole.
+  void footer(Target& t) {
+    const Object& o = *t.o;
+    if (!o.path.ends_with(".parquet") || o.size < 12) return;
+    if (::ftruncate(t.fd, static_cast<off_t>(o.size)) != 0)
+      fail(fmt::format("{}: cannot size {}: {}; free space in [cache] dir or set it elsewhere", o.url(), t.tmp,
+                       std::strerror(errno)));
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    std::string why;
+    for (uint64_t want = std::min<uint64_t>(o.size, 64 << 10);;) {
+      copy(t, o.size - want, o.size - t.tail);
+      t.tail = want;
+      std::vector<uint8_t> tail(want);
+      if (::pread(t.fd, tail.data(), want, static_cast<off_t>(o.size - want)) != static_cast<ssize_t>(want))
+        fail(fmt::format("{}: cannot read back {}: {}", o.url(), t.tmp, std::strerror(errno)));
+      uint64_t need = 0;
+      why = parquet_group_ranges(tail.data(), want, o.size, ranges, need);
+      if (need == 0 || need > o.size) break;
+      want = need;
+    }
+    if (why.empty() && ranges.empty()) why = "it holds no row group";
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: fetched whole, not footer first: %s\n", o.url().c_str(), why.c_str());
+      return;
+    }
+    const std::string map = t.tmp + ".map";
+    track(map);
+    try {
+      t.map = std::make_unique<PartialObject>(map, o.url(), o.size, ranges);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    t.started.assign(ranges.size(), 0);
+    t.left = static_cast<uint32_t>(ranges.size());
+    report(fmt::format("partial {} {}", t.i, t.local));
+  }
+
+  // Footers first: every object's footer (so the daemon plans from them),
+  // then the row groups, those readers wait for first; one stream of
+  // `streams()` is kept for them (when there are two or more).
+  void fetch_footers_first(const std::vector<Object>& objects) {
+    std::vector<std::unique_ptr<Target>> targets(objects.size());
+    const unsigned n = std::max<unsigned>(1, std::min<std::size_t>(streams(), objects.size()));
+    std::atomic<std::size_t> next{0};
+    run_threads(n, [&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < objects.size();) {
+        targets[i] = begin(i, objects[i]);
+        if (targets[i]) footer(*targets[i]);
+      }
+    });
+    std::mutex mu;
+    unsigned in_order = 0;  // threads on groups nobody waits for
+    const unsigned order_limit = wanted_only() ? 0 : n > 1 ? n - 1 : 1;
+    // The next task: a target and its group (UINT32_MAX: the whole object);
+    // false when every task has begun.
+    auto pick = [&](Target*& t, uint32_t& g, bool& ordered) {
+      for (;;) {
+        {
+          std::lock_guard lock(mu);
+          bool left = false;
+          for (auto& x : targets)
+            for (uint32_t k = 0; x && x->map && k < x->started.size(); ++k)
+              if (!x->started[k] && x->map->wanted(k)) {
+                x->started[k] = 1, t = x.get(), g = k, ordered = false;
+                return true;
+              }
+          for (auto& x : targets) {
+            if (!x) continue;
+            for (uint32_t k = 0; x->map && k < x->started.size(); ++k)
+              if (!x->started[k]) {
+                left = true;
+                if (in_order >= order_limit) break;
+                x->started[k] = 1, t = x.get(), g = k, ordered = true, ++in_order;
+                return true;
+              }
+            if (!x->map && !x->whole_started) {
+              left = true;
+              if (in_order >= order_limit) continue;
+              x->whole_started = true, t = x.get(), g = UINT32_MAX, ordered = true, ++in_order;
+              return true;
+            }
+          }
+          if (!left) return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    };
+    run_threads(n, [&] {
+      Target* t = nullptr;
+      uint32_t g = 0;
+      bool ordered = false;
+      while (pick(t, g, ordered)) {
+        if (g == UINT32_MAX) {
+          copy(*t, 0, t->o->size - t->tail);
+          finish(*t);
+        } else {
+          auto [from, to] = t->map->range(g);
+          copy(*t, from, std::max(from, std::min(to, t->o->size - t->tail)));  // the tail is there
+          t->map->set_done(g);
+        }
+        bool last = false;
+        {
+          std::lock_guard lock(mu);
+          if (ordered) --in_order;
+          if (g != UINT32_MAX) last = --t->left == 0;
+        }
+        if (last) finish(*t);
+      }
+    });
+  }
+
+  template <class F>
+  static void run_threads(unsigned n, F&& body) {
+    std::vector<std::thread> threads;
+    for (unsigned k = 0; k < n; ++k) threads.emplace_back(body);
+    for (std::thread& t : threads) t.join();
   }
 
   // Temporaries of `local` whose fetcher is gone.
@@ -412,6 +479,7 @@ class Fetch {
   }
 
   std::string dir_, url_, bucket_, key_;
+  bool footers_;
   std::shared_ptr<afs::S3FileSystem> fs_;
 };
 
@@ -420,8 +488,12 @@ class Fetch {
 }  // namespace
 
 int object_fetcher_main(int argc, char** argv) {
-  // argv: tokfeedd --object-fetcher CACHE_DIR URL
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // argv: tokfeedd --object-fetcher CACHE_DIR URL [footers]
+  const bool footers = argc == 5 && std::strcmp(argv[4], "footers") == 0;
+  // The supervisor's death stops the fetcher. A fetch footer first outlives
+  // the supervisor's thread that started it (PR_SET_PDEATHSIG follows that
+  // thread), so it watches its parent process instead.
+  if (!footers) ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   ::close_range(3, ~0U, 0);    // nothing of the supervisor's but the report (stdout) and the log (stderr)
   ::signal(SIGPIPE, SIG_IGN);  // a write to a supervisor that is gone fails, and the temporaries go
   // SIGTERM and SIGINT (a stopping supervisor, or its death) are taken by a
@@ -437,14 +509,19 @@ int object_fetcher_main(int argc, char** argv) {
     ::sigwait(&stop, &sig);
     remove_tmps_and_exit(128 + sig);
   }).detach();
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: tokfeedd --object-fetcher CACHE_DIR URL (started by tokfeedd itself)\n");
+  if (argc != 4 && !footers) {
+    std::fprintf(stderr, "usage: tokfeedd --object-fetcher CACHE_DIR URL [footers] (started by tokfeedd itself)\n");
     return 2;
   }
+  if (footers)
+    std::thread([parent = ::getppid()] {
+      while (::getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ::kill(::getpid(), SIGTERM);  // taken by the thread above
+    }).detach();
   const std::string url = argv[3];
   if (!is_object_url(url)) fail(url + ": not an object URL (s3://bucket/key)");
 #if defined(TOKFEED_WITH_ARROW) && defined(TOKFEED_WITH_S3)
-  Fetch(argv[2], url).run();
+  Fetch(argv[2], url, footers).run();
   return 0;
 #else
   fail(url +

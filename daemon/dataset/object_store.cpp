@@ -8,6 +8,9 @@
 //                              several may be at once
 //   progress I BYTES           bytes of object I written so far
 //   retry I ATTEMPT MS REASON  a read failed; retried after MS
+//   partial I LOCAL            object I's footer is at LOCAL.tmp.<pid>, its
+//                              completion map at LOCAL.tmp.<pid>.map
+//                              (object_partial.hpp); LOCAL once complete
 //   ready I REUSED LOCAL       object I is complete at LOCAL
 //   done                       every object is ready
 //   error MESSAGE              nothing more comes; MESSAGE names the object
@@ -73,7 +76,7 @@ struct Fetcher {
   }
 };
 
-Fetcher spawn_fetcher(const std::string& name, const std::string& url, const std::string& cache_dir) {
+Fetcher spawn_fetcher(const std::string& name, const std::string& url, const std::string& cache_dir, bool footers) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0)
     throw DatasetError(fmt::format("{}: cannot start the object fetcher: pipe: {}", name, std::strerror(errno)));
@@ -85,6 +88,7 @@ Fetcher spawn_fetcher(const std::string& name, const std::string& url, const std
   posix_spawn_file_actions_adddup2(&fa, p[1], 1);
   std::string prog = fetcher_program();
   std::vector<std::string> args = {"tokfeedd", "--object-fetcher", cache_dir, url};
+  if (footers) args.push_back("footers");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -101,26 +105,31 @@ Fetcher spawn_fetcher(const std::string& name, const std::string& url, const std
   return f;
 }
 
-// The next line of the report, or false at its end. Checks `cancel` every
+// The next line of the report: kLine, or kEnd at its end, or kNone when
+// `wait` is false and no whole line is there yet. Checks `cancel` every
 // 100 ms while it waits.
-bool next_line(Fetcher& f, std::string& buf, std::string& line, const std::atomic<bool>* cancel,
-               const std::string& name) {
+enum class Next { kLine, kEnd, kNone };
+Next next_line(Fetcher& f, std::string& buf, std::string& line, const std::atomic<bool>* cancel,
+               const std::string& name, bool wait = true) {
   for (;;) {
     if (std::size_t nl = buf.find('\n'); nl != std::string::npos) {
       line.assign(buf, 0, nl);
       buf.erase(0, nl + 1);
-      return true;
+      return Next::kLine;
     }
     if (cancel && cancel->load(std::memory_order_relaxed))
       throw DatasetError(name + ": fetching stopped: the daemon is shutting down");
     pollfd pfd{f.fd, POLLIN, 0};
-    int n = ::poll(&pfd, 1, 100);
+    int n = ::poll(&pfd, 1, wait ? 100 : 0);
     if (n < 0 && errno != EINTR) throw DatasetError(fmt::format("{}: poll: {}", name, std::strerror(errno)));
-    if (n <= 0) continue;
+    if (n <= 0) {
+      if (!wait) return Next::kNone;
+      continue;
+    }
     char chunk[4096];
     ssize_t got = ::read(f.fd, chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
+    if (got <= 0) return Next::kEnd;
     buf.append(chunk, static_cast<std::size_t>(got));
   }
 }
@@ -157,21 +166,28 @@ struct ObjectFetch::State {
   ObjectProgress* progress;
   const std::atomic<bool>* cancel;
   Fetcher f;
+  pid_t fetcher_pid = f.pid;  // kept after it ends
+  bool idle = false;          // step(false) found no line
   std::string buf, line;
   std::optional<std::size_t> listed;  // the objects line's count
   std::vector<FetchedObject> out;
   std::vector<uint64_t> written;   // per object, for progress
   std::set<std::size_t> fetching;  // begun, not ready
   std::vector<bool> ready;
+  std::vector<bool> partial;  // its footer and map are there
   bool done = false;
 
-  // Takes the report's next line; false when the report ended without "done".
-  bool step();
+  // Takes the report's next line; false when the report ended without
+  // "done". With `wait` false, returns true at once when no line is there.
+  bool step(bool wait = true);
   [[noreturn]] void died();
 };
 
-bool ObjectFetch::State::step() {
-  if (!next_line(f, buf, line, cancel, name)) return false;
+bool ObjectFetch::State::step(bool wait) {
+  const Next got = next_line(f, buf, line, cancel, name, wait);
+  idle = got == Next::kNone;
+  if (idle) return true;
+  if (got == Next::kEnd) return false;
   std::istringstream in(line);
   std::string verb;
   in >> verb;
@@ -196,7 +212,8 @@ bool ObjectFetch::State::step() {
     out.push_back(std::move(o));
     written.push_back(0);
     ready.push_back(false);
-  } else if (verb == "fetch" || verb == "progress" || verb == "retry" || verb == "ready") {
+    partial.push_back(false);
+  } else if (verb == "fetch" || verb == "progress" || verb == "retry" || verb == "ready" || verb == "partial") {
     std::size_t i = 0;
     in >> i;
     if (i >= out.size()) return false;  // a report out of order: treated as a fetcher that failed
@@ -204,6 +221,10 @@ bool ObjectFetch::State::step() {
       fetching.insert(i);
       set_text(progress, &ObjectProgress::current, out[i].url);
       spdlog::info("{}: fetching {} ({:.1f} MB) into {}/objects", name, out[i].url, out[i].size / 1e6, cache_dir);
+    } else if (verb == "partial") {
+      out[i].local = rest();
+      partial[i] = true;
+      spdlog::info("{}: its footer is fetched; its row groups follow, those the workers wait for first", out[i].url);
     } else if (verb == "progress") {
       uint64_t bytes = 0;
       in >> bytes;
@@ -255,10 +276,10 @@ void ObjectFetch::State::died() {
 }
 
 ObjectFetch::ObjectFetch(const std::string& name, const std::string& url, const std::string& cache_dir,
-                         ObjectProgress* progress, const std::atomic<bool>* cancel) {
+                         ObjectProgress* progress, const std::atomic<bool>* cancel, bool footers) {
   if (cache_dir.empty())
     throw DatasetError(fmt::format("{}: objects are fetched into [cache] dir, and none is set: set [cache] dir", name));
-  s_ = std::make_unique<State>(name, cache_dir, progress, cancel, spawn_fetcher(name, url, cache_dir));
+  s_ = std::make_unique<State>(name, cache_dir, progress, cancel, spawn_fetcher(name, url, cache_dir, footers));
   while (!s_->listed || s_->out.size() < *s_->listed)
     if (!s_->step()) s_->died();
 }
@@ -272,6 +293,30 @@ const std::string& ObjectFetch::local(std::size_t i) {
     if (!s_->step()) s_->died();
   return s_->out[i].local;
 }
+
+ObjectFetch::Readable ObjectFetch::readable(std::size_t i) {
+  while (!s_->ready.at(i) && !s_->partial.at(i))
+    if (!s_->step()) s_->died();
+  if (s_->ready[i]) return {s_->out[i].local, {}, {}};
+  const std::string tmp = fmt::format("{}.tmp.{}", s_->out[i].local, s_->fetcher_pid);
+  return {s_->out[i].local, tmp, tmp + ".map"};
+}
+
+std::string ObjectFetch::poll() {
+  if (s_->done) return {};
+  try {
+    while (!s_->done) {
+      if (!s_->step(/*wait=*/false)) s_->died();
+      if (s_->idle) break;  // nothing more now
+    }
+  } catch (const DatasetError& e) {
+    s_->done = true;  // reported once
+    return e.what();
+  }
+  return {};
+}
+
+bool ObjectFetch::done() const { return s_->done; }
 
 std::vector<FetchedObject> fetch_objects(const std::string& name, const std::string& url, const std::string& cache_dir,
                                          ObjectProgress* progress, const std::atomic<bool>* cancel) {

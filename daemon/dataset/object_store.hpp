@@ -1,6 +1,7 @@
 // Datasets in an object store (docs/data_model.md 1.1): a dataset path
-// `s3://bucket/prefix/*.parquet` names objects that are fetched whole into
-// `[cache] dir/objects/` and then read as local shards.
+// `s3://bucket/prefix/*.parquet` names objects that are fetched into
+// `[cache] dir/objects/` and then read as local shards: whole, or footer
+// first (a Parquet object read while its row groups arrive).
 //
 // Process model. The AWS SDK under Arrow's S3FileSystem starts threads and
 // keeps global state, and is not safe across fork(): a worker forked from a
@@ -18,6 +19,12 @@
 //   (its ETag) while it was read, syncs it and renames it. A fetcher that
 //   fails or gets SIGTERM removes its temporaries; one killed outright
 //   leaves a temporary, which the next fetch of that object removes.
+// - Footer first (ObjectFetch's `footers`, check_rows = "when_read"): a
+//   Parquet object's temporary is sparse, its footer written first, with a
+//   completion map beside it (object_partial.hpp); a row group is read only
+//   once the map says it is whole, and the temporary is renamed as above
+//   once every group is. The fetch then outlives the planning: the
+//   supervisor follows it (Dataset::poll_objects()).
 // - An object's file name is a hash of its URL, ETag and size: an object
 //   rewritten in the store gets a new file, and a file is reused only for the
 //   object it was fetched from.
@@ -65,9 +72,10 @@ bool is_object_url(const std::string& path) noexcept;
 class ObjectFetch {
  public:
   // Starts the fetcher and waits for its listing (fetch_objects() says what
-  // it lists and throws).
+  // it lists and throws). `footers`: Parquet objects come footer first
+  // (object_partial.hpp), readable() before they are complete.
   ObjectFetch(const std::string& name, const std::string& url, const std::string& cache_dir, ObjectProgress* progress,
-              const std::atomic<bool>* cancel);
+              const std::atomic<bool>* cancel, bool footers = false);
   ~ObjectFetch();
   ObjectFetch(const ObjectFetch&) = delete;
   ObjectFetch& operator=(const ObjectFetch&) = delete;
@@ -76,6 +84,23 @@ class ObjectFetch {
   const std::vector<FetchedObject>& objects() const;
   // Waits until object `i` is complete in the cache; its file.
   const std::string& local(std::size_t i);
+
+  // Object `i` as it can be read first: its footer written and a completion
+  // map beside (`data` the sparse temporary, `map` the map), or complete
+  // (`data` and `map` empty). `local` is its file once complete.
+  struct Readable {
+    std::string local, data, map;
+  };
+  // Waits until object `i` is readable.
+  Readable readable(std::size_t i);
+
+  // Takes what the report says now, without waiting: "" while all is well
+  // (or all is done), else why the fetch failed, naming the object (the
+  // fetcher's error, or its death). For a fetch that goes on after the
+  // daemon planned; status follows it through `progress`.
+  std::string poll();
+  // Every object is complete.
+  bool done() const;
 
  private:
   struct State;

@@ -396,6 +396,20 @@ void Supervisor::on_worker_exit(WorkerSlot& w, int status) {
   w.last_restart_ms = (shm::monotonic_ns() - died_ns) / 1'000'000;
 }
 
+// Objects fetched footer first arrive while the workers serve their groups
+// (workers wait for a group until it is whole). A fetch that fails stops the
+// daemon: what it had not fetched cannot be served.
+void Supervisor::follow_objects() {
+  if (!data_ || stopping_ || !data_->objects_pending()) return;
+  std::string why = data_->poll_objects();
+  if (why.empty()) return;
+  spdlog::error("{}", why);
+  sd_notifyf(0, "STATUS=error: %s", why.c_str());
+  poison_reports_.push_back(why);
+  exit_code_ = 1;
+  begin_shutdown("an object of the dataset cannot be fetched");
+}
+
 void Supervisor::heartbeat() {
   auto* h = data_seg_.at<shm::SegmentHeader>(0);
   uint64_t now = shm::monotonic_ns();
@@ -413,6 +427,7 @@ void Supervisor::heartbeat() {
     if (cache_build_) spdlog::info("{}", cache_line());
     if (phase_ == Phase::kIndexing && now - start_ns_ >= 1'000'000'000ULL) spdlog::info("{}", index_line());
   }
+  follow_objects();
   if (stopping_) return;
   beat_.expires_after(std::chrono::milliseconds(cfg_.server.heartbeat_ms));
   beat_.async_wait([this](boost::system::error_code ec) {

@@ -123,6 +123,7 @@ class Supervisor final : public ControlHandler {
   // A child died of SIGBUS because a dataset file shrank under its mapping:
   // logs which and why, and stops the daemon (exit 1). False otherwise.
   bool stop_if_dataset_shrank(int status);
+  void follow_objects();
   // Takes a shared lock on `<key>.use` for the daemon's life: no cache trim
   // removes a store in use.
   void hold_store();

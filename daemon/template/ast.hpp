@@ -49,6 +49,9 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kw;
   std::vector<std::string> ops;
   bool negate = false;
+  // No call and no filter below: evaluating it runs no template code, so it
+  // changes no variable or namespace (a value borrowed before it stays valid).
+  bool pure = false;
   FilterFn filter = nullptr;
   TestFn test = nullptr;
 };

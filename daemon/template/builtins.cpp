@@ -191,20 +191,25 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
     }
     case Kind::kDict: {
       if (v.ns) break;
-      std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : v.dict->items) items.push_back(&kv);
-      if (sort) std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
-      if (items.empty()) {
+      const auto& kvs = v.dict->items;
+      if (kvs.empty()) {
         out += "{}";
         return;
       }
+      // Sorted: an order over the items, else their own.
+      std::vector<const std::pair<std::string, Value>*> order;
+      if (sort) {
+        for (const auto& kv : kvs) order.push_back(&kv);
+        std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      }
       out += '{';
-      for (std::size_t k = 0; k < items.size(); ++k) {
+      for (std::size_t k = 0; k < kvs.size(); ++k) {
+        const auto& kv = sort ? *order[k] : kvs[k];
         if (k) out += item_sep;
         if (indent) newline(level + 1);
-        json_quote(key_json(items[k]->first), out, ascii);
+        json_quote(key_json(kv.first), out, ascii);
         out += key_sep;
-        dump(items[k]->second, indent, ascii, sort, item_sep, key_sep, level + 1, out);
+        dump(kv.second, indent, ascii, sort, item_sep, key_sep, level + 1, out);
       }
       if (indent) newline(level);
       out += '}';

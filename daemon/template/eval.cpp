@@ -11,10 +11,7 @@
 namespace tokfeed::tmpl {
 
 Value Interp::lookup(std::string_view name) {
-  for (std::size_t k = frames.size(); k-- > 0;) {
-    if (Value* v = frames[k].find(name)) return *v;
-    if (frames[k].barrier && k > 0) k = 1;  // next: frames[0]
-  }
+  if (const Value* v = find_var(name)) return *v;
   Value g = global_function(name);
   if (!g.is_undefined()) return g;
   return Value::undefined(std::string(name));
@@ -408,13 +405,15 @@ Value eval(Interp& in, const Expr& e) {
       return d;
     }
     case EK::kAttr: {
-      Value obj = eval(in, *e.a[0]);
+      Value t;
+      const Value& obj = eval_ref(in, *e.a[0], t);
       if (tracking(in)) in.track->attr(obj, e.name);
       in.pos = e.pos;
       return get_attr(obj, e.name);
     }
     case EK::kItem: {
-      Value obj = eval(in, *e.a[0]);
+      Value t;
+      const Value& obj = e.a[1]->pure ? eval_ref(in, *e.a[0], t) : (t = eval(in, *e.a[0]));
       Value key = operand(in, *e.a[1]);
       if (tracking(in)) in.track->item(obj, key);
       in.pos = e.pos;
@@ -461,15 +460,23 @@ Value eval(Interp& in, const Expr& e) {
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
-      Value subject;
+      // The subject is borrowed where no argument is evaluated after it.
+      const bool borrow = e.a.size() == 1 && e.kw.empty();
+      Value t;
+      const Value* sp = &t;
       if (!reads_type_only(e)) {
-        subject = operand(in, *e.a[0]);
+        if (borrow) sp = &operand_ref(in, *e.a[0], t);
+        else t = operand(in, *e.a[0]);
       } else if (e.a[0]->kind == EK::kName) {  // `add_generation_prompt is defined` reads no value
         in.step(e.a[0]->pos);
-        subject = in.lookup(e.a[0]->name);
+        const Value* v = borrow ? in.find_var(e.a[0]->name) : nullptr;
+        if (v) sp = v;
+        else t = in.lookup(e.a[0]->name);
       } else {
-        subject = eval(in, *e.a[0]);
+        if (borrow) sp = &eval_ref(in, *e.a[0], t);
+        else t = eval(in, *e.a[0]);
       }
+      const Value& subject = *sp;
       Args args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
@@ -478,22 +485,37 @@ Value eval(Interp& in, const Expr& e) {
     }
     case EK::kNeg:
     case EK::kPos: return unary(e.kind == EK::kNeg, operand(in, *e.a[0]));
-    case EK::kNot: return Value::boolean(!truthy(truth(in, eval(in, *e.a[0]))));
+    case EK::kNot: {
+      Value t;
+      return Value::boolean(!truthy(truth(in, eval_ref(in, *e.a[0], t))));
+    }
     case EK::kAnd: {
-      Value l = eval(in, *e.a[0]);
-      return truthy(truth(in, l)) ? eval(in, *e.a[1]) : l;
+      Value t;
+      const Value& l = eval_ref(in, *e.a[0], t);
+      if (!truthy(truth(in, l))) return l;
+      return eval(in, *e.a[1]);
     }
     case EK::kOr: {
-      Value l = eval(in, *e.a[0]);
-      return truthy(truth(in, l)) ? l : eval(in, *e.a[1]);
+      Value t;
+      const Value& l = eval_ref(in, *e.a[0], t);
+      if (truthy(truth(in, l))) return l;
+      return eval(in, *e.a[1]);
     }
     case EK::kBinary: {
+      if (is_concat(e)) return concat_chain(in, e);
       Value l = operand(in, *e.a[0]);
       Value r = operand(in, *e.a[1]);
       in.pos = e.pos;
       return arith(e.name, l, r);
     }
     case EK::kCompare: {
+      if (e.ops.size() == 1 && e.a[1]->pure) {  // one comparison: both operands borrowed
+        Value t0, t1;
+        const Value& l = operand_ref(in, *e.a[0], t0);
+        const Value& r = operand_ref(in, *e.a[1], t1);
+        in.pos = e.pos;
+        return Value::boolean(compare(e.ops[0], l, r));
+      }
       Value l = operand(in, *e.a[0]);
       for (std::size_t k = 0; k < e.ops.size(); ++k) {
         Value r = operand(in, *e.a[k + 1]);
@@ -503,9 +525,11 @@ Value eval(Interp& in, const Expr& e) {
       }
       return Value::boolean(true);
     }
-    case EK::kCond:
-      if (truthy(truth(in, eval(in, *e.a[1])))) return eval(in, *e.a[0]);
+    case EK::kCond: {
+      Value t;
+      if (truthy(truth(in, eval_ref(in, *e.a[1], t)))) return eval(in, *e.a[0]);
       return e.a[2] ? eval(in, *e.a[2]) : Value::undefined();
+    }
   }
   return Value::undefined();
 }

@@ -80,19 +80,23 @@ Flow exec_for(Interp& in, const Stmt& s) {
       seq.kind == Kind::kFunc)
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
   const bool main = tracking(in) && in.track->enter_loop(in, s, seq);
-  std::vector<Value> all = iterate(seq);
-  std::vector<Value> items;
+  // A list proper is iterated in place: no template changes its items, and
+  // `seq` keeps it alive while the loop runs.
+  std::vector<Value> all;
+  if (!seq.is_seq()) all = iterate(seq);
+  const std::vector<Value>& source = seq.is_seq() ? seq.list->items : all;
+  std::vector<Value> filtered;
+  const std::vector<Value>* items = &source;
   if (s.exprs[1]) {
+    items = &filtered;
     FrameGuard filter_scope(in, false);
-    for (auto& v : all) {
+    for (const auto& v : source) {
       in.step(s.pos);
       assign_targets(in, s.targets, v);
       Value keep = eval(in, *s.exprs[1]);
       if (tracking(in)) in.track->truth(keep);
-      if (truthy(keep)) items.push_back(std::move(v));
+      if (truthy(keep)) filtered.push_back(v);
     }
-  } else {
-    items = std::move(all);
   }
   // jinja2 runs `else` unless an iteration reached the end of the body (a
   // loop whose every iteration breaks or continues runs it too), in a scope
@@ -100,7 +104,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   bool completed = false;
   {
     FrameGuard guard(in, false);
-    if (!items.empty()) completed = loop_body(in, s, items, main);
+    if (!items->empty()) completed = loop_body(in, s, *items, main);
   }
   if (main) in.track->loop_ended(in);
   if (!completed && s.has_else) {
@@ -117,6 +121,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   Value loop = Value::new_dict();
   const int64_t n = static_cast<int64_t>(items.size());
   auto& d = loop.dict->items;
+  d.reserve(12);
   for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
                         "previtem", "nextitem"})
     d.emplace_back(k, Value());
@@ -257,7 +262,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
     switch (s.kind) {
       case SK::kText: write(in, s.text); break;
       case SK::kOutput: {
-        Value v = eval(in, *s.exprs[0]);
+        Value t;
+        const Value& v = eval_ref(in, *s.exprs[0], t);
         if (tracking(in)) in.track->operand(v);
         if (v.is_str()) write(in, *v.s);
         else write(in, to_str(v));
@@ -266,7 +272,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
       case SK::kIf: {
         std::size_t k = 0;
         for (; k < s.exprs.size(); ++k) {
-          Value c = eval(in, *s.exprs[k]);
+          Value t;
+          const Value& c = eval_ref(in, *s.exprs[k], t);
           if (tracking(in)) in.track->truth(c);
           if (truthy(c)) break;
         }

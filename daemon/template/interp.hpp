@@ -78,11 +78,32 @@ struct Interp {
       items.swap(d->items);
     }
   }
+  // The variable `name` in scope (null: none; then lookup() gives a global
+  // function or an undefined value).
+  const Value* find_var(std::string_view name) {
+    for (std::size_t k = frames.size(); k-- > 0;) {
+      if (const Value* v = frames[k].find(name)) return v;
+      if (frames[k].barrier && k > 0) k = 1;  // next: frames[0]
+    }
+    return nullptr;
+  }
   Value lookup(std::string_view name);
   void assign(std::string_view name, Value v) { frames.back().set(name, std::move(v)); }
 };
 
 Value eval(Interp& in, const Expr& e);
+// eval() without a copy where the value already exists (a variable, an
+// attribute of one, a literal): a reference to it, valid until the next
+// evaluation that is not pure (ast.hpp) or the next statement; else the
+// value, kept in `tmp`.
+const Value& eval_ref(Interp& in, const Expr& e, Value& tmp);
+// eval_ref() of an operand read as a whole (resume.hpp).
+const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
+// A `+` or `~` node, and eval() of one: a left-nested chain of them is
+// evaluated as the nested nodes are (the same steps, operands and errors)
+// with its strings joined in one buffer (eval_ref.cpp).
+bool is_concat(const Expr& e);
+Value concat_chain(Interp& in, const Expr& top);
 // jinja2's compile-time evaluation of a constant expression (its nodes'
 // as_const): `out` and true, or false where jinja2 leaves it to the render.
 // It differs from eval() only in slicing through getitem (a TypeError gives

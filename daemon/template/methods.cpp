@@ -1,6 +1,7 @@
 // Python methods of str, dict and list that templates call. Methods that
 // mutate a list or dict are refused, as transformers' immutable sandbox does.
 #include <algorithm>
+#include <cstdint>
 
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
@@ -9,21 +10,42 @@ namespace tokfeed::tmpl {
 
 namespace {
 
-constexpr std::string_view kStrMethods[] = {
+// A set of method names: most lookups (a message's `role`, `content`) are
+// of names it lacks, which the first byte and the length rule out at once.
+class NameSet {
+ public:
+  template <std::size_t N>
+  constexpr explicit NameSet(const std::string_view (&names)[N]) : names_(names), n_(N) {
+    for (std::string_view s : names) mask_[static_cast<unsigned char>(s[0]) & 31] |= uint64_t{1} << (s.size() & 63);
+  }
+  bool contains(std::string_view name) const {
+    if (name.empty() || !(mask_[static_cast<unsigned char>(name[0]) & 31] >> (name.size() & 63) & 1)) return false;
+    return std::find(names_, names_ + n_, name) != names_ + n_;
+  }
+
+ private:
+  const std::string_view* names_;
+  std::size_t n_;
+  uint64_t mask_[32] = {};
+};
+
+constexpr std::string_view kStrNames[] = {
     "strip",     "lstrip",    "rstrip",     "split",        "rsplit",       "splitlines", "startswith", "endswith",
     "upper",     "lower",     "title",      "capitalize",   "replace",      "find",       "rfind",      "index",
     "rindex",    "count",     "join",       "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
     "islower",   "partition", "rpartition", "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
     "isnumeric", "isdecimal", "swapcase",   "center",       "ljust",        "rjust",      "expandtabs", "istitle"};
-constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values", "copy"};
-constexpr std::string_view kDictUnsafe[] = {"pop", "update", "setdefault", "clear", "popitem"};
-constexpr std::string_view kListMethods[] = {"index", "count", "copy"};
-constexpr std::string_view kListUnsafe[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"};
+constexpr std::string_view kDictNames[] = {"get", "items", "keys", "values", "copy"};
+constexpr std::string_view kDictUnsafeNames[] = {"pop", "update", "setdefault", "clear", "popitem"};
+constexpr std::string_view kDictAllNames[] = {"get", "items",  "keys",       "values", "copy",
+                                              "pop", "update", "setdefault", "clear",  "popitem"};
+constexpr std::string_view kListNames[] = {"index", "count", "copy"};
+constexpr std::string_view kListUnsafeNames[] = {"append", "extend",  "insert", "pop",
+                                                 "remove", "reverse", "sort",   "clear"};
+const NameSet kStrMethods(kStrNames), kDictMethods(kDictNames), kDictUnsafe(kDictUnsafeNames), kDictAll(kDictAllNames),
+    kListMethods(kListNames), kListUnsafe(kListUnsafeNames);
 
-template <std::size_t N>
-bool in_set(const std::string_view (&set)[N], std::string_view name) {
-  return std::find(std::begin(set), std::end(set), name) != std::end(set);
-}
+bool in_set(const NameSet& set, std::string_view name) { return set.contains(name); }
 
 const Value& arg(Args& a, std::size_t i, std::string_view kw = {}) {
   static const Value missing;
@@ -104,7 +126,7 @@ Value list_method(const Value& l, std::string_view name, Args& a) {
 bool has_method(const Value& obj, std::string_view name) {
   switch (obj.kind) {
     case Kind::kStr: return in_set(kStrMethods, name);
-    case Kind::kDict: return !obj.ns && (in_set(kDictMethods, name) || in_set(kDictUnsafe, name));
+    case Kind::kDict: return !obj.ns && in_set(kDictAll, name);
     case Kind::kList:
       if (obj.tuple) return obj.is_seq() && (name == "index" || name == "count");
       return obj.is_seq() && (in_set(kListMethods, name) || in_set(kListUnsafe, name));

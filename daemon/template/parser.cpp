@@ -404,12 +404,16 @@ void optimize_expr(ExprPtr& e, Interp& in) {
   if (!e) return;
   for (auto& x : e->a) optimize_expr(x, in);
   for (auto& [k, x] : e->kw) optimize_expr(x, in);
+  e->pure = e->kind != EK::kCall && e->kind != EK::kFilter;
+  for (const auto& x : e->a) e->pure = e->pure && (!x || x->pure);
+  for (const auto& [k, x] : e->kw) e->pure = e->pure && x->pure;
   Value v;
   if (e->kind == EK::kLiteral || !fold_const(in, *e, v) || !safe_repr(v)) return;
   auto lit = std::make_unique<Expr>();
   lit->kind = EK::kLiteral;
   lit->pos = e->pos;
   lit->lit = std::move(v);
+  lit->pure = true;
   e = std::move(lit);
 }
 

@@ -54,6 +54,7 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
                      " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
   Interp in;
+  in.frames.reserve(16);
   in.frames.emplace_back();
   in.out = &out;
   in.root = &out;

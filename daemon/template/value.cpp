@@ -365,7 +365,7 @@ Value key_value(const std::string& key) {
   return Value::str(std::string(first, last));
 }
 
-std::string key_json(const std::string& key) {
+std::string_view key_json(std::string_view key) {
   if (key.empty() || key[0] != '\x01') return key;
   if (key.size() > 1 && key[1] == 'n') return "null";
   return key.substr(std::min<std::size_t>(2, key.size()));

@@ -178,6 +178,6 @@ std::string key_of(const Value& v);
 std::string str_key(std::string_view s);
 Value key_value(const std::string& key);
 // The key as json.dumps writes it (an int key 1 becomes "1").
-std::string key_json(const std::string& key);
+std::string_view key_json(std::string_view key);
 
 }  // namespace tokfeed::tmpl

@@ -138,6 +138,10 @@ class S3Test(unittest.TestCase):
             p = os.path.join(local, "pq", f"part-{k:05d}.parquet")
             pq.write_table(table.slice(cuts[k], cuts[k + 1] - cuts[k]), p, row_group_size=32)
             cls.files[f"pq/part-{k:05d}.parquet"] = p
+        # One object of many small row groups: a few batches read a few of them.
+        cls.fine = os.path.join(local, "fine.parquet")
+        pq.write_table(table, cls.fine, row_group_size=2)
+        cls.files["fine/all.parquet"] = cls.fine
         cls.files["pq/README.md"] = os.path.join(local, "pq", "README.md")
         with open(cls.files["pq/README.md"], "w") as f:
             f.write("not a shard\n")
@@ -316,6 +320,133 @@ class S3Test(unittest.TestCase):
         # The next start fetches the rest and serves the same stream.
         self.assert_same(S3Job(tmp, dataset(f"s3://{BUCKET}/pq/*.parquet")).dump(), self.local_pq,
                          "s3:// Parquet after a failed start")
+
+    # Footers first (check_rows = "when_read"): the daemon plans from the
+    # objects' footers and serves their row groups as they arrive. The fault
+    # hook TOKFEED_FAULT_OBJECT_WANTED_ONLY makes the fetcher fetch only the
+    # groups a worker waits for, so the objects stay partial while served.
+    # The token cache is off (its builders read every row at once), and the
+    # batches keep every sample (a plan that leaves samples out needs every
+    # record's length before the first batch).
+    WHEN_READ = 'check_rows = "when_read"'
+    KEEP_ALL = "[batch]\nsize = 4\nmax_length = 512\ntruncation = \"right\"\nkeep_untrained = true\n"
+
+    FINE = f"s3://{BUCKET}/fine/all.parquet"
+
+    def start_footers(self, tmp, retries=6):
+        job = S3Job(tmp, dataset(self.FINE, self.WHEN_READ), cache=False, batch=self.KEEP_ALL)
+        env = dict(os.environ, TOKFEED_FAULT_OBJECT_WANTED_ONLY="1", TOKFEED_OBJECT_RETRIES=str(retries))
+        log = open(job.config + ".log", "w")
+        proc = subprocess.Popen([TOKFEEDD, "--config", job.config], stderr=log, env=env)
+        try:
+            answering(job.socket, proc, job.config + ".log")
+            first = self.ctl(job, "dump", "--rank", "0", "--count", "1")
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            log.close()
+            raise
+        return job, proc, log, first
+
+    def ctl(self, job, *args):
+        out = subprocess.run([TOKFEEDCTL, "-s", job.socket, *args], capture_output=True, text=True, timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr + read(job.config + ".log"))
+        return out.stdout
+
+    def partial_files(self, objects):
+        return sorted(f for f in os.listdir(objects) if ".tmp." in f)
+
+    def test_footers_first_serves_before_objects_are_whole(self):
+        tmp = self.fresh("footers")
+        local = self.fine + "\n" + self.WHEN_READ  # the baseline's key: the local file, rows checked when read
+        if local not in self.want:
+            self.want[local] = S3Job(self.fresh("local-when-read"), dataset(self.fine, self.WHEN_READ),
+                                     cache=False, batch=self.KEEP_ALL).dump()
+        job, proc, log, first = self.start_footers(tmp)
+        objects = os.path.join(tmp, "cache", "objects")
+        try:
+            # The first batch came while the object was partial: a sparse
+            # temporary and its completion map, nothing under its own name.
+            ob = json.loads(self.ctl(job, "status", "--json"))["dataset"]["objects"]
+            self.assertEqual(ob["objects_total"], 1, ob)
+            self.assertEqual(ob["objects_done"], 0, ob)
+            self.assertLess(ob["bytes_done"], ob["bytes_total"], ob)  # the workers ran a few batches ahead
+            partial = self.partial_files(objects)
+            self.assertEqual(len(partial), 2, partial)
+            self.assertTrue(partial[1].endswith(".map"), partial)
+            self.assertEqual(partial, sorted(os.listdir(objects)))
+            self.assertEqual(first.splitlines()[0], self.want[local].splitlines()[0])
+            got = self.ctl(job, "dump", "--rank", "0")
+            # Every row was read in the epochs: every group came, and each
+            # object was kept whole under its name.
+            deadline = time.monotonic() + 30
+            while self.partial_files(objects) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertFalse(self.partial_files(objects))
+            ob = json.loads(self.ctl(job, "status", "--json"))["dataset"]["objects"]
+            self.assertEqual((ob["objects_done"], ob["bytes_done"]), (1, ob["bytes_total"]), ob)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(timeout=60)
+            log.close()
+        self.assertEqual(rc, 0, read(job.config + ".log"))
+        want = self.want[local]
+        for i, (a, b) in enumerate(zip(got.splitlines(), want.splitlines())):
+            self.assertEqual(a, b, f"footers first: batch {i} differs from the local one")
+        self.assertEqual(got, want)
+        kept = self.objects(os.path.join(tmp, "cache"))
+        self.assertEqual(len(kept), 1, kept)
+        with open(os.path.join(objects, kept[0]), "rb") as a, open(self.fine, "rb") as b:
+            self.assertEqual(a.read(), b.read(), kept)
+        # A second start finds it whole: nothing is fetched, same stream.
+        again = S3Job(tmp, dataset(self.FINE, self.WHEN_READ), cache=False, batch=self.KEEP_ALL)
+        self.assertEqual(again.dump(), want)
+        self.assertNotIn("fetching s3://", read(again.config + ".log"))
+
+    def test_footers_first_stop_leaves_nothing(self):
+        tmp = self.fresh("footers-stop")
+        job, proc, log, _ = self.start_footers(tmp)
+        objects = os.path.join(tmp, "cache", "objects")
+        partial = self.partial_files(objects)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+        log.close()
+        self.assertTrue(partial)
+        self.assertEqual(rc, 0, read(job.config + ".log"))
+        self.assertLess(time.monotonic() - t0, 5)
+        deadline = time.monotonic() + 10
+        while self.partial_files(objects) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.partial_files(objects))
+        self.assertFalse(os.listdir(objects))  # nothing was whole: nothing is kept
+
+    def test_footers_first_server_gone_gives_a_clear_error(self):
+        tmp = self.fresh("footers-gone")
+        job, proc, log, _ = self.start_footers(tmp, retries=2)
+        objects = os.path.join(tmp, "cache", "objects")
+        try:
+            self.moto.kill()
+            # The next batches wait for groups the fetcher cannot get.
+            out = subprocess.run([TOKFEEDCTL, "-s", job.socket, "dump", "--rank", "0"], capture_output=True,
+                                 text=True, timeout=120)
+            rc = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+            self.moto.start()
+            self.moto.put(self.files)
+        text = read(job.config + ".log")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertNotEqual(rc, 0, text)
+        self.assertIn(f"{self.FINE}: the object store failed 3 time(s)", text)
+        self.assertIn("restart tokfeedd", text)
+        deadline = time.monotonic() + 10
+        while self.partial_files(objects) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.partial_files(objects))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+// Evaluation without copies: values borrowed where they already exist, and
+// chains of string concatenation joined in one buffer.
+#include <string>
+
+#include "template/interp.hpp"
+#include "template/resume.hpp"
+
+namespace tokfeed::tmpl {
+
+namespace {
+
+Value operand(Interp& in, const Expr& e) {
+  Value v = eval(in, e);
+  if (tracking(in)) in.track->operand(v);
+  return v;
+}
+
+}  // namespace
+
+const Value& operand_ref(Interp& in, const Expr& e, Value& tmp) {
+  const Value& v = eval_ref(in, e, tmp);
+  if (tracking(in)) in.track->operand(v);
+  return v;
+}
+
+bool is_concat(const Expr& e) {
+  return e.kind == EK::kBinary && e.name.size() == 1 && (e.name[0] == '+' || e.name[0] == '~');
+}
+
+// a + b ~ c + ...: a left-nested chain of `+` and `~`, evaluated as the
+// nested nodes are (the same steps, operands in the same order, the same
+// errors), with the strings joined in one buffer instead of a new string
+// per operator.
+Value concat_chain(Interp& in, const Expr& top) {
+  constexpr std::size_t kMax = 64;
+  const Expr* chain[kMax];
+  std::size_t n = 0;
+  const Expr* leaf = &top;
+  while (n < kMax && is_concat(*leaf)) {
+    if (n > 0) in.step(leaf->pos);  // eval() took the top node's step
+    chain[n++] = leaf;
+    leaf = leaf->a[0].get();
+  }
+  Value acc = operand(in, *leaf);
+  std::string buf;
+  bool in_buf = false;  // acc's value is the str in buf
+  for (std::size_t k = n; k-- > 0;) {
+    const Expr& node = *chain[k];
+    Value tmp;
+    const Value& r = operand_ref(in, *node.a[1], tmp);
+    in.pos = node.pos;
+    if (node.name[0] == '~') {
+      if (!in_buf) {
+        buf.clear();
+        append_str(acc, buf);
+        in_buf = true;
+      }
+      append_str(r, buf);
+    } else if (r.is_str() && (in_buf || acc.is_str())) {
+      if (!in_buf) {
+        buf = *acc.s;
+        in_buf = true;
+      }
+      buf += *r.s;
+    } else {
+      if (in_buf) acc = Value::str(std::move(buf)), in_buf = false;
+      acc = binary_op(node.name, acc, r);
+    }
+  }
+  return in_buf ? Value::str(std::move(buf)) : acc;
+}
+
+const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {
+  switch (e.kind) {
+    case EK::kLiteral: in.step(e.pos); return e.lit;
+    case EK::kName:
+      in.step(e.pos);
+      if (tracking(in) && e.name == "add_generation_prompt") in.track->spoil_all(2);
+      if (const Value* v = in.find_var(e.name)) return *v;
+      tmp = in.lookup(e.name);
+      return tmp;
+    case EK::kAttr: {
+      in.step(e.pos);
+      Value t;
+      const Value& obj = eval_ref(in, *e.a[0], t);
+      if (tracking(in)) in.track->attr(obj, e.name);
+      in.pos = e.pos;
+      // What get_attr would copy, borrowed where `obj` itself is.
+      if (&obj != &t && obj.is_dict() && (obj.ns || !has_method(obj, e.name)))
+        if (const Value* v = obj.dict->find(e.name)) return *v;
+      tmp = get_attr(obj, e.name);
+      return tmp;
+    }
+    default: tmp = eval(in, e); return tmp;
+  }
+}
+
+}  // namespace tokfeed::tmpl
