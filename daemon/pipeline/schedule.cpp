@@ -112,7 +112,6 @@ void Schedule::count_batches() {
 // row is the next kept sample; packed rows come a whole window at a time
 // (4.1), the last window once the plan is scanned to its end.
 void Schedule::advance() {
-  const uint32_t window = cfg_.batch.pack_window;
   while (scanned_ < plan0_.size() && facts_->ready(plan0_[scanned_])) {
     const uint32_t s = plan0_[scanned_++];
     if (facts_->flags(s) & excluded_) continue;
@@ -121,25 +120,22 @@ void Schedule::advance() {
       continue;
     }
     window_.push_back(s);
-    if (window_.size() < window && scanned_ < plan0_.size()) continue;
-    pack_rows(
-        window_, [this](uint32_t x) { return facts_->length(x); }, cfg_.batch.capacity(), window, packed_window_);
-    const uint32_t at = static_cast<uint32_t>(rows_.samples.size());
-    rows_.samples.insert(rows_.samples.end(), packed_window_.samples.begin(), packed_window_.samples.end());
-    for (std::size_t j = 1; j < packed_window_.row_start.size(); ++j)
-      rows_.row_start.push_back(at + packed_window_.row_start[j]);
-    window_.clear();
+    if (window_.size() < cfg_.batch.pack_window && scanned_ < plan0_.size()) continue;
+    pack_window();
   }
-  if (packed_ && scanned_ == plan0_.size() && !window_.empty()) {
-    // The plan ends inside a window: pack what it holds.
-    pack_rows(
-        window_, [this](uint32_t x) { return facts_->length(x); }, cfg_.batch.capacity(), window, packed_window_);
-    const uint32_t at = static_cast<uint32_t>(rows_.samples.size());
-    rows_.samples.insert(rows_.samples.end(), packed_window_.samples.begin(), packed_window_.samples.end());
-    for (std::size_t j = 1; j < packed_window_.row_start.size(); ++j)
-      rows_.row_start.push_back(at + packed_window_.row_start[j]);
-    window_.clear();
-  }
+  // The plan ends inside a window: pack what it holds.
+  if (packed_ && scanned_ == plan0_.size() && !window_.empty()) pack_window();
+}
+
+void Schedule::pack_window() {
+  pack_rows(
+      window_, [this](uint32_t x) { return facts_->length(x); }, cfg_.batch.capacity(), cfg_.batch.pack_window,
+      packed_window_);
+  const uint32_t at = static_cast<uint32_t>(rows_.samples.size());
+  rows_.samples.insert(rows_.samples.end(), packed_window_.samples.begin(), packed_window_.samples.end());
+  for (std::size_t j = 1; j < packed_window_.row_start.size(); ++j)
+    rows_.row_start.push_back(at + packed_window_.row_start[j]);
+  window_.clear();
 }
 
 bool Schedule::decided(uint64_t i) {

@@ -115,6 +115,8 @@ class Schedule {
   void count_batches();
   // Growing: takes the plan's next ready samples into epoch 0's rows.
   void advance();
+  // Growing, packed: packs window_ and appends its rows to epoch 0's.
+  void pack_window();
   const EpochRows& rows(uint64_t epoch);
   uint64_t segment_batches(uint64_t n) const;
   // Section 7: this rank's share of a pass of n rows, batch k (of `batches`).

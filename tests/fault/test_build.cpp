@@ -5,7 +5,6 @@
 // test-only hook TOKFEED_FAULT_BUILD_RECORD_US slows each record's build so
 // that the kill lands mid-build.
 #include <doctest/doctest.h>
-#include <dirent.h>
 #include <signal.h>
 
 #include <chrono>
@@ -35,22 +34,6 @@ std::string body(const std::string& data, const std::string& padding, const std:
          data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"chatml\"\n[batch]\nsize = 4\n" +
          "max_length = 256\npadding = \"" + padding + "\"\n" + batch + "[workers]\ncount = 2\n" +
          (cache.empty() ? "[cache]\nenabled = false\n" : "[cache]\ndir = \"" + cache + "\"\n");
-}
-
-uint64_t json_int(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (std::regex_search(json, m, std::regex("\"" + key + "\": *([0-9]+)"))) return std::stoull(m[1]);
-  return 0;
-}
-
-// Files in `dir` whose name ends with `suffix`.
-int files_with(const std::string& dir, const std::string& suffix) {
-  int n = 0;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name).ends_with(suffix);
-    closedir(d);
-  }
-  return n;
 }
 
 }  // namespace
@@ -86,8 +69,8 @@ TEST_CASE("kill -9 mid-build: the next start keeps the parts written and builds 
       REQUIRE(at_kill < 1200);
       d.stop(SIGKILL);
     }
-    CHECK(files_with(cache, ".part") == 2);
-    CHECK(files_with(cache, ".idx") == 0);
+    CHECK(files_ending(cache, ".part") == 2);
+    CHECK(files_ending(cache, ".idx") == 0);
     Daemon again(cfg, socket_of(dir, p + "-killed"));
     std::vector<std::string> got = dump(again.socket());
     CHECK(got == cold);
@@ -98,9 +81,9 @@ TEST_CASE("kill -9 mid-build: the next start keeps the parts written and builds 
     // Every record counted done at the kill was kept (and maybe a few
     // written after the last status).
     CHECK(std::stoull(m[1]) >= at_kill);
-    CHECK(files_with(cache, ".part") == 0);
-    CHECK(files_with(cache, ".facts") == 0);
-    CHECK(files_with(cache, ".idx") == 1);
+    CHECK(files_ending(cache, ".part") == 0);
+    CHECK(files_ending(cache, ".facts") == 0);
+    CHECK(files_ending(cache, ".idx") == 1);
   }
 }
 
@@ -128,9 +111,9 @@ TEST_CASE("keep_untrained with right truncation is served while the cache builds
     CHECK(json_int(st, "records_done") < 1200);
     CHECK(dump(d.socket()) == off);
     // The build goes on to the end and publishes the store.
-    for (int i = 0; i < 1000 && files_with(cache, ".idx") == 0; ++i)
+    for (int i = 0; i < 1000 && files_ending(cache, ".idx") == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    CHECK(files_with(cache, ".idx") == 1);
+    CHECK(files_ending(cache, ".idx") == 1);
     CHECK(d.log().find("the token cache builds: serving while it builds") != std::string::npos);
   }
   Daemon warm(cfg, socket_of(dir, "cold"));

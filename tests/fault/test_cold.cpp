@@ -8,11 +8,9 @@
 // building as a warm plan leaves it out. The test-only hook
 // TOKFEED_FAULT_BUILD_RECORD_US slows each record's build.
 #include <doctest/doctest.h>
-#include <dirent.h>
 
 #include <chrono>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,25 +45,10 @@ std::string body(const std::string& data, const std::string& padding, const std:
          (cache.empty() ? "[cache]\nenabled = false\n" : "[cache]\ndir = \"" + cache + "\"\n");
 }
 
-uint64_t json_int(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (std::regex_search(json, m, std::regex("\"" + key + "\": *([0-9]+)"))) return std::stoull(m[1]);
-  return 0;
-}
-
-int files_with(const std::string& dir, const std::string& suffix) {
-  int n = 0;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name).ends_with(suffix);
-    closedir(d);
-  }
-  return n;
-}
-
 std::string status(const Daemon& d) { return run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json").out; }
 
 void wait_for_store(const std::string& cache) {
-  for (int i = 0; i < 1500 && files_with(cache, ".idx") == 0; ++i)
+  for (int i = 0; i < 1500 && files_ending(cache, ".idx") == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
@@ -105,8 +88,8 @@ TEST_CASE("default rules: the first batch comes while the cache builds; cold, wa
       }
       CHECK(cold[0].size() == cold[1].size());
       wait_for_store(cache);
-      CHECK(files_with(cache, ".idx") == 1);
-      CHECK(files_with(cache, ".part") == 0);
+      CHECK(files_ending(cache, ".idx") == 1);
+      CHECK(files_ending(cache, ".part") == 0);
       CHECK(d.log().find("serving while it builds, in the order the first epoch's plan takes the records") !=
             std::string::npos);
       CHECK(status(d).find("\"counts_known\":true") != std::string::npos);

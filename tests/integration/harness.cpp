@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -174,6 +175,21 @@ int shm_entries() {
     closedir(d);
   }
   return n;
+}
+
+int files_ending(const std::string& dir, const std::string& suffix) {
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).ends_with(suffix);
+    closedir(d);
+  }
+  return n;
+}
+
+uint64_t json_int(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (std::regex_search(json, m, std::regex("\"" + key + "\": *([0-9]+)"))) return std::stoull(m[1]);
+  return 0;
 }
 
 int open_fds(pid_t pid) {

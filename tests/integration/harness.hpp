@@ -78,5 +78,7 @@ void require_equal(const std::vector<std::string>& ours, const std::vector<std::
 std::vector<std::string> lines(const std::string& s);
 int shm_entries();  // entries in /dev/shm that tokfeed could have named
 int open_fds(pid_t pid);
+int files_ending(const std::string& dir, const std::string& suffix);  // files in `dir` named *suffix
+uint64_t json_int(const std::string& json, const std::string& key);   // first "key": N in a JSON text (0 if none)
 
 }  // namespace tokfeed::testing
