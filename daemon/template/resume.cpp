@@ -223,7 +223,13 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
     left = 4096;
     pass.iterators = pass.iterators || holds(v, left, kIterators);
   }
-  if (state->loops.size() == 1 && state->preamble) {
+  // The entry, where a prefix that read differently before the loop may
+  // still resume from here.
+  bool entry = false;
+  for (std::size_t k = 0; k <= n && state->loops.size() == 1 && state->preamble; ++k)
+    entry = entry || ((usable(k) >> 2) & ~usable(k) & 3);
+  if (entry) {
+    state->vars = *vars;
     Entry& e = state->entry;
     e.top = m.top;
     Memo memo;

@@ -87,7 +87,7 @@ struct ResumeState {
   // and, shifted by 2, which resume after running up to the first main loop.
   std::vector<uint8_t> ready;
   std::vector<std::shared_ptr<DictObj>> copies;  // namespaces the points hold: emptied at the end (cycles)
-  Vars vars;                                     // the render's variables
+  Vars vars;                                     // the render's variables (where `entry` is kept)
   bool preamble = false;                         // read before the first main loop: `entry` decides
   Entry entry;
   ~ResumeState();

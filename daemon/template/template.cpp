@@ -170,7 +170,6 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       state->messages_var = m;
       state->prompt_var = g;
       state->lists.emplace_back(vars[m].second, 0);
-      state->vars = vars;
       tracker.n = resumes->want.size() - 1;
       tracker.want = resumes->want;
       tracker.clean.assign(resumes->want.size(), 15);
