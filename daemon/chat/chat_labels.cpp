@@ -8,6 +8,7 @@
 //     prompt's text at its start;
 // a message's own "loss": true/false overrides the rule for that message.
 #include <algorithm>
+#include <cstring>
 
 #include "chat/chat_jinja.hpp"
 
@@ -83,6 +84,7 @@ bool starts_with(const std::string& s, const std::string& p) { return s.compare(
 // The length of the longest common prefix of a and b, in whole characters.
 std::size_t common_prefix(std::string_view a, std::string_view b) {
   std::size_t k = 0, n = std::min(a.size(), b.size());
+  while (k + 16 <= n && std::memcmp(a.data() + k, b.data() + k, 16) == 0) k += 16;
   while (k < n && a[k] == b[k]) ++k;
   while (k > 0 && k < n && (static_cast<unsigned char>(a[k]) & 0xC0) == 0x80) --k;  // not inside a UTF-8 sequence
   return k;

@@ -2,6 +2,7 @@
 // (argument counts, keywords, types), its index rules for start/end, and
 // its results, on code points.
 #include <algorithm>
+#include <span>
 
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
@@ -160,12 +161,17 @@ Value search(const std::string& s, std::string_view name, const std::vector<cons
 // startswith/endswith(prefix or tuple of prefixes[, start[, end]]).
 Value tailmatch(const std::string& s, std::string_view name, const std::vector<const Value*>& p) {
   const Value& x = *p[0];
-  std::vector<Value> subs = x.is_list() && x.tuple ? x.list->items : std::vector<Value>{x};
-  // Without start and end, the code points are walked, not tabulated.
+  const bool tuple = x.is_list() && x.tuple;
+  const std::span<const Value> subs = tuple ? std::span<const Value>(x.list->items) : std::span<const Value>(&x, 1);
+  // Without start and end, the code points are walked, not tabulated (an
+  // ASCII string's are its bytes).
   auto absent = [&](std::size_t i) { return i >= p.size() || !p[i] || p[i]->is_none(); };
   if (absent(1) && absent(2)) {
-    int64_t len = 0;
-    for (std::size_t i = 0; i < s.size(); ++len) {
+    unsigned char high = 0;
+    for (unsigned char c : s) high |= c;
+    const bool ascii = high < 0x80;
+    int64_t len = ascii ? static_cast<int64_t>(s.size()) : 0;
+    for (std::size_t i = 0; !ascii && i < s.size(); ++len) {
       uint32_t cp;
       i += utf8_decode(s, i, cp);
     }
@@ -175,8 +181,8 @@ Value tailmatch(const std::string& s, std::string_view name, const std::vector<c
       int64_t slen = static_cast<int64_t>(py_len(*v.s));
       if (len - slen < 0) continue;
       if (slen == 0) return Value::boolean(true);
-      std::size_t b = 0;
-      if (name != "startswith")
+      std::size_t b = ascii && name != "startswith" ? static_cast<std::size_t>(len - slen) : 0;
+      if (!ascii && name != "startswith")
         for (int64_t k = 0; k < len - slen; ++k) {
           uint32_t cp;
           b += utf8_decode(s, b, cp);
@@ -253,7 +259,10 @@ Value str_method(const std::string& s, std::string_view name, Args& a) {
   if (name == "format") return Value::str(str_format(s, a));
   const Sig* sig = nullptr;
   for (const Sig& x : kSigs)
-    if (x.name == name) sig = &x;
+    if (x.name == name) {
+      sig = &x;
+      break;
+    }
   if (!sig) throw Error("'str' object has no attribute '" + std::string(name) + "'");
   std::vector<const Value*> p = bind(*sig, a);
   if (name == "strip" || name == "lstrip" || name == "rstrip")
