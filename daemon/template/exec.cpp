@@ -115,6 +115,16 @@ Flow exec_for(Interp& in, const Stmt& s) {
   return Flow::kNormal;
 }
 
+// An int or bool in place (the `loop` attributes, rewritten every iteration).
+void set_int(Value& v, int64_t x) {
+  if (v.kind == Kind::kInt) v.i = x;
+  else v = Value::integer(x);
+}
+void set_bool(Value& v, bool x) {
+  if (v.kind == Kind::kBool) v.b = x;
+  else v = Value::boolean(x);
+}
+
 // The iterations of a for loop over `items` (not empty); whether one ran to
 // the end of the body.
 // `main`: the loop over the messages that resume points are taken in.
@@ -143,15 +153,15 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
-    d[0].second = Value::integer(i + 1);
-    d[1].second = Value::integer(i);
-    d[2].second = Value::integer(n - i);
-    d[3].second = Value::integer(n - i - 1);
-    d[4].second = Value::boolean(i == 0);
-    d[5].second = Value::boolean(i == n - 1);
-    d[6].second = Value::integer(n);
-    d[7].second = Value::integer(1);
-    d[8].second = Value::integer(0);
+    set_int(d[0].second, i + 1);
+    set_int(d[1].second, i);
+    set_int(d[2].second, n - i);
+    set_int(d[3].second, n - i - 1);
+    set_bool(d[4].second, i == 0);
+    set_bool(d[5].second, i == n - 1);
+    set_int(d[6].second, n);
+    set_int(d[7].second, 1);
+    set_int(d[8].second, 0);
     d[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem");
     d[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("loop.nextitem");
     assign_targets(in, s.targets, items[static_cast<std::size_t>(i)]);

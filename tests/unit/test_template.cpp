@@ -65,6 +65,11 @@ TEST_CASE("Python semantics: str(), repr, tojson, slicing, arithmetic, None and 
   CHECK(render("{{ x }}|{{ x is defined }}|{{ x | length }}|{{ none }}|{{ none ~ 'a' }}") == "|False|0|None|Nonea");
   CHECK(render("{{ 'a,b,,c'.split(',') }} {{ '  x y '.split() }} {{ 'x'.startswith(('a', 'x')) }}") ==
         "['a', 'b', '', 'c'] ['x', 'y'] True");
+  // startswith/endswith: ASCII and not, longer than the string, empty, a tuple, a bound.
+  CHECK(render("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith('bc') }}{{ 'ab'.startswith('abc') }}"
+               "{{ 'ab'.endswith('xab') }}{{ 'ab'.endswith('') }}{{ 'éab'.endswith('ab') }}{{ 'aé'.endswith('é') }}"
+               "{{ 'éa'.startswith('é') }}{{ 'é'.startswith('e') }}{{ 'xé'.endswith(('y', 'xé')) }}"
+               "{{ 'abc'.endswith('b', 0, 2) }}") == "TrueTrueFalseFalseTrueTrueTrueTrueFalseTrueTrue");
   CHECK(render("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
                R"({"messages": [{"role": "user"}, {"role": "assistant"}, {"role": "user"}]})") == "2");
   CHECK(render("{% set g = [1, 2] | map('string') %}{{ g | join }}{{ g | join }}") == "12");  // an iterator, used up
