@@ -73,9 +73,12 @@ void worker_main(const WorkerContext& ctx) {
     // A growing plan (the cache still builds) knows its end only once every
     // record is built: until then the ring's end_seq is open and the
     // schedule decides which batches exist.
-    const bool past_end = seq >= ring.end_seq() || (!schedule.growing() && index >= schedule.total_batches());
+    // A plan grown to its end knows it there, before end_seq: the worker
+    // sleeps until a client repositions rather than spin.
+    const bool plan_end = !schedule.growing() && index >= schedule.total_batches();
+    const bool past_end = seq >= ring.end_seq() || plan_end;
     if (past_end || !ring.has_space()) {
-      ring.wait_for_consumer(std::chrono::milliseconds(200));
+      ring.wait_for_consumer(std::chrono::milliseconds(200), plan_end);
       if (getppid() != ctx.supervisor_pid) _exit(0);
       continue;
     }

@@ -198,13 +198,14 @@ void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
   rs.with_facts = facts() != nullptr;
   rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, facts());
   publish_counts(rs);
-  // A growing plan's total is open (UINT64_MAX) until the build ends.
-  uint64_t total = rs.schedule->total_batches();
-  for (uint32_t w = 0; w < W; ++w) {
-    // Evaluation passes repeat without end (when the rank has a batch in one).
-    uint64_t end = total == UINT64_MAX ? UINT64_MAX : total > w ? (total - w + W - 1) / W : 0;
-    ring(rs.ring_base + w).end_seq = end;
-  }
+  for (uint32_t w = 0; w < W; ++w) ring(rs.ring_base + w).end_seq = ring_end(rs, w);
+}
+
+uint64_t Supervisor::ring_end(const RankSlot& rs, uint32_t w) {
+  // A growing plan's total is open (UINT64_MAX) until the build ends;
+  // evaluation passes repeat without end (when the rank has a batch in one).
+  const uint64_t total = rs.schedule ? rs.schedule->total_batches() : 0, W = rs.workers;
+  return total == UINT64_MAX ? UINT64_MAX : total > w ? (total - w + W - 1) / W : 0;
 }
 
 void Supervisor::publish_counts(RankSlot& rs) {

@@ -114,6 +114,9 @@ class Supervisor final : public ControlHandler {
   bool serves_while_building() const;
   void yield_builders();
   void plan_rank(uint32_t ri, StreamStart start);
+  // The end of worker w's ring under the rank's plan: seqs [0, end) make up
+  // its share (UINT64_MAX while the plan grows, and for evaluation passes).
+  static uint64_t ring_end(const RankSlot& rs, uint32_t w);
   void replan_rank(uint32_t ri, StreamStart start);
   // `rank_index`: the served rank a worker builds for, whose cores it gets;
   // -1 (a cache builder): the cores of all served ranks.

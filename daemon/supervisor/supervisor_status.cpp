@@ -169,7 +169,9 @@ std::string Supervisor::status_payload() {
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const WorkerSlot& w = workers_[i];
     const shm::RingHeader& r = ring(i);
-    bool done = r.head.load(std::memory_order_relaxed) >= r.end_seq;
+    // The plan's end, not end_seq: a plan grown while the cache built
+    // leaves its rings' end_seq open, and knows its end once it is built.
+    bool done = r.head.load(std::memory_order_relaxed) >= ring_end(ranks_[w.rank_index], w.worker);
     bool building = r.building_index.load(std::memory_order_relaxed) != 0;
     const ProcCpu cpu = read_proc_cpu(w.pid);
     pk.pack_map(14);

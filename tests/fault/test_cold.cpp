@@ -47,6 +47,21 @@ std::string body(const std::string& data, const std::string& padding, const std:
 
 std::string status(const Daemon& d) { return run(bin("tokfeedctl") + " -s '" + d.socket() + "' status --json").out; }
 
+// The sum of every worker's "cpu_s" in a status text.
+double workers_cpu(const std::string& st) {
+  double sum = 0;
+  const std::string key = "\"cpu_s\":";
+  for (std::size_t at = st.find(key); at != std::string::npos; at = st.find(key, at + 1))
+    sum += std::stod(st.substr(at + key.size()));
+  return sum;
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 void wait_for_store(const std::string& cache) {
   for (int i = 0; i < 1500 && files_ending(cache, ".idx") == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -93,6 +108,16 @@ TEST_CASE("default rules: the first batch comes while the cache builds; cold, wa
       CHECK(d.log().find("serving while it builds, in the order the first epoch's plan takes the records") !=
             std::string::npos);
       CHECK(status(d).find("\"counts_known\":true") != std::string::npos);
+      // Every worker of the grown plans has built its share: it shows done
+      // and sleeps until a client repositions (it does not spin).
+      for (int i = 0; i < 100 && status(d).find("\"counts_known\":false") != std::string::npos; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const std::string before = status(d);
+      CHECK(count_of(before, "\"state\":\"done\"") == 4);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      const std::string after = status(d);
+      CHECK(count_of(after, "\"state\":\"done\"") == 4);
+      CHECK(workers_cpu(after) - workers_cpu(before) < 0.3);
     }
     Daemon warm(cfg, socket_of(dir, p + "-cold"));
     for (uint32_t r : {0u, 1u}) CHECK(dump(warm.socket(), r) == cold[r]);
