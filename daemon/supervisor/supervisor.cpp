@@ -322,6 +322,8 @@ void Supervisor::spawn(WorkerSlot& w) {
   ctx.eval = rs.eval;
   ctx.rank = rs.rank;
   ctx.worker = w.worker;
+  ctx.helper = rs.served * rs.workers + w.worker;
+  ctx.helpers = static_cast<uint32_t>(cfg_.ranks.serve.size()) * rs.workers;
   ctx.supervisor_pid = getpid();
   ctx.crash_on_line = crash_on_line_;
 
@@ -335,6 +337,7 @@ void Supervisor::spawn(WorkerSlot& w) {
   if (rs.schedule->growing() && cache_build_) {
     ctx.building = &cache_build_->facts();
     ctx.part_fds = cache_build_->part_fds();
+    if (ctx.helper < cache_build_->found_fds().size()) ctx.found_fd = cache_build_->found_fds()[ctx.helper];
   }
   // The order of the epoch the worker starts in, computed here once: forked
   // workers read these pages instead of each holding its own copy. An epoch's

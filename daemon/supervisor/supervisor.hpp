@@ -164,6 +164,8 @@ class Supervisor final : public ControlHandler {
   // The build is done: growing plans are planned in full, and their
   // clients told the counts.
   void plan_grown_ranks();
+  // Logs how many records workers tokenized ahead of the builders.
+  void log_found() const;
   // Writes a rank's batch counts into its consumer segment (or marks them
   // unknown for a growing plan).
   void publish_counts(RankSlot& rs);

@@ -304,6 +304,7 @@ void Supervisor::cache_ready() {
   if (cache_build_ && cache_build_->facts_only()) {
     CacheProgress pr = cache_build_->progress();
     cache_seconds_ = pr.seconds;
+    log_found();
     facts_table_ = cache_build_->take_facts();
     plan_grown_ranks();  // before the build's facts go
     grows_ = false;
@@ -321,6 +322,7 @@ void Supervisor::cache_ready() {
     store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
     if (!store_) throw std::runtime_error("token cache: the store just built does not open: " + why);
     plan_grown_ranks();  // before the build's facts go
+    log_found();
     grows_ = false;
     cache_build_.reset();
     spdlog::info("token cache: built {} ({} records, {} tokens) in {:.2f} s, {:.0f} records/s", store_->path(),
@@ -331,6 +333,14 @@ void Supervisor::cache_ready() {
   trim_cache_dir();
   if (phase_ != Phase::kServing) start_serving();
   else count_left_out();  // served while it built: counted now that the facts are known
+}
+
+void Supervisor::log_found() const {
+  if (const uint64_t found = grows_ && cache_build_ ? cache_build_->facts().found_total() : 0)
+    spdlog::info(
+        "{} of {} records were tokenized first by the workers whose batches waited for them, ahead of the builders "
+        "({} of them copied into the cache from the workers' hand-off files)",
+        found, cache_build_->facts().size(), cache_build_->handed());
 }
 
 void Supervisor::hold_store() {
@@ -386,9 +396,11 @@ std::string Supervisor::cache_line() const {
                        p.total, p.total ? 100.0 * p.done / p.total : 100.0,
                        p.kept ? fmt::format(", {} kept from an interrupted build", p.kept) : "", p.rate(), p.eta(),
                        !grows_ && phase_ == Phase::kServing ? "workers serve meanwhile, tokenizing what they serve"
-                       : grows_ ? fmt::format("built in plan order; workers serve the plan's built prefix ({} waiting)",
-                                              cache_build_->facts().waiting())
-                                : std::string("workers start when it is built"));
+                       : grows_
+                           ? fmt::format("built in plan order; workers serve the plan's built prefix, tokenizing what "
+                                         "they need first themselves ({} records so far, {} waiting)",
+                                         cache_build_->facts().found_total(), cache_build_->facts().waiting())
+                           : std::string("workers start when it is built"));
   }
   if (!store_) return "token cache: opened once the datasets are indexed and checked";
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);

@@ -125,7 +125,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "ok", true);
 
   pk.pack("cache");
-  pk.pack_map(13);
+  pk.pack_map(14);
   const char* state = !cfg_.cache.enabled           ? "off"
                       : phase_ == Phase::kCacheWait ? "waiting"
                       : cache_build_                ? "building"
@@ -146,6 +146,8 @@ std::string Supervisor::status_payload() {
   kv(pk, "workers_wait", (cache_build_ != nullptr && phase_ != Phase::kServing) || waiting > 0);
   kv(pk, "workers_waiting", uint64_t{waiting});
   kv(pk, "plan_order", cache_build_ != nullptr && grows_);
+  // Records whose facts workers found themselves, ahead of the builders.
+  kv(pk, "records_found", grows_ && cache_build_ ? cache_build_->facts().found_total() : uint64_t{0});
   kv(pk, "rate", cp.rate());
   kv(pk, "eta_s", cp.eta());
   kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);

@@ -8,9 +8,11 @@
 // building as a warm plan leaves it out. The test-only hook
 // TOKFEED_FAULT_BUILD_RECORD_US slows each record's build.
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -177,5 +179,67 @@ TEST_CASE("a record that crashes the builders is left out of the plan made while
     Daemon warm(cfg, socket_of(dir, "crash"));
     CHECK(dump(warm.socket()) == without);
     CHECK(warm.log().find("reused in") != std::string::npos);
+  }
+}
+
+TEST_CASE("workers tokenize the records their batches wait for ahead of slow builders; kill -9 keeps a whole cache") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  for (const char* padding : {"longest", "packed"}) {
+    CAPTURE(padding);
+    const std::string p = padding;
+    // The reference: cache off (padded), or a build nothing slowed (packed).
+    std::vector<std::string> ref[2];
+    {
+      const std::string c = p == "packed" ? dir.file(p + "-ref-cache") : "";
+      Daemon d(write_job(dir, body(data, p, c), p + "-ref"), socket_of(dir, p + "-ref"));
+      for (uint32_t r : {0u, 1u}) ref[r] = dump(d.socket(), r);
+      REQUIRE(!ref[0].empty());
+    }
+    const std::string cache = dir.file(p + "-cache");
+    const std::string cfg = write_job(dir, body(data, p, cache), p + "-cold");
+    {
+      // 300 records per builder at 10 ms each: about 3 s of build, while
+      // the workers tokenize what their batches wait for in well under 1 ms
+      // a record.
+      Daemon d(cfg, socket_of(dir, p + "-cold"), "TOKFEED_FAULT_BUILD_RECORD_US=10000");
+      std::vector<std::string> cold[2];
+      cold[0] = dump(d.socket(), 0, "--count 6");
+      const std::string st = status(d);
+      CHECK(st.find("\"cache\":{\"state\":\"building\"") != std::string::npos);
+      CHECK(json_int(st, "records_found") > 0);
+      CHECK(json_int(st, "records_done") < 1200);
+      for (uint32_t r : {0u, 1u}) cold[r] = dump(d.socket(), r);
+      for (uint32_t r : {0u, 1u}) CHECK(cold[r] == ref[r]);
+      d.wait_cache_built();
+      // The builders copied what the workers found instead of tokenizing it.
+      std::smatch m;
+      const std::string log = d.log();
+      REQUIRE(std::regex_search(
+          log, m,
+          std::regex("([0-9]+) of 1200 records were tokenized first by the workers.*\\(([0-9]+) of them copied")));
+      CHECK(std::stoull(m[1]) > 0);
+      CHECK(std::stoull(m[2]) > 0);
+    }
+    Daemon warm(cfg, socket_of(dir, p + "-cold"));
+    for (uint32_t r : {0u, 1u}) CHECK(dump(warm.socket(), r) == ref[r]);
+    CHECK(warm.log().find("reused in") != std::string::npos);
+
+    // kill -9 while the workers run ahead of the builders: the parts hold
+    // only what the builders wrote, and the next start builds the rest.
+    const std::string killed = dir.file(p + "-killed");
+    const std::string kcfg = write_job(dir, body(data, p, killed), p + "-killed");
+    {
+      Daemon d(kcfg, socket_of(dir, p + "-killed"), "TOKFEED_FAULT_BUILD_RECORD_US=10000");
+      REQUIRE(dump(d.socket(), 1, "--count 12").size() == 12);
+      CHECK(json_int(status(d), "records_found") > 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // some records built
+      d.stop(SIGKILL);
+    }
+    CHECK(files_ending(killed, ".idx") == 0);
+    CHECK(files_ending(killed, ".part") == 4);
+    Daemon again(kcfg, socket_of(dir, p + "-killed"));
+    for (uint32_t r : {0u, 1u}) CHECK(dump(again.socket(), r) == ref[r]);
+    CHECK(again.log().find("kept from an interrupted build") != std::string::npos);
   }
 }
