@@ -71,6 +71,14 @@ class Schedule {
   // records ready so far; otherwise i < total_batches()). Call before
   // batch_rows() and locate() on a growing schedule.
   bool decided(uint64_t i);
+  // Growing: whether the facts found so far decide batch i of epoch 0, as
+  // decided() says, but the plan keeps growing (it is not planned in full
+  // even once every fact is known: its owner does that when the build ends).
+  bool prefix_decides(uint64_t i) {
+    if (!growing_) return false;
+    advance();
+    return rows_.rows() >= (i + 1) * rows_per_step();
+  }
   // Growing: rows of epoch 0 decided so far.
   uint64_t decided_rows() const { return growing_ ? rows_.rows() : 0; }
   // Growing, batch i not decided: the records of epoch 0's plan that it

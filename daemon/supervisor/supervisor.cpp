@@ -284,19 +284,14 @@ void Supervisor::want_first_batches() {
 void Supervisor::start_serving() {
   phase_ = Phase::kServing;
   count_left_out();
-  for (uint32_t ri = 0; ri < ranks_.size(); ++ri) plan_rank(ri, {});
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri)
+    if (!deferred(ranks_[ri])) plan_rank(ri, {});
   want_first_batches();
-  for (WorkerSlot& w : workers_) spawn(w);
+  for (WorkerSlot& w : workers_)
+    if (ranks_[w.rank_index].schedule) spawn(w);
   spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
                cfg_.workers.count, cfg_.server.socket);
-  if (cfg_.eval.enabled()) {
-    std::vector<uint64_t> pass;
-    for (const RankSlot& rs : ranks_)
-      if (rs.eval) pass.push_back(rs.schedule->epoch_batches()[0]);
-    spdlog::info("evaluation stream: {} samples per pass, {} batches per pass on ranks {} ({} workers each)",
-                 data_->eval_mixture().per_epoch(), fmt::join(pass, ","), fmt::join(cfg_.ranks.serve, ","),
-                 cfg_.eval.workers);
-  }
+  log_eval();
   sd_notify(0, ("STATUS=" + summary_line()).c_str());
 }
 

@@ -109,6 +109,7 @@ class Supervisor final : public ControlHandler {
   void try_cache_lock();
   void cache_ready();
   void start_serving();
+  void log_eval() const;
   // Whether the plan needs no sample facts (padded, nothing left out), so
   // workers may serve while the token cache builds (docs/data_model.md 6).
   bool serves_while_building() const;
@@ -156,9 +157,14 @@ class Supervisor final : public ControlHandler {
     return grows_ && cache_build_ ? &cache_build_->facts() : nullptr;
   }
   // Whether serving may start while the build runs, the plan growing over
-  // the records built so far (docs/data_model.md 4.1): every served stream
-  // is training (an evaluation pass needs its whole set's facts).
-  bool grows_while_building() const { return !cfg_.eval.enabled(); }
+  // the records built so far (docs/data_model.md 4.1). The training streams
+  // grow; evaluation passes need their whole set's facts, so their plans and
+  // workers wait for the build's end (unless no plan needs facts at all:
+  // then every stream serves at once, serves_while_building()).
+  bool grows_while_building() const { return !cfg_.eval.enabled() || !serves_while_building(); }
+  // A rank slot planned only once the build ends: an evaluation stream
+  // while a growing plan serves.
+  bool deferred(const RankSlot& rs) const { return rs.eval && grows_; }
   // Starts serving over a build under way (growing plans).
   void serve_growing(const char* why);
   // The build is done: growing plans are planned in full, and their

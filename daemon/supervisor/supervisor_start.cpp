@@ -274,9 +274,21 @@ void Supervisor::serve_growing(const char* why) {
 
 void Supervisor::plan_grown_ranks() {
   if (!grows_) return;
+  // Evaluation streams waited for every record's facts: planned and started now.
+  bool deferred = false;
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri)
+    if (ranks_[ri].eval && !ranks_[ri].schedule && phase_ == Phase::kServing) {
+      plan_rank(ri, {});
+      deferred = true;
+    }
+  if (deferred) {
+    for (WorkerSlot& w : workers_)
+      if (ranks_[w.rank_index].eval && w.pid <= 0) spawn(w);
+    log_eval();
+  }
   for (uint32_t ri = 0; ri < ranks_.size(); ++ri) {
     RankSlot& rs = ranks_[ri];
-    if (!rs.schedule) continue;
+    if (!rs.schedule || (rs.eval && deferred)) continue;
     // The same plan, now over the store's (or the table's) facts: a growing
     // one gets every count, the running workers finish theirs from the same
     // facts, so nothing is restarted, and the ring's end stays open (workers
@@ -333,6 +345,20 @@ void Supervisor::cache_ready() {
   trim_cache_dir();
   if (phase_ != Phase::kServing) start_serving();
   else count_left_out();  // served while it built: counted now that the facts are known
+}
+
+void Supervisor::log_eval() const {
+  if (!cfg_.eval.enabled()) return;
+  std::vector<uint64_t> pass;
+  for (const RankSlot& rs : ranks_)
+    if (rs.eval && rs.schedule) pass.push_back(rs.schedule->epoch_batches()[0]);
+  if (pass.empty()) {
+    spdlog::info("evaluation stream: served once the token cache is built (its passes need every record's facts)");
+    return;
+  }
+  spdlog::info("evaluation stream: {} samples per pass, {} batches per pass on ranks {} ({} workers each)",
+               data_->eval_mixture().per_epoch(), fmt::join(pass, ","), fmt::join(cfg_.ranks.serve, ","),
+               cfg_.eval.workers);
 }
 
 void Supervisor::log_found() const {

@@ -181,7 +181,14 @@ std::string Supervisor::status_payload() {
     kv(pk, "split", ranks_[w.rank_index].eval ? "eval" : "train");
     kv(pk, "worker", w.worker);
     kv(pk, "pid", static_cast<int64_t>(w.pid));
-    kv(pk, "state", w.pid <= 0 ? "restarting" : done ? "done" : building ? "building" : "waiting");
+    // An evaluation stream's workers wait unforked for the build's end.
+    const bool unplanned = !ranks_[w.rank_index].schedule;
+    kv(pk, "state",
+       unplanned    ? "waiting"
+       : w.pid <= 0 ? "restarting"
+       : done       ? "done"
+       : building   ? "building"
+                    : "waiting");
     kv(pk, "batches", load(r.batches));
     kv(pk, "restarts", w.restarts);
     kv(pk, "last_restart_ms", w.last_restart_ms);

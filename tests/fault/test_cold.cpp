@@ -243,3 +243,77 @@ TEST_CASE("workers tokenize the records their batches wait for ahead of slow bui
     CHECK(again.log().find("kept from an interrupted build") != std::string::npos);
   }
 }
+
+TEST_CASE("while the cache builds, a resume inside epoch 0 is served once the plan's prefix before it is known") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  for (const char* padding : {"longest", "packed"}) {
+    CAPTURE(padding);
+    const std::string p = padding;
+    // The whole stream of each rank: cache off (padded) or warm (packed).
+    std::vector<std::string> full[2];
+    const std::string cache = dir.file(p + "-cache");
+    {
+      Daemon d(write_job(dir, body(data, p, p == "packed" ? cache : ""), p + "-full"), socket_of(dir, p + "-full"));
+      for (uint32_t r : {0u, 1u}) full[r] = dump(d.socket(), r);
+    }
+    REQUIRE(full[0].size() > 12);
+    const std::string cold_cache = dir.file(p + "-cold");
+    Daemon d(write_job(dir, body(data, p, cold_cache), p + "-cold"), socket_of(dir, p + "-cold"),
+             "TOKFEED_FAULT_BUILD_RECORD_US=10000");
+    // Epoch 0 step 5 while most records are not built: its batches come,
+    // then the rest of the stream as the counts arrive.
+    for (uint32_t r : {0u, 1u}) {
+      CAPTURE(r);
+      const std::vector<std::string> first = dump(d.socket(), r, "--epoch 0 --step 5 --count 2");
+      const std::string st = status(d);
+      CHECK(json_int(st, "records_done") < 1200);
+      CHECK(st.find("\"counts_known\":false") != std::string::npos);
+      REQUIRE(first.size() == 2);
+      CHECK(first[0] == full[r][5]);
+      CHECK(first[1] == full[r][6]);
+    }
+    for (uint32_t r : {0u, 1u}) {
+      const std::vector<std::string> got = dump(d.socket(), r, "--epoch 0 --step 5");
+      CHECK(std::vector<std::string>(full[r].begin() + 5, full[r].end()) == got);
+    }
+  }
+}
+
+TEST_CASE("with [eval], training serves while the cache builds and evaluation passes once it is built") {
+  TempDir dir;
+  const std::string data = dataset(dir);
+  const std::string eval = "[eval]\nsplit_ratio = 0.1\nbatch_size = 3\n";
+  for (const char* padding : {"longest", "packed"}) {
+    CAPTURE(padding);
+    const std::string p = padding;
+    std::vector<std::string> train[2], passes[2];
+    const std::string cache = dir.file(p + "-cache");
+    const std::string cfg = write_job(dir, body(data, p, cache) + eval, p + "-cold");
+    {
+      Daemon d(cfg, socket_of(dir, p + "-cold"), "TOKFEED_FAULT_BUILD_RECORD_US=5000");
+      REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+      const std::string st = status(d);
+      CHECK(st.find("\"plan_order\":true") != std::string::npos);
+      CHECK(json_int(st, "records_done") < 1200);
+      for (uint32_t r : {0u, 1u}) {
+        train[r] = dump(d.socket(), r);
+        passes[r] = dump(d.socket(), r, "--split eval");
+        REQUIRE(!passes[r].empty());
+      }
+      CHECK(d.log().find("evaluation stream: served once the token cache is built") != std::string::npos);
+    }
+    Daemon warm(cfg, socket_of(dir, p + "-cold"));
+    for (uint32_t r : {0u, 1u}) {
+      CHECK(dump(warm.socket(), r) == train[r]);
+      CHECK(dump(warm.socket(), r, "--split eval") == passes[r]);
+    }
+    CHECK(warm.log().find("reused in") != std::string::npos);
+    if (p == "packed") continue;
+    Daemon off(write_job(dir, body(data, p, "") + eval, p + "-off"), socket_of(dir, p + "-off"));
+    for (uint32_t r : {0u, 1u}) {
+      CHECK(dump(off.socket(), r) == train[r]);
+      CHECK(dump(off.socket(), r, "--split eval") == passes[r]);
+    }
+  }
+}
