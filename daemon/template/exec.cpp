@@ -79,6 +79,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   if (seq.is_none() || seq.kind == Kind::kInt || seq.kind == Kind::kFloat || seq.kind == Kind::kBool ||
       seq.kind == Kind::kFunc)
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
+  if (in.probe && prefix_at_loop(in, s, seq)) return Flow::kNormal;  // resumed: the render is done
   const bool main = tracking(in) && in.track->enter_loop(in, s, seq);
   // A list proper is iterated in place: no template changes its items, and
   // `seq` keeps it alive while the loop runs.
@@ -177,7 +178,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
 // them, the template's top-level variables are read when it runs.
 Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
   const Stmt* m = &s;
-  return Value::func(s.text, [m, closure](Interp& in, Args& args) -> Value {
+  const bool top = !closure;
+  Value f = Value::func(s.text, [m, closure](Interp& in, Args& args) -> Value {
     if (++in.depth > 100) throw Error("maximum macro recursion depth exceeded");
     FrameGuard outer(in, true);
     if (closure) in.frames.back().vars = closure->vars;
@@ -232,6 +234,8 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     --in.depth;
     return Value::str(std::move(r));
   });
+  if (top) f.fn->macro = m;
+  return f;
 }
 
 }  // namespace
@@ -261,7 +265,7 @@ std::string capture(Interp& in, const Body& body, Flow* flow) {
 }
 
 Flow exec(Interp& in, const Body& body, std::size_t from) {
-  for (std::size_t at = from; at < body.size(); ++at) {
+  for (std::size_t at = from; at < body.size() && !in.done; ++at) {
     const Stmt& s = *body[at];
     in.step(s.pos);
     switch (s.kind) {
@@ -298,7 +302,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         if (tracking(in)) {
           if (!s.text.empty() || s.targets.size() != 1) in.track->operand(v);
           if (!s.text.empty()) in.track->stored(v);
-          if (s.text.empty() && in.frames.size() == 1 && s.targets[0] == "add_generation_prompt") in.track->spoil_all();
+          if (s.text.empty() && in.frames.size() == 1 && s.targets[0] == "add_generation_prompt")
+            in.track->spoil_now(static_cast<int64_t>(in.track->n));
         }
         if (!s.text.empty()) {
           Value obj = in.lookup(s.targets[0]);

@@ -19,6 +19,7 @@ namespace tokfeed::tmpl {
 inline std::atomic<bool> render_cancel{false};
 
 struct Tracker;  // resume.hpp
+struct Probe;
 
 struct Frame {
   std::vector<std::pair<std::string, Value>> vars;
@@ -41,6 +42,8 @@ struct Interp {
   std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr;  // byte spans in *root
   Provenance* provenance = nullptr;
   Tracker* track = nullptr;  // what a render with resume points watches (resume.hpp)
+  Probe* probe = nullptr;    // a prefix render that may resume at the first main loop (resume.hpp)
+  bool done = false;         // a probed render resumed and ran to its end: the statements in progress stop
   Value resume_items;        // a render resumed inside its loop: the loop's items (resume.hpp)
   int64_t message = -1;      // the message the innermost message-bound iteration is on (-1: none)
   // Whether the innermost one-variable `for` iteration is bound to a message

@@ -2,6 +2,7 @@
 #include "template/resume.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "template/interp.hpp"
 
@@ -86,10 +87,22 @@ ResumeState::~ResumeState() {
 }
 
 bool Resumes::ready(std::size_t k, bool g) const noexcept {
-  return state && k < state->ready.size() && (state->ready[k] & (g ? 2 : 1));
+  return state && k < state->ready.size() && (state->ready[k] & (g ? 10 : 5));
 }
 
 void Tracker::spoil(int64_t hi, uint8_t bits) {
+  if (!watching) return;
+  if (passes.empty()) {
+    state->preamble = true;  // the prefixes may still run up to the first main loop themselves
+  } else {
+    bits |= static_cast<uint8_t>(bits << 2);
+  }
+  spoil_bits(hi, bits);
+}
+
+void Tracker::spoil_now(int64_t hi, uint8_t bits) { spoil_bits(hi, static_cast<uint8_t>(bits | bits << 2)); }
+
+void Tracker::spoil_bits(int64_t hi, uint8_t bits) {
   if (!watching) return;
   hi = std::min(hi, static_cast<int64_t>(n));
   for (int64_t k = cur + 1; k <= hi; ++k) clean[static_cast<std::size_t>(k)] &= static_cast<uint8_t>(~bits);
@@ -98,7 +111,7 @@ void Tracker::spoil(int64_t hi, uint8_t bits) {
 
 void Tracker::settle() {
   for (std::size_t k = static_cast<std::size_t>(cur + 1); k <= n; ++k)
-    if (want[k] & clean[k]) return;
+    if (usable(k)) return;
   watching = false;  // no resume point is left to take
 }
 
@@ -153,7 +166,7 @@ void Tracker::slice(const Value& obj, const Value& start, const Value& stop, con
 void Tracker::stored(const Value& v) {
   if (!watching) return;
   int left = 256;
-  if (watched(v) || holds(v, left, kFunctions)) spoil_all();
+  if (watched(v) || holds(v, left, kFunctions)) spoil_now(static_cast<int64_t>(n));
 }
 
 namespace {
@@ -192,6 +205,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   MainLoop& m = state->loops.emplace_back();
   m.path = std::move(path);
   m.offset = offset;
+  m.stmt = &s;
   // Inside the loop, top-level variables change only through the objects
   // they hold: those the points copy.
   m.top = in.frames[0].vars;
@@ -208,6 +222,26 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
     if (holds(v, left)) m.held.push_back(i);
     left = 4096;
     pass.iterators = pass.iterators || holds(v, left, kIterators);
+  }
+  // The entry, where a prefix that read differently before the loop may
+  // still resume from here.
+  bool entry = false;
+  for (std::size_t k = 0; k <= n && state->loops.size() == 1 && state->preamble; ++k)
+    entry = entry || ((usable(k) >> 2) & ~usable(k) & 3);
+  if (entry) {
+    state->vars = *vars;
+    Entry& e = state->entry;
+    e.top = m.top;
+    Memo memo;
+    for (std::size_t i : m.held) e.top[i].second = copy_mutable(m.top[i].second, memo, state->copies);
+    e.top_capacity = m.top_capacity;
+    e.output = in.root->size();
+    e.capacity = in.root->capacity();
+    e.pieces = in.provenance ? in.provenance->pieces.size() : 0;
+    e.generation = in.generation ? in.generation->size() : 0;
+    e.steps = in.steps;
+    if (in.provenance) e.seen = in.provenance->seen;
+    e.seq = seq;
   }
   return true;
 }
@@ -267,7 +301,7 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   // The prefix messages[:k] leaves the loop here; a point taken inside it
   // at the iteration before is kept where it serves more renders.
   const bool inside = k <= n && state->points[k].inside && state->ready[k];
-  if (k <= n && (want[k] & clean[k]) && !(inside && (state->ready[k] & ~(want[k] & clean[k])))) {
+  if (k <= n && usable(k) && !(inside && (state->ready[k] & ~usable(k)))) {
     inside_wasted += inside;
     take_point(in, k, false);
   } else {
@@ -276,8 +310,7 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   // The iteration over message k is the last of messages[:k + 1]. Points
   // inside the loop cost a copy each: a template whose iterations read
   // nothing that ends them (loop.last) stops taking them.
-  if (k + 1 < n && main->reads_ahead && (want[k + 1] & clean[k + 1]) && plain_scope(in, *this, k))
-    take_point(in, k + 1, true);
+  if (k + 1 < n && main->reads_ahead && usable(k + 1) && plain_scope(in, *this, k)) take_point(in, k + 1, true);
   cur = static_cast<int64_t>(k);
   settle();
 }
@@ -309,7 +342,132 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
     copies_ = std::move(copies);
   }
   p.mutable_ = copies_;
-  state->ready[k] = want[k] & clean[k];
+  state->ready[k] = usable(k);
+}
+
+namespace {
+
+// Whether the value `p` of a prefix render of messages[:k] is the value
+// `f` of the full render at the same place, but for the messages the
+// prefix lacks: the same data, each slice messages[o:] the full render
+// kept being the prefix's messages[o:k], the same objects shared alike
+// (`pairs`: the full render's objects and the prefix's met so far, one to
+// one), a macro defined at the top level by the same statement.
+class SameState {
+ public:
+  SameState(const ResumeState& st, std::size_t k) : st_(st), k_(k) {}
+
+  bool same(const Value& f, const Value& p, int depth = 0) {
+    if (f.kind != p.kind || f.tuple != p.tuple || f.ns != p.ns || f.gen != p.gen || f.view != p.view ||
+        depth > kMaxNesting)
+      return false;
+    switch (f.kind) {
+      case Kind::kUndefined:
+      case Kind::kStr: return f.s == p.s || (f.s && p.s && *f.s == *p.s);
+      case Kind::kNone: return true;
+      case Kind::kBool: return f.b == p.b;
+      case Kind::kInt: return f.i == p.i;
+      case Kind::kFloat: return std::memcmp(&f.f, &p.f, sizeof f.f) == 0;
+      case Kind::kFunc: return f.fn == p.fn || (f.fn->macro && f.fn->macro == p.fn->macro);
+      case Kind::kList: {
+        int known = paired(f.list.get(), p.list.get());
+        if (known >= 0 || f.list == p.list) return known != 0;
+        const auto& fi = f.list->items;
+        const auto& pi = p.list->items;
+        for (const auto& [l, o] : st_.lists)
+          if (l.list == f.list) {  // messages[o:], which the prefix has as messages[o:k]
+            const auto& all = st_.lists.front().first.list->items;
+            const std::size_t e = std::max(o, std::min(k_, all.size()));
+            if (pi.size() != e - o) return false;
+            for (std::size_t i = 0; i < pi.size(); ++i)
+              if (!same_object(all[o + i], pi[i])) return false;
+            return true;
+          }
+        if (fi.size() != pi.size()) return false;
+        for (std::size_t i = 0; i < fi.size(); ++i)
+          if (!same(fi[i], pi[i], depth + 1)) return false;
+        return true;
+      }
+      case Kind::kDict: {
+        int known = paired(f.dict.get(), p.dict.get());
+        if (known >= 0 || f.dict == p.dict) return known != 0;
+        const auto& fi = f.dict->items;
+        const auto& pi = p.dict->items;
+        if (fi.size() != pi.size()) return false;
+        for (std::size_t i = 0; i < fi.size(); ++i)
+          if (fi[i].first != pi[i].first || !same(fi[i].second, pi[i].second, depth + 1)) return false;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  // 1: f and p were paired before; 0: one of them was paired with another
+  // object; -1: new, now paired (their contents are to be compared).
+  int paired(const void* f, const void* p) {
+    for (const auto& [a, b] : pairs_)
+      if (a == f || b == p) return a == f && b == p;
+    pairs_.emplace_back(f, p);
+    return -1;
+  }
+  // A message: the very same object in both.
+  bool same_object(const Value& f, const Value& p) {
+    if (f.kind != p.kind) return false;
+    if (f.kind == Kind::kDict) return f.dict == p.dict && paired(f.dict.get(), p.dict.get()) != 0;
+    return same(f, p);
+  }
+
+  const ResumeState& st_;
+  std::size_t k_;
+  std::vector<std::pair<const void*, const void*>> pairs_;
+};
+
+}  // namespace
+
+bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
+  const Probe& probe = *in.probe;
+  const ResumeState& st = *probe.state;
+  if (&s != st.loops.front().stmt || in.frames.size() != 1 || in.out != in.root) return false;
+  in.probe = nullptr;  // the first main loop: resumed from here, or rendered on in full
+  const std::size_t k = probe.k;
+  const Entry& e = st.entry;
+  if (!(st.ready[k] & (probe.g ? 8 : 4))) return false;
+  const auto& vars = in.frames[0].vars;
+  if (vars.size() != e.top.size() || vars.capacity() != e.top_capacity || in.root->size() != e.output ||
+      in.root->capacity() != e.capacity || in.root->compare(0, e.output, st.full, 0, e.output) != 0)
+    return false;
+  if (in.generation && (in.generation->size() != e.generation ||
+                        !std::equal(in.generation->begin(), in.generation->end(), st.full_generation.begin())))
+    return false;
+  if (in.provenance && st.provenance) {
+    const auto& pieces = in.provenance->pieces;
+    if (pieces.size() != e.pieces) return false;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const auto& a = pieces[i];
+      const auto& b = st.full_pieces[i];
+      if (a.begin != b.begin || a.message != b.message || a.end != std::min(b.end, e.output)) return false;
+    }
+    if (!std::equal(in.provenance->seen.begin(), in.provenance->seen.begin() + static_cast<std::ptrdiff_t>(k),
+                    e.seen.begin()))
+      return false;
+  } else if (in.provenance || st.provenance) {
+    return false;
+  }
+  SameState same(st, k);
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i].first != e.top[i].first) return false;
+    if (i != st.prompt_var && !same.same(e.top[i].second, vars[i].second)) return false;
+  }
+  if (!same.same(e.seq, seq)) return false;  // messages[offset:k]
+  // The point's steps, less the full render's before the loop, plus this one's.
+  const uint64_t steps = st.points[k].steps - e.steps + in.steps;
+  if (steps >= in.max_steps) return false;  // the render in full says where it stops
+  restore(st, k, probe.g, in);
+  in.steps = steps;
+  run_after_loop(in, st, k);
+  in.done = true;
+  return true;
 }
 
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {

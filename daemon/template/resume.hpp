@@ -56,6 +56,21 @@ struct MainLoop {
   std::size_t top_capacity = 0;   // their vector's capacity then (its growth is counted in steps)
   std::vector<std::size_t> held;  // which of them hold a namespace or an iterator
   std::size_t offset = 0;         // it iterates messages[offset:]
+  const Stmt* stmt = nullptr;     // the loop itself
+};
+
+// The full render's state where its first main loop starts, kept when the
+// template read before it what the prefixes see differently (its length,
+// its last items, add_generation_prompt): a prefix render then runs up to
+// that loop itself and resumes only where its state there is the full
+// render's (prefix_at_loop).
+struct Entry {
+  Vars top;  // the top-level variables, namespaces and iterators copied
+  std::size_t top_capacity = 0;
+  std::size_t output = 0, capacity = 0, pieces = 0, generation = 0;
+  uint64_t steps = 0;
+  std::vector<char> seen;
+  Value seq;  // what the loop iterates
 };
 
 struct ResumeState {
@@ -67,18 +82,27 @@ struct ResumeState {
   bool provenance = false;                           // whether F recorded it
   std::vector<Provenance::Piece> full_pieces;
   Spans full_generation;
-  std::vector<ResumePoint> points;               // per k in [0, n]
-  std::vector<uint8_t> ready;                    // per k: which renders of messages[:k] resume (bits as Resumes::want)
+  std::vector<ResumePoint> points;  // per k in [0, n]
+  // Per k: which renders of messages[:k] resume (bits as Resumes::want),
+  // and, shifted by 2, which resume after running up to the first main loop.
+  std::vector<uint8_t> ready;
   std::vector<std::shared_ptr<DictObj>> copies;  // namespaces the points hold: emptied at the end (cycles)
+  Vars vars;                                     // the render's variables (where `entry` is kept)
+  bool preamble = false;                         // read before the first main loop: `entry` decides
+  Entry entry;
   ~ResumeState();
 };
 
 // The tracker a render with resume points runs with (Interp::track).
 struct Tracker {
   const Body* top = nullptr;
-  std::size_t n = 0;              // messages
-  std::vector<uint8_t> want;      // per k: 1: render(messages[:k], false), 2: render(messages[:k], true)
-  std::vector<uint8_t> clean;     // per k: which of those still run as F does
+  std::size_t n = 0;          // messages
+  std::vector<uint8_t> want;  // per k: 1: render(messages[:k], false), 2: render(messages[:k], true)
+  // Per k: which of those still run as F does (the bits of want), and
+  // which would after running up to the first main loop themselves (want
+  // shifted by 2: what was read before it aside).
+  std::vector<uint8_t> clean;
+  uint8_t usable(std::size_t k) const { return static_cast<uint8_t>((want[k] | want[k] << 2) & clean[k]); }
   int64_t cur = -1;               // in a main loop: resume points are taken for k <= cur
   bool watching = true;           // false once no wanted prefix is left to resume
   const Stmt* main = nullptr;     // the main loop running
@@ -111,8 +135,13 @@ struct Tracker {
     return (v.kind == Kind::kList && offset_of(v.list.get()) >= 0) || (v.kind == Kind::kDict && v.dict.get() == loop);
   }
   // Prefixes k in (cur, hi] read differently (bits: 1 g=false, 2 g=true).
+  // Before the first main loop, a read only marks the state `preamble`.
   void spoil(int64_t hi, uint8_t bits = 3);
   void spoil_all(uint8_t bits = 3) { spoil(static_cast<int64_t>(n), bits); }
+  // Every prefix not yet passed, before the first main loop too: what the
+  // render stores that a resume point cannot restore as the prefix has it.
+  void spoil_now(int64_t hi, uint8_t bits = 3);
+  void spoil_bits(int64_t hi, uint8_t bits);
   // Stops watching once no wanted prefix is left to resume.
   void settle();
   // `v` used where its value is read as a whole (printed, compared,
@@ -143,6 +172,21 @@ struct Tracker {
   int inside_useful = 0, inside_wasted = 0;  // points inside the loop that served, and that a later one replaced
   void loop_ended(const Interp& in);
 };
+
+// A render of messages[:k] that runs up to the first main loop itself
+// (ResumeState::preamble): there it compares its state with the full
+// render's and, where they are the same but for the messages it lacks,
+// resumes from the point for k (ResumeJump).
+struct Probe {
+  const ResumeState* state = nullptr;
+  std::size_t k = 0;
+  bool g = false;
+};
+// At the start of `{% for %}` `s` over `seq` in a probed render: where
+// the render can resume from here, restores the point for k, runs the rest
+// of the template and sets in.done (the statements in progress stop);
+// true then. Clears in.probe at the first main loop.
+bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq);
 
 // Whether the render watches what it reads (the hooks' fast test).
 inline bool tracking(const Interp& in) { return in.track && in.track->watching; }

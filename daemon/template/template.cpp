@@ -172,7 +172,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       state->lists.emplace_back(vars[m].second, 0);
       tracker.n = resumes->want.size() - 1;
       tracker.want = resumes->want;
-      tracker.clean.assign(resumes->want.size(), 3);
+      tracker.clean.assign(resumes->want.size(), 15);
       state->points.resize(resumes->want.size());
       state->ready.assign(resumes->want.size(), 0);
       tracker.top = &p_->body;
@@ -200,7 +200,27 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
 std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t k, bool g, const RenderLimits& limits,
                                             Spans* generation, Provenance* provenance) const {
   const ResumeState& st = *resumes.state;
+  if (!(st.ready[k] & (g ? 2 : 1))) {
+    // The render of messages[:k] runs up to the first main loop itself.
+    Vars vars = st.vars;
+    const auto& all = vars[st.messages_var].second.list->items;
+    vars[st.messages_var].second =
+        Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
+    vars[st.prompt_var].second = Value::boolean(g);
+    Probe probe{&st, k, g};
+    return RenderRunner::run(
+        limits, generation, provenance,
+        [&](Interp& in) {
+          in.frames[0].vars = vars;
+          in.probe = &probe;
+        },
+        [&](Interp& in) {
+          exec(in, p_->body);
+          resumes.resumed += in.done;
+        });
+  }
   if (const RecordScope* rec = tl_record; rec && rec->used_ + st.points[k].steps >= rec->max_steps_) return {};
+  ++resumes.resumed;
   return RenderRunner::run(
       limits, generation, provenance, [&](Interp& in) { restore(st, k, g, in); },
       [&](Interp& in) { run_after_loop(in, st, k); });

@@ -104,7 +104,11 @@ struct ResumeState;
 struct Resumes {
   std::vector<uint8_t> want;           // in, per k in [0, n]: 1: render(messages[:k], false) wanted; 2: with the prompt
   std::shared_ptr<ResumeState> state;  // out
-  // Whether render(messages[:k], g) can be resumed.
+  mutable std::size_t resumed = 0;     // out: the renders resume() started from a point
+  // Whether render(messages[:k], g) can be resumed: from the point for k,
+  // or, where the template read before its loop over the messages what the
+  // prefix sees differently, from there if the prefix's state is then the
+  // full render's (else resume() renders it in full).
   bool ready(std::size_t k, bool g) const noexcept;
 };
 

@@ -148,6 +148,9 @@ struct DictObj {
 
 struct FuncObj {
   std::string name;
+  // The {% macro %} statement of a macro defined at the top level (it
+  // closes over nothing): two renders' are the same function.
+  const void* macro = nullptr;
   std::function<Value(Interp&, Args&)> call;
 };
 

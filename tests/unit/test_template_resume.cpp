@@ -53,8 +53,8 @@ Outcome outcome(const Template& t, const tmpl::Vars& vars, const tmpl::RenderLim
 }
 
 // Renders all of `messages` keeping every resume point, then checks each
-// one that is ready against the full render. Returns which (k, g) were
-// ready, as "k+" (with the prompt) and "k-" (without).
+// one that is ready against the full render. Returns which (k, g) resumed
+// from a point, as "k+" (with the prompt) and "k-" (without).
 std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value& messages) {
   tmpl::RenderLimits limits;
   tmpl::Vars v = vars;
@@ -74,9 +74,10 @@ std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value
   for (std::size_t k = 0; k <= n; ++k)
     for (bool g : {false, true}) {
       if (!resumes.ready(k, g)) continue;
-      ready += std::to_string(k) + (g ? "+" : "-");
       Outcome full = outcome(t, vars, limits, messages, k, g, nullptr);
+      const std::size_t before = resumes.resumed;
       Outcome resumed = outcome(t, vars, limits, messages, k, g, &resumes);
+      if (resumes.resumed != before) ready += std::to_string(k) + (g ? "+" : "-");
       INFO("k = " << k << ", add_generation_prompt = " << g);
       CHECK(resumed.text == full.text);
       CHECK(resumed.error == full.error);
@@ -194,6 +195,38 @@ TEST_CASE("resume: a loop that scans the messages before the one that renders th
       ready_for("{% set it = ['x', 'y', 'z', 'w'] | map('upper') %}{% for m in messages %}{% for v in it %}"
                 "{% break %}{% endfor %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}{{ it | list }}",
                 kFour) == "0-0+1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: a template that reads the messages as a whole before its loop") {
+  // Qwen3's last query, found by a reversed scan: the prefixes whose last
+  // user message is the full conversation's resume, the others render in full.
+  CHECK(ready_for("{% set ns = namespace(multi=true, last=messages | length - 1) %}{% for m in messages[::-1] %}"
+                  "{% set i = (messages | length - 1) - loop.index0 %}{% if ns.multi and m.role == 'user' %}"
+                  "{% set ns.multi = false %}{% set ns.last = i %}{% endif %}{% endfor %}{% for m in messages %}"
+                  "{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}{% endfor %}"
+                  "{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "3-3+");
+  // Llama 3.1's first user message taken out when the list is not empty;
+  // the empty prefix raises before the loop, as in full.
+  CHECK(
+      ready_for("{% if messages | length != 0 %}{% set first = messages[0].content %}{% set messages = messages[1:] %}"
+                "{% else %}{{ raise_exception('none') }}{% endif %}[{{ first }}]{% for m in messages %}"
+                "{{ m.content }}{% endfor %}{% if add_generation_prompt %}G{% endif %}",
+                kFour) == "1-1+2-2+3-3+");
+  // A value read from add_generation_prompt before the loop: the renders
+  // with the prompt differ there.
+  CHECK(ready_for("{% set p = add_generation_prompt %}{% for m in messages %}{{ m.content }}{% endfor %}{{ p }}",
+                  kFour) == "0-1-2-3-");
+  // The same contents, but one namespace where the full render has two
+  // names for one: no prefix resumes.
+  CHECK(ready_for("{% set ns = namespace(n=0) %}{% set a = ns if messages | length > 3 else namespace(n=0) %}"
+                  "{% for m in messages %}{% set a.n = a.n + 1 %}{% endfor %}{{ ns.n }}"
+                  "{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "");
+  // A macro defined before the loop is the same function in both renders.
+  CHECK(ready_for("{% macro f(x) %}<{{ x }}>{% endmacro %}{% set n = messages | length > 0 %}"
+                  "{% for m in messages %}{{ f(m.content) }}{% endfor %}{{ n }}",
+                  kFour) == "1-1+2-2+3-3+");
 }
 
 TEST_CASE("resume: loops it cannot resume render in full") {
