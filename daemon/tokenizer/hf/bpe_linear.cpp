@@ -24,12 +24,14 @@ std::string quoted(std::string_view raw) {
 }  // namespace
 
 std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw, const std::vector<MergeSpec>& merges,
-                                            const MergeTable& table, const int32_t (&byte_unit_id)[256],
+                                            const MergeTable& table, const int32_t (&byte_unit_id)[256], Heap heap,
                                             std::string& why) {
   auto lin = std::unique_ptr<LinearBpe>(new LinearBpe());
   lin->merges_ = &table;
   auto& tok = lin->trees_;
   tok.assign(raw.size(), Tree{INT32_MAX, -1, -1});
+  auto& irregular = lin->irregular_;
+  irregular.assign(raw.size(), 0);
   std::vector<bool> reachable(raw.size(), false);
   for (int b = 0; b < 256; ++b) {
     const int32_t id = byte_unit_id[b];
@@ -40,35 +42,66 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     tok[size_t(id)].birth = -1;
     reachable[size_t(id)] = true;
   }
-  // Births, one merge per token.
+  // How many merges make each token, and the first of them.
+  std::vector<uint32_t> makers(raw.size(), 0);
+  std::vector<int32_t> first(raw.size(), -1);
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const MergeSpec& m = merges[rank];
     if (m.left < 0) continue;
-    Tree& t = tok[size_t(m.new_id)];
-    if (t.birth != INT32_MAX) {
-      why = "token " + quoted(raw[size_t(m.new_id)]) + " is made by more than one merge (merges[" +
-            std::to_string(rank) + "])";
-      return nullptr;
-    }
-    t.birth = int32_t(rank);
-    t.left = m.left;
-    t.right = m.right;
+    if (makers[size_t(m.new_id)]++ == 0) first[size_t(m.new_id)] = int32_t(rank);
   }
-  // Consistency, then reachability in rank order (the parts' are known by then).
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const MergeSpec& m = merges[rank];
-    if (m.left < 0) continue;
-    for (int32_t part : {m.left, m.right}) {
-      const int32_t born = tok[size_t(part)].birth;
-      if (born != INT32_MAX && born >= int32_t(rank)) {
-        why = "merges[" + std::to_string(rank) + "] uses " + quoted(raw[size_t(part)]) + ", made by the later merges[" +
-              std::to_string(born) + "]";
-        return nullptr;
+  // Shorter tokens first: a split's parts are known before the token.
+  std::vector<int32_t> made;
+  for (size_t id = 0; id < raw.size(); ++id)
+    if (makers[id] > 0 && raw[id].size() >= 2 && tok[id].birth != -1) made.push_back(int32_t(id));
+  std::stable_sort(made.begin(), made.end(),
+                   [&](int32_t a, int32_t b) { return raw[size_t(a)].size() < raw[size_t(b)].size(); });
+  std::vector<WordPiece> pieces;
+  for (int32_t id : made) {
+    Tree& t = tok[size_t(id)];
+    if (makers[size_t(id)] == 1) {
+      // One merge: reachable iff its parts are and nothing joins them across
+      // their boundary first; the walk says so when the parts are regular
+      // and the merge comes after both are made.
+      const MergeSpec& m = merges[size_t(first[size_t(id)])];
+      if (!reachable[size_t(m.left)] || !reachable[size_t(m.right)]) continue;
+      const int32_t rank = first[size_t(id)];
+      if (!irregular[size_t(m.left)] && !irregular[size_t(m.right)] && rank > tok[size_t(m.left)].birth &&
+          rank > tok[size_t(m.right)].birth) {
+        if (lin->walk(m.left, m.right, rank, false)) {
+          t = Tree{rank, m.left, m.right};
+          reachable[size_t(id)] = true;
+        }
+        continue;
       }
     }
-    reachable[size_t(m.new_id)] = reachable[size_t(m.left)] && reachable[size_t(m.right)] &&
-                                  !raw[size_t(m.new_id)].empty() && lin->walk(m.left, m.right, int32_t(rank), false);
+    // Several merges, or one that the walk cannot judge: the heap loop on the
+    // token's own bytes says whether it is reachable, and by which split.
+    int32_t last[2];
+    pieces.clear();
+    heap(raw[size_t(id)], pieces, last);
+    if (pieces.size() != 1) continue;
+    const int32_t left = last[0], right = last[1];
+    const Merge* m = left >= 0 ? table.find(left, right) : nullptr;
+    if (m == nullptr || m->new_id != id || !reachable[size_t(left)] || !reachable[size_t(right)]) {
+      why = "token " + quoted(raw[size_t(id)]) + ": its last merge does not make it from reachable tokens";
+      return nullptr;
+    }
+    t = Tree{m->rank, left, right};
+    reachable[size_t(id)] = true;
+    if (irregular[size_t(left)] || irregular[size_t(right)] || m->rank <= tok[size_t(left)].birth ||
+        m->rank <= tok[size_t(right)].birth) {
+      irregular[size_t(id)] = 1;
+      ++lin->irregular_count_;
+    }
   }
+  lin->heap_ = std::move(heap);
+  lin->offsets_.assign(raw.size() + 1, 0);
+  for (size_t id = 0; id < raw.size(); ++id) {
+    lin->offsets_[id] = uint32_t(lin->bytes_.size());
+    lin->bytes_ += raw[id];
+  }
+  lin->offsets_[raw.size()] = uint32_t(lin->bytes_.size());
   // The trie: size its table from the number of distinct prefixes.
   std::vector<int32_t> order;
   for (size_t id = 0; id < raw.size(); ++id)
@@ -158,6 +191,18 @@ bool LinearBpe::walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const 
       y = ty.left;
     }
   }
+}
+
+bool LinearBpe::heap_pair(int32_t a, int32_t b) const {
+  const auto bytes = [&](int32_t id) {
+    return std::string_view(bytes_).substr(offsets_[size_t(id)], offsets_[size_t(id) + 1] - offsets_[size_t(id)]);
+  };
+  pair_bytes_.assign(bytes(a));
+  pair_bytes_ += bytes(b);
+  pair_pieces_.clear();
+  int32_t last[2];
+  heap_(pair_bytes_, pair_pieces_, last);
+  return pair_pieces_.size() == 2 && pair_pieces_[0].id == a && pair_pieces_[1].id == b;
 }
 
 bool LinearBpe::search(std::string_view word) const {
