@@ -171,6 +171,12 @@ void BpeModel::init_linear() {
   }
   merge_pairs_.clear();
   merge_pairs_.shrink_to_fit();
+  if (ignore_merges_) {
+    // A word that is a reachable token is its own BPE: only the others need
+    // the lookup, and their table is small.
+    for (const auto& [bytes, id] : raw_vocab_)
+      if (!linear_ || !linear_->reachable(id)) whole_words_.add(bytes, id);
+  }
   merge_algorithm_ = !linear_ ? "heap: " + why
                      : linear_->irregular_tokens() == 0
                          ? "linear"
@@ -194,7 +200,7 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
 
 void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
   if (ignore_merges_) {
-    if (const int32_t id = raw_index_.find(word); id >= 0) {
+    if (const int32_t id = whole_words_.find(word); id >= 0) {
       out.push_back({id, uint32_t(word.size())});
       return;
     }

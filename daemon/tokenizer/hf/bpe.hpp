@@ -94,8 +94,9 @@ class BpeModel {
 
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_valid_;
-  Vocab raw_vocab_;       // unit bytes -> id (for byte-level: the bytes the token stands for)
-  TokenIndex raw_index_;  // the same, for the lookups made per word
+  Vocab raw_vocab_;         // unit bytes -> id (for byte-level: the bytes the token stands for)
+  TokenIndex raw_index_;    // the same, for the lookups made per word
+  TokenIndex whole_words_;  // ignore_merges: the tokens a word may be whole that its BPE does not give
   MergeTable merges_;
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail

@@ -102,67 +102,79 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     lin->bytes_ += raw[id];
   }
   lin->offsets_[raw.size()] = uint32_t(lin->bytes_.size());
-  // The trie: size its table from the number of distinct prefixes.
+  if (!lin->build_trie(raw, reachable, why)) return nullptr;
+  return lin;
+}
+
+bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vector<bool>& reachable, std::string& why) {
   std::vector<int32_t> order;
   for (size_t id = 0; id < raw.size(); ++id)
     if (reachable[id]) order.push_back(int32_t(id));
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[size_t(a)] < raw[size_t(b)]; });
-  size_t nodes = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const std::string& s = raw[size_t(order[i])];
-    size_t lcp = 0;
-    if (i > 0) {
-      const std::string& p = raw[size_t(order[i - 1])];
-      while (lcp < s.size() && lcp < p.size() && s[lcp] == p[lcp]) ++lcp;
-    }
-    nodes += s.size() - lcp;
-  }
-  size_t cap = 16;
-  lin->shift_ = 28;
-  while (cap < nodes + nodes / 2) cap <<= 1, --lin->shift_;
-  if (cap >= kRoot) {
-    why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
-    return nullptr;
-  }
-  lin->mask_ = uint32_t(cap - 1);
-  lin->edges_.assign(cap, Edge{kNoEdge, -1, true});
-  std::fill(std::begin(lin->root_edge_), std::end(lin->root_edge_), kNoEdge);
+  // Inserting sorted strings creates nodes in preorder; each token adds the
+  // nodes past its common prefix with the previous one.
+  std::vector<uint32_t> parent = {0};
+  std::vector<uint8_t> label = {0};
+  nodes_.assign(1, Node{-1, 0});
+  std::vector<uint32_t> path = {0};  // the previous token's nodes by depth
+  std::string_view prev;
   size_t longest = 0;
   for (int32_t id : order) {
-    lin->add_token(raw[size_t(id)], id);
-    longest = std::max(longest, raw[size_t(id)].size());
-  }
-  lin->cands_.resize(longest + 1);
-  return lin;
-}
-
-void LinearBpe::add_token(std::string_view bytes, int32_t id) {
-  uint32_t node = kRoot;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const uint32_t k = node << 8 | uint8_t(bytes[i]);
-    uint32_t s = (k * 0x9E3779B1u) >> shift_;
-    while (edges_[s].key != kNoEdge && edges_[s].key != k) s = (s + 1) & mask_;
-    if (edges_[s].key == kNoEdge) {
-      edges_[s].key = k;
-      if (i == 0) root_edge_[uint8_t(bytes[0])] = s;
+    const std::string_view s = raw[size_t(id)];
+    size_t lcp = 0;
+    while (lcp < s.size() && lcp < prev.size() && s[lcp] == prev[lcp]) ++lcp;
+    path.resize(lcp + 1);
+    for (size_t d = lcp; d < s.size(); ++d) {
+      path.push_back(uint32_t(nodes_.size()));
+      parent.push_back(path[d]);
+      label.push_back(uint8_t(s[d]));
+      nodes_.push_back(Node{-1, 0});
     }
-    if (node != kRoot) edges_[node].leaf = false;
-    node = s;
+    nodes_[path[s.size()]].token = id;
+    prev = s;
+    longest = std::max(longest, s.size());
   }
-  edges_[node].token = id;
+  if (nodes_.size() >= (size_t(1) << 23)) {
+    why = "the vocabulary's trie has " + std::to_string(nodes_.size()) + " nodes, too many";
+    return false;
+  }
+  // Children: one run per node, in the nodes' order, sorted by byte (a
+  // node's children were created in increasing byte order).
+  std::vector<uint32_t> count(nodes_.size(), 0), fill(nodes_.size(), 0);
+  for (size_t n = 1; n < nodes_.size(); ++n) ++count[parent[n]];
+  uint32_t first = 0, tables = 0;
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (count[n] > kSparse) {
+      nodes_[n].kids = tables++ << 9 | kDense;
+      continue;
+    }
+    nodes_[n].kids = first << 9 | count[n];
+    fill[n] = first;
+    first += count[n];
+  }
+  kids_.assign(first, 0);
+  dense_.assign(size_t(tables) * 256, kNone);
+  for (size_t n = 1; n < nodes_.size(); ++n) {
+    const uint32_t p = parent[n];
+    if ((nodes_[p].kids & 511) == kDense) dense_[size_t(nodes_[p].kids >> 9) * 256 + label[n]] = uint32_t(n);
+    else kids_[fill[p]++] = uint32_t(label[n]) << 24 | uint32_t(n);
+  }
+  for (int b = 0; b < 256; ++b) root_child_[b] = child(nodes_[0].kids, uint8_t(b));
+  cands_.resize(longest + 1);
+  return true;
 }
 
 size_t LinearBpe::matches(std::string_view word, size_t pos, size_t max_len) const {
   const size_t limit = std::min(word.size() - pos, max_len - 1);
   if (limit == 0) return 0;
   size_t n = 0;
-  uint32_t node = root_edge_[uint8_t(word[pos])];  // every byte is a token
+  uint32_t node = root_child_[uint8_t(word[pos])];  // every byte is a token
   for (size_t len = 1;; ++len) {
-    const int32_t t = edges_[node].token;
-    if (t >= 0) cands_[n++] = Piece{t, uint32_t(len)};
-    if (len == limit || edges_[node].leaf) break;
-    node = find_edge(node, uint8_t(word[pos + len]));
-    if (node == kNoEdge) break;
+    const Node nd = nodes_[node];
+    if (nd.token >= 0) cands_[n++] = Piece{nd.token, uint32_t(len)};
+    if (len == limit || (nd.kids & 511) == 0) break;
+    node = child(nd.kids, uint8_t(word[pos + len]));
+    if (node == kNone) break;
   }
   return n;
 }

@@ -66,6 +66,8 @@ class LinearBpe {
   static std::unique_ptr<LinearBpe> build(const std::vector<std::string>& raw, const std::vector<MergeSpec>& merges,
                                           const MergeTable& table, const int32_t (&byte_unit_id)[256], Heap heap,
                                           std::string& why);
+  // BPE of the token's bytes is the token.
+  bool reachable(int32_t id) const { return trees_[size_t(id)].birth != INT32_MAX; }
   // How many reachable tokens are not regular.
   size_t irregular_tokens() const { return irregular_count_; }
 
@@ -95,29 +97,32 @@ class LinearBpe {
     int32_t birth;        // rank of its canonical split; -1 for a unit
     int32_t left, right;  // the canonical split's parts (-1 for a unit)
   };
-  // Trie of the reachable tokens' bytes in one open-addressing table. A node
-  // is the slot of the edge that enters it, so a slot is only its key
-  // (parent node << 8 | byte) and the token ending there.
-  struct Edge {
-    uint32_t key;        // kNoEdge when free
-    int32_t token : 31;  // -1 if no reachable token ends here
-    bool leaf : 1;       // no edge leaves this node: no need to look
+  // Trie of the reachable tokens' bytes, its nodes numbered in preorder
+  // (the order sorted insertion creates them): a node's descendants follow
+  // it, so the nodes of a path past its first few bytes, where each step
+  // would be a cache miss in a hash table, sit a few cache lines apart. A
+  // node's children are one sorted run of kids_ (byte << 24 | node); a node
+  // with more than kSparse children (the root, ' ', a UTF-8 lead byte) has
+  // a table of 256 instead.
+  struct Node {
+    int32_t token;  // -1 if no reachable token ends here
+    uint32_t kids;  // first child entry in kids_ << 9 | how many; or table in dense_ << 9 | kDense
   };
-  static constexpr uint32_t kNoEdge = ~uint32_t(0);
-  static constexpr uint32_t kRoot = 0xFFFFFE;  // above any slot index
-  uint32_t find_edge(uint32_t node, uint8_t byte) const {
-    const uint32_t k = node << 8 | byte;
-    for (uint32_t i = (k * 0x9E3779B1u) >> shift_;; i = (i + 1) & mask_) {
-      const uint32_t key = edges_[i].key;
-      if (key == k) return i;
-      if (key == kNoEdge) return kNoEdge;
-    }
+  static constexpr uint32_t kNone = ~uint32_t(0);
+  static constexpr uint32_t kSparse = 16, kDense = 511;
+  uint32_t child(uint32_t kids, uint8_t byte) const {
+    uint32_t n = kids & 511;
+    if (n == kDense) return dense_[size_t(kids >> 9) * 256 + byte];
+    const uint32_t key = uint32_t(byte) << 24;
+    for (const uint32_t* e = kids_.data() + (kids >> 9); n > 0; ++e, --n)
+      if (*e >= key) return (*e >> 24) == byte ? (*e & 0xFFFFFF) : kNone;
+    return kNone;
   }
   struct Piece {
     int32_t id;
     uint32_t len;
   };
-  void add_token(std::string_view bytes, int32_t id);
+  bool build_trie(const std::vector<std::string>& raw, const std::vector<bool>& reachable, std::string& why);
   // The reachable tokens that start `word` at `pos`, shorter than max_len,
   // into cands_ by increasing length; returns how many.
   size_t matches(std::string_view word, size_t pos, size_t max_len) const;
@@ -132,10 +137,10 @@ class LinearBpe {
   Heap heap_;
   std::string bytes_;              // every token's bytes, one after another
   std::vector<uint32_t> offsets_;  // token id's bytes: [offsets_[id], offsets_[id + 1])
-  std::vector<Edge> edges_;
-  uint32_t mask_ = 0;
-  int shift_ = 0;
-  uint32_t root_edge_[256];  // the slot of each first byte's edge
+  std::vector<Node> nodes_;        // [0] is the root
+  std::vector<uint32_t> kids_;     // see Node
+  std::vector<uint32_t> dense_;    // 256 children (or kNone) per node with many
+  uint32_t root_child_[256];       // the node of each first byte
 
   static constexpr int kPairMemoBits = 16;
   // key << 1 | compatible; keys are below 2^63, so all ones is never a key.
