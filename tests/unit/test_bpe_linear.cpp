@@ -255,3 +255,47 @@ TEST_CASE("bpe linear: vocabularies outside its preconditions keep the heap and 
   char_level.tokenize("abab", out);
   CHECK(show(out) == "2:2 2:2 ");
 }
+
+TEST_CASE("bpe linear: under ignore_merges (llama-3) every token's bytes as a word give the token") {
+  fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / "llama3" / "tokenizer.json";
+#ifdef TOKFEED_SHARED_DIR
+  if (!fs::exists(path)) path = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / "llama3" / "tokenizer.json";
+#endif
+  if (!fs::exists(path)) {
+    MESSAGE("skipped: no llama3 tokenizer.json");
+    return;
+  }
+  HfParts parts = load_hf_parts(path.string());
+  const BpeModel& m = *parts.model;
+  REQUIRE(m.merge_algorithm().starts_with("linear"));
+  // Words that are tokens the merges cannot give (looked up) and that they
+  // can (their BPE): both must come out as the one token, as HF's lookup of
+  // the whole word gives.
+  size_t words = 0, not_bpe = 0, bad = 0;
+  std::vector<WordPiece> out, heap;
+  for (size_t id = 0; id < m.max_id_plus_one(); ++id) {
+    const std::string* token = m.id_to_token(int32_t(id));
+    if (token == nullptr) continue;
+    std::string raw;
+    bool byte_level = true;
+    for (size_t i = 0; i < token->size() && byte_level;) {
+      const DecodedChar d = decode_utf8(*token, i);
+      const int b = unicode_to_byte(d.cp);
+      byte_level = b >= 0;
+      raw.push_back(char(b));
+      i += d.len;
+    }
+    if (!byte_level || raw.empty()) continue;
+    ++words;
+    out.clear();
+    heap.clear();
+    m.tokenize(raw, out);
+    m.tokenize_heap(raw, heap);
+    not_bpe += heap.size() != 1;
+    if ((out.size() != 1 || out[0].id != int32_t(id) || out[0].len != raw.size()) && bad++ < 3)
+      FAIL_CHECK("token " << id << " gives " << show(out));
+  }
+  CHECK(bad == 0);
+  CHECK(words > 127000);
+  CHECK(not_bpe > 0);  // some tokens are whole words only
+}
