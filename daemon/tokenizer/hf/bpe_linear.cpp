@@ -115,7 +115,7 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
   // nodes past its common prefix with the previous one.
   std::vector<uint32_t> parent = {0};
   std::vector<uint8_t> label = {0};
-  nodes_.assign(1, Node{-1, 0});
+  std::vector<int32_t> token = {-1};
   std::vector<uint32_t> path = {0};  // the previous token's nodes by depth
   std::string_view prev;
   size_t longest = 0;
@@ -125,41 +125,43 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
     while (lcp < s.size() && lcp < prev.size() && s[lcp] == prev[lcp]) ++lcp;
     path.resize(lcp + 1);
     for (size_t d = lcp; d < s.size(); ++d) {
-      path.push_back(uint32_t(nodes_.size()));
+      path.push_back(uint32_t(token.size()));
       parent.push_back(path[d]);
       label.push_back(uint8_t(s[d]));
-      nodes_.push_back(Node{-1, 0});
+      token.push_back(-1);
     }
-    nodes_[path[s.size()]].token = id;
+    token[path[s.size()]] = id;
     prev = s;
     longest = std::max(longest, s.size());
   }
-  if (nodes_.size() >= (size_t(1) << 23)) {
-    why = "the vocabulary's trie has " + std::to_string(nodes_.size()) + " nodes, too many";
+  // Records in node order; children sorted by byte (a node's children were
+  // created in increasing byte order).
+  const size_t nodes = token.size();
+  std::vector<uint32_t> count(nodes, 0), at(nodes, 0), fill(nodes, 0);
+  for (size_t n = 1; n < nodes; ++n) ++count[parent[n]];
+  size_t words = 0;
+  uint32_t tables = 0;
+  for (size_t n = 0; n < nodes; ++n) {
+    at[n] = uint32_t(words);
+    words += 2 + (count[n] > kSparse ? 0 : count[n]);
+  }
+  if (words >= (size_t(1) << 24)) {
+    why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
     return false;
   }
-  // Children: one run per node, in the nodes' order, sorted by byte (a
-  // node's children were created in increasing byte order).
-  std::vector<uint32_t> count(nodes_.size(), 0), fill(nodes_.size(), 0);
-  for (size_t n = 1; n < nodes_.size(); ++n) ++count[parent[n]];
-  uint32_t first = 0, tables = 0;
-  for (size_t n = 0; n < nodes_.size(); ++n) {
-    if (count[n] > kSparse) {
-      nodes_[n].kids = tables++ << 9 | kDense;
-      continue;
-    }
-    nodes_[n].kids = first << 9 | count[n];
-    fill[n] = first;
-    first += count[n];
+  trie_.assign(words, 0);
+  for (size_t n = 0; n < nodes; ++n) {
+    trie_[at[n]] = uint32_t(token[n]);
+    trie_[at[n] + 1] = count[n] > kSparse ? kDenseBit | tables++ : count[n];
+    fill[n] = at[n] + 2;
   }
-  kids_.assign(first, 0);
   dense_.assign(size_t(tables) * 256, kNone);
-  for (size_t n = 1; n < nodes_.size(); ++n) {
-    const uint32_t p = parent[n];
-    if ((nodes_[p].kids & 511) == kDense) dense_[size_t(nodes_[p].kids >> 9) * 256 + label[n]] = uint32_t(n);
-    else kids_[fill[p]++] = uint32_t(label[n]) << 24 | uint32_t(n);
+  for (size_t n = 1; n < nodes; ++n) {
+    const uint32_t kids = trie_[at[parent[n]] + 1];
+    if (kids & kDenseBit) dense_[size_t(kids & ~kDenseBit) * 256 + label[n]] = at[n];
+    else trie_[fill[parent[n]]++] = uint32_t(label[n]) << 24 | at[n];
   }
-  for (int b = 0; b < 256; ++b) root_child_[b] = child(nodes_[0].kids, uint8_t(b));
+  for (int b = 0; b < 256; ++b) root_child_[b] = child(trie_.data(), uint8_t(b));
   cands_.resize(longest + 1);
   return true;
 }
@@ -170,10 +172,10 @@ size_t LinearBpe::matches(std::string_view word, size_t pos, size_t max_len) con
   size_t n = 0;
   uint32_t node = root_child_[uint8_t(word[pos])];  // every byte is a token
   for (size_t len = 1;; ++len) {
-    const Node nd = nodes_[node];
-    if (nd.token >= 0) cands_[n++] = Piece{nd.token, uint32_t(len)};
-    if (len == limit || (nd.kids & 511) == 0) break;
-    node = child(nd.kids, uint8_t(word[pos + len]));
+    const uint32_t* record = trie_.data() + node;
+    if (record[0] != kNone) cands_[n++] = Piece{int32_t(record[0]), uint32_t(len)};
+    if (len == limit || record[1] == 0) break;
+    node = child(record, uint8_t(word[pos + len]));
     if (node == kNone) break;
   }
   return n;

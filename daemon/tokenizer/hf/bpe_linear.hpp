@@ -97,24 +97,21 @@ class LinearBpe {
     int32_t birth;        // rank of its canonical split; -1 for a unit
     int32_t left, right;  // the canonical split's parts (-1 for a unit)
   };
-  // Trie of the reachable tokens' bytes, its nodes numbered in preorder
-  // (the order sorted insertion creates them): a node's descendants follow
-  // it, so the nodes of a path past its first few bytes, where each step
-  // would be a cache miss in a hash table, sit a few cache lines apart. A
-  // node's children are one sorted run of kids_ (byte << 24 | node); a node
-  // with more than kSparse children (the root, ' ', a UTF-8 lead byte) has
-  // a table of 256 instead.
-  struct Node {
-    int32_t token;  // -1 if no reachable token ends here
-    uint32_t kids;  // first child entry in kids_ << 9 | how many; or table in dense_ << 9 | kDense
-  };
+  // Trie of the reachable tokens' bytes, one record per node in trie_, in
+  // preorder (the order sorted insertion creates them): a node's descendants
+  // follow it, so past a path's first few bytes (hot nodes) the records it
+  // visits sit a few cache lines apart, where a hash table would miss at
+  // every byte. A record is [token or kNone, children] and, for up to
+  // kSparse children, their entries (byte << 24 | record), sorted by byte;
+  // a node with more (the root, ' ', a UTF-8 lead byte) has a table of 256
+  // in dense_ instead, its index marked with kDenseBit.
   static constexpr uint32_t kNone = ~uint32_t(0);
-  static constexpr uint32_t kSparse = 16, kDense = 511;
-  uint32_t child(uint32_t kids, uint8_t byte) const {
-    uint32_t n = kids & 511;
-    if (n == kDense) return dense_[size_t(kids >> 9) * 256 + byte];
+  static constexpr uint32_t kSparse = 16, kDenseBit = 1u << 31;
+  uint32_t child(const uint32_t* record, uint8_t byte) const {
+    const uint32_t kids = record[1];
+    if (kids & kDenseBit) return dense_[size_t(kids & ~kDenseBit) * 256 + byte];
     const uint32_t key = uint32_t(byte) << 24;
-    for (const uint32_t* e = kids_.data() + (kids >> 9); n > 0; ++e, --n)
+    for (const uint32_t *e = record + 2, *end = e + kids; e != end; ++e)
       if (*e >= key) return (*e >> 24) == byte ? (*e & 0xFFFFFF) : kNone;
     return kNone;
   }
@@ -137,8 +134,7 @@ class LinearBpe {
   Heap heap_;
   std::string bytes_;              // every token's bytes, one after another
   std::vector<uint32_t> offsets_;  // token id's bytes: [offsets_[id], offsets_[id + 1])
-  std::vector<Node> nodes_;        // [0] is the root
-  std::vector<uint32_t> kids_;     // see Node
+  std::vector<uint32_t> trie_;     // node records; the root's at 0
   std::vector<uint32_t> dense_;    // 256 children (or kNone) per node with many
   uint32_t root_child_[256];       // the node of each first byte
 
