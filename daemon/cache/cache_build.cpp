@@ -322,32 +322,8 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
         ::usleep(kClaimWaitUs);
         w = view_.found_word(r);
       }
-      if (w & BuildFacts::kFound) {
-        // A worker found it first: its facts, and its tokens from the
-        // worker's hand-off file (tokenized here when they are not there).
-        const auto len = static_cast<uint32_t>(w);
-        const std::size_t before = buf.size();
-        const uint64_t at = view_.found_at(r);
-        bool whole = fd < 0;
-        if (!whole && at != BuildFacts::kNoTokens) {
-          buf.resize(before + len);
-          const ssize_t n = ::pread(5 + static_cast<int>(at >> 48), buf.data() + before, std::size_t{len} * 4,
-                                    static_cast<off_t>(at & ((uint64_t{1} << 48) - 1)));
-          whole = n == static_cast<ssize_t>(len) * 4;
-          if (!whole) buf.resize(before);
-        }
-        if (whole) {
-          if (fd >= 0) handed_->fetch_add(1, std::memory_order_relaxed);
-          lengths_[r] = len;
-          flags_[r] = static_cast<uint8_t>(w >> 32);
-        } else if (!enc.encode(r, s)) {
-          lengths_[r] = 0;
-          flags_[r] = cache_flags::kDropped;
-        } else {
-          append_sample(s, buf);
-          lengths_[r] = static_cast<uint32_t>(buf.size() - before);
-          flags_[r] = sample_flags(s);
-        }
+      if ((w & BuildFacts::kFound) && take_found(r, w, fd >= 0, buf)) {
+        if (fd >= 0) handed_->fetch_add(1, std::memory_order_relaxed);
       } else if (!enc.encode(r, s)) {
         // The file changed after indexing: keep nothing of it.
         lengths_[r] = 0;
@@ -373,6 +349,26 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
   flush(count);
   current.store(0, std::memory_order_relaxed);
   _exit(0);
+}
+
+bool CacheBuild::take_found(uint64_t r, uint64_t word, bool tokens, std::vector<uint32_t>& buf) {
+  const auto len = static_cast<uint32_t>(word);
+  const uint64_t at = view_.found_at(r);
+  if (tokens) {
+    if (at == BuildFacts::kNoTokens) return false;
+    // The hand-off files are on 5, 6, ... (builder_main).
+    const std::size_t before = buf.size();
+    buf.resize(before + len);
+    const ssize_t n = ::pread(5 + static_cast<int>(at >> 48), buf.data() + before, std::size_t{len} * 4,
+                              static_cast<off_t>(at & ((uint64_t{1} << 48) - 1)));
+    if (n != static_cast<ssize_t>(len) * 4) {
+      buf.resize(before);
+      return false;
+    }
+  }
+  lengths_[r] = len;
+  flags_[r] = static_cast<uint8_t>(word >> 32);
+  return true;
 }
 
 bool CacheBuild::on_exit(pid_t pid, int status, const ForkFn& fork_child, std::vector<std::string>& isolated) {

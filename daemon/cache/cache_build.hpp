@@ -211,6 +211,10 @@ class CacheBuild {
   uint64_t recover(std::size_t k);
   void spawn(Part& p, const ForkFn& fork_child);
   [[noreturn]] void builder_main(std::size_t index, int fd, int facts_fd);
+  // A builder reached record r, which a worker found (its found word):
+  // takes its facts and, when `tokens`, appends its tokens from the
+  // worker's hand-off file to `buf`. False when they are not there.
+  bool take_found(uint64_t r, uint64_t word, bool tokens, std::vector<uint32_t>& buf);
 
   const JobConfig& cfg_;
   const Dataset& data_;
