@@ -276,9 +276,9 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
       if (slow_us) ::usleep(slow_us);
 #endif
       if (!enc.encode(r, s)) {
-        // The file changed after indexing: keep nothing of it.
+        // Bad when read, or the file changed after indexing: keep nothing of it.
         lengths_[r] = 0;
-        flags_[r] = cache_flags::kDropped;
+        flags_[r] = cache_flags::kBad;
       } else {
         std::size_t before = buf.size();
         append_sample(s, buf);
