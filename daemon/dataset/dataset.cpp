@@ -517,9 +517,9 @@ void Dataset::report_unchecked(Shard& s) {
 
 std::string Dataset::verdict(uint64_t i) const {
   const Shard& s = shard_of(i);
-  // An unchecked JSONL record gets the check the index gives the others;
-  // what its template makes of it, the encoder finds as it renders.
-  if (s.unchecked) return record_verdict(record(i), index_rules_[s.dataset]);
+  // An unchecked JSONL record: its size here; its parse, fields and render
+  // are the encoder's, whose reasons are the index's (SampleEncoder::render).
+  if (s.unchecked) return record_size_verdict(record(i).size(), rules_[s.dataset]);
   if (!s.rows || s.rows_checked) return {};
   const RowText& t = row_text(s, s.index.offset(i - s.first));
   return t.error.empty() ? record_verdict(t.text, rules_[s.dataset]) : t.error;

@@ -210,6 +210,8 @@ std::string_view record_at(const char* data, uint64_t size, ShardKind kind, uint
   return std::string_view(data + offset, end - offset);
 }
 
+std::string record_size_verdict(uint64_t bytes, const text::RecordRules& rules) { return size_reason(bytes, rules); }
+
 std::string record_verdict(std::string_view rec, const text::RecordRules& rules) {
   std::string reason = size_reason(rec.size(), rules);
   return reason.empty() ? check(rec, rules, false) : reason;

@@ -36,6 +36,9 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept;
 // Why record `rec` is bad under `rules` (its size, then its parse), or "":
 // the check every record of an index gets.
 std::string record_verdict(std::string_view rec, const text::RecordRules& rules);
+// The first part of that check: why a record of `bytes` bytes is bad before
+// it is parsed (longer than max_record_bytes), or "".
+std::string record_size_verdict(uint64_t bytes, const text::RecordRules& rules);
 
 class ShardIndex {
  public:
