@@ -108,3 +108,43 @@ TEST_CASE("on_bad_record = \"fail\": a record the template refuses stops the sta
   CHECK(cc.status != 0);
   CHECK(cc.out.find("t.jsonl:5: bad record:") != std::string::npos);
 }
+
+TEST_CASE(
+    "check_rows = \"when_read\": nothing is rendered before serving; a record the template refuses is named "
+    "when encoded and left out, as a run without it") {
+  TempDir dir;
+  std::string text = lines();
+  const std::string boom = "hello 4\"";
+  text.replace(text.find(boom), boom.size(), "boom\"");
+  const std::string data = write(dir, "t.jsonl", text);
+  const std::string clean = write(dir, "clean.jsonl", lines(5));
+  const std::string raising =
+      "{%- for m in messages %}{% if m.content == 'boom' %}{{ raise_exception('no boom here') }}{% endif %}"
+      "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  // keep_untrained with right truncation: only the bad record is left out.
+  auto when_read = [&](std::string body) {
+    body.replace(body.find("[tokenizer]"), 0, "check_rows = \"when_read\"\n");
+    return body.replace(body.find("[batch]\n") + 8, 0, "keep_untrained = true\n");
+  };
+  std::vector<std::string> reference;
+  {
+    Daemon d(write_job(dir, when_read(job(dir, clean, "", "skip", raising)), "clean"), socket_of(dir, "clean"));
+    reference = dump(d.socket());
+  }
+  REQUIRE(reference.size() == 12);  // 23 records in batches of 2
+  for (const char* cache : {"", "cache"}) {
+    CAPTURE(cache);
+    const std::string c = *cache ? dir.file(cache) : "";
+    Daemon d(write_job(dir, when_read(job(dir, data, c, "skip", raising)), "wr"), socket_of(dir, "wr"));
+    CHECK(dump(d.socket()) == reference);
+    const std::string log = d.log();
+    CHECK(log.find("in forked children to check them") == std::string::npos);  // no render pass before serving
+    CHECK(log.find("t.jsonl:5: bad record: ") != std::string::npos);
+    CHECK(log.find("no boom here") != std::string::npos);
+  }
+  Daemon warm(write_job(dir, when_read(job(dir, data, dir.file("cache"), "skip", raising)), "wr"),
+              socket_of(dir, "wr"));
+  CHECK(dump(warm.socket()) == reference);
+  CHECK(warm.log().find("reused in") != std::string::npos);
+}
