@@ -36,6 +36,9 @@ default) and nothing else set.
   - tokfeed cold with `keep_untrained = true`: nothing is left out of the
     plan, so it is served while the cache builds.
   - --before BUILD: the cold run again with another build's tokfeedd.
+  - Before every timed start the data file is read once, untimed, so that
+    each finds it in the page cache (a token store just built can push it
+    out).
   - DataLoader (lazy): num_workers=2, a Dataset that finds line offsets at
     init and parses, renders (the reference's chatml) and tokenizes
     (python3-sentencepiece) a record in __getitem__; seconds from creating
@@ -118,10 +121,19 @@ def counts_known(tokfeedctl, sock):
         return False
 
 
+def in_page_cache(path):
+    """Reads the file once (untimed), so that no run pays for the disk: a token store built just before may have
+    pushed the data out of the page cache."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(16 << 20):
+            pass
+
+
 def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False, packed=False, wait_counts=False):
     """Starts tokfeedd on `cache`; -> (first batch s, epoch real tokens/s or None, counts known s or None)."""
     import threading
     import tokfeed
+    in_page_cache(data)
     tokfeedctl = os.path.join(os.path.dirname(os.path.dirname(tokfeedd)), "tools", "tokfeedctl")
     tag = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
     sock = os.path.join(work, f"{tag}.sock")
@@ -224,6 +236,7 @@ def run_dataloader(data, work, epoch):
             mask[i, :len(a)] = 1
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
+    in_page_cache(data)
     t0 = time.perf_counter()
     ds = LazyJsonl(data, cfg)
     dl = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, collate_fn=collate,
