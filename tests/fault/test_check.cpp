@@ -9,8 +9,10 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.hpp"
@@ -142,6 +144,9 @@ TEST_CASE(
     CHECK(log.find("in forked children to check them") == std::string::npos);  // no render pass before serving
     CHECK(log.find("t.jsonl:5: bad record: ") != std::string::npos);
     CHECK(log.find("no boom here") != std::string::npos);
+    // The store is published once every record is built.
+    for (int i = 0; i < 1500 && *cache && files_ending(c, ".idx") == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   Daemon warm(write_job(dir, when_read(job(dir, data, dir.file("cache"), "skip", raising)), "wr"),
               socket_of(dir, "wr"));

@@ -208,7 +208,7 @@ TEST_CASE("check_rows = \"when_read\" on JSONL: bad lines found late are named a
     const std::string cache = dir.file(std::string("cache-") + (in_order ? "a" : "b"));
     const std::string cfg = write_job(dir, job(bad, cache, rules, order), "cold");
     {
-      Daemon d(cfg, socket_of(dir, "cold"), "TOKFEED_FAULT_BUILD_RECORD_US=1000");
+      Daemon d(cfg, socket_of(dir, "cold"), "TOKFEED_FAULT_BUILD_RECORD_US=5000");
       REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
       CHECK(status(d).find("\"counts_known\":false") != std::string::npos);  // served before any record was checked
       for (uint32_t r : {0u, 1u}) CHECK((cold[r] = dump(d.socket(), r)) == off[r]);
