@@ -325,9 +325,9 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
       if ((w & BuildFacts::kFound) && take_found(r, w, fd >= 0, buf)) {
         if (fd >= 0) handed_->fetch_add(1, std::memory_order_relaxed);
       } else if (!enc.encode(r, s)) {
-        // The file changed after indexing: keep nothing of it.
+        // Bad when read, or the file changed after indexing: keep nothing of it.
         lengths_[r] = 0;
-        flags_[r] = cache_flags::kDropped;
+        flags_[r] = cache_flags::kBad;
       } else {
         std::size_t before = buf.size();
         append_sample(s, buf);

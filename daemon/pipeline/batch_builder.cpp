@@ -175,7 +175,7 @@ bool BatchBuilder::find_ahead(uint64_t i, uint32_t helper, uint32_t helpers,
     // As a builder finds them (CacheBuild::builder_main).
     if (!encoder_.encode(rec, s)) {
       ahead_.erase(rec);
-      building_->publish_found(rec, 0, cache_flags::kDropped, 0, BuildFacts::kNoTokens);
+      building_->publish_found(rec, 0, cache_flags::kBad, 0, BuildFacts::kNoTokens);
       return true;
     }
     // The tokens in the store's format, for the builder that copies them.

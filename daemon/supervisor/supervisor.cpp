@@ -247,11 +247,15 @@ void Supervisor::count_left_out() {
   for (uint64_t i = 0; i < f->size(); ++i) {
     uint8_t fl = f->flags(i);
     too_long_ += (fl & cache_flags::kDropped) != 0;
+    bad_when_read_ += (fl & cache_flags::kBad) != 0;
     untrained_ += (fl & (cache_flags::kAllMasked | cache_flags::kExcluded)) == cache_flags::kAllMasked;
   }
   if (too_long_)
     spdlog::info("{} of {} records are longer than max_length = {} and are left out (truncation = \"drop\")", too_long_,
                  f->size(), cfg_.batch.max_length);
+  if (bad_when_read_)
+    spdlog::info("{} of {} records were found bad as they were read (check_rows = \"when_read\") and are left out",
+                 bad_when_read_, f->size());
   if (untrained_)
     spdlog::info("{} of {} records have no trained token after truncation: {} ([batch] keep_untrained = {})",
                  untrained_, f->size(), cfg_.batch.keep_untrained ? "kept" : "left out", cfg_.batch.keep_untrained);
@@ -259,7 +263,7 @@ void Supervisor::count_left_out() {
 
 bool Supervisor::serves_while_building() const {
   auto none = [](const JobConfig& c) { return !is_packed(c.batch.padding) && !c.batch.leaves_samples_out(); };
-  return none(cfg_) && (!cfg_.eval.enabled() || none(eval_cfg_));
+  return none(cfg_) && (!cfg_.eval.enabled() || none(eval_cfg_)) && !data_->jsonl_checked_when_read();
 }
 
 // Objects still fetched footer first: the row groups of every rank's first

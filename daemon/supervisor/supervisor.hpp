@@ -198,6 +198,7 @@ class Supervisor final : public ControlHandler {
   std::unique_ptr<TokenStore> store_;
   std::unique_ptr<FactsTable> facts_table_;  // the cache off: lengths and flags only
   uint64_t too_long_ = 0;                    // valid records longer than max_length under truncation = "drop"
+  uint64_t bad_when_read_ = 0;               // valid records refused when encoded (check_rows = "when_read")
   uint64_t untrained_ = 0;                   // valid records with no trained token after truncation
   bool left_out_counted_ = false;
   std::unique_ptr<CacheBuild> cache_build_;

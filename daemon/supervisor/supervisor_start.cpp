@@ -143,11 +143,12 @@ void Supervisor::prepare_cache() {
     // before the first batch, so a facts-only build finds them. With
     // keep_untrained and right or left truncation nothing is left out and
     // the first batch waits for nothing.
-    if (cfg_.batch.leaves_samples_out()) {
+    if (cfg_.batch.leaves_samples_out() || data_->jsonl_checked_when_read()) {
       spdlog::info(
           "token cache off: tokenizing every record once for the lengths and flags the plan needs "
-          "(truncation = \"{}\", keep_untrained = {}); tokens are not kept",
-          truncation_name(cfg_.batch.truncation), cfg_.batch.keep_untrained);
+          "(truncation = \"{}\", keep_untrained = {}{}); tokens are not kept",
+          truncation_name(cfg_.batch.truncation), cfg_.batch.keep_untrained,
+          data_->jsonl_checked_when_read() ? ", records checked when read" : "");
       phase_ = Phase::kCacheBuild;
       uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
       build_order_ = build_order(cfg_, data_->mixture(), data_->size());

@@ -62,7 +62,7 @@ std::string Supervisor::summary_line() {
 void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   const IndexProgress& ip = index_progress_;
   pk.pack("dataset");
-  pk.pack_map(15);
+  pk.pack_map(16);
   kv(pk, "state", data_ ? "ready" : record_check_ ? "checking" : "indexing");
   pk.pack("index");
   pk.pack_map(7);
@@ -114,6 +114,7 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   pk.pack(poison_reports_);
   kv(pk, "too_long", too_long_);
   kv(pk, "untrained", untrained_);
+  kv(pk, "bad_when_read", bad_when_read_);
   pack_objects(pk, ip.objects);
 }
 

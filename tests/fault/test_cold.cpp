@@ -323,3 +323,88 @@ TEST_CASE("with [eval], training serves while the cache builds and evaluation pa
     }
   }
 }
+
+TEST_CASE("check_rows = \"when_read\" on JSONL: bad lines found late are named and left out; cold, warm, off equal") {
+  TempDir dir;
+  // mixed-300 four times over, with three bad lines: broken JSON near the
+  // end, a record with no assistant turn, and one longer than
+  // max_record_bytes, each where a record was.
+  std::ifstream in(data_path("sft/mixed-300.jsonl"), std::ios::binary);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  const std::string bad = dir.file("bad-1200.jsonl"), clean = dir.file("clean-1197.jsonl");
+  {
+    std::ofstream b(bad, std::ios::binary), c(clean, std::ios::binary);
+    int n = 0;
+    for (int i = 0; i < 4; ++i)
+      for (const std::string& row : rows) {
+        ++n;
+        if (n == 1150) b << "{\"messages\": [{\"role\": \"user\", \"content\": \"cut\"}\n";
+        else if (n == 700) b << "{\"messages\": [{\"role\": \"user\", \"content\": \"alone\"}]}\r\n";
+        else if (n == 40) b << "{\"messages\": \"" << std::string(20000, 'x') << "\"}\n";
+        else b << row << '\n', c << row << '\n';
+      }
+  }
+  const std::string rules = "check_rows = \"when_read\"\nmax_record_bytes = 16384\n";
+  auto job = [&](const std::string& data, const std::string& cache, const std::string& extra,
+                 const std::string& schedule) {
+    std::string b = body(data, "longest", cache, "", schedule);
+    return b.replace(b.find("[tokenizer]"), 0, extra);
+  };
+  // In file order a bad record left out where the plan puts it is the same
+  // as a file without it: the clean file, checked at start, is the reference.
+  for (const char* order : {"shuffle = false\n", "seed = 11\n"}) {
+    CAPTURE(order);
+    const bool in_order = std::string(order).starts_with("shuffle");
+    std::vector<std::string> ref[2], off[2], cold[2];
+    if (in_order) {
+      Daemon d(write_job(dir, job(clean, "", "max_record_bytes = 16384\n", order), "clean"), socket_of(dir, "clean"));
+      for (uint32_t r : {0u, 1u}) ref[r] = dump(d.socket(), r);
+    }
+    {
+      Daemon d(write_job(dir, job(bad, "", rules, order), "off"), socket_of(dir, "off"));
+      for (uint32_t r : {0u, 1u}) off[r] = dump(d.socket(), r);
+      const std::string log = d.log();
+      CHECK(log.find("bad-1200.jsonl:1150: bad record: ") != std::string::npos);
+      CHECK(log.find("bad-1200.jsonl:700: bad record: no assistant turn; left out") != std::string::npos);
+      CHECK(log.find("bad-1200.jsonl:40: bad record: record of 20016 bytes is longer than max_record_bytes = 16384") !=
+            std::string::npos);
+      CHECK(json_int(status(d), "bad_when_read") == 3);
+    }
+    REQUIRE(!off[0].empty());
+    if (in_order)
+      for (uint32_t r : {0u, 1u}) CHECK(off[r] == ref[r]);
+    const std::string cache = dir.file(std::string("cache-") + (in_order ? "a" : "b"));
+    const std::string cfg = write_job(dir, job(bad, cache, rules, order), "cold");
+    {
+      Daemon d(cfg, socket_of(dir, "cold"), "TOKFEED_FAULT_BUILD_RECORD_US=5000");
+      REQUIRE(run(bin("tokfeedctl") + " -s '" + d.socket() + "' drain --count 1").status == 0);
+      CHECK(status(d).find("\"counts_known\":false") != std::string::npos);  // served before any record was checked
+      for (uint32_t r : {0u, 1u}) CHECK((cold[r] = dump(d.socket(), r)) == off[r]);
+      wait_for_store(cache);
+      CHECK(json_int(status(d), "bad_when_read") == 3);
+      CHECK(d.log().find("bad-1200.jsonl:1150: bad record: ") != std::string::npos);
+    }
+    {
+      Daemon warm(cfg, socket_of(dir, "cold"));
+      for (uint32_t r : {0u, 1u}) CHECK(dump(warm.socket(), r) == cold[r]);
+      CHECK(warm.log().find("reused in") != std::string::npos);
+      CHECK(warm.log().find("0 shard(s) indexed") != std::string::npos);
+    }
+    // The same cache dir under check_rows = "start": the unchecked index is
+    // not taken for a checked one; the bad records leave the valid records.
+    if (in_order) {
+      Daemon start(write_job(dir, job(bad, cache, "max_record_bytes = 16384\n", order), "start"),
+                   socket_of(dir, "start"));
+      for (uint32_t r : {0u, 1u}) CHECK(dump(start.socket(), r) == ref[r]);
+      CHECK(start.log().find("1 shard(s) indexed") != std::string::npos);
+      CHECK(start.log().find("bad-1200.jsonl:1150: bad record skipped") != std::string::npos);
+    }
+  }
+  // --check-config reads every record: it lists the bad ones by line.
+  Output cc = run("timeout 120 " + bin("tokfeedd") + " --check-config '" +
+                  write_job(dir, job(bad, "", rules, "seed = 1\n"), "cc") + "' 2>&1");
+  CHECK(cc.out.find("bad-1200.jsonl:40: ") != std::string::npos);
+  CHECK(cc.out.find("bad-1200.jsonl:700: ") != std::string::npos);
+  CHECK(cc.out.find("bad-1200.jsonl:1150: ") != std::string::npos);
+}
