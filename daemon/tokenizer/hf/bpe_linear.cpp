@@ -42,41 +42,48 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     tok[size_t(id)].birth = -1;
     reachable[size_t(id)] = true;
   }
-  // How many merges make each token, and the first of them.
-  std::vector<uint32_t> makers(raw.size(), 0);
-  std::vector<int32_t> first(raw.size(), -1);
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const MergeSpec& m = merges[rank];
-    if (m.left < 0) continue;
-    if (makers[size_t(m.new_id)]++ == 0) first[size_t(m.new_id)] = int32_t(rank);
+  // The merges that make each token: makers[at[id], at[id + 1]).
+  std::vector<uint32_t> at(raw.size() + 1, 0), makers;
+  for (const MergeSpec& m : merges)
+    if (m.left >= 0) ++at[size_t(m.new_id) + 1];
+  for (size_t id = 0; id < raw.size(); ++id) at[id + 1] += at[id];
+  makers.resize(at[raw.size()]);
+  {
+    std::vector<uint32_t> fill(at.begin(), at.end() - 1);
+    for (size_t rank = 0; rank < merges.size(); ++rank)
+      if (merges[rank].left >= 0) makers[fill[size_t(merges[rank].new_id)]++] = uint32_t(rank);
   }
   // Shorter tokens first: a split's parts are known before the token.
   std::vector<int32_t> made;
   for (size_t id = 0; id < raw.size(); ++id)
-    if (makers[id] > 0 && raw[id].size() >= 2 && tok[id].birth != -1) made.push_back(int32_t(id));
+    if (at[id + 1] > at[id] && raw[id].size() >= 2 && tok[id].birth != -1) made.push_back(int32_t(id));
   std::stable_sort(made.begin(), made.end(),
                    [&](int32_t a, int32_t b) { return raw[size_t(a)].size() < raw[size_t(b)].size(); });
   std::vector<WordPiece> pieces;
   for (int32_t id : made) {
     Tree& t = tok[size_t(id)];
-    if (makers[size_t(id)] == 1) {
-      // One merge: reachable iff its parts are and nothing joins them across
-      // their boundary first; the walk says so when the parts are regular
-      // and the merge comes after both are made.
-      const MergeSpec& m = merges[size_t(first[size_t(id)])];
+    // A merge whose parts are regular and made before it is the canonical
+    // split iff nothing joins the parts across their boundary first, which
+    // the walk says; at most one merge can be. Where some merge is out of
+    // the walk's reach and none passes, the heap loop decides.
+    bool undecided = false;
+    for (uint32_t k = at[size_t(id)]; k < at[size_t(id) + 1] && !reachable[size_t(id)]; ++k) {
+      const int32_t rank = int32_t(makers[k]);
+      const MergeSpec& m = merges[size_t(rank)];
       if (!reachable[size_t(m.left)] || !reachable[size_t(m.right)]) continue;
-      const int32_t rank = first[size_t(id)];
-      if (!irregular[size_t(m.left)] && !irregular[size_t(m.right)] && rank > tok[size_t(m.left)].birth &&
-          rank > tok[size_t(m.right)].birth) {
-        if (lin->walk(m.left, m.right, rank, false)) {
-          t = Tree{rank, m.left, m.right};
-          reachable[size_t(id)] = true;
-        }
+      if (irregular[size_t(m.left)] || irregular[size_t(m.right)] || rank <= tok[size_t(m.left)].birth ||
+          rank <= tok[size_t(m.right)].birth) {
+        undecided = true;
         continue;
       }
+      if (lin->walk(m.left, m.right, rank, false)) {
+        t = Tree{rank, m.left, m.right};
+        reachable[size_t(id)] = true;
+      }
     }
-    // Several merges, or one that the walk cannot judge: the heap loop on the
-    // token's own bytes says whether it is reachable, and by which split.
+    if (reachable[size_t(id)] || !undecided) continue;
+    // The heap loop on the token's own bytes says whether it is reachable,
+    // and by which split.
     int32_t last[2];
     pieces.clear();
     heap(raw[size_t(id)], pieces, last);

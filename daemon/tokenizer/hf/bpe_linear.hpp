@@ -56,8 +56,9 @@ class LinearBpe {
   // (left -1: an entry a later repeat of the same pair replaced).
   // heap(bytes, out, last): the heap loop (bpe.cpp) on `bytes`, appending
   // its pieces to `out` and setting `last` to the parts its last merge
-  // joined ({-1, -1} if none); asked at load for tokens made by several
-  // merges or that are not regular, and for pairs with an irregular token.
+  // joined ({-1, -1} if none); asked at load for a token that no merge makes
+  // by the compatibility walk's judgment while some merge is out of its
+  // reach, and for pairs with an irregular token.
   // Returns null and sets `why` when a precondition fails.
   struct MergeSpec {
     int32_t left, right, new_id;
