@@ -5,8 +5,8 @@ cold, tokfeed beside a lazy PyTorch DataLoader, in one run
 (docs/benchmarks.md, "Cold start").
 
     PYTHONPATH=build/python /usr/bin/python3 bench/dataset/cold.py [--records 10000,100000]
-        [--epoch-records 10000] [--first-only 1000000] [--build build] [--before OTHER_BUILD] [--work DIR]
-        [--no-write]
+        [--epoch-records 10000] [--first-only 1000000] [--reps 1] [--check-rows start|when_read]
+        [--build build] [--before OTHER_BUILD] [--work DIR] [--no-write]
 
 Per size N (records, made from --source repeated, each copy's lines given a
 distinct top-level "id"): chatml, sp32k, batch 8, 2 workers, right
@@ -22,6 +22,13 @@ default) and nothing else set.
     Without the epoch, the run waits for the counts (the whole cache) too,
     so that the warm run finds it built.
   - tokfeed warm: started again on the cache the cold run left.
+  - --reps R: R - 1 more cold first batches (each on an empty cache dir, the
+    first batch only) and R - 1 more warm ones, interleaved; the table gives
+    the median of each. Before any of it, one untimed start (first batch
+    only, 10 records) takes the costs a process pays once (imports, the
+    first Loader) off the first timed run.
+  - --check-rows: written into the job as the dataset's `check_rows`
+    (default: not written, the daemon's default).
   - tokfeed cold, packed (`padding = "packed"`, pack_window 1000): the first
     batch only.
   - Sizes in --first-only: the cold first batches and DataLoader's only
@@ -29,6 +36,9 @@ default) and nothing else set.
   - tokfeed cold with `keep_untrained = true`: nothing is left out of the
     plan, so it is served while the cache builds.
   - --before BUILD: the cold run again with another build's tokfeedd.
+  - Before every timed start the data file is read once, untimed, so that
+    each finds it in the page cache (a token store just built can push it
+    out).
   - DataLoader (lazy): num_workers=2, a Dataset that finds line offsets at
     init and parses, renders (the reference's chatml) and tokenizes
     (python3-sentencepiece) a record in __getitem__; seconds from creating
@@ -43,6 +53,7 @@ import datetime
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,11 +81,15 @@ def make_data(source, n, path):
     return path
 
 
+CHECK_ROWS = {"value": None}
+
+
 def job(data, cache, sock, tag, keep=False, packed=False):
+    check = f'check_rows = "{CHECK_ROWS["value"]}"\n' if CHECK_ROWS["value"] else ""
     return f"""[dataset]
 path = "{data}"
 on_bad_record = "skip"
-[tokenizer]
+{check}[tokenizer]
 type = "sentencepiece"
 path = "{SP_MODEL}"
 template = "chatml"
@@ -106,10 +121,19 @@ def counts_known(tokfeedctl, sock):
         return False
 
 
+def in_page_cache(path):
+    """Reads the file once (untimed), so that no run pays for the disk: a token store built just before may have
+    pushed the data out of the page cache."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(16 << 20):
+            pass
+
+
 def run_tokfeed(tokfeedd, data, cache, work, epoch, keep=False, packed=False, wait_counts=False):
     """Starts tokfeedd on `cache`; -> (first batch s, epoch real tokens/s or None, counts known s or None)."""
     import threading
     import tokfeed
+    in_page_cache(data)
     tokfeedctl = os.path.join(os.path.dirname(os.path.dirname(tokfeedd)), "tools", "tokfeedctl")
     tag = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
     sock = os.path.join(work, f"{tag}.sock")
@@ -212,6 +236,7 @@ def run_dataloader(data, work, epoch):
             mask[i, :len(a)] = 1
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
+    in_page_cache(data)
     t0 = time.perf_counter()
     ds = LazyJsonl(data, cfg)
     dl = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, collate_fn=collate,
@@ -238,6 +263,8 @@ def main():
     ap.add_argument("--records", default="10000,100000")
     ap.add_argument("--epoch-records", type=int, default=10000)
     ap.add_argument("--first-only", default="", help="sizes measured for the cold first batches only")
+    ap.add_argument("--reps", type=int, default=1, help="cold and warm first batches per size; the median is shown")
+    ap.add_argument("--check-rows", choices=["start", "when_read"], help="the dataset's check_rows (default: unset)")
     ap.add_argument("--build", default="build")
     ap.add_argument("--before", help="another build directory: its tokfeedd cold, beside this one")
     ap.add_argument("--source", default=SOURCE)
@@ -248,8 +275,14 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     tokfeedd = os.path.join(args.build, "daemon", "tokfeedd")
     before = os.path.join(args.before, "daemon", "tokfeedd") if args.before else None
+    CHECK_ROWS["value"] = args.check_rows
     t_start = time.time()
     rows = []
+    # One untimed start: what a process pays once is not put on a timed run.
+    tiny = make_data(args.source, 10, os.path.join(args.work, "data-10.jsonl"))
+    cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+    run_tokfeed(tokfeedd, tiny, cache, args.work, False)
+    shutil.rmtree(cache)
     first_only = {int(x) for x in args.first_only.split(",") if x}
     for n in [int(x) for x in args.records.split(",")] + sorted(first_only):
         data = make_data(args.source, n, os.path.join(args.work, f"data-{n}.jsonl"))
@@ -260,7 +293,13 @@ def main():
             cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
             row["before_cold"], row["before_epoch"], _ = run_tokfeed(before, data, cache, args.work, epoch)
             shutil.rmtree(cache)
-            print(f"{n}: before cold {row['before_cold']:.2f} s", file=sys.stderr)
+            olds = [row["before_cold"]]
+            for _ in range(args.reps - 1):
+                cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+                olds.append(run_tokfeed(before, data, cache, args.work, False)[0])
+                shutil.rmtree(cache)
+            row["before_cold"] = statistics.median(olds)
+            print(f"{n}: before cold {' '.join(f'{x:.2f}' for x in olds)} s", file=sys.stderr)
         cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
         row["cold"], row["cold_epoch"], row["counts"] = run_tokfeed(tokfeedd, data, cache, args.work, epoch,
                                                                     wait_counts=not short)
@@ -269,8 +308,15 @@ def main():
         print(f"{n}: cold {row['cold']:.2f} s, counts at {fmt(row['counts'])} s", file=sys.stderr)
         row["warm"] = None
         if not short:
-            row["warm"], _, _ = run_tokfeed(tokfeedd, data, cache, args.work, False)
-            print(f"{n}: warm {row['warm']:.2f} s", file=sys.stderr)
+            colds, warms = [row["cold"]], [run_tokfeed(tokfeedd, data, cache, args.work, False)[0]]
+            for _ in range(args.reps - 1):
+                fresh = tempfile.mkdtemp(prefix="cache-", dir=args.work)
+                colds.append(run_tokfeed(tokfeedd, data, fresh, args.work, False)[0])
+                shutil.rmtree(fresh)
+                warms.append(run_tokfeed(tokfeedd, data, cache, args.work, False)[0])
+            row["cold"], row["warm"] = statistics.median(colds), statistics.median(warms)
+            print(f"{n}: cold {' '.join(f'{x:.2f}' for x in colds)} s, warm {' '.join(f'{x:.2f}' for x in warms)} s",
+                  file=sys.stderr)
         shutil.rmtree(cache)
         cache = tempfile.mkdtemp(prefix="cache-", dir=args.work)
         row["keep"], row["keep_epoch"], _ = run_tokfeed(tokfeedd, data, cache, args.work, epoch, keep=True)
@@ -285,24 +331,27 @@ def main():
         rows.append(row)
     lines = [BEGIN, "",
              "| records | tokfeed cold: first batch (s) | warm (s) | cold / warm | counts known, `len()` returns (s) |"
-             " DataLoader (lazy): first batch (s) |"
+             " DataLoader (lazy): first batch (s) | tokfeed cold / DataLoader, first batch |"
              " cold first epoch, tokfeed (real tokens/s) | DataLoader (real tokens/s) | tokfeed / DataLoader |"
              " keep_untrained = true: cold first batch (s) | its cold first epoch (real tokens/s) |"
              " packed: cold first batch (s) |"
              + (" before: cold first batch (s) | before: first epoch (tokens/s) |" if before else ""),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else "")]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else "")]
     for r in rows:
         ratio = r["cold_epoch"] / r["dl_epoch"] if r["cold_epoch"] and r["dl_epoch"] else None
         cw = f"{r['cold'] / r['warm']:.1f}×" if r["warm"] else "—"
         lines.append(f"| {r['n']:,} | {fmt(r['cold'])} | {fmt(r['warm'])} | {cw} | {fmt(r['counts'])} | "
-                     f"{fmt(r['dl'])} | {fmt(r['cold_epoch'])} | {fmt(r['dl_epoch'])} | "
+                     f"{fmt(r['dl'])} | {r['cold'] / r['dl']:.2f}× | {fmt(r['cold_epoch'])} | {fmt(r['dl_epoch'])} | "
                      f"{'—' if ratio is None else f'{ratio:.2f}×'} | {fmt(r['keep'])} | {fmt(r['keep_epoch'])} | "
                      f"{fmt(r['packed'])} |"
                      + (f" {fmt(r['before_cold'])} | {fmt(r['before_epoch'])} |" if before else ""))
     load = os.getloadavg()[0]
     lines += ["", f"Produced by `PYTHONPATH={args.build}/python /usr/bin/python3 bench/dataset/cold.py --records "
               f"{args.records} --epoch-records {args.epoch_records}"
-              f"{' --first-only ' + args.first_only if first_only else ''}{' --before ' + args.before if before else ''}` "
+              f"{' --first-only ' + args.first_only if first_only else ''}"
+              f"{f' --reps {args.reps}' if args.reps > 1 else ''}"
+              f"{' --check-rows ' + args.check_rows if args.check_rows else ''}"
+              f"{' --before ' + args.before if before else ''}` "
               f"on {datetime.date.today()} in {(time.time() - t_start) / 60:.1f} min, {os.cpu_count()} shared cores, "
               f"load average {load:.1f} at the end.", "", END]
     md = "\n".join(lines)

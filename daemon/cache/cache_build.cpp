@@ -30,6 +30,9 @@ constexpr std::size_t kFlushTokens = 1 << 18;  // 1 MiB of tokens per write
 constexpr uint64_t kFlushRecords = 64;
 constexpr uint64_t kFlushNs = 2'000'000;  // ... or once this long has passed since the last write
 constexpr uint64_t kFactBytes = 5;        // per record in a part's facts: u32 length, u8 flags
+// A builder meeting a record a worker tokenizes waits for it up to 200 ms.
+constexpr int kClaimWaits = 4000;
+constexpr useconds_t kClaimWaitUs = 50;
 
 void write_all(int fd, const void* p, std::size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -67,7 +70,7 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   // pipes. Counters first (one cache line each), then the per-record arrays.
   const uint64_t counters = p * 16 * 8 + 64;
   const uint64_t arrays = (records_ * 4 + records_ * 2 + 7) / 8 * 8;
-  shared_bytes_ = counters + arrays + records_ * 8 + 64;
+  shared_bytes_ = counters + arrays + records_ * 24 + 64;
   shared_ = mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared_ == MAP_FAILED) throw std::runtime_error(fmt::format("token cache: cannot map {} bytes", shared_bytes_));
   char* base = static_cast<char*>(shared_);
@@ -79,6 +82,8 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   flags_ = reinterpret_cast<uint8_t*>(lengths_ + records_);
   ready_ = reinterpret_cast<std::atomic<uint8_t>*>(flags_ + records_);
   offsets_ = reinterpret_cast<uint64_t*>(base + counters + arrays);
+  auto* found = reinterpret_cast<std::atomic<uint64_t>*>(offsets_ + records_);
+  view_.found_at_ = offsets_ + 2 * records_;
   view_.records_ = records_;
   view_.lengths_ = lengths_;
   view_.flags_ = flags_;
@@ -87,6 +92,9 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   view_.ready_total_ = ready_total_;
   view_.progress_ = words;
   view_.waiting_ = words + 1;
+  view_.found_ = found;
+  view_.found_total_ = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8 + 16);
+  handed_ = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8 + 24);
 
   // The order's blocks are dealt round robin: block b to part b mod P.
   order_hash_ = order_hash(order);
@@ -102,6 +110,11 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   }
   if (!facts_only_)
     for (std::size_t k = 0; k < parts_.size(); ++k) kept_ += recover(k);
+  for (uint32_t k = 0; !facts_only_ && k < parts; ++k) {
+    int fd = memfd_create(fmt::format("tokfeed-found{}", k).c_str(), MFD_CLOEXEC);
+    if (fd < 0) throw std::runtime_error(fmt::format("token cache: memfd_create failed: {}", std::strerror(errno)));
+    found_fds_.push_back(fd);
+  }
 }
 
 void BuildFacts::wait(std::chrono::nanoseconds timeout) const {
@@ -109,6 +122,22 @@ void BuildFacts::wait(std::chrono::nanoseconds timeout) const {
   waiting_->fetch_add(1, std::memory_order_seq_cst);
   shm::futex_wait(*progress_, seen, timeout);
   waiting_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool BuildFacts::claim(uint64_t i, uint32_t claimer) const {
+  uint64_t none = 0;
+  return !built(i) && found_[i].compare_exchange_strong(none, kClaimed | claimer, std::memory_order_relaxed,
+                                                        std::memory_order_relaxed);
+}
+
+void BuildFacts::publish_found(uint64_t i, uint32_t length, uint8_t flags, uint32_t file, uint64_t at) const {
+  found_at_[i] = at == kNoTokens ? kNoTokens : (uint64_t{file} << 48) | at;
+  // SYNC POINT: pairs with found()'s, length()'s and found_word()'s acquire
+  // loads: the tokens in the hand-off file and their place come first.
+  found_[i].store(kFound | uint64_t{flags} << 32 | length, std::memory_order_release);
+  found_total_->fetch_add(1, std::memory_order_relaxed);
+  progress_->fetch_add(1, std::memory_order_release);
+  if (waiting_->load(std::memory_order_seq_cst)) shm::futex_wake_all(*progress_);
 }
 
 std::string CacheBuild::part_prefix(const std::string& dir, const CacheKey& key, uint32_t parts,
@@ -162,6 +191,11 @@ CacheBuild::~CacheBuild() {
   if (::getpid() != owner_) return;  // a forked child: the mapping is the supervisor's
   abort();
   for (int fd : part_fds_) ::close(fd);
+  // Workers still hold the hand-off files: empty them, so their pages go now.
+  for (int fd : found_fds_) {
+    if (::ftruncate(fd, 0) != 0) spdlog::warn("token cache: cannot empty a hand-off file: {}", std::strerror(errno));
+    ::close(fd);
+  }
   if (shared_) munmap(shared_, shared_bytes_);
 }
 
@@ -214,15 +248,19 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Tokens on 3, facts on 4, the workers' hand-off files from 5 on; nothing
+  // else of the supervisor's stays open.
+  const int found_n = static_cast<int>(found_fds_.size()), above = 5 + found_n;
+  std::vector<int> moved;
   if (fd >= 0) {
-    // Tokens on 3, facts on 4; nothing else of the supervisor's stays open.
-    int t = ::fcntl(fd, F_DUPFD_CLOEXEC, 10), f = ::fcntl(facts_fd, F_DUPFD_CLOEXEC, 10);
-    ::dup3(t, 3, O_CLOEXEC);
-    ::dup3(f, 4, O_CLOEXEC);
+    moved = {::fcntl(fd, F_DUPFD_CLOEXEC, above), ::fcntl(facts_fd, F_DUPFD_CLOEXEC, above)};
+    for (int f : found_fds_) moved.push_back(::fcntl(f, F_DUPFD_CLOEXEC, above));
+    for (std::size_t k = 0; k < moved.size(); ++k)
+      if (moved[k] < 0 || ::dup3(moved[k], 3 + static_cast<int>(k), O_CLOEXEC) < 0) _exit(5);
     fd = 3;
     facts_fd = 4;
   }
-  close_range(fd >= 0 ? 5 : 3, ~0U, 0);
+  close_range(fd >= 0 ? static_cast<unsigned>(above) : 3, ~0U, 0);
   std::string name = fmt::format("tokfeed-cache{}", index);
   prctl(PR_SET_NAME, name.c_str());
 
@@ -255,7 +293,7 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
       }
       write_all(facts_fd, facts.data(), facts.size());
     }
-    // SYNC POINT: pairs with BuildFacts::ready()'s acquire: a record's
+    // SYNC POINT: pairs with BuildFacts::built()'s acquire: a record's
     // length, flags, place and tokens are written before it reads ready.
     for (uint64_t i = flushed; i < upto; ++i) ready_[p.records[i]].store(1, std::memory_order_release);
     ready_total_->fetch_add(upto - flushed, std::memory_order_release);
@@ -275,10 +313,21 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
       if (crash_on_line_ >= 0 && data_.line(r) == crash_on_line_) fault_crash();
       if (slow_us) ::usleep(slow_us);
 #endif
-      if (!enc.encode(r, s)) {
-        // The file changed after indexing: keep nothing of it.
+      // Taken by a worker (not by this part's builder before a restart):
+      // its tokens come shortly, unless the worker died.
+      const uint64_t mine = BuildFacts::kClaimed | BuildFacts::kBuilder | index;
+      uint64_t w = view_.found_word(r);
+      if (w == 0 && view_.claim(r, BuildFacts::kBuilder | static_cast<uint32_t>(index))) w = mine;
+      for (int spin = 0; (w & BuildFacts::kClaimed) && w != mine && spin < kClaimWaits; ++spin) {
+        ::usleep(kClaimWaitUs);
+        w = view_.found_word(r);
+      }
+      if ((w & BuildFacts::kFound) && take_found(r, w, fd >= 0, buf)) {
+        if (fd >= 0) handed_->fetch_add(1, std::memory_order_relaxed);
+      } else if (!enc.encode(r, s)) {
+        // Bad when read, or the file changed after indexing: keep nothing of it.
         lengths_[r] = 0;
-        flags_[r] = cache_flags::kDropped;
+        flags_[r] = cache_flags::kBad;
       } else {
         std::size_t before = buf.size();
         append_sample(s, buf);
@@ -300,6 +349,26 @@ void CacheBuild::builder_main(std::size_t index, int fd, int facts_fd) {
   flush(count);
   current.store(0, std::memory_order_relaxed);
   _exit(0);
+}
+
+bool CacheBuild::take_found(uint64_t r, uint64_t word, bool tokens, std::vector<uint32_t>& buf) {
+  const auto len = static_cast<uint32_t>(word);
+  const uint64_t at = view_.found_at(r);
+  if (tokens) {
+    if (at == BuildFacts::kNoTokens) return false;
+    // The hand-off files are on 5, 6, ... (builder_main).
+    const std::size_t before = buf.size();
+    buf.resize(before + len);
+    const ssize_t n = ::pread(5 + static_cast<int>(at >> 48), buf.data() + before, std::size_t{len} * 4,
+                              static_cast<off_t>(at & ((uint64_t{1} << 48) - 1)));
+    if (n != static_cast<ssize_t>(len) * 4) {
+      buf.resize(before);
+      return false;
+    }
+  }
+  lengths_[r] = len;
+  flags_[r] = static_cast<uint8_t>(word >> 32);
+  return true;
 }
 
 bool CacheBuild::on_exit(pid_t pid, int status, const ForkFn& fork_child, std::vector<std::string>& isolated) {

@@ -55,17 +55,55 @@ struct CacheProgress {
 inline constexpr uint64_t kBuildBlock = 4;  // records of the build order dealt to a builder at once
 
 // The facts of a build under way, as its builders publish them: record i's
-// length and flags are final, and its tokens in its part file, once ready(i).
+// length and flags are final, and its tokens in its part file, once built(i).
+// A worker whose batch waits for a record the builders have not reached
+// tokenizes it itself and publishes its facts here too (found(i)), with its
+// tokens in the worker's hand-off file: the same encoder gives the same
+// facts, so the plan grows alike whoever found them, and a builder that
+// reaches a found record copies its tokens into its part instead of
+// tokenizing it again. Only builders write parts: what a stopped build keeps
+// is theirs alone.
 // Readable by every process forked after the build's start (the mapping is
 // shared). Thread and process safety: builders write a record's fields, then
-// its ready byte with release; readers load ready() with acquire first.
+// its ready byte with release; readers load built() with acquire first. A
+// worker claims a record (compare-and-swap of its found word from 0), writes
+// its tokens and their place, then stores the word with kFound (release);
+// readers load it with acquire. A builder claims each record it tokenizes
+// the same way, so no worker tokenizes it again (it is ready once the
+// builder's next write); one that meets a worker's claim waits for the
+// worker's tokens, and tokenizes the record itself when a claim stays
+// incomplete (its worker died).
 class BuildFacts final : public SampleFacts {
  public:
   uint64_t size() const override { return records_; }
-  uint32_t length(uint64_t i) const override { return lengths_[i]; }
-  uint8_t flags(uint64_t i) const override { return flags_[i]; }
-  bool ready(uint64_t i) const override { return ready_[i].load(std::memory_order_acquire) != 0; }
-  // Every record is ready.
+  uint32_t length(uint64_t i) const override {
+    return built(i) ? lengths_[i] : static_cast<uint32_t>(found_[i].load(std::memory_order_acquire));
+  }
+  uint8_t flags(uint64_t i) const override {
+    return built(i) ? flags_[i] : static_cast<uint8_t>(found_[i].load(std::memory_order_acquire) >> 32);
+  }
+  // Built or found.
+  bool ready(uint64_t i) const override { return built(i) || found(i); }
+  // Record i's tokens are in its builder's part file.
+  bool built(uint64_t i) const { return ready_[i].load(std::memory_order_acquire) != 0; }
+  // A worker found record i's facts.
+  bool found(uint64_t i) const { return found_[i].load(std::memory_order_acquire) & kFound; }
+  // Takes record i to tokenize it, for `claimer` (a worker's helper number,
+  // or kBuilder | a builder's): false when it is built, found or taken
+  // already.
+  static constexpr uint32_t kBuilder = 1u << 16;
+  bool claim(uint64_t i, uint32_t claimer) const;
+  // Publishes the facts of a record the caller claimed, with its tokens at
+  // byte `at` of hand-off file `file` (kNoTokens: none), and wakes the
+  // processes waiting for more.
+  static constexpr uint64_t kNoTokens = ~uint64_t{0};
+  void publish_found(uint64_t i, uint32_t length, uint8_t flags, uint32_t file, uint64_t at) const;
+  // Where a found record's tokens are: file << 48 | byte offset, or kNoTokens.
+  uint64_t found_at(uint64_t i) const { return found_at_[i]; }
+  uint64_t found_word(uint64_t i) const { return found_[i].load(std::memory_order_acquire); }
+  // Records whose facts workers found before the builders wrote them.
+  uint64_t found_total() const { return found_total_->load(std::memory_order_relaxed); }
+  // Every record is built (the plan's end is known once it is).
   bool all_ready() const override { return ready_total_->load(std::memory_order_acquire) >= records_; }
   // The part holding record i's tokens and their byte offset in it.
   uint32_t part(uint64_t i) const { return static_cast<uint32_t>(offsets_[i] >> 48); }
@@ -83,6 +121,13 @@ class BuildFacts final : public SampleFacts {
   const uint64_t* offsets_ = nullptr;
   const std::atomic<uint8_t>* ready_ = nullptr;
   const std::atomic<uint64_t>* ready_total_ = nullptr;
+  // found_ word: 0, kClaimed | claimer (a process tokenizes it), or
+  // kFound | flags << 32 | length.
+  static constexpr uint64_t kFound = uint64_t{1} << 63;
+  static constexpr uint64_t kClaimed = uint64_t{1} << 62;
+  std::atomic<uint64_t>* found_ = nullptr;
+  uint64_t* found_at_ = nullptr;  // per record: written by its claimer before kFound
+  std::atomic<uint64_t>* found_total_ = nullptr;
   std::atomic<uint32_t>* progress_ = nullptr;  // futex word: bumped when records become ready
   std::atomic<uint32_t>* waiting_ = nullptr;   // processes waiting for records
 };
@@ -138,6 +183,12 @@ class CacheBuild {
   // facts-only build): a worker forked during the build keeps them, so it
   // reads tokens even after publish() removes the files.
   const std::vector<int>& part_fds() const { return part_fds_; }
+  // The hand-off file of each of the `parts` workers given to the
+  // constructor (none for a facts-only build): a worker writes the tokens of
+  // the records it finds into its own, and builders read them from there.
+  const std::vector<int>& found_fds() const { return found_fds_; }
+  // Records whose tokens builders copied from a hand-off file.
+  uint64_t handed() const { return handed_->load(std::memory_order_relaxed); }
   // Joins the parts and publishes the store. Call once done().
   void publish();
   // The lengths and flags, for the life of the job (facts-only builds).
@@ -160,6 +211,10 @@ class CacheBuild {
   uint64_t recover(std::size_t k);
   void spawn(Part& p, const ForkFn& fork_child);
   [[noreturn]] void builder_main(std::size_t index, int fd, int facts_fd);
+  // A builder reached record r, which a worker found (its found word):
+  // takes its facts and, when `tokens`, appends its tokens from the
+  // worker's hand-off file to `buf`. False when they are not there.
+  bool take_found(uint64_t r, uint64_t word, bool tokens, std::vector<uint32_t>& buf);
 
   const JobConfig& cfg_;
   const Dataset& data_;
@@ -171,6 +226,7 @@ class CacheBuild {
   std::string order_hash_;
   std::vector<Part> parts_;
   std::vector<int> part_fds_;
+  std::vector<int> found_fds_;  // memfds, emptied once the build ends
   std::map<uint64_t, uint32_t> crashes_;
   void* shared_ = nullptr;
   std::size_t shared_bytes_ = 0;
@@ -179,6 +235,7 @@ class CacheBuild {
   uint64_t* offsets_ = nullptr;            // per record: part << 48 | byte offset in it
   std::atomic<uint8_t>* ready_ = nullptr;  // per record
   std::atomic<uint64_t>* ready_total_ = nullptr;
+  std::atomic<uint64_t>* handed_ = nullptr;
   BuildFacts view_;
   std::atomic<uint64_t>* done_ = nullptr;     // per part: records whose tokens are in its file
   std::atomic<uint64_t>* current_ = nullptr;  // per part: record being encoded + 1

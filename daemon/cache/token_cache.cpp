@@ -127,7 +127,7 @@ void decode_sample(const uint32_t* t, uint32_t n, uint8_t f, text::EncodedSample
     out.labels[k] = (t[k] & kTrainedBit) ? id : text::kIgnoreIndex;
   }
   out.truncated = f & cache_flags::kTruncated;
-  out.dropped = f & cache_flags::kDropped;
+  out.dropped = f & (cache_flags::kDropped | cache_flags::kBad);
   out.all_masked = f & cache_flags::kAllMasked;
 }
 

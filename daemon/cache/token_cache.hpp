@@ -19,8 +19,11 @@ inline constexpr uint8_t kTruncated = 1;
 inline constexpr uint8_t kDropped = 2;  // longer than max_length under truncation = "drop"
 inline constexpr uint8_t kAllMasked = 4;
 inline constexpr uint8_t kIsolated = 8;  // crashed a worker max_crashes times; left out
-// A sample with either flag takes no place in any batch.
-inline constexpr uint8_t kExcluded = kDropped | kIsolated;
+// Refused when encoded: a record checked when read (check_rows =
+// "when_read") found bad, or a file changed after indexing.
+inline constexpr uint8_t kBad = 16;
+// A sample with any of these flags takes no place in any batch.
+inline constexpr uint8_t kExcluded = kDropped | kIsolated | kBad;
 }  // namespace cache_flags
 
 // The flags that leave a sample out of this job's batches: too long under

@@ -35,8 +35,9 @@ struct DatasetConfig {
   std::string path;  // a file, a glob or a directory, resolved against the config file's directory
   text::Format format = text::Format::kAuto;
   bool skip_bad = true;  // on_bad_record = "skip"
-  // check_rows = "when_read": Parquet and Arrow rows are checked when read
-  // (a bad one is left out where the plan puts it), not all at start.
+  // check_rows = "when_read": records are checked when read (a bad one is
+  // left out where the plan puts it), not all at start: a JSONL shard is
+  // only scanned for its lines, a Parquet or Arrow shard's rows not read.
   bool check_rows_when_read = false;
   std::vector<std::pair<std::string, std::string>> placeholders;
   std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as

@@ -27,9 +27,12 @@ constexpr uint64_t kEdgeBytes = 64 * 1024;
 // every rule that decides which records are valid. An object's identity is
 // its name in `[cache] dir/objects/` (`object`: a hash of its URL, ETag and
 // size), the same while it is fetched footer first and once it is whole.
-std::string index_name(const ShardBytes& b, const text::RecordRules& rules, const std::string& object) {
+// `unchecked`: a JSONL index of every non-blank line, none checked
+// (check_rows = "when_read").
+std::string index_name(const ShardBytes& b, const text::RecordRules& rules, const std::string& object, bool unchecked) {
   Hash128 h;
   h.field("tokfeed shard index v1");
+  if (unchecked) h.field("records unchecked: every non-blank line");
   if (!object.empty()) {
     h.field("object\n" + std::filesystem::path(object).filename().string());
   } else {
@@ -264,8 +267,11 @@ void Dataset::finish(const JobConfig& cfg) {
                         s.path, b.line, reason(s, b)));
       }
       for (const ShardBad& b : s.index.bad()) bad_.push_back({s.path, b.line, reason(s, b)});
-      for (const ColumnarBad& b : s.reported)
-        bad_.push_back({s.path, static_cast<uint32_t>(b.row + 1), s.rows->layout().where(b.row) + ": " + b.reason});
+      for (const ColumnarBad& b : s.reported) {
+        if (!s.rows) bad_.push_back({s.path, static_cast<uint32_t>(b.row), b.reason});  // a JSONL line
+        else
+          bad_.push_back({s.path, static_cast<uint32_t>(b.row + 1), s.rows->layout().where(b.row) + ": " + b.reason});
+      }
     }
     info.valid = planned - reported;
     info.records = info.valid + info.bad;
@@ -355,9 +361,13 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   report.max_row_bytes = dc.max_record_bytes;
   s.bytes = ShardBytes::open(local, cache ? cfg.cache.dir + "/spool" : "", report);
   // The name comes from the full rules: a saved index holds every verdict.
-  s.index_name = index_name(s.bytes, rules_[d], object);
+  const ColumnarKind kind = columnar_kind(path);
+  // Under check_rows = "when_read" a JSONL shard's index is a newline scan:
+  // its records are checked as they are encoded (verdict()).
+  s.unchecked = kind == ColumnarKind::kNone && dc.check_rows_when_read && dc.skip_bad;
+  s.index_name = index_name(s.bytes, rules_[d], object, s.unchecked);
   s.object = object;
-  if (const ColumnarKind kind = columnar_kind(path); kind != ColumnarKind::kNone) {
+  if (kind != ColumnarKind::kNone) {
     s.rows = std::make_unique<ColumnarRows>(path, kind, s.bytes.data(), s.bytes.size(), report.max_row_bytes);
     s.rows->set_partial(std::move(partial));
     check_columns(path, s.rows->layout(), rules);
@@ -373,11 +383,13 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
       if (compressed) report.bytes = nullptr;  // counted as read
       // The shard is a read-only shared file mapping; the daemon reads it
       // again only to name a record's line.
-      s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), rules, threads, report, /*file_mapping=*/true);
+      s.index = ShardIndex::build(path, s.bytes.data(), s.bytes.size(), s.unchecked ? nullptr : &rules, threads, report,
+                                  /*file_mapping=*/true);
       // Records a template renders are judged in children (apply_verdicts()).
-      s.pending = rules.defer_render;
+      s.pending = rules.defer_render && !s.unchecked;
       if (!s.pending) save_checked(cfg, s);
     }
+    if (s.unchecked && check_rows) report_unchecked(s);
   }
   if (progress) {
     progress->bytes_done.store(before + disk_bytes, std::memory_order_relaxed);
@@ -487,8 +499,27 @@ const Dataset::RowText& Dataset::row_text(const Shard& s, uint64_t row) const {
   return last;
 }
 
+// Bad records of an unchecked JSONL shard, listed (tokfeedd --check-config):
+// the plan keeps them, as it keeps rows reported under "when_read".
+void Dataset::report_unchecked(Shard& s) {
+  const text::RecordRules& rules = index_rules_[s.dataset];
+  uint64_t at = 0;
+  uint32_t line = 1;
+  for (uint64_t i = 0; i < s.index.valid(); ++i) {
+    const uint64_t off = s.index.offset(i);
+    std::string why = record_verdict(record_at(s.bytes.data(), s.bytes.size(), s.index.kind(), off), rules);
+    if (why.empty()) continue;
+    line += static_cast<uint32_t>(std::count(s.bytes.data() + at, s.bytes.data() + off, '\n'));
+    at = off;
+    s.reported.push_back({line, std::move(why)});
+  }
+}
+
 std::string Dataset::verdict(uint64_t i) const {
   const Shard& s = shard_of(i);
+  // An unchecked JSONL record: its size here; its parse, fields and render
+  // are the encoder's, whose reasons are the index's (SampleEncoder::render).
+  if (s.unchecked) return record_size_verdict(record(i).size(), rules_[s.dataset]);
   if (!s.rows || s.rows_checked) return {};
   const RowText& t = row_text(s, s.index.offset(i - s.first));
   return t.error.empty() ? record_verdict(t.text, rules_[s.dataset]) : t.error;

@@ -126,10 +126,26 @@ class Dataset {
     if (s.rows) return row_text(s, s.index.offset(i - s.first)).text;
     return record_at(s.bytes.data(), s.bytes.size(), s.index.kind(), s.index.offset(i - s.first));
   }
-  // Why record i is bad, or "": only a Parquet or Arrow row not checked at
-  // start can be (the check the index gives every JSONL record, or the
-  // failure to decode its group). Deterministic: a function of the row.
+  // Why record i is bad, or "": only a record not checked at start can be
+  // (check_rows = "when_read": a Parquet or Arrow row, or a JSONL line; the
+  // check the index gives every other JSONL record, or the failure to decode
+  // its group). Deterministic: a function of the record.
   std::string verdict(uint64_t i) const;
+  // Whether a JSONL shard's records are checked as they are read: a bad one
+  // is then left out where the plan puts it, so the plan needs the facts
+  // that say which (a Parquet or Arrow row read so is left out where its
+  // batch is built).
+  bool jsonl_checked_when_read() const {
+    for (const Shard& s : shards_)
+      if (s.unchecked) return true;
+    return false;
+  }
+  // Whether record i was checked at start (else verdict() and its render
+  // judge it as it is read).
+  bool checked_at_start(uint64_t i) const {
+    const Shard& s = shard_of(i);
+    return !s.unchecked && (!s.rows || s.rows_checked);
+  }
   // "shard:line" of valid record i, and its line alone (both count the
   // shard's newlines up to it: for messages, not for hot paths).
   std::string where(uint64_t i) const;
@@ -193,7 +209,10 @@ class Dataset {
     bool rows_checked = false;           // all checked at start: verdict() has nothing to say
     bool when_read = false;              // check_rows = "when_read", checked here for tokfeedd --check-config
     bool pending = false;                // its renders are still to be judged (apply_verdicts())
-    std::vector<ColumnarBad> reported;   // bad rows the plan keeps (check_rows = "when_read")
+    std::vector<ColumnarBad> reported;   // bad rows the plan keeps (check_rows = "when_read"); JSONL: `row` is the line
+    // A JSONL shard under check_rows = "when_read": every non-blank line is
+    // a record, checked as it is read (verdict()).
+    bool unchecked = false;
   };
   struct RowText {
     uint64_t shard = 0;  // ColumnarRows::id()
@@ -215,6 +234,8 @@ class Dataset {
   // when its dataset fails on bad records or `check_rows` (under "skip" a
   // bad row is only reported).
   void load_columnar(const JobConfig& cfg, std::size_t d, Shard& s, const ShardProgress& report, bool check_rows);
+  // Lists the bad records of unchecked JSONL shard `s` in its `reported`.
+  void report_unchecked(Shard& s);
   // Keeps a shard's verdicts in `[cache] dir/index/` once all are known.
   void save_checked(const JobConfig& cfg, Shard& s);
   // Numbers the records, lists the bad ones and draws the mixtures.

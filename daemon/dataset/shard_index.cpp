@@ -159,7 +159,8 @@ void release(const char* p, uint64_t n) {
 }
 
 // One chunk of a JSONL shard: [b, e), starting at a line start.
-void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules& rules, Part& out,
+// `rules`: nullptr takes every non-blank line as a record, unread.
+void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const text::RecordRules* rules, Part& out,
                  const ShardIndex::Progress& progress, bool file_mapping) {
   populate(d + b, e - b);  // each thread its own chunk, in parallel
   uint64_t pos = b;
@@ -174,10 +175,12 @@ void index_lines(const char* d, uint64_t size, uint64_t b, uint64_t e, const tex
     uint64_t s = pos, t = end;
     while (s < t && is_ws(d[s])) ++s;
     while (t > s && is_ws(d[t - 1])) --t;
-    if (t > s) {
+    if (t > s && !rules) {
+      out.offsets.push_back(s);
+    } else if (t > s) {
       std::string_view rec(d + s, t - s);
-      std::string reason = size_reason(t - s, rules);
-      if (reason.empty()) reason = check(rec, rules, t + text::kParsePadding <= size);
+      std::string reason = size_reason(t - s, *rules);
+      if (reason.empty()) reason = check(rec, *rules, t + text::kParsePadding <= size);
       if (reason.empty()) {
         out.offsets.push_back(s);
       } else {
@@ -206,6 +209,8 @@ std::string_view record_at(const char* data, uint64_t size, ShardKind kind, uint
   while (end > offset && is_ws(data[end - 1])) --end;
   return std::string_view(data + offset, end - offset);
 }
+
+std::string record_size_verdict(uint64_t bytes, const text::RecordRules& rules) { return size_reason(bytes, rules); }
 
 std::string record_verdict(std::string_view rec, const text::RecordRules& rules) {
   std::string reason = size_reason(rec.size(), rules);
@@ -265,7 +270,7 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept {
   return static_cast<uint32_t>(1 + std::count(data, data + offset, '\n'));
 }
 
-ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t size, const text::RecordRules& rules,
+ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t size, const text::RecordRules* rules,
                              unsigned threads, const Progress& progress, bool file_mapping) {
   ShardIndex x;
   x.shard_bytes_ = size;
@@ -301,8 +306,8 @@ ShardIndex ShardIndex::build(const std::string& name, const char* d, uint64_t si
         while (end > start && is_ws(d[end - 1])) --end;
         std::string_view rec(d + start, end - start);
         if (progress.cancelled()) throw DatasetError(name + ": indexing stopped: the daemon is shutting down");
-        std::string reason = size_reason(end - start, rules);
-        if (reason.empty()) reason = check(rec, rules, false);
+        std::string reason = rules ? size_reason(end - start, *rules) : "";
+        if (reason.empty() && rules) reason = check(rec, *rules, false);
         if (reason.empty()) {
           x.owned_.push_back(start);
         } else {

@@ -36,6 +36,9 @@ uint32_t line_at(const char* data, uint64_t offset) noexcept;
 // Why record `rec` is bad under `rules` (its size, then its parse), or "":
 // the check every record of an index gets.
 std::string record_verdict(std::string_view rec, const text::RecordRules& rules);
+// The first part of that check: why a record of `bytes` bytes is bad before
+// it is parsed (longer than max_record_bytes), or "".
+std::string record_size_verdict(uint64_t bytes, const text::RecordRules& rules);
 
 class ShardIndex {
  public:
@@ -44,13 +47,16 @@ class ShardIndex {
   using Progress = ShardProgress;
 
   // Indexes `data` with `threads` threads; every record is parsed and checked
-  // against `rules`. Throws DatasetError for a broken JSON array (naming
+  // against `rules`, or, when it is nullptr, none is: every non-blank line
+  // (every element of a JSON array) is a valid record, found by a newline
+  // scan alone, and is checked when it is read (check_rows = "when_read").
+  // Throws DatasetError for a broken JSON array (naming
   // `name`, line and byte), or when cancelled. `file_mapping`: `data` is a
   // read-only MAP_SHARED mapping of a file (or memfd), whose page-table
   // entries each thread drops once it has read its chunk, so that they are
   // not all torn down at once when the mapping goes; never for other memory
   // (dropping anonymous pages zeroes them).
-  static ShardIndex build(const std::string& name, const char* data, uint64_t size, const text::RecordRules& rules,
+  static ShardIndex build(const std::string& name, const char* data, uint64_t size, const text::RecordRules* rules,
                           unsigned threads, const Progress& progress, bool file_mapping = false);
   // A Parquet or Arrow shard read in place, of `n` rows: its valid records
   // are its rows but `bad` (1-based row numbers in `line`), and offset(i)

@@ -30,14 +30,17 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
 }
 
 bool SampleEncoder::encode(uint64_t rec, text::EncodedSample& out) {
-  // A Parquet or Arrow row is checked as it is read: a bad one is left out.
-  if (std::string bad = data_.verdict(rec); !bad.empty()) {
+  // A record checked as it is read (a Parquet or Arrow row, or a JSONL line
+  // under check_rows = "when_read"): a bad one is left out.
+  auto bad_record = [&](const std::string& why) {
     if (++bad_rows_ <= kLoggedBadRows)
-      spdlog::warn("{}: bad record: {}; left out{}", data_.where(rec), bad,
-                   bad_rows_ == kLoggedBadRows ? " (further bad rows found by this process are not logged)" : "");
+      spdlog::warn("{}: bad record: {}; left out{}", data_.where(rec), why,
+                   bad_rows_ == kLoggedBadRows ? " (further bad records found by this process are not logged)" : "");
     return false;
-  }
+  };
+  if (std::string bad = data_.verdict(rec); !bad.empty()) return bad_record(bad);
   std::string reason = render(rec, rendered_);
+  if (!reason.empty() && !data_.checked_at_start(rec)) return bad_record(reason);
   if (!reason.empty()) {
     // The index accepted it: the file changed since, or the worker's render
     // passed what the supervisor's did not ([workers] max_memory).

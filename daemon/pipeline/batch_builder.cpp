@@ -1,5 +1,6 @@
 #include "pipeline/batch_builder.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,12 @@
 #include "tokfeed/shm/slot.hpp"
 
 namespace tokfeed {
+
+namespace {
+
+constexpr std::size_t kAheadSamples = 4096;  // samples find_ahead() keeps at most
+
+}  // namespace
 
 BatchBuilder::BatchBuilder(const JobConfig& cfg, const Dataset& data, const text::Tokenizer& tok,
                            const TokenStore* store, const SampleFacts* facts, Schedule& schedule,
@@ -114,7 +121,7 @@ void BatchBuilder::add_hf_varlen(shm::SlotWriter& w, uint32_t rows, uint32_t len
 // Built, not yet published: a ready record's tokens are in its builder's
 // part file. False (encode it instead) when there is none to read.
 bool BatchBuilder::read_part(uint64_t rec, text::EncodedSample& s) {
-  if (!building_ || part_fds_.empty() || !building_->ready(rec)) return false;
+  if (!building_ || part_fds_.empty() || !building_->built(rec)) return false;
   const uint32_t n = building_->length(rec);
   tokens_.resize(n);
   const std::size_t want = std::size_t{n} * 4;
@@ -134,6 +141,9 @@ const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, Bui
   text::EncodedSample& s = samples_[k];
   if (store_) {
     store_->get(rec, s);
+  } else if (auto it = ahead_.find(rec); it != ahead_.end()) {
+    std::swap(s, it->second);
+    ahead_.erase(it);
   } else if (!read_part(rec, s)) {
     on_record(rec);
     if (!encoder_.encode(rec, s)) {
@@ -150,6 +160,48 @@ const text::EncodedSample* BatchBuilder::sample(uint64_t rec, std::size_t k, Bui
   // Without facts (the cache off and keep_untrained) the sample stays: its
   // batch keeps its size.
   return &s;
+}
+
+bool BatchBuilder::find_ahead(uint64_t i, uint32_t helper, uint32_t helpers,
+                              const std::function<void(uint64_t)>& on_record) {
+  if (!building_) return false;
+  schedule_.wanted(i, helper, helpers, wanted_);
+  for (uint32_t rec : wanted_) {
+    // A record that crashed workers is left to the builders' verdict.
+    if (building_->ready(rec) || poisoned_.count(rec) || !building_->claim(rec, found_file_)) continue;
+    if (ahead_.size() >= kAheadSamples) ahead_.clear();
+    on_record(rec);
+    text::EncodedSample& s = ahead_[rec];
+    // As a builder finds them (CacheBuild::builder_main).
+    if (!encoder_.encode(rec, s)) {
+      ahead_.erase(rec);
+      building_->publish_found(rec, 0, cache_flags::kBad, 0, BuildFacts::kNoTokens);
+      return true;
+    }
+    // The tokens in the store's format, for the builder that copies them.
+    uint64_t at = BuildFacts::kNoTokens;
+    if (found_fd_ >= 0) {
+      tokens_.clear();
+      append_sample(s, tokens_);
+      const std::size_t bytes = tokens_.size() * 4;
+      if (::pwrite(found_fd_, tokens_.data(), bytes, static_cast<off_t>(found_end_)) == static_cast<ssize_t>(bytes)) {
+        at = found_end_;
+        found_end_ += bytes;
+      }
+    }
+    building_->publish_found(rec, static_cast<uint32_t>(s.ids.size()), sample_flags(s), found_file_, at);
+    return true;
+  }
+  return false;
+}
+
+void BatchBuilder::hand_off_to(int fd, uint32_t file) {
+  struct stat st;
+  found_file_ = file;
+  // A restarted worker writes after what the one before it wrote.
+  if (fd < 0 || ::fstat(fd, &st) != 0) return;
+  found_fd_ = fd;
+  found_end_ = static_cast<uint64_t>(st.st_size);
 }
 
 BuildStats BatchBuilder::build(uint64_t i, char* slot, uint64_t slot_bytes, uint64_t seq, uint64_t session,

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -43,6 +44,16 @@ class BatchBuilder {
   // Bytes one slot needs for this job's largest batch.
   static uint64_t slot_bytes(const JobConfig& cfg);
 
+  // A growing plan's batch `i` is not decided: tokenizes one record it
+  // waits for that the builders have not reached (Schedule::wanted()) and
+  // publishes its facts, keeping the sample for the batch that takes it.
+  // False when there is none to tokenize (wait for the builders then).
+  bool find_ahead(uint64_t i, uint32_t helper, uint32_t helpers, const std::function<void(uint64_t)>& on_record);
+  // The build's hand-off file this worker writes the tokens of the records
+  // it finds into (-1: none), for the builders to copy; `file` is its
+  // number, which is also this worker's helper number.
+  void hand_off_to(int fd, uint32_t file);
+
   // Encodes stream batch `i` into `slot`. `on_record` is told each valid
   // record index before it is encoded, so a crash can be traced to it.
   BuildStats build(uint64_t i, char* slot, uint64_t slot_bytes, uint64_t seq, uint64_t session,
@@ -63,6 +74,12 @@ class BatchBuilder {
   const BuildFacts* building_;
   std::vector<int> part_fds_;
   std::vector<uint32_t> tokens_;  // a record read from a part file
+  // Samples find_ahead() tokenized, until a batch takes them (bounded).
+  std::unordered_map<uint64_t, text::EncodedSample> ahead_;
+  std::vector<uint32_t> wanted_;
+  int found_fd_ = -1;
+  uint32_t found_file_ = 0;
+  uint64_t found_end_ = 0;  // bytes in the hand-off file
   uint8_t excluded_;
   Schedule& schedule_;
   const std::unordered_set<uint64_t>& poisoned_;

@@ -155,6 +155,26 @@ bool Schedule::decided(uint64_t i) {
   return rows_.rows() >= (i + 1) * rows_per_step();
 }
 
+void Schedule::wanted(uint64_t i, uint32_t helper, uint32_t helpers, std::vector<uint32_t>& out) const {
+  out.clear();
+  if (!growing_) return;
+  const uint64_t plan = plan0_.size();
+  if (!packed_) {
+    // This rank's row j of the segment is row r + j·R (4.2); row x beyond
+    // the decided ones would be the plan's record scanned_ + (x - rows).
+    const uint64_t rows = rows_.rows(), S = rows_per_batch_;
+    for (uint64_t j = (i + 1) * S; j-- > i * S;) {
+      const uint64_t x = rank_ + j * world_;
+      if (x < rows) break;
+      if (const uint64_t p = scanned_ + (x - rows); p < plan) out.push_back(plan0_[p]);
+    }
+    return;
+  }
+  const uint64_t need = cfg_.batch.pack_window - std::min<uint64_t>(window_.size(), cfg_.batch.pack_window);
+  for (uint64_t p = std::min(plan, scanned_ + need); p-- > scanned_;)
+    if (p % helpers == helper) out.push_back(plan0_[p]);
+}
+
 uint64_t Schedule::segment_batches(uint64_t n) const {
   const uint64_t S = rows_per_batch_;
   const bool drop = cfg_.schedule.drop_last;

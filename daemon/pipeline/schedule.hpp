@@ -71,8 +71,26 @@ class Schedule {
   // records ready so far; otherwise i < total_batches()). Call before
   // batch_rows() and locate() on a growing schedule.
   bool decided(uint64_t i);
+  // Growing: whether the facts found so far decide batch i of epoch 0, as
+  // decided() says, but the plan keeps growing (it is not planned in full
+  // even once every fact is known: its owner does that when the build ends).
+  bool prefix_decides(uint64_t i) {
+    if (!growing_) return false;
+    advance();
+    return rows_.rows() >= (i + 1) * rows_per_step();
+  }
   // Growing: rows of epoch 0 decided so far.
   uint64_t decided_rows() const { return growing_ ? rows_.rows() : 0; }
+  // Growing, batch i not decided: the records of epoch 0's plan that it
+  // waits for and that one worker is to tokenize itself (BatchBuilder::
+  // find_ahead), back to front (the builders come from the front). Padded:
+  // this rank's rows of the batch, where the plan's unknown part would put
+  // them with nothing more left out (the rows of other ranks and other
+  // batches are their workers'). Packed: the records that complete the
+  // window being filled, dealt round robin over `helpers` workers (of every
+  // served rank), this one being `helper`. Estimates: a record left out
+  // shifts the rest, and the builders fill any gap.
+  void wanted(uint64_t i, uint32_t helper, uint32_t helpers, std::vector<uint32_t>& out) const;
 
   StreamStart start() const { return start_; }
   // The evaluation stream (section 7): stream batch i is batch i mod B of

@@ -18,8 +18,9 @@ namespace tokfeed {
 
 namespace {
 
-// Returns the part files' descriptors as the worker keeps them: 3, 4, ...
-std::vector<int> become_worker(const WorkerContext& ctx) {
+// Returns the part files' descriptors as the worker keeps them: 3, 4, ...,
+// then its hand-off file's (-1 without one).
+std::vector<int> become_worker(const WorkerContext& ctx, int& found_fd) {
   // Die with the supervisor: a worker must never outlive it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != ctx.supervisor_pid) _exit(0);
@@ -32,14 +33,16 @@ std::vector<int> become_worker(const WorkerContext& ctx) {
   // Keep stdin/stdout/stderr and the part files of a build under way only:
   // the mappings stay, but the supervisor's sockets and segment descriptors
   // are not ours to hold open.
-  const int n = static_cast<int>(ctx.part_fds.size());
+  const int n = static_cast<int>(ctx.part_fds.size()), kept = n + (ctx.found_fd >= 0);
   std::vector<int> moved, parts;
-  for (int fd : ctx.part_fds) moved.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3 + n));
-  for (int k = 0; k < n; ++k) {
+  for (int fd : ctx.part_fds) moved.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3 + kept));
+  if (ctx.found_fd >= 0) moved.push_back(::fcntl(ctx.found_fd, F_DUPFD_CLOEXEC, 3 + kept));
+  for (int k = 0; k < kept; ++k) {
     if (moved[k] < 0 || ::dup3(moved[k], 3 + k, O_CLOEXEC) < 0) _exit(5);
-    parts.push_back(3 + k);
+    if (k < n) parts.push_back(3 + k);
   }
-  close_range(static_cast<unsigned>(3 + n), ~0U, 0);
+  found_fd = ctx.found_fd >= 0 ? 3 + n : -1;
+  close_range(static_cast<unsigned>(3 + kept), ~0U, 0);
   std::string name =
       std::string(ctx.eval ? "tokfeed-e" : "tokfeed-w") + std::to_string(ctx.rank) + "." + std::to_string(ctx.worker);
   prctl(PR_SET_NAME, name.c_str());
@@ -49,12 +52,14 @@ std::vector<int> become_worker(const WorkerContext& ctx) {
 }  // namespace
 
 void worker_main(const WorkerContext& ctx) {
-  std::vector<int> part_fds = become_worker(ctx);
+  int found_fd = -1;
+  std::vector<int> part_fds = become_worker(ctx, found_fd);
   const JobConfig& cfg = *ctx.cfg;
   Schedule schedule(cfg, *ctx.mix, ctx.rank, ctx.start, ctx.facts);
   if (ctx.shared_rows) schedule.share_rows(ctx.shared_epoch, ctx.shared_rows);
   BatchBuilder builder(cfg, *ctx.data, *ctx.tok, ctx.store, ctx.facts, schedule, *ctx.poisoned, ctx.building,
                        std::move(part_fds));
+  builder.hand_off_to(found_fd, ctx.helper);
   const uint32_t workers = cfg.workers.count;  // eval_job() sets [eval] workers
   shm::RingProducer ring(ctx.ring, ctx.consumer, ctx.slots, ctx.segment->slots_per_ring, ctx.segment->slot_bytes);
   ring.start(static_cast<uint32_t>(getpid()));
@@ -73,15 +78,23 @@ void worker_main(const WorkerContext& ctx) {
     // A growing plan (the cache still builds) knows its end only once every
     // record is built: until then the ring's end_seq is open and the
     // schedule decides which batches exist.
-    const bool past_end = seq >= ring.end_seq() || (!schedule.growing() && index >= schedule.total_batches());
+    // A plan grown to its end knows it there, before end_seq: the worker
+    // sleeps until a client repositions rather than spin.
+    const bool plan_end = !schedule.growing() && index >= schedule.total_batches();
+    const bool past_end = seq >= ring.end_seq() || plan_end;
     if (past_end || !ring.has_space()) {
-      ring.wait_for_consumer(std::chrono::milliseconds(200));
+      ring.wait_for_consumer(std::chrono::milliseconds(200), plan_end);
       if (getppid() != ctx.supervisor_pid) _exit(0);
       continue;
     }
     if (!schedule.decided(index)) {
-      // Its rows wait for records the builders have not reached.
-      if (schedule.growing() && ctx.building) ctx.building->wait(std::chrono::milliseconds(100));
+      // Its rows wait for records the builders have not reached: the worker
+      // tokenizes those it is to find, and waits once none is left.
+      if (schedule.growing() && ctx.building) {
+        const bool found = builder.find_ahead(index, ctx.helper, ctx.helpers, on_record);
+        stats.building_record.store(0, std::memory_order_relaxed);
+        if (!found) ctx.building->wait(std::chrono::milliseconds(100));
+      }
       if (getppid() != ctx.supervisor_pid) _exit(0);
       continue;
     }

@@ -44,6 +44,12 @@ struct WorkerContext {
   char* slots;
   uint32_t rank;
   uint32_t worker;
+  // Among the workers of every served rank's training stream: this one's
+  // number and their count (the records of a growing packed plan they
+  // tokenize ahead of the builders are dealt over them).
+  uint32_t helper = 0;
+  uint32_t helpers = 1;
+  int found_fd = -1;  // the build's hand-off file of this helper (-1: none)
   int supervisor_pid;
   int64_t crash_on_line;  // test-only fault hook: abort when building this record line; -1 none
 };

@@ -38,7 +38,7 @@ class FoundFacts final : public tokfeed::SampleFacts {
     tokfeed::text::EncodedSample s;
     for (uint64_t r = 0; r < data.size(); ++r) {
       if (!enc.encode(r, s)) {
-        flags_[r] = tokfeed::cache_flags::kDropped;
+        flags_[r] = tokfeed::cache_flags::kBad;
         continue;
       }
       lengths_[r] = static_cast<uint32_t>(s.ids.size());
@@ -132,14 +132,14 @@ int check_config(const std::string& path) {
     // by tokenizing every record here.
     std::unique_ptr<FoundFacts> found;
     const SampleFacts* facts = store.get();
-    if (!store && cfg.batch.leaves_samples_out()) {
+    if (!store && (cfg.batch.leaves_samples_out() || data.jsonl_checked_when_read())) {
       auto t0 = std::chrono::steady_clock::now();
       found = std::make_unique<FoundFacts>(cfg, data, *tok);
       facts = found.get();
       uint64_t dropped = 0, untrained = 0;
       for (uint64_t i = 0; i < found->size(); ++i) {
         dropped += (found->flags(i) & cache_flags::kDropped) != 0;
-        untrained += (found->flags(i) & (cache_flags::kDropped | cache_flags::kAllMasked)) == cache_flags::kAllMasked;
+        untrained += (found->flags(i) & (cache_flags::kExcluded | cache_flags::kAllMasked)) == cache_flags::kAllMasked;
       }
       std::printf(
           "# sample facts: %llu records tokenized in %.2f s; %llu longer than max_length (truncation = \"%s\"), "

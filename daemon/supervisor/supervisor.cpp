@@ -198,13 +198,14 @@ void Supervisor::plan_rank(uint32_t ri, StreamStart start) {
   rs.with_facts = facts() != nullptr;
   rs.schedule = std::make_unique<Schedule>(cfg_of(rs), mixture_of(rs), rs.rank, start, facts());
   publish_counts(rs);
-  // A growing plan's total is open (UINT64_MAX) until the build ends.
-  uint64_t total = rs.schedule->total_batches();
-  for (uint32_t w = 0; w < W; ++w) {
-    // Evaluation passes repeat without end (when the rank has a batch in one).
-    uint64_t end = total == UINT64_MAX ? UINT64_MAX : total > w ? (total - w + W - 1) / W : 0;
-    ring(rs.ring_base + w).end_seq = end;
-  }
+  for (uint32_t w = 0; w < W; ++w) ring(rs.ring_base + w).end_seq = ring_end(rs, w);
+}
+
+uint64_t Supervisor::ring_end(const RankSlot& rs, uint32_t w) {
+  // A growing plan's total is open (UINT64_MAX) until the build ends;
+  // evaluation passes repeat without end (when the rank has a batch in one).
+  const uint64_t total = rs.schedule ? rs.schedule->total_batches() : 0, W = rs.workers;
+  return total == UINT64_MAX ? UINT64_MAX : total > w ? (total - w + W - 1) / W : 0;
 }
 
 void Supervisor::publish_counts(RankSlot& rs) {
@@ -246,11 +247,15 @@ void Supervisor::count_left_out() {
   for (uint64_t i = 0; i < f->size(); ++i) {
     uint8_t fl = f->flags(i);
     too_long_ += (fl & cache_flags::kDropped) != 0;
+    bad_when_read_ += (fl & cache_flags::kBad) != 0;
     untrained_ += (fl & (cache_flags::kAllMasked | cache_flags::kExcluded)) == cache_flags::kAllMasked;
   }
   if (too_long_)
     spdlog::info("{} of {} records are longer than max_length = {} and are left out (truncation = \"drop\")", too_long_,
                  f->size(), cfg_.batch.max_length);
+  if (bad_when_read_)
+    spdlog::info("{} of {} records were found bad as they were read (check_rows = \"when_read\") and are left out",
+                 bad_when_read_, f->size());
   if (untrained_)
     spdlog::info("{} of {} records have no trained token after truncation: {} ([batch] keep_untrained = {})",
                  untrained_, f->size(), cfg_.batch.keep_untrained ? "kept" : "left out", cfg_.batch.keep_untrained);
@@ -258,7 +263,7 @@ void Supervisor::count_left_out() {
 
 bool Supervisor::serves_while_building() const {
   auto none = [](const JobConfig& c) { return !is_packed(c.batch.padding) && !c.batch.leaves_samples_out(); };
-  return none(cfg_) && (!cfg_.eval.enabled() || none(eval_cfg_));
+  return none(cfg_) && (!cfg_.eval.enabled() || none(eval_cfg_)) && !data_->jsonl_checked_when_read();
 }
 
 // Objects still fetched footer first: the row groups of every rank's first
@@ -283,19 +288,14 @@ void Supervisor::want_first_batches() {
 void Supervisor::start_serving() {
   phase_ = Phase::kServing;
   count_left_out();
-  for (uint32_t ri = 0; ri < ranks_.size(); ++ri) plan_rank(ri, {});
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri)
+    if (!deferred(ranks_[ri])) plan_rank(ri, {});
   want_first_batches();
-  for (WorkerSlot& w : workers_) spawn(w);
+  for (WorkerSlot& w : workers_)
+    if (ranks_[w.rank_index].schedule) spawn(w);
   spdlog::info("tokfeedd {} serving ranks {} with {} workers each on {}", getpid(), fmt::join(cfg_.ranks.serve, ","),
                cfg_.workers.count, cfg_.server.socket);
-  if (cfg_.eval.enabled()) {
-    std::vector<uint64_t> pass;
-    for (const RankSlot& rs : ranks_)
-      if (rs.eval) pass.push_back(rs.schedule->epoch_batches()[0]);
-    spdlog::info("evaluation stream: {} samples per pass, {} batches per pass on ranks {} ({} workers each)",
-                 data_->eval_mixture().per_epoch(), fmt::join(pass, ","), fmt::join(cfg_.ranks.serve, ","),
-                 cfg_.eval.workers);
-  }
+  log_eval();
   sd_notify(0, ("STATUS=" + summary_line()).c_str());
 }
 
@@ -321,6 +321,8 @@ void Supervisor::spawn(WorkerSlot& w) {
   ctx.eval = rs.eval;
   ctx.rank = rs.rank;
   ctx.worker = w.worker;
+  ctx.helper = rs.served * rs.workers + w.worker;
+  ctx.helpers = static_cast<uint32_t>(cfg_.ranks.serve.size()) * rs.workers;
   ctx.supervisor_pid = getpid();
   ctx.crash_on_line = crash_on_line_;
 
@@ -334,6 +336,7 @@ void Supervisor::spawn(WorkerSlot& w) {
   if (rs.schedule->growing() && cache_build_) {
     ctx.building = &cache_build_->facts();
     ctx.part_fds = cache_build_->part_fds();
+    if (ctx.helper < cache_build_->found_fds().size()) ctx.found_fd = cache_build_->found_fds()[ctx.helper];
   }
   // The order of the epoch the worker starts in, computed here once: forked
   // workers read these pages instead of each holding its own copy. An epoch's

@@ -109,11 +109,15 @@ class Supervisor final : public ControlHandler {
   void try_cache_lock();
   void cache_ready();
   void start_serving();
+  void log_eval() const;
   // Whether the plan needs no sample facts (padded, nothing left out), so
   // workers may serve while the token cache builds (docs/data_model.md 6).
   bool serves_while_building() const;
   void yield_builders();
   void plan_rank(uint32_t ri, StreamStart start);
+  // The end of worker w's ring under the rank's plan: seqs [0, end) make up
+  // its share (UINT64_MAX while the plan grows, and for evaluation passes).
+  static uint64_t ring_end(const RankSlot& rs, uint32_t w);
   void replan_rank(uint32_t ri, StreamStart start);
   // `rank_index`: the served rank a worker builds for, whose cores it gets;
   // -1 (a cache builder): the cores of all served ranks.
@@ -153,14 +157,21 @@ class Supervisor final : public ControlHandler {
     return grows_ && cache_build_ ? &cache_build_->facts() : nullptr;
   }
   // Whether serving may start while the build runs, the plan growing over
-  // the records built so far (docs/data_model.md 4.1): every served stream
-  // is training (an evaluation pass needs its whole set's facts).
-  bool grows_while_building() const { return !cfg_.eval.enabled(); }
+  // the records built so far (docs/data_model.md 4.1). The training streams
+  // grow; evaluation passes need their whole set's facts, so their plans and
+  // workers wait for the build's end (unless no plan needs facts at all:
+  // then every stream serves at once, serves_while_building()).
+  bool grows_while_building() const { return !cfg_.eval.enabled() || !serves_while_building(); }
+  // A rank slot planned only once the build ends: an evaluation stream
+  // while a growing plan serves.
+  bool deferred(const RankSlot& rs) const { return rs.eval && grows_; }
   // Starts serving over a build under way (growing plans).
   void serve_growing(const char* why);
   // The build is done: growing plans are planned in full, and their
   // clients told the counts.
   void plan_grown_ranks();
+  // Logs how many records workers tokenized ahead of the builders.
+  void log_found() const;
   // Writes a rank's batch counts into its consumer segment (or marks them
   // unknown for a growing plan).
   void publish_counts(RankSlot& rs);
@@ -187,6 +198,7 @@ class Supervisor final : public ControlHandler {
   std::unique_ptr<TokenStore> store_;
   std::unique_ptr<FactsTable> facts_table_;  // the cache off: lengths and flags only
   uint64_t too_long_ = 0;                    // valid records longer than max_length under truncation = "drop"
+  uint64_t bad_when_read_ = 0;               // valid records refused when encoded (check_rows = "when_read")
   uint64_t untrained_ = 0;                   // valid records with no trained token after truncation
   bool left_out_counted_ = false;
   std::unique_ptr<CacheBuild> cache_build_;

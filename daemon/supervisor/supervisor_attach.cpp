@@ -71,16 +71,25 @@ Reply Supervisor::attach(const Peer& peer, const proto::AttachRequest& req) {
   if (eval) return attach_eval(peer, req, ri);
   if (rs->schedule->growing()) {
     // The batch counts come once every record is built. A client that reads
-    // them later from its consumer segment starts now, at the stream's
-    // start; any other position, or an older client, waits for them.
-    const bool at_start = req.epoch == 0 && req.step == 0 && req.base == 0 &&
-                          (req.world_size == 0 || req.world_size == cfg_.ranks.world_size);
-    if (req.counts_later && at_start) return grant(peer, *rs, 0, false, 0, 0);
+    // them later from its consumer segment starts now at a step of epoch 0
+    // whose rows the facts found so far decide (the stream's start at once,
+    // a resume once the plan's prefix before it is known); any other
+    // position, or an older client, waits for them.
+    const bool epoch0 =
+        req.epoch == 0 && req.base == 0 && (req.world_size == 0 || req.world_size == cfg_.ranks.world_size);
+    if (req.counts_later && epoch0 && (req.step == 0 || rs->schedule->prefix_decides(req.step)))
+      return grant(peer, *rs, req.step, false, 0, req.step);
     proto::ErrorReply not_ready{
         proto::ErrorCode::kNotReady,
-        fmt::format("attach: not ready: {} needs the batch counts, known once the token cache is built: {}",
-                    at_start ? "this client (it predates counts that arrive after attach)"
-                             : fmt::format("a start at epoch {} step {}", req.epoch, req.step),
+        fmt::format("attach: not ready: {}: {}",
+                    !req.counts_later ? "this client needs the batch counts (it predates counts that arrive after "
+                                        "attach), known once the token cache is built"
+                    : epoch0          ? fmt::format("epoch 0 step {} waits for the facts of the records before it "
+                                                             "in the plan",
+                                                    req.step)
+                             : fmt::format("a start at epoch {} step {} needs the batch counts, known once the token "
+                                           "cache is built",
+                                           req.epoch, req.step),
                     cache_line()),
         /*retry_ms=*/200};
     return {not_ready.encode(), {}, false};
@@ -127,6 +136,16 @@ Reply Supervisor::attach(const Peer& peer, const proto::AttachRequest& req) {
 // planned again.
 Reply Supervisor::attach_eval(const Peer& peer, const proto::AttachRequest& req, uint32_t ri) {
   RankSlot& rs = ranks_[ri];
+  if (!rs.schedule) {
+    // Planned once the token cache is built (the training streams serve
+    // meanwhile); the client retries until then.
+    proto::ErrorReply not_ready{proto::ErrorCode::kNotReady,
+                                "attach: not ready: evaluation passes need every record's facts, known once the "
+                                "token cache is built: " +
+                                    cache_line(),
+                                /*retry_ms=*/200};
+    return {not_ready.encode(), {}, false};
+  }
   const Schedule& sch = *rs.schedule;
   const uint64_t B = sch.epoch_batches()[0];
   if (req.world_size != 0 && req.world_size != cfg_.ranks.world_size)

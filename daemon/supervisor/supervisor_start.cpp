@@ -143,11 +143,12 @@ void Supervisor::prepare_cache() {
     // before the first batch, so a facts-only build finds them. With
     // keep_untrained and right or left truncation nothing is left out and
     // the first batch waits for nothing.
-    if (cfg_.batch.leaves_samples_out()) {
+    if (cfg_.batch.leaves_samples_out() || data_->jsonl_checked_when_read()) {
       spdlog::info(
           "token cache off: tokenizing every record once for the lengths and flags the plan needs "
-          "(truncation = \"{}\", keep_untrained = {}); tokens are not kept",
-          truncation_name(cfg_.batch.truncation), cfg_.batch.keep_untrained);
+          "(truncation = \"{}\", keep_untrained = {}{}); tokens are not kept",
+          truncation_name(cfg_.batch.truncation), cfg_.batch.keep_untrained,
+          data_->jsonl_checked_when_read() ? ", records checked when read" : "");
       phase_ = Phase::kCacheBuild;
       uint32_t parts = static_cast<uint32_t>(cfg_.workers.count * cfg_.ranks.serve.size());
       build_order_ = build_order(cfg_, data_->mixture(), data_->size());
@@ -274,9 +275,21 @@ void Supervisor::serve_growing(const char* why) {
 
 void Supervisor::plan_grown_ranks() {
   if (!grows_) return;
+  // Evaluation streams waited for every record's facts: planned and started now.
+  bool deferred = false;
+  for (uint32_t ri = 0; ri < ranks_.size(); ++ri)
+    if (ranks_[ri].eval && !ranks_[ri].schedule && phase_ == Phase::kServing) {
+      plan_rank(ri, {});
+      deferred = true;
+    }
+  if (deferred) {
+    for (WorkerSlot& w : workers_)
+      if (ranks_[w.rank_index].eval && w.pid <= 0) spawn(w);
+    log_eval();
+  }
   for (uint32_t ri = 0; ri < ranks_.size(); ++ri) {
     RankSlot& rs = ranks_[ri];
-    if (!rs.schedule) continue;
+    if (!rs.schedule || (rs.eval && deferred)) continue;
     // The same plan, now over the store's (or the table's) facts: a growing
     // one gets every count, the running workers finish theirs from the same
     // facts, so nothing is restarted, and the ring's end stays open (workers
@@ -304,6 +317,7 @@ void Supervisor::cache_ready() {
   if (cache_build_ && cache_build_->facts_only()) {
     CacheProgress pr = cache_build_->progress();
     cache_seconds_ = pr.seconds;
+    log_found();
     facts_table_ = cache_build_->take_facts();
     plan_grown_ranks();  // before the build's facts go
     grows_ = false;
@@ -321,6 +335,7 @@ void Supervisor::cache_ready() {
     store_ = TokenStore::open(cfg_.cache.dir, cache_key_, data_->size(), why);
     if (!store_) throw std::runtime_error("token cache: the store just built does not open: " + why);
     plan_grown_ranks();  // before the build's facts go
+    log_found();
     grows_ = false;
     cache_build_.reset();
     spdlog::info("token cache: built {} ({} records, {} tokens) in {:.2f} s, {:.0f} records/s", store_->path(),
@@ -331,6 +346,28 @@ void Supervisor::cache_ready() {
   trim_cache_dir();
   if (phase_ != Phase::kServing) start_serving();
   else count_left_out();  // served while it built: counted now that the facts are known
+}
+
+void Supervisor::log_eval() const {
+  if (!cfg_.eval.enabled()) return;
+  std::vector<uint64_t> pass;
+  for (const RankSlot& rs : ranks_)
+    if (rs.eval && rs.schedule) pass.push_back(rs.schedule->epoch_batches()[0]);
+  if (pass.empty()) {
+    spdlog::info("evaluation stream: served once the token cache is built (its passes need every record's facts)");
+    return;
+  }
+  spdlog::info("evaluation stream: {} samples per pass, {} batches per pass on ranks {} ({} workers each)",
+               data_->eval_mixture().per_epoch(), fmt::join(pass, ","), fmt::join(cfg_.ranks.serve, ","),
+               cfg_.eval.workers);
+}
+
+void Supervisor::log_found() const {
+  if (const uint64_t found = grows_ && cache_build_ ? cache_build_->facts().found_total() : 0)
+    spdlog::info(
+        "{} of {} records were tokenized first by the workers whose batches waited for them, ahead of the builders "
+        "({} of them copied into the cache from the workers' hand-off files)",
+        found, cache_build_->facts().size(), cache_build_->handed());
 }
 
 void Supervisor::hold_store() {
@@ -386,9 +423,11 @@ std::string Supervisor::cache_line() const {
                        p.total, p.total ? 100.0 * p.done / p.total : 100.0,
                        p.kept ? fmt::format(", {} kept from an interrupted build", p.kept) : "", p.rate(), p.eta(),
                        !grows_ && phase_ == Phase::kServing ? "workers serve meanwhile, tokenizing what they serve"
-                       : grows_ ? fmt::format("built in plan order; workers serve the plan's built prefix ({} waiting)",
-                                              cache_build_->facts().waiting())
-                                : std::string("workers start when it is built"));
+                       : grows_
+                           ? fmt::format("built in plan order; workers serve the plan's built prefix, tokenizing what "
+                                         "they need first themselves ({} records so far, {} waiting)",
+                                         cache_build_->facts().found_total(), cache_build_->facts().waiting())
+                           : std::string("workers start when it is built"));
   }
   if (!store_) return "token cache: opened once the datasets are indexed and checked";
   return fmt::format("token cache {} in {:.2f} s", cache_hit_ ? "reused" : "built", cache_seconds_);

@@ -62,7 +62,7 @@ std::string Supervisor::summary_line() {
 void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   const IndexProgress& ip = index_progress_;
   pk.pack("dataset");
-  pk.pack_map(15);
+  pk.pack_map(16);
   kv(pk, "state", data_ ? "ready" : record_check_ ? "checking" : "indexing");
   pk.pack("index");
   pk.pack_map(7);
@@ -114,6 +114,7 @@ void Supervisor::pack_dataset(msgpack::packer<msgpack::sbuffer>& pk) const {
   pk.pack(poison_reports_);
   kv(pk, "too_long", too_long_);
   kv(pk, "untrained", untrained_);
+  kv(pk, "bad_when_read", bad_when_read_);
   pack_objects(pk, ip.objects);
 }
 
@@ -125,7 +126,7 @@ std::string Supervisor::status_payload() {
   kv(pk, "ok", true);
 
   pk.pack("cache");
-  pk.pack_map(13);
+  pk.pack_map(14);
   const char* state = !cfg_.cache.enabled           ? "off"
                       : phase_ == Phase::kCacheWait ? "waiting"
                       : cache_build_                ? "building"
@@ -146,6 +147,8 @@ std::string Supervisor::status_payload() {
   kv(pk, "workers_wait", (cache_build_ != nullptr && phase_ != Phase::kServing) || waiting > 0);
   kv(pk, "workers_waiting", uint64_t{waiting});
   kv(pk, "plan_order", cache_build_ != nullptr && grows_);
+  // Records whose facts workers found themselves, ahead of the builders.
+  kv(pk, "records_found", grows_ && cache_build_ ? cache_build_->facts().found_total() : uint64_t{0});
   kv(pk, "rate", cp.rate());
   kv(pk, "eta_s", cp.eta());
   kv(pk, "seconds", cache_build_ ? cp.seconds : cache_seconds_);
@@ -169,7 +172,9 @@ std::string Supervisor::status_payload() {
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const WorkerSlot& w = workers_[i];
     const shm::RingHeader& r = ring(i);
-    bool done = r.head.load(std::memory_order_relaxed) >= r.end_seq;
+    // The plan's end, not end_seq: a plan grown while the cache built
+    // leaves its rings' end_seq open, and knows its end once it is built.
+    bool done = r.head.load(std::memory_order_relaxed) >= ring_end(ranks_[w.rank_index], w.worker);
     bool building = r.building_index.load(std::memory_order_relaxed) != 0;
     const ProcCpu cpu = read_proc_cpu(w.pid);
     pk.pack_map(14);
@@ -177,7 +182,14 @@ std::string Supervisor::status_payload() {
     kv(pk, "split", ranks_[w.rank_index].eval ? "eval" : "train");
     kv(pk, "worker", w.worker);
     kv(pk, "pid", static_cast<int64_t>(w.pid));
-    kv(pk, "state", w.pid <= 0 ? "restarting" : done ? "done" : building ? "building" : "waiting");
+    // An evaluation stream's workers wait unforked for the build's end.
+    const bool unplanned = !ranks_[w.rank_index].schedule;
+    kv(pk, "state",
+       unplanned    ? "waiting"
+       : w.pid <= 0 ? "restarting"
+       : done       ? "done"
+       : building   ? "building"
+                    : "waiting");
     kv(pk, "batches", load(r.batches));
     kv(pk, "restarts", w.restarts);
     kv(pk, "last_restart_ms", w.last_restart_ms);

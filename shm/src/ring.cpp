@@ -47,12 +47,12 @@ void RingProducer::publish() noexcept {
   if (consumer_->consumer_waiting.load(mo::memory_order_seq_cst)) futex_wake_all(ring_->head_futex);
 }
 
-void RingProducer::wait_for_consumer(std::chrono::nanoseconds timeout) noexcept {
+void RingProducer::wait_for_consumer(std::chrono::nanoseconds timeout, bool at_end) noexcept {
   ring_->producer_waiting.store(1, mo::memory_order_seq_cst);
   uint32_t seen = consumer_->tail_futex.load(mo::memory_order_seq_cst);
   bool session_changed =
       consumer_->session.load(mo::memory_order_acquire) != ring_->session.load(mo::memory_order_relaxed);
-  bool finished = ring_->head.load(mo::memory_order_relaxed) >= ring_->end_seq;
+  bool finished = at_end || ring_->head.load(mo::memory_order_relaxed) >= ring_->end_seq;
   if (!session_changed && (finished || !has_space())) futex_wait(consumer_->tail_futex, seen, timeout);
   ring_->producer_waiting.store(0, mo::memory_order_relaxed);
 }

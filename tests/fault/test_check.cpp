@@ -9,8 +9,10 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.hpp"
@@ -107,4 +109,47 @@ TEST_CASE("on_bad_record = \"fail\": a record the template refuses stops the sta
   Output cc = run("timeout 60 " + bin("tokfeedd") + " --check-config '" + write_job(dir, body, "cc") + "' 2>&1");
   CHECK(cc.status != 0);
   CHECK(cc.out.find("t.jsonl:5: bad record:") != std::string::npos);
+}
+
+TEST_CASE(
+    "check_rows = \"when_read\": nothing is rendered before serving; a record the template refuses is named "
+    "when encoded and left out, as a run without it") {
+  TempDir dir;
+  std::string text = lines();
+  const std::string boom = "hello 4\"";
+  text.replace(text.find(boom), boom.size(), "boom\"");
+  const std::string data = write(dir, "t.jsonl", text);
+  const std::string clean = write(dir, "clean.jsonl", lines(5));
+  const std::string raising =
+      "{%- for m in messages %}{% if m.content == 'boom' %}{{ raise_exception('no boom here') }}{% endif %}"
+      "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  // keep_untrained with right truncation: only the bad record is left out.
+  auto when_read = [&](std::string body) {
+    body.replace(body.find("[tokenizer]"), 0, "check_rows = \"when_read\"\n");
+    return body.replace(body.find("[batch]\n") + 8, 0, "keep_untrained = true\n");
+  };
+  std::vector<std::string> reference;
+  {
+    Daemon d(write_job(dir, when_read(job(dir, clean, "", "skip", raising)), "clean"), socket_of(dir, "clean"));
+    reference = dump(d.socket());
+  }
+  REQUIRE(reference.size() == 12);  // 23 records in batches of 2
+  for (const char* cache : {"", "cache"}) {
+    CAPTURE(cache);
+    const std::string c = *cache ? dir.file(cache) : "";
+    Daemon d(write_job(dir, when_read(job(dir, data, c, "skip", raising)), "wr"), socket_of(dir, "wr"));
+    CHECK(dump(d.socket()) == reference);
+    const std::string log = d.log();
+    CHECK(log.find("in forked children to check them") == std::string::npos);  // no render pass before serving
+    CHECK(log.find("t.jsonl:5: bad record: ") != std::string::npos);
+    CHECK(log.find("no boom here") != std::string::npos);
+    // The store is published once every record is built.
+    for (int i = 0; i < 1500 && *cache && files_ending(c, ".idx") == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Daemon warm(write_job(dir, when_read(job(dir, data, dir.file("cache"), "skip", raising)), "wr"),
+              socket_of(dir, "wr"));
+  CHECK(dump(warm.socket()) == reference);
+  CHECK(warm.log().find("reused in") != std::string::npos);
 }

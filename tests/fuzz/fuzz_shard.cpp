@@ -35,11 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rules.require_alternation = (mode & 0x08) != 0;
   ShardIndex one, two;
   try {
-    one = ShardIndex::build("fuzz.jsonl", buf.data(), n, rules, 1, {});
+    one = ShardIndex::build("fuzz.jsonl", buf.data(), n, &rules, 1, {});
   } catch (const DatasetError&) {
     return 0;  // a broken JSON array
   }
-  two = ShardIndex::build("fuzz.jsonl", buf.data(), n, rules, 1 + (mode >> 6), {});
+  two = ShardIndex::build("fuzz.jsonl", buf.data(), n, &rules, 1 + (mode >> 6), {});
   fuzz_check(one.valid() == two.valid() && one.bad().size() == two.bad().size(), "same records with any thread count");
   for (uint64_t i = 0; i < one.valid(); ++i) {
     fuzz_check(one.offset(i) == two.offset(i), "same offsets with any thread count");

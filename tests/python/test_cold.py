@@ -73,6 +73,39 @@ class Cold(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_eval_job_trains_while_building_and_evaluates_once_built(self):
+        # [eval]: the training stream is served while the cache builds; an
+        # evaluation loader opened meanwhile waits for the build's end, and
+        # both equal a warm run's.
+        cache = os.path.join(self.dir, "cache")
+        cfg = job(cache)
+        cfg["extra"] += "[eval]\nsplit_ratio = 0.1\nbatch_size = 3\n"
+        d = Daemon(env=SLOW, **cfg)
+        try:
+            with Loader(d.socket) as loader:
+                gen = loader.epoch_batches()
+                first = as_lists(next(gen))
+                st = d.status()
+                self.assertFalse(st["ranks"][0]["counts_known"])
+                self.assertEqual(st["cache"]["state"], "building")
+                self.assertEqual({w["state"] for w in st["workers"] if w["split"] == "eval"}, {"waiting"})
+                # Its attach is retried until the build ends.
+                with Loader(d.socket, split="eval") as ev:
+                    self.assertNotEqual(d.status()["cache"]["state"], "building")
+                    passes = [as_lists(b) for b in ev.epoch_batches()]
+                train = [first] + [as_lists(b) for b in gen]
+        finally:
+            d.stop()
+        self.assertTrue(train and passes)
+        warm = Daemon(**cfg)
+        try:
+            with Loader(warm.socket) as loader:
+                self.assertEqual([as_lists(b) for b in loader.epoch_batches()], train)
+            with Loader(warm.socket, split="eval") as ev:
+                self.assertEqual([as_lists(b) for b in ev.epoch_batches()], passes)
+        finally:
+            warm.stop()
+
 
 if __name__ == "__main__":
     unittest.main()

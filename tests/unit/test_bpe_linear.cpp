@@ -118,6 +118,44 @@ TEST_CASE("bpe linear: random consistent merge lists give the heap's pieces on e
   CHECK(linear_models == 60);
 }
 
+TEST_CASE("bpe linear: random merge lists in any order, tokens made by several merges, give the heap's pieces") {
+  // Merges of any two tokens, ranked in random order (a token's parts may
+  // be made later, or not at all), each token often made by several splits,
+  // as in vocabularies converted from tiktoken. Irregular tokens are common.
+  std::mt19937 rng(3333);
+  int irregular_models = 0;
+  for (int trial = 0; trial < 80; ++trial) {
+    std::vector<std::string> tokens = {"a", "b", "c"};
+    std::vector<std::pair<std::string, std::string>> merges;
+    const int n_tokens = 3 + int(rng() % 14);
+    for (int k = 0; k < 400 && int(tokens.size()) < n_tokens; ++k) {
+      const std::string& x = tokens[rng() % tokens.size()];
+      const std::string& y = tokens[rng() % tokens.size()];
+      const std::string xy = x + y;
+      if (xy.size() > 5 || std::find(tokens.begin(), tokens.end(), xy) != tokens.end()) continue;
+      tokens.push_back(xy);
+    }
+    // Every split of every token whose parts are tokens, in random order.
+    for (const std::string& t : tokens)
+      for (size_t k = 1; k < t.size(); ++k)
+        if (std::find(tokens.begin(), tokens.end(), t.substr(0, k)) != tokens.end() &&
+            std::find(tokens.begin(), tokens.end(), t.substr(k)) != tokens.end())
+          merges.push_back({t.substr(0, k), t.substr(k)});
+    std::shuffle(merges.begin(), merges.end(), rng);
+    BpeModel m(config_with(merges), "random");
+    CAPTURE(trial);
+    REQUIRE(m.merge_algorithm().starts_with("linear"));
+    if (m.merge_algorithm() != "linear") ++irregular_models;
+    size_t bad = 0;
+    each_string("abc", 8, [&](const std::string& s) {
+      auto lin = run(m, s, false), heap = run(m, s, true);
+      if (!same(lin, heap) && bad++ < 3) FAIL_CHECK(s << ": linear " << show(lin) << " heap " << show(heap));
+    });
+    CHECK(bad == 0);
+  }
+  CHECK(irregular_models >= 10);
+}
+
 TEST_CASE("bpe linear: runs of one token, where the leftmost equal pair merges first") {
   BpeModel m(config_with({{"a", "a"}, {"aa", "a"}, {"aa", "aa"}, {"aaaa", "aaa"}, {"aaa", "aa"}, {"aaaa", "aaaa"}}),
              "runs");
@@ -129,63 +167,84 @@ TEST_CASE("bpe linear: runs of one token, where the leftmost equal pair merges f
   }
 }
 
-TEST_CASE("bpe linear: qwen3 takes it and agrees with the heap on random bytes, runs and text") {
-  fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / "qwen3" / "tokenizer.json";
-  if (!fs::exists(path)) path = fs::path(TOKFEED_TEST_BUILD_DATA) / "qwen3" / "qwen3" / "tokenizer.json";
-  REQUIRE(fs::exists(path));
-  HfParts parts = load_hf_parts(path.string());
-  const BpeModel& m = *parts.model;
-  REQUIRE(m.merge_algorithm() == "linear");
-  std::mt19937 rng(7);
-  const std::vector<std::string> units = {"a",
-                                          "e",
-                                          "t",
-                                          " ",
-                                          "  ",
-                                          "=",
-                                          "-",
-                                          "\n",
-                                          "0",
-                                          "1",
-                                          "\xe4\xb8\xad",
-                                          "\xe7\x9a\x84",
-                                          "th",
-                                          "ing",
-                                          "\xf0\x9f\x91\x8d",
-                                          "\xc3\xa9",
-                                          "\xff",
-                                          "\x80",
-                                          "\t",
-                                          "_",
-                                          "/"};
-  size_t bad = 0;
-  for (int i = 0; i < 40000; ++i) {
-    std::string w;
-    const int kind = int(rng() % 3);
-    const size_t len = 1 + rng() % 40;
-    if (kind == 0) {
-      for (size_t k = 0; k < len; ++k) w.push_back(char(rng() % 256));
-    } else if (kind == 1) {
-      for (size_t k = 0; k < len; ++k) w += units[rng() % units.size()];
-    } else {
-      w = std::string(len, units[rng() % units.size()][0]);
+TEST_CASE("bpe linear: qwen3 and llama-3 take it and agree with the heap on random bytes, runs and text") {
+  for (const char* name : {"qwen3", "llama3"}) {
+    CAPTURE(name);
+    fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / name / "tokenizer.json";
+    if (!fs::exists(path)) path = fs::path(TOKFEED_TEST_BUILD_DATA) / name / name / "tokenizer.json";
+#ifdef TOKFEED_SHARED_DIR
+    if (!fs::exists(path)) path = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / name / "tokenizer.json";
+#endif
+    if (!fs::exists(path) && std::string(name) == "llama3") {
+      MESSAGE("skipped: no llama3 tokenizer.json");
+      continue;
     }
-    auto lin = run(m, w, false), heap = run(m, w, true);
-    if (!same(lin, heap) && bad++ < 3) FAIL_CHECK("word " << i << ": linear " << show(lin) << " heap " << show(heap));
+    REQUIRE(fs::exists(path));
+    HfParts parts = load_hf_parts(path.string());
+    const BpeModel& m = *parts.model;
+    // Llama-3 (converted from tiktoken) makes most tokens by several merges,
+    // and a few tokens are irregular.
+    if (std::string(name) == "qwen3") REQUIRE(m.merge_algorithm() == "linear");
+    else REQUIRE(m.merge_algorithm().starts_with("linear (") == true);
+    std::mt19937 rng(7);
+    const std::vector<std::string> units = {"a",
+                                            "e",
+                                            "t",
+                                            " ",
+                                            "  ",
+                                            "=",
+                                            "-",
+                                            "\n",
+                                            "0",
+                                            "1",
+                                            "\xe4\xb8\xad",
+                                            "\xe7\x9a\x84",
+                                            "th",
+                                            "ing",
+                                            "\xf0\x9f\x91\x8d",
+                                            "\xc3\xa9",
+                                            "\xff",
+                                            "\x80",
+                                            "\t",
+                                            "_",
+                                            "/"};
+    size_t bad = 0;
+    for (int i = 0; i < 40000; ++i) {
+      std::string w;
+      const int kind = int(rng() % 3);
+      const size_t len = 1 + rng() % 40;
+      if (kind == 0) {
+        for (size_t k = 0; k < len; ++k) w.push_back(char(rng() % 256));
+      } else if (kind == 1) {
+        for (size_t k = 0; k < len; ++k) w += units[rng() % units.size()];
+      } else {
+        w = std::string(len, units[rng() % units.size()][0]);
+      }
+      auto lin = run(m, w, false), heap = run(m, w, true);
+      if (!same(lin, heap) && bad++ < 3) FAIL_CHECK("word " << i << ": linear " << show(lin) << " heap " << show(heap));
+    }
+    CHECK(bad == 0);
   }
-  CHECK(bad == 0);
 }
 
 TEST_CASE("bpe linear: vocabularies outside its preconditions keep the heap and say why") {
-  // The same token made by two merges.
+  // The same token made by two merges: only the split its own BPE ends with matters.
   BpeModel twice(config_with({{"a", "b"}, {"ab", "c"}, {"b", "c"}, {"a", "bc"}}), "twice");
-  CHECK(twice.merge_algorithm() == "heap: token 'abc' is made by more than one merge (merges[3])");
-  // A merge that uses a token a later merge makes.
+  CHECK(twice.merge_algorithm() == "linear");
+  // A merge that uses a token a later merge makes: 'abc' is irregular, and
+  // pairs with it take the heap loop.
   BpeConfig late = config_with({{"a", "b"}});
   late.merges.insert(late.merges.begin(), {to_token("ab"), to_token("c")});
   late.vocab.emplace(to_token("abc"), 999);
   BpeModel later(std::move(late), "late");
-  CHECK(later.merge_algorithm() == "heap: merges[0] uses 'ab', made by the later merges[1]");
+  CHECK(later.merge_algorithm() == "linear (1 irregular tokens)");
+  each_string("abc", 8,
+              [&](const std::string& s) { CHECK_MESSAGE(show(run(later, s, false)) == show(run(later, s, true)), s); });
+  // A byte without a token.
+  BpeConfig holes = config_with({{"a", "b"}});
+  holes.vocab.erase(byte_token(0xff));
+  BpeModel holed(std::move(holes), "holes");
+  CHECK(holed.merge_algorithm() == "heap: byte 255 has no token");
   // Not byte-level.
   BpeConfig chars;
   chars.vocab = {{"a", 0}, {"b", 1}, {"ab", 2}};
@@ -195,4 +254,48 @@ TEST_CASE("bpe linear: vocabularies outside its preconditions keep the heap and 
   std::vector<WordPiece> out;
   char_level.tokenize("abab", out);
   CHECK(show(out) == "2:2 2:2 ");
+}
+
+TEST_CASE("bpe linear: under ignore_merges (llama-3) every token's bytes as a word give the token") {
+  fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / "llama3" / "tokenizer.json";
+#ifdef TOKFEED_SHARED_DIR
+  if (!fs::exists(path)) path = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / "llama3" / "tokenizer.json";
+#endif
+  if (!fs::exists(path)) {
+    MESSAGE("skipped: no llama3 tokenizer.json");
+    return;
+  }
+  HfParts parts = load_hf_parts(path.string());
+  const BpeModel& m = *parts.model;
+  REQUIRE(m.merge_algorithm().starts_with("linear"));
+  // Words that are tokens the merges cannot give (looked up) and that they
+  // can (their BPE): both must come out as the one token, as HF's lookup of
+  // the whole word gives.
+  size_t words = 0, not_bpe = 0, bad = 0;
+  std::vector<WordPiece> out, heap;
+  for (size_t id = 0; id < m.max_id_plus_one(); ++id) {
+    const std::string* token = m.id_to_token(int32_t(id));
+    if (token == nullptr) continue;
+    std::string raw;
+    bool byte_level = true;
+    for (size_t i = 0; i < token->size() && byte_level;) {
+      const DecodedChar d = decode_utf8(*token, i);
+      const int b = unicode_to_byte(d.cp);
+      byte_level = b >= 0;
+      raw.push_back(char(b));
+      i += d.len;
+    }
+    if (!byte_level || raw.empty()) continue;
+    ++words;
+    out.clear();
+    heap.clear();
+    m.tokenize(raw, out);
+    m.tokenize_heap(raw, heap);
+    not_bpe += heap.size() != 1;
+    if ((out.size() != 1 || out[0].id != int32_t(id) || out[0].len != raw.size()) && bad++ < 3)
+      FAIL_CHECK("token " << id << " gives " << show(out));
+  }
+  CHECK(bad == 0);
+  CHECK(words > 127000);
+  CHECK(not_bpe > 0);  // some tokens are whole words only
 }

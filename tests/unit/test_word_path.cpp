@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -144,7 +145,8 @@ TEST_CASE("word cache: hits give what the merges give, through growth and the cl
   static const char* units[] = {"a", "e", "t", "th", "ing", " ", "=", "0", "\xe4\xb8\xad", "\xc3\xa9", "\xff", "_"};
   // More distinct words than the cache's largest table holds at half load
   // (2^18), some of them long (inline keys end at 16 bytes; 255 is the most
-  // it keeps), each asked for twice: a miss, then a hit.
+  // it keeps), each asked for three times: a miss, then a hit (a long word:
+  // a miss, a miss that keeps it, then a hit).
   std::vector<std::string> words;
   for (int i = 0; i < 280000; ++i) {
     std::string w = std::to_string(i) + " ";
@@ -155,9 +157,9 @@ TEST_CASE("word cache: hits give what the merges give, through growth and the cl
   size_t bad = 0;
   std::vector<WordPiece> cached, heap;
   for (size_t i = 0; i < words.size(); ++i) {
-    for (size_t pass = 0; pass < 2; ++pass) {
-      // The second ask of word i comes after word i + 1 was first asked for.
-      const std::string& w = words[pass == 0 ? i : i - (i > 0)];
+    for (size_t pass = 0; pass < 3; ++pass) {
+      // The later asks of word i come after words i + 1 and i + 2 were first asked for.
+      const std::string& w = words[i - std::min(i, pass)];
       cached.clear();
       heap.clear();
       m.tokenize(w, cached);

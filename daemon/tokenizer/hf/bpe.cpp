@@ -99,6 +99,7 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
       raw_vocab_.emplace(token, id);
     }
   }
+  for (const auto& [bytes, id] : raw_vocab_) raw_index_.add(bytes, id);
   for (int b = 0; b < 128; ++b) {
     auto it = raw_vocab_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
     ascii_unit_id_[b] = it != raw_vocab_.end() ? it->second : -1;
@@ -163,11 +164,23 @@ void BpeModel::init_linear() {
       // A pair listed twice keeps its last rank.
       specs[rank] = m->rank == int32_t(rank) ? LinearBpe::MergeSpec{a, b, m->new_id} : LinearBpe::MergeSpec{-1, -1, -1};
     }
-    linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, why);
+    auto heap = [this](std::string_view bytes, std::vector<WordPiece>& out, int32_t(&last)[2]) {
+      merge_word(bytes, out, &last);
+    };
+    linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, heap, why);
   }
   merge_pairs_.clear();
   merge_pairs_.shrink_to_fit();
-  merge_algorithm_ = linear_ ? "linear" : "heap: " + why;
+  if (ignore_merges_) {
+    // A word that is a reachable token is its own BPE: only the others need
+    // the lookup, and their table is small.
+    for (const auto& [bytes, id] : raw_vocab_)
+      if (!linear_ || !linear_->reachable(id)) whole_words_.add(bytes, id);
+  }
+  merge_algorithm_ = !linear_ ? "heap: " + why
+                     : linear_->irregular_tokens() == 0
+                         ? "linear"
+                         : "linear (" + std::to_string(linear_->irregular_tokens()) + " irregular tokens)";
 }
 
 int32_t BpeModel::token_to_id(std::string_view token) const {
@@ -187,9 +200,8 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
 
 void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
   if (ignore_merges_) {
-    auto it = raw_vocab_.find(word);
-    if (it != raw_vocab_.end()) {
-      out.push_back({it->second, uint32_t(word.size())});
+    if (const int32_t id = whole_words_.find(word); id >= 0) {
+      out.push_back({id, uint32_t(word.size())});
       return;
     }
   }
@@ -197,7 +209,7 @@ void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out
     merge_word(word, out);
 }
 
-void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) const {
+void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out, int32_t (*last)[2]) const {
   symbols_.clear();
   auto push = [&](int32_t id, uint32_t len) {
     symbols_.push_back(Symbol{id, int32_t(symbols_.size()) - 1, -1, len});
@@ -232,8 +244,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) co
       } else {
         len = utf8_char_len(word, i);
         unit = word.substr(i, len);
-        auto it = raw_vocab_.find(unit);
-        if (it != raw_vocab_.end()) id = it->second;
+        id = raw_index_.find(unit);
       }
     }
     if (id >= 0) {
@@ -271,6 +282,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) co
     return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
   };
   heap_.clear();
+  if (last) (*last)[0] = (*last)[1] = -1;
   for (size_t i = 0; i + 1 < symbols_.size(); ++i) {
     if (const Merge* m = merges_.find(symbols_[i].id, symbols_[i + 1].id))
       heap_.push_back({m->rank, int32_t(i), m->new_id});
@@ -286,6 +298,10 @@ void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out) co
     Symbol& right = symbols_[size_t(s.next)];
     const Merge* current = merges_.find(s.id, right.id);
     if (current == nullptr || current->new_id != top.new_id) continue;
+    if (last) {
+      (*last)[0] = s.id;
+      (*last)[1] = right.id;
+    }
     s.id = top.new_id;
     s.len += right.len;
     s.next = right.next;

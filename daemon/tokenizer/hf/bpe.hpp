@@ -15,6 +15,7 @@
 
 #include "tokenizer/hf/bpe_linear.hpp"
 #include "tokenizer/hf/merge_table.hpp"
+#include "tokenizer/hf/token_index.hpp"
 #include "tokenizer/hf/word_cache.hpp"
 
 namespace tokfeed::text::hf {
@@ -42,6 +43,7 @@ class BpeModel {
  public:
   // Throws TokenizerError (prefixed with `where`) on inconsistent data.
   BpeModel(BpeConfig config, const std::string& where);
+  BpeModel(BpeModel&&) = delete;  // the linear merges call back into it
 
   // Appends the pieces of `word` (non-empty) to `out`.
   void tokenize(std::string_view word, std::vector<WordPiece>& out) const {
@@ -84,14 +86,17 @@ class BpeModel {
   void tokenize_heap(std::string_view word, std::vector<WordPiece>& out) const { merge_word(word, out); }
 
  private:
-  void merge_word(std::string_view word, std::vector<WordPiece>& out) const;
+  // last: where given, the parts the last merge joined ({-1, -1} if none).
+  void merge_word(std::string_view word, std::vector<WordPiece>& out, int32_t (*last)[2] = nullptr) const;
   // A word not in the cache: ignore_merges, then the linear or the heap merges.
   void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();
 
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_valid_;
-  Vocab raw_vocab_;  // unit bytes -> id (for byte-level: the bytes the token stands for)
+  Vocab raw_vocab_;         // unit bytes -> id (for byte-level: the bytes the token stands for)
+  TokenIndex raw_index_;    // the same, for the lookups made per word
+  TokenIndex whole_words_;  // ignore_merges: the tokens a word may be whole that its BPE does not give
   MergeTable merges_;
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
@@ -116,7 +121,5 @@ class BpeModel {
   mutable WordCache cache_;
   mutable std::vector<WordPiece> scratch_;
 };
-
-uint64_t hash_bytes(std::string_view s);
 
 }  // namespace tokfeed::text::hf

@@ -24,12 +24,14 @@ std::string quoted(std::string_view raw) {
 }  // namespace
 
 std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw, const std::vector<MergeSpec>& merges,
-                                            const MergeTable& table, const int32_t (&byte_unit_id)[256],
+                                            const MergeTable& table, const int32_t (&byte_unit_id)[256], Heap heap,
                                             std::string& why) {
   auto lin = std::unique_ptr<LinearBpe>(new LinearBpe());
   lin->merges_ = &table;
   auto& tok = lin->trees_;
   tok.assign(raw.size(), Tree{INT32_MAX, -1, -1});
+  auto& irregular = lin->irregular_;
+  irregular.assign(raw.size(), 0);
   std::vector<bool> reachable(raw.size(), false);
   for (int b = 0; b < 256; ++b) {
     const int32_t id = byte_unit_id[b];
@@ -40,96 +42,148 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     tok[size_t(id)].birth = -1;
     reachable[size_t(id)] = true;
   }
-  // Births, one merge per token.
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const MergeSpec& m = merges[rank];
-    if (m.left < 0) continue;
-    Tree& t = tok[size_t(m.new_id)];
-    if (t.birth != INT32_MAX) {
-      why = "token " + quoted(raw[size_t(m.new_id)]) + " is made by more than one merge (merges[" +
-            std::to_string(rank) + "])";
-      return nullptr;
-    }
-    t.birth = int32_t(rank);
-    t.left = m.left;
-    t.right = m.right;
+  // The merges that make each token: makers[at[id], at[id + 1]).
+  std::vector<uint32_t> at(raw.size() + 1, 0), makers;
+  for (const MergeSpec& m : merges)
+    if (m.left >= 0) ++at[size_t(m.new_id) + 1];
+  for (size_t id = 0; id < raw.size(); ++id) at[id + 1] += at[id];
+  makers.resize(at[raw.size()]);
+  {
+    std::vector<uint32_t> fill(at.begin(), at.end() - 1);
+    for (size_t rank = 0; rank < merges.size(); ++rank)
+      if (merges[rank].left >= 0) makers[fill[size_t(merges[rank].new_id)]++] = uint32_t(rank);
   }
-  // Consistency, then reachability in rank order (the parts' are known by then).
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const MergeSpec& m = merges[rank];
-    if (m.left < 0) continue;
-    for (int32_t part : {m.left, m.right}) {
-      const int32_t born = tok[size_t(part)].birth;
-      if (born != INT32_MAX && born >= int32_t(rank)) {
-        why = "merges[" + std::to_string(rank) + "] uses " + quoted(raw[size_t(part)]) + ", made by the later merges[" +
-              std::to_string(born) + "]";
-        return nullptr;
+  // Shorter tokens first: a split's parts are known before the token.
+  std::vector<int32_t> made;
+  for (size_t id = 0; id < raw.size(); ++id)
+    if (at[id + 1] > at[id] && raw[id].size() >= 2 && tok[id].birth != -1) made.push_back(int32_t(id));
+  std::stable_sort(made.begin(), made.end(),
+                   [&](int32_t a, int32_t b) { return raw[size_t(a)].size() < raw[size_t(b)].size(); });
+  std::vector<WordPiece> pieces;
+  for (int32_t id : made) {
+    Tree& t = tok[size_t(id)];
+    // A merge whose parts are regular and made before it is the canonical
+    // split iff nothing joins the parts across their boundary first, which
+    // the walk says; at most one merge can be. Where some merge is out of
+    // the walk's reach and none passes, the heap loop decides.
+    bool undecided = false;
+    for (uint32_t k = at[size_t(id)]; k < at[size_t(id) + 1] && !reachable[size_t(id)]; ++k) {
+      const int32_t rank = int32_t(makers[k]);
+      const MergeSpec& m = merges[size_t(rank)];
+      if (!reachable[size_t(m.left)] || !reachable[size_t(m.right)]) continue;
+      if (irregular[size_t(m.left)] || irregular[size_t(m.right)] || rank <= tok[size_t(m.left)].birth ||
+          rank <= tok[size_t(m.right)].birth) {
+        undecided = true;
+        continue;
+      }
+      if (lin->walk(m.left, m.right, rank, false)) {
+        t = Tree{rank, m.left, m.right};
+        reachable[size_t(id)] = true;
       }
     }
-    reachable[size_t(m.new_id)] = reachable[size_t(m.left)] && reachable[size_t(m.right)] &&
-                                  !raw[size_t(m.new_id)].empty() && lin->walk(m.left, m.right, int32_t(rank), false);
+    if (reachable[size_t(id)] || !undecided) continue;
+    // The heap loop on the token's own bytes says whether it is reachable,
+    // and by which split.
+    int32_t last[2];
+    pieces.clear();
+    heap(raw[size_t(id)], pieces, last);
+    if (pieces.size() != 1) continue;
+    const int32_t left = last[0], right = last[1];
+    const Merge* m = left >= 0 ? table.find(left, right) : nullptr;
+    if (m == nullptr || m->new_id != id || !reachable[size_t(left)] || !reachable[size_t(right)]) {
+      why = "token " + quoted(raw[size_t(id)]) + ": its last merge does not make it from reachable tokens";
+      return nullptr;
+    }
+    t = Tree{m->rank, left, right};
+    reachable[size_t(id)] = true;
+    if (irregular[size_t(left)] || irregular[size_t(right)] || m->rank <= tok[size_t(left)].birth ||
+        m->rank <= tok[size_t(right)].birth) {
+      irregular[size_t(id)] = 1;
+      ++lin->irregular_count_;
+    }
   }
-  // The trie: size its table from the number of distinct prefixes.
+  lin->heap_ = std::move(heap);
+  lin->offsets_.assign(raw.size() + 1, 0);
+  for (size_t id = 0; id < raw.size(); ++id) {
+    lin->offsets_[id] = uint32_t(lin->bytes_.size());
+    lin->bytes_ += raw[id];
+  }
+  lin->offsets_[raw.size()] = uint32_t(lin->bytes_.size());
+  if (!lin->build_trie(raw, reachable, why)) return nullptr;
+  return lin;
+}
+
+bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vector<bool>& reachable, std::string& why) {
   std::vector<int32_t> order;
   for (size_t id = 0; id < raw.size(); ++id)
     if (reachable[id]) order.push_back(int32_t(id));
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[size_t(a)] < raw[size_t(b)]; });
-  size_t nodes = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const std::string& s = raw[size_t(order[i])];
-    size_t lcp = 0;
-    if (i > 0) {
-      const std::string& p = raw[size_t(order[i - 1])];
-      while (lcp < s.size() && lcp < p.size() && s[lcp] == p[lcp]) ++lcp;
-    }
-    nodes += s.size() - lcp;
-  }
-  size_t cap = 16;
-  lin->shift_ = 28;
-  while (cap < nodes + nodes / 2) cap <<= 1, --lin->shift_;
-  if (cap >= kRoot) {
-    why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
-    return nullptr;
-  }
-  lin->mask_ = uint32_t(cap - 1);
-  lin->edges_.assign(cap, Edge{kNoEdge, -1, true});
-  std::fill(std::begin(lin->root_edge_), std::end(lin->root_edge_), kNoEdge);
+  // Inserting sorted strings creates nodes in preorder; each token adds the
+  // nodes past its common prefix with the previous one.
+  std::vector<uint32_t> parent = {0};
+  std::vector<uint8_t> label = {0};
+  std::vector<int32_t> token = {-1};
+  std::vector<uint32_t> path = {0};  // the previous token's nodes by depth
+  std::string_view prev;
   size_t longest = 0;
   for (int32_t id : order) {
-    lin->add_token(raw[size_t(id)], id);
-    longest = std::max(longest, raw[size_t(id)].size());
-  }
-  lin->cands_.resize(longest + 1);
-  return lin;
-}
-
-void LinearBpe::add_token(std::string_view bytes, int32_t id) {
-  uint32_t node = kRoot;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const uint32_t k = node << 8 | uint8_t(bytes[i]);
-    uint32_t s = (k * 0x9E3779B1u) >> shift_;
-    while (edges_[s].key != kNoEdge && edges_[s].key != k) s = (s + 1) & mask_;
-    if (edges_[s].key == kNoEdge) {
-      edges_[s].key = k;
-      if (i == 0) root_edge_[uint8_t(bytes[0])] = s;
+    const std::string_view s = raw[size_t(id)];
+    size_t lcp = 0;
+    while (lcp < s.size() && lcp < prev.size() && s[lcp] == prev[lcp]) ++lcp;
+    path.resize(lcp + 1);
+    for (size_t d = lcp; d < s.size(); ++d) {
+      path.push_back(uint32_t(token.size()));
+      parent.push_back(path[d]);
+      label.push_back(uint8_t(s[d]));
+      token.push_back(-1);
     }
-    if (node != kRoot) edges_[node].leaf = false;
-    node = s;
+    token[path[s.size()]] = id;
+    prev = s;
+    longest = std::max(longest, s.size());
   }
-  edges_[node].token = id;
+  // Records in node order; children sorted by byte (a node's children were
+  // created in increasing byte order).
+  const size_t nodes = token.size();
+  std::vector<uint32_t> count(nodes, 0), at(nodes, 0), fill(nodes, 0);
+  for (size_t n = 1; n < nodes; ++n) ++count[parent[n]];
+  size_t words = 0;
+  uint32_t tables = 0;
+  for (size_t n = 0; n < nodes; ++n) {
+    at[n] = uint32_t(words);
+    words += 2 + (count[n] > kSparse ? 0 : count[n]);
+  }
+  if (words >= (size_t(1) << 24)) {
+    why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
+    return false;
+  }
+  trie_.assign(words, 0);
+  for (size_t n = 0; n < nodes; ++n) {
+    trie_[at[n]] = uint32_t(token[n]);
+    trie_[at[n] + 1] = count[n] > kSparse ? kDenseBit | tables++ : count[n];
+    fill[n] = at[n] + 2;
+  }
+  dense_.assign(size_t(tables) * 256, kNone);
+  for (size_t n = 1; n < nodes; ++n) {
+    const uint32_t kids = trie_[at[parent[n]] + 1];
+    if (kids & kDenseBit) dense_[size_t(kids & ~kDenseBit) * 256 + label[n]] = at[n];
+    else trie_[fill[parent[n]]++] = uint32_t(label[n]) << 24 | at[n];
+  }
+  for (int b = 0; b < 256; ++b) root_child_[b] = child(trie_.data(), uint8_t(b));
+  cands_.resize(longest + 1);
+  return true;
 }
 
 size_t LinearBpe::matches(std::string_view word, size_t pos, size_t max_len) const {
   const size_t limit = std::min(word.size() - pos, max_len - 1);
   if (limit == 0) return 0;
   size_t n = 0;
-  uint32_t node = root_edge_[uint8_t(word[pos])];  // every byte is a token
+  uint32_t node = root_child_[uint8_t(word[pos])];  // every byte is a token
   for (size_t len = 1;; ++len) {
-    const int32_t t = edges_[node].token;
-    if (t >= 0) cands_[n++] = Piece{t, uint32_t(len)};
-    if (len == limit || edges_[node].leaf) break;
-    node = find_edge(node, uint8_t(word[pos + len]));
-    if (node == kNoEdge) break;
+    const uint32_t* record = trie_.data() + node;
+    if (record[0] != kNone) cands_[n++] = Piece{int32_t(record[0]), uint32_t(len)};
+    if (len == limit || record[1] == 0) break;
+    node = child(record, uint8_t(word[pos + len]));
+    if (node == kNone) break;
   }
   return n;
 }
@@ -158,6 +212,18 @@ bool LinearBpe::walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const 
       y = ty.left;
     }
   }
+}
+
+bool LinearBpe::heap_pair(int32_t a, int32_t b) const {
+  const auto bytes = [&](int32_t id) {
+    return std::string_view(bytes_).substr(offsets_[size_t(id)], offsets_[size_t(id) + 1] - offsets_[size_t(id)]);
+  };
+  pair_bytes_.assign(bytes(a));
+  pair_bytes_ += bytes(b);
+  pair_pieces_.clear();
+  int32_t last[2];
+  heap_(pair_bytes_, pair_pieces_, last);
+  return pair_pieces_.size() == 2 && pair_pieces_[0].id == a && pair_pieces_[1].id == b;
 }
 
 bool LinearBpe::search(std::string_view word) const {

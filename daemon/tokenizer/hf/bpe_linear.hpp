@@ -5,33 +5,47 @@
 // adjacent tokens) follows GitHub's rust-gems `bpe` crate; this is our own
 // derivation for HF's merge lists, where a pair's priority is its merge rank.
 //
-// Preconditions, checked at load (build() says which failed):
-//  - every byte has a unit token;
-//  - each token is made by at most one merge;
-//  - merges are consistent with ranks: a merge's two parts are made by merges
-//    of lower rank (or are units). Merging is then rank-monotone: the ranks
-//    applied to any word never decrease.
-// Under them, a token is "reachable" when BPE of its own bytes is the token
-// itself; other tokens can never be produced, in any context. Two reachable
-// tokens a, b are "compatible" when BPE of bytes(a) + bytes(b) is [a, b].
-// A sequence of reachable tokens covering a word is the BPE of the word iff
-// every adjacent pair is compatible, so the BPE of every prefix of a word is
-// unique, and a depth-first search that tries the longest token first and
-// marks dead-end positions finds it in about linear time.
+// Preconditions, checked at load (build() says which failed): every byte
+// has a unit token, and the vocabulary is byte-level.
 //
-// Compatibility walks the two merge trees down from (a, b): at each step the
-// pair at the boundary is the one that existed just before the later-born of
-// the two was made; BPE would have merged it across the boundary iff its rank
-// is below the time that pair ended.
+// A token is "reachable" when BPE of its own bytes is the token itself
+// (other tokens can never be produced, in any context); its "canonical
+// split" is the last merge of that BPE, its "birth" that merge's rank. A
+// token may be made by several merges (vocabularies converted from tiktoken
+// list every split of a token whose parts are tokens); only the canonical
+// split matters. Two reachable tokens a, b are "compatible" when BPE of
+// bytes(a) + bytes(b) is [a, b]. A sequence of reachable tokens covering a
+// word is the BPE of the word iff every adjacent pair is compatible (until
+// the first merge across any of their boundaries, each token's bytes evolve
+// as they do alone and each boundary as it does in the pair), so the BPE of
+// every prefix of a word is unique, and a depth-first search that tries the
+// longest token first and marks dead-end positions finds it in about linear
+// time.
+//
+// A token is "regular" when its canonical split has a rank above its parts'
+// births and the parts are regular: BPE of its bytes then applies merges in
+// rank order, and so does BPE of two regular tokens side by side until a
+// merge joins them. Compatibility of two regular tokens is a walk (below);
+// a pair with an irregular token (Llama-3 has 107, e.g. '.:.:',
+// made last from '.:.', whose own merge is ranked later) runs the heap loop
+// on the pair's bytes. Both answers are kept in a small table.
+//
+// Compatibility walks the two canonical trees down from (a, b): at each step
+// the pair at the boundary is the one that existed just before the later-born
+// of the two was made; BPE would have merged it across the boundary iff its
+// rank is below the time that pair ended (a pair whose rank is below the time
+// it appears merges at once).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tokenizer/hf/merge_table.hpp"
+#include "tokenizer/hf/word_cache.hpp"
 
 namespace tokfeed::text::hf {
 
@@ -40,13 +54,23 @@ class LinearBpe {
   // raw[id]: the bytes token `id` stands for (empty: not a byte-level token);
   // merges: (left, right, new id) at their rank, as MergeTable holds them
   // (left -1: an entry a later repeat of the same pair replaced).
+  // heap(bytes, out, last): the heap loop (bpe.cpp) on `bytes`, appending
+  // its pieces to `out` and setting `last` to the parts its last merge
+  // joined ({-1, -1} if none); asked at load for a token that no merge makes
+  // by the compatibility walk's judgment while some merge is out of its
+  // reach, and for pairs with an irregular token.
   // Returns null and sets `why` when a precondition fails.
   struct MergeSpec {
     int32_t left, right, new_id;
   };
+  using Heap = std::function<void(std::string_view bytes, std::vector<WordPiece>& out, int32_t (&last)[2])>;
   static std::unique_ptr<LinearBpe> build(const std::vector<std::string>& raw, const std::vector<MergeSpec>& merges,
-                                          const MergeTable& table, const int32_t (&byte_unit_id)[256],
+                                          const MergeTable& table, const int32_t (&byte_unit_id)[256], Heap heap,
                                           std::string& why);
+  // BPE of the token's bytes is the token.
+  bool reachable(int32_t id) const { return trees_[size_t(id)].birth != INT32_MAX; }
+  // How many reachable tokens are not regular.
+  size_t irregular_tokens() const { return irregular_count_; }
 
   // Appends the BPE of `word` (non-empty) as (id, byte length) pairs via
   // emit(id, len). Returns false (emitting nothing) only if the search found
@@ -64,58 +88,65 @@ class LinearBpe {
     const uint64_t key = MergeTable::key(a, b);
     uint64_t& slot = pair_memo_[(key * 0x9E3779B97F4A7C15ull) >> (64 - kPairMemoBits)];
     if ((slot >> 1) == key) return slot & 1;
-    const bool ok = walk(a, b, INT32_MAX, false);
+    const bool ok = irregular_[size_t(a)] | irregular_[size_t(b)] ? heap_pair(a, b) : walk(a, b, INT32_MAX, false);
     slot = key << 1 | uint64_t(ok);
     return ok;
   }
 
  private:
   struct Tree {
-    int32_t birth;        // rank of the merge that makes it; -1 for a unit
-    int32_t left, right;  // the merge's parts (-1 for a unit)
+    int32_t birth;        // rank of its canonical split; -1 for a unit
+    int32_t left, right;  // the canonical split's parts (-1 for a unit)
   };
-  // Trie of the reachable tokens' bytes in one open-addressing table. A node
-  // is the slot of the edge that enters it, so a slot is only its key
-  // (parent node << 8 | byte) and the token ending there.
-  struct Edge {
-    uint32_t key;        // kNoEdge when free
-    int32_t token : 31;  // -1 if no reachable token ends here
-    bool leaf : 1;       // no edge leaves this node: no need to look
-  };
-  static constexpr uint32_t kNoEdge = ~uint32_t(0);
-  static constexpr uint32_t kRoot = 0xFFFFFE;  // above any slot index
-  uint32_t find_edge(uint32_t node, uint8_t byte) const {
-    const uint32_t k = node << 8 | byte;
-    for (uint32_t i = (k * 0x9E3779B1u) >> shift_;; i = (i + 1) & mask_) {
-      const uint32_t key = edges_[i].key;
-      if (key == k) return i;
-      if (key == kNoEdge) return kNoEdge;
-    }
+  // Trie of the reachable tokens' bytes, one record per node in trie_, in
+  // preorder (the order sorted insertion creates them): a node's descendants
+  // follow it, so past a path's first few bytes (hot nodes) the records it
+  // visits sit a few cache lines apart, where a hash table would miss at
+  // every byte. A record is [token or kNone, children] and, for up to
+  // kSparse children, their entries (byte << 24 | record), sorted by byte;
+  // a node with more (the root, ' ', a UTF-8 lead byte) has a table of 256
+  // in dense_ instead, its index marked with kDenseBit.
+  static constexpr uint32_t kNone = ~uint32_t(0);
+  static constexpr uint32_t kSparse = 16, kDenseBit = 1u << 31;
+  uint32_t child(const uint32_t* record, uint8_t byte) const {
+    const uint32_t kids = record[1];
+    if (kids & kDenseBit) return dense_[size_t(kids & ~kDenseBit) * 256 + byte];
+    const uint32_t key = uint32_t(byte) << 24;
+    for (const uint32_t *e = record + 2, *end = e + kids; e != end; ++e)
+      if (*e >= key) return (*e >> 24) == byte ? (*e & 0xFFFFFF) : kNone;
+    return kNone;
   }
   struct Piece {
     int32_t id;
     uint32_t len;
   };
-  void add_token(std::string_view bytes, int32_t id);
+  bool build_trie(const std::vector<std::string>& raw, const std::vector<bool>& reachable, std::string& why);
   // The reachable tokens that start `word` at `pos`, shorter than max_len,
   // into cands_ by increasing length; returns how many.
   size_t matches(std::string_view word, size_t pos, size_t max_len) const;
   bool walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const;
+  bool heap_pair(int32_t a, int32_t b) const;
   bool search(std::string_view word) const;
 
   const MergeTable* merges_ = nullptr;
   std::vector<Tree> trees_;
-  std::vector<Edge> edges_;
-  uint32_t mask_ = 0;
-  int shift_ = 0;
-  uint32_t root_edge_[256];  // the slot of each first byte's edge
+  std::vector<uint8_t> irregular_;  // per token: reachable, not regular
+  size_t irregular_count_ = 0;
+  Heap heap_;
+  std::string bytes_;              // every token's bytes, one after another
+  std::vector<uint32_t> offsets_;  // token id's bytes: [offsets_[id], offsets_[id + 1])
+  std::vector<uint32_t> trie_;     // node records; the root's at 0
+  std::vector<uint32_t> dense_;    // 256 children (or kNone) per node with many
+  uint32_t root_child_[256];       // the node of each first byte
 
   static constexpr int kPairMemoBits = 16;
   // key << 1 | compatible; keys are below 2^63, so all ones is never a key.
   mutable std::vector<uint64_t> pair_memo_ = std::vector<uint64_t>(size_t(1) << kPairMemoBits, ~uint64_t(0));
   mutable std::vector<Piece> stack_;
-  mutable std::vector<Piece> cands_;    // one per byte of the longest token
-  mutable std::vector<uint64_t> dead_;  // bit p: no tokenization of the rest starts at byte p
+  mutable std::vector<Piece> cands_;  // one per byte of the longest token
+  mutable std::vector<uint64_t> dead_;
+  mutable std::string pair_bytes_;
+  mutable std::vector<WordPiece> pair_pieces_;  // bit p: no tokenization of the rest starts at byte p
 };
 
 }  // namespace tokfeed::text::hf

@@ -100,6 +100,14 @@ inline size_t letters_end(const ClassTable& t, const unsigned char* s, size_t i,
       ++i;
       continue;
     }
+    if ((s[i] & 0xF0) == 0xE0 && i + 3 <= n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
+      // Three bytes (Han, kana, Hangul), decoded here as multibyte_char_at
+      // does; surrogates and overlong forms are not letters in the table.
+      const char32_t cp = char32_t(s[i] & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+      if (cp < 0x800 || t.get(cp) != kLetter) break;
+      i += 3;
+      continue;
+    }
     CharInfo c = multibyte_char_at(t, s, i, n);
     if (c.cls != kLetter) break;
     i += c.len;

@@ -1,5 +1,7 @@
 #include "tokenizer/hf/word_cache.hpp"
 
+#include <algorithm>
+
 #include "tokenizer/hf/bpe.hpp"
 
 namespace tokfeed::text::hf {
@@ -13,6 +15,7 @@ void WordCache::grow() {
     shift_ = 64 - __builtin_ctzll(slots_.size());
     keys_.clear();
     values_.clear();
+    std::fill(seen_.begin(), seen_.end(), 0);
     count_ = 0;
     return;
   }
@@ -42,6 +45,14 @@ void WordCache::grow() {
 
 void WordCache::insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n) {
   if (n == 0) return;  // nothing worth keeping (unknown chars without unk)
+  if (word.size() > kInlineKey) {
+    const uint64_t bit = at.hash >> (64 - kSeenBits);
+    uint64_t& w = seen_[bit / 64];
+    if ((w >> (bit % 64) & 1) == 0) {
+      w |= uint64_t(1) << (bit % 64);
+      return;
+    }
+  }
   if (at.slot == SIZE_MAX || count_ + 1 > slots_.size() / 2) {
     grow();
     const size_t mask = slots_.size() - 1;

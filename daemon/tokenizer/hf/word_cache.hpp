@@ -67,7 +67,12 @@ class WordCache {
       return true;
     }
   }
-  // Right after find() missed on the same word.
+  // Right after find() missed on the same word. A word longer than
+  // kInlineKey is kept only the second time it misses: most such words (a
+  // run of Han characters up to the next punctuation, a long identifier)
+  // occur once, and keeping them all would fill the table with words that
+  // never hit, for the price of a key copy, a value copy and the table's
+  // growth each. A bit per hash remembers the first miss.
   void insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n);
 
  private:
@@ -135,6 +140,8 @@ class WordCache {
   void grow();
   std::vector<Entry> slots_;
   int shift_ = 64;
+  static constexpr int kSeenBits = 20;
+  std::vector<uint64_t> seen_ = std::vector<uint64_t>(size_t(1) << (kSeenBits - 6), 0);  // long words missed once
   std::string keys_;
   std::vector<WordPiece> values_;
   size_t count_ = 0;

@@ -56,7 +56,9 @@ class RingProducer {
   void publish() noexcept;
 
   // Sleeps until the consumer releases a slot or switches session.
-  void wait_for_consumer(std::chrono::nanoseconds timeout) noexcept;
+  // `at_end`: the producer's plan has no batch at head, though end_seq
+  // (open while the plan grew) does not say so: only a new session wakes it.
+  void wait_for_consumer(std::chrono::nanoseconds timeout, bool at_end = false) noexcept;
 
   RingHeader* header() const noexcept { return ring_; }
 
