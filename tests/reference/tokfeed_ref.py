@@ -205,8 +205,8 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     bad ones too) is a valid record of the plan (n_d counts it); a bad one
     is left out of every epoch by 4.1 as a dropped sample is (so its
     dataset's plan needs the facts, whatever truncation and
-    keep_untrained say), counted apart ("bad_when_read" in --report), not
-    among "bad_records"; --bad-records lists it as `tokfeedd
+    keep_untrained say), counted apart (--report's "bad_when_read", given
+    when a dataset is checked when read), not among "bad_records"; --bad-records lists it as `tokfeedd
     --check-config` does. The reference judges it as it reads the shard:
     when it is judged does not change the batches.
 """
@@ -2074,7 +2074,9 @@ def main(argv=None):
         if args.report:
             report = {"valid_records": len(convs), "bad_records": [m for _, _, m in corpus.bad],
                       "dropped": stats["dropped"], "untrained": stats["untrained"],
-                      "all_masked": stats["all_masked"], "bad_when_read": sum(isinstance(c, LateBad) for c in convs)}
+                      "all_masked": stats["all_masked"]}
+            if any(ds["when_read"] for ds in all_datasets):   # AMBIGUITY A41
+                report["bad_when_read"] = sum(isinstance(c, LateBad) for c in convs)
             if cfg["datasets_form"]:   # AMBIGUITY A39
                 report["datasets"] = [{"path": info["path"], "shards": info["shards"],
                                        "records": info["records"], "valid": info["valid"],
