@@ -232,8 +232,14 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
                      d.format);
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
-  d.check_rows_when_read = s.choice("check_rows", "start", {"start", "when_read"}) == "when_read";
-  if (d.check_rows_when_read && !d.skip_bad)
+  // Unset: JSONL checked when read, Parquet and Arrow at start (under
+  // on_bad_record = "fail" all at start).
+  if (std::optional<std::string> rows = s.opt_str("check_rows")) {
+    if (*rows != "start" && *rows != "when_read")
+      s.fail("check_rows", fmt::format("'{}' is not one of: start | when_read", *rows));
+    d.check_rows = *rows == "when_read" ? DatasetConfig::CheckRows::kWhenRead : DatasetConfig::CheckRows::kStart;
+  }
+  if (d.check_rows == DatasetConfig::CheckRows::kWhenRead && !d.skip_bad)
     s.fail("check_rows",
            "\"when_read\" leaves bad rows out as they are read; with on_bad_record = \"fail\" every "
            "row is checked at start: set one or the other");
@@ -534,7 +540,8 @@ std::string describe(const JobConfig& c) {
     if (d.eval) continue;
     out += fmt::format("[[datasets]]\npath = {}\nformat = \"{}\"\non_bad_record = \"{}\"\n", q(d.path),
                        text::format_name(d.format), d.skip_bad ? "skip" : "fail");
-    if (d.check_rows_when_read) out += "check_rows = \"when_read\"\n";
+    if (d.check_rows == DatasetConfig::CheckRows::kWhenRead) out += "check_rows = \"when_read\"\n";
+    if (d.check_rows == DatasetConfig::CheckRows::kStart) out += "check_rows = \"start\"\n";
     if (d.samples) out += fmt::format("samples = {}\n", *d.samples);
     if (d.weight) out += fmt::format("weight = {}\n", *d.weight);
     out += fmt::format("max_record_bytes = {}\n", d.max_record_bytes);

@@ -35,10 +35,15 @@ struct DatasetConfig {
   std::string path;  // a file, a glob or a directory, resolved against the config file's directory
   text::Format format = text::Format::kAuto;
   bool skip_bad = true;  // on_bad_record = "skip"
-  // check_rows = "when_read": records are checked when read (a bad one is
-  // left out where the plan puts it), not all at start: a JSONL shard is
-  // only scanned for its lines, a Parquet or Arrow shard's rows not read.
-  bool check_rows_when_read = false;
+  // check_rows: "when_read" checks records when read (a bad one is left out
+  // where the plan puts it), not all at start: a JSONL shard is only
+  // scanned for its lines, a Parquet or Arrow shard's rows not read.
+  // Unset, a JSONL shard is checked when read and a Parquet or Arrow shard
+  // at start; under on_bad_record = "fail" every shard is checked at start.
+  enum class CheckRows : uint8_t { kDefault, kStart, kWhenRead };
+  CheckRows check_rows = CheckRows::kDefault;
+  bool jsonl_when_read() const { return skip_bad && check_rows != CheckRows::kStart; }
+  bool columnar_when_read() const { return skip_bad && check_rows == CheckRows::kWhenRead; }
   std::vector<std::pair<std::string, std::string>> placeholders;
   std::vector<std::pair<std::string, std::string>> columns;  // source field -> the field it is read as
   std::optional<uint64_t> samples;                           // per epoch, ms-swift's `#N`

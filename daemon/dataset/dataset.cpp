@@ -102,7 +102,7 @@ Dataset::Dataset(const JobConfig& cfg, IndexProgress* progress, bool check_rows)
   const char* env = std::getenv("TOKFEED_OBJECT_FOOTERS_FIRST");
   const bool footers_allowed = !(env && std::string_view(env) == "0");
   auto footers_first = [&](const DatasetConfig& d) {
-    return footers_allowed && d.check_rows_when_read && d.skip_bad && !check_rows && columnar_supported();
+    return footers_allowed && d.columnar_when_read() && !check_rows && columnar_supported();
   };
   std::vector<std::vector<Located>> shards;
   // Each s3:// dataset's fetch, under way while the shards before are indexed.
@@ -364,7 +364,7 @@ void Dataset::load_shard(const JobConfig& cfg, std::size_t d, const std::string&
   const ColumnarKind kind = columnar_kind(path);
   // Under check_rows = "when_read" a JSONL shard's index is a newline scan:
   // its records are checked as they are encoded (verdict()).
-  s.unchecked = kind == ColumnarKind::kNone && dc.check_rows_when_read && dc.skip_bad;
+  s.unchecked = kind == ColumnarKind::kNone && dc.jsonl_when_read();
   s.index_name = index_name(s.bytes, rules_[d], object, s.unchecked);
   s.object = object;
   if (kind != ColumnarKind::kNone) {
@@ -433,7 +433,7 @@ void Dataset::load_columnar(const JobConfig& cfg, std::size_t d, Shard& s, const
                             bool check_rows) {
   const DatasetConfig& dc = cfg.datasets[d];
   const uint64_t n = s.rows->layout().rows();
-  const bool when_read = dc.check_rows_when_read && dc.skip_bad;
+  const bool when_read = dc.columnar_when_read();
   // What a start that checked every row left in the cache: a mark that all
   // passed under these rules, or an index of the valid rows.
   const bool cache = cfg.cache.enabled && !cfg.cache.dir.empty();

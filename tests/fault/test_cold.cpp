@@ -394,8 +394,9 @@ TEST_CASE("check_rows = \"when_read\" on JSONL: bad lines found late are named a
     // The same cache dir under check_rows = "start": the unchecked index is
     // not taken for a checked one; the bad records leave the valid records.
     if (in_order) {
-      Daemon start(write_job(dir, job(bad, cache, "max_record_bytes = 16384\n", order), "start"),
-                   socket_of(dir, "start"));
+      Daemon start(
+          write_job(dir, job(bad, cache, "check_rows = \"start\"\nmax_record_bytes = 16384\n", order), "start"),
+          socket_of(dir, "start"));
       for (uint32_t r : {0u, 1u}) CHECK(dump(start.socket(), r) == ref[r]);
       CHECK(start.log().find("1 shard(s) indexed") != std::string::npos);
       CHECK(start.log().find("bad-1200.jsonl:1150: bad record skipped") != std::string::npos);

@@ -148,7 +148,8 @@ TEST_CASE("a render that runs out of [workers] max_memory is a bad record named 
             "{%- if messages[0].content == 'hello 3' %}{{ (['x' * 10000000] * 16) | join('') | length }}{% endif %}"
             "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}");
   std::string cfg = write_job(
-      dir, "[dataset]\npath = \"" + data + "\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
+      dir, "[dataset]\npath = \"" + data +
+               "\"\ncheck_rows = \"start\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
                data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"jinja\"\nchat_template = \"" + tmpl +
                "\"\n[batch]\nsize = 2\n[workers]\ncount = 2\nmax_memory = 0.064\n[cache]\nenabled = false\n");
   Daemon d(cfg, socket_of(dir));

@@ -38,9 +38,11 @@ std::string write(const TempDir& dir, const std::string& name, const std::string
   return dir.file(name);
 }
 
+// Records judged at start, in children: a bad one is no valid record, so the
+// stream equals that of the file without it.
 std::string job(const std::string& data, const std::string& tmpl, const std::string& extra = "") {
   return "[dataset]\npath = \"" + data +
-         "\"\non_bad_record = \"skip\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
+         "\"\non_bad_record = \"skip\"\ncheck_rows = \"start\"\n[tokenizer]\ntype = \"sentencepiece\"\npath = \"" +
          data_path("tokenizers/sp32k/tokenizer.model") + "\"\ntemplate = \"jinja\"\nchat_template = \"" + tmpl +
          "\"\n[batch]\nsize = 2\n[workers]\ncount = 2\n" + extra;
 }

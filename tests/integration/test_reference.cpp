@@ -154,3 +154,67 @@ TEST_CASE("llama3 template with the Llama-3 tokenizer, when ../shared has it") {
   check_equal(hf_job(llama, "llama3", data_path("sft/think.jsonl"),
                      "[batch]\nsize = 2\nloss = \"last_assistant\"\n[schedule]\nseed = 5\n"));
 }
+
+TEST_CASE("bad JSONL records: checked when read (the default) or at start, each equals the reference") {
+  // 80 records of mixed-300.jsonl with bad ones between them: malformed
+  // JSON, not an object, no assistant turn, an empty user turn, roles that
+  // do not alternate (mistral), and a blank line, which is no record.
+  TempDir data_dir;
+  const std::string data = data_dir.file("bad.jsonl");
+  {
+    std::ifstream in(data_path("sft/mixed-300.jsonl"));
+    std::ofstream out(data);
+    const char* bad[] = {
+        "{\"messages\": [",
+        "[1, 2]",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"only a question\"}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"x\"}]}",
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
+        "",
+    };
+    std::string line;
+    for (int i = 0; i < 80 && std::getline(in, line); ++i) {
+      out << line << "\n";
+      if (i % 13 == 2) out << bad[(i / 13) % 6] << "\n";
+    }
+  }
+  const std::string rest = "[batch]\nsize = 3\nmax_length = 512\n[schedule]\nepochs = 2\nseed = 11\n";
+  std::vector<std::string> streams;
+  for (const char* rows : {"", "check_rows = \"start\"\n", "check_rows = \"when_read\"\n"}) {
+    CAPTURE(rows);
+    TempDir dir;
+    std::string cfg = write_job(dir, job(data, "mistral", rest, rows));
+    Daemon d(cfg, socket_of(dir));
+    auto ours = dump(d.socket());
+    auto ref = reference(cfg, 0);
+    REQUIRE(ours.size() == ref.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      INFO("batch " << i);
+      REQUIRE(ours[i] == ref[i]);
+    }
+    CHECK(d.stop(SIGTERM) == 0);
+    streams.push_back(ours.front());
+  }
+  // Five bad records kept in the plan shift the shuffled order: the
+  // default is "when_read", not "start".
+  CHECK(streams[0] != streams[1]);
+  CHECK(streams[0] == streams[2]);
+}
+
+TEST_CASE("packed, bad JSONL records checked when read: the reference leaves them out where the plan puts them") {
+  TempDir data_dir;
+  const std::string data = data_dir.file("bad.jsonl");
+  {
+    std::ifstream in(data_path("sft/mixed-300.jsonl"));
+    std::ofstream out(data);
+    std::string line;
+    for (int i = 0; i < 60 && std::getline(in, line); ++i) {
+      out << line << "\n";
+      if (i % 9 == 4) out << "{\"messages\":[{\"role\":\"user\",\"content\":\"no answer " << i << "\"}]}\n";
+    }
+  }
+  check_equal(job(data, "chatml",
+                  "[batch]\nmax_length = 512\npadding = \"padding_free\"\ntokens = 1024\npack_window = 8\n"
+                  "[ranks]\nworld_size = 2\n"),
+              {0, 1});
+}

@@ -324,10 +324,10 @@ def test_elastic_errors():
 
 # ---------------------------------------------------------------- 5: tensors, real tokens
 
-def write_job(d, name, dataset, batch, extra="", template="chatml"):
+def write_job(d, name, dataset, batch, extra="", template="chatml", dataset_keys=""):
     path = os.path.join(d, name)
     with open(path, "w") as f:
-        f.write(f'[dataset]\npath = "{dataset}"\n'
+        f.write(f'[dataset]\npath = "{dataset}"\n{dataset_keys}'
                 f'[tokenizer]\ntype = "sentencepiece"\npath = "{SP32K}"\ntemplate = "{template}"\n'
                 f"[batch]\n{batch}\n{extra}")
     return path
@@ -536,9 +536,10 @@ def padded_runs(d):
         if dataset is None:
             job = os.path.join(ROOT, "examples/job.toml")
         else:
-            # Samples without a trained token were kept then (4.1 now leaves them out).
+            # Samples without a trained token were kept then (4.1 now leaves them out),
+            # and bad records were left out at start (JSONL's check_rows default then).
             job = write_job(d, name + ".toml", os.path.join(SFT, dataset), batch + "\nkeep_untrained = true", extra,
-                            template)
+                            template, 'check_rows = "start"\n')
         for args in arg_sets:
             yield f"{name} {' '.join(args)}", ["--config", job] + args
 

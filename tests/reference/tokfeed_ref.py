@@ -199,6 +199,16 @@ spec; each is marked "AMBIGUITY" where it is implemented):
     {"path": as written, "shards": how many, "records": records read (valid
     + bad; blank lines are not records), "valid": n_d, "bad": count,
     "samples_per_epoch": c_d}.
+ A41 check_rows (1.1): unset, a JSONL dataset with on_bad_record = "skip"
+    is checked when read; "start" checks at start; "when_read" with "fail"
+    is a config error. Checked when read, every record read (section 1's
+    bad ones too) is a valid record of the plan (n_d counts it); a bad one
+    is left out of every epoch by 4.1 as a dropped sample is (so its
+    dataset's plan needs the facts, whatever truncation and
+    keep_untrained say), counted apart (--report's "bad_when_read", given
+    when a dataset is checked when read), not among "bad_records"; --bad-records lists it as `tokfeedd
+    --check-config` does. The reference judges it as it reads the shard:
+    when it is judged does not change the batches.
 """
 
 import argparse
@@ -281,6 +291,7 @@ def _dataset_entry(table, where, base):
         "base": base,                 # the config file's directory
         "format": table.get("format", "auto"),
         "on_bad_record": table.get("on_bad_record", "skip"),
+        "check_rows": table.get("check_rows"),
         "placeholders": table.get("placeholders", {}),
         "columns": table.get("columns", {}),
         "samples": table.get("samples"),
@@ -289,6 +300,13 @@ def _dataset_entry(table, where, base):
     for key, allowed in (("format", FORMATS), ("on_bad_record", ON_BAD)):
         if ds[key] not in allowed:
             raise ToolError(f"config: [{where}] {key} = {ds[key]!r}, expected one of {allowed}")
+    if ds["check_rows"] not in (None, "start", "when_read"):
+        raise ToolError(f"config: [{where}] check_rows = {ds['check_rows']!r}, expected 'start' or 'when_read'")
+    if ds["check_rows"] == "when_read" and ds["on_bad_record"] == "fail":
+        raise ToolError(f"config: [{where}] check_rows = 'when_read' with on_bad_record = 'fail'")
+    # Spec 1.1: a JSONL shard's records are checked when read unless
+    # check_rows = "start" or on_bad_record = "fail" (AMBIGUITY A41).
+    ds["when_read"] = ds["on_bad_record"] == "skip" and ds["check_rows"] != "start"
     if not isinstance(ds["placeholders"], dict):
         raise ToolError(f"config: [{where}] placeholders = {ds['placeholders']!r}, expected a table")
     ds["placeholders"] = dict(ds["placeholders"])
@@ -980,6 +998,14 @@ def to_conversation(rec, ds, template):
     return conv
 
 
+class LateBad:
+    """A record checked when read and found bad (spec 1.1, AMBIGUITY A41):
+    a valid record of the plan that every epoch leaves out (spec 4.1)."""
+
+    def __init__(self, msg):
+        self.msg = msg
+
+
 class Corpus:
     """The job's valid records, numbered across datasets (spec 1.1), and what was read.
 
@@ -991,6 +1017,7 @@ class Corpus:
 
     def __init__(self):
         self.convs, self.bad, self.datasets = [], [], []
+        self.listed = []   # every bad record's message in reading order, checked when read too (A41)
 
     def sizes(self):
         return [info["valid"] for info in self.datasets]
@@ -1013,8 +1040,16 @@ def load_datasets(cfg, limit=None):
                         continue
                     except BadRecord as e:
                         rec = e
+                msg = f"{name}:{line}: {rec}"
+                if ds["when_read"]:
+                    # A41: a record of the plan, left out where it lands (4.1).
+                    corpus.convs.append(LateBad(msg))
+                    corpus.listed.append(msg)
+                    info["valid"] += 1
+                    continue
+                corpus.listed.append(msg)
                 info["bad"] += 1
-                corpus.bad.append((d, line, f"{name}:{line}: {rec}"))
+                corpus.bad.append((d, line, msg))
         corpus.datasets.append(info)
     return corpus
 
@@ -1851,7 +1886,10 @@ class Samples:
     def get(self, i):
         """-> (ids, labels) after truncation, or None when dropped."""
         if i not in self.cache:
-            self.cache[i] = truncate(*tokenize_sample(self.convs[i], self.cfg, self.tok), self.cfg)
+            if isinstance(self.convs[i], LateBad):
+                self.cache[i] = None
+            else:
+                self.cache[i] = truncate(*tokenize_sample(self.convs[i], self.cfg, self.tok), self.cfg)
         return self.cache[i]
 
     def lengths(self):
@@ -1892,10 +1930,11 @@ def make_rows_of(samples, cfg, stats, mix=None):
     each epoch's left-out samples are counted once (A21)."""
     memo = {}
     n = len(samples.convs)
+    late = any(isinstance(c, LateBad) for c in samples.convs)
 
     def rows_of(epoch):
         if epoch not in memo:
-            facts = cfg["padding"] in PACKED or leaves_samples_out(cfg)
+            facts = cfg["padding"] in PACKED or leaves_samples_out(cfg) or late
             lengths = _Lengths(samples) if facts else None
             untrained = _Untrained(samples) if facts else None
             rows, gone = epoch_rows(epoch_order(n, epoch, cfg, mix), cfg, lengths, untrained)
@@ -1904,6 +1943,8 @@ def make_rows_of(samples, cfg, stats, mix=None):
 
     def count_dropped(epoch):
         for s in memo[epoch][1]:
+            if isinstance(samples.convs[s], LateBad):
+                continue   # counted once per record in --report (A41)
             stats["dropped" if samples.get(s) is None else "untrained"] += 1
 
     return rows_of, count_dropped
@@ -1994,7 +2035,7 @@ def main(argv=None):
         corpus = load_datasets(cfg, args.limit_records)
         convs = corpus.convs
         if args.bad_records:
-            for _, _, msg in corpus.bad:
+            for msg in corpus.listed:
                 print(msg)
             return 0
         all_datasets = cfg["datasets"] + cfg["eval_datasets"]
@@ -2034,6 +2075,8 @@ def main(argv=None):
             report = {"valid_records": len(convs), "bad_records": [m for _, _, m in corpus.bad],
                       "dropped": stats["dropped"], "untrained": stats["untrained"],
                       "all_masked": stats["all_masked"]}
+            if any(ds["when_read"] for ds in all_datasets):   # AMBIGUITY A41
+                report["bad_when_read"] = sum(isinstance(c, LateBad) for c in convs)
             if cfg["datasets_form"]:   # AMBIGUITY A39
                 report["datasets"] = [{"path": info["path"], "shards": info["shards"],
                                        "records": info["records"], "valid": info["valid"],

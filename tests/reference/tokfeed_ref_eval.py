@@ -121,13 +121,15 @@ def eval_stream(cfg, convs, tok, rank, passes, stats, V):
     """
     ecfg = eval_cfg(cfg)
     samples = ref.Samples(convs, ecfg, tok)
-    facts = ecfg["padding"] in ref.PACKED or ref.leaves_samples_out(ecfg)
+    late = any(isinstance(convs[s], ref.LateBad) for s in V)   # left out by 4.1 (A41)
+    facts = ecfg["padding"] in ref.PACKED or ref.leaves_samples_out(ecfg) or late
     lengths = ref._Lengths(samples) if facts else None
     untrained = ref._Untrained(samples) if facts else None
     rows, gone = ref.epoch_rows(list(V), ecfg, lengths, untrained)
     batches = deal_pass(rows, rank, ecfg["world_size"], ecfg)
     for p in range(passes):
         for s in gone:
-            stats["dropped" if samples.get(s) is None else "untrained"] += 1
+            if not isinstance(convs[s], ref.LateBad):
+                stats["dropped" if samples.get(s) is None else "untrained"] += 1
         for step, batch_rows in enumerate(batches):
             yield p, step, ref.make_batch(batch_rows, samples, ecfg, tok, stats)
