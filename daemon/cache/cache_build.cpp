@@ -67,7 +67,8 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   const uint64_t p = std::max<uint64_t>(1, std::min<uint64_t>(parts, records_));
   // Lengths, flags and places are written by the builders straight into
   // memory the supervisor and the workers see: no results travel through
-  // pipes. Counters first (one cache line each), then the per-record arrays.
+  // pipes. Counters first (each builder's two on cache lines of their own,
+  // then one line of shared ones), then the per-record arrays.
   const uint64_t counters = p * 16 * 8 + 64;
   const uint64_t arrays = (records_ * 4 + records_ * 2 + 7) / 8 * 8;
   shared_bytes_ = counters + arrays + records_ * 24 + 64;
@@ -76,8 +77,11 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   char* base = static_cast<char*>(shared_);
   done_ = reinterpret_cast<std::atomic<uint64_t>*>(base);
   current_ = done_ + p * 8;  // one cache line per counter
-  ready_total_ = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8);
-  auto* words = reinterpret_cast<std::atomic<uint32_t>*>(base + p * 16 * 8 + 8);
+  // The shared line: records ready, the progress and waiting words, records
+  // found by workers, and found records handed to the builders.
+  auto* shared_line = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8);
+  ready_total_ = shared_line;
+  auto* words = reinterpret_cast<std::atomic<uint32_t>*>(shared_line + 1);
   lengths_ = reinterpret_cast<uint32_t*>(base + counters);
   flags_ = reinterpret_cast<uint8_t*>(lengths_ + records_);
   ready_ = reinterpret_cast<std::atomic<uint8_t>*>(flags_ + records_);
@@ -93,8 +97,8 @@ CacheBuild::CacheBuild(const JobConfig& cfg, const Dataset& data, const text::To
   view_.progress_ = words;
   view_.waiting_ = words + 1;
   view_.found_ = found;
-  view_.found_total_ = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8 + 16);
-  handed_ = reinterpret_cast<std::atomic<uint64_t>*>(base + p * 16 * 8 + 24);
+  view_.found_total_ = shared_line + 2;
+  handed_ = shared_line + 3;
 
   // The order's blocks are dealt round robin: block b to part b mod P.
   order_hash_ = order_hash(order);

@@ -105,13 +105,18 @@ class Section {
     return n->as_boolean()->get();
   }
 
-  std::string choice(std::string_view key, std::string def, std::initializer_list<std::string_view> allowed) {
-    std::string v = str(key, std::move(def));
+  std::optional<std::string> opt_choice(std::string_view key, std::initializer_list<std::string_view> allowed) {
+    std::optional<std::string> v = opt_str(key);
+    if (!v) return v;
     for (auto a : allowed)
-      if (a == v) return v;
+      if (a == *v) return v;
     std::string list;
     for (auto a : allowed) list += (list.empty() ? "" : " | ") + std::string(a);
-    fail(key, fmt::format("'{}' is not one of: {}", v, list));
+    fail(key, fmt::format("'{}' is not one of: {}", *v, list));
+  }
+
+  std::string choice(std::string_view key, std::string def, std::initializer_list<std::string_view> allowed) {
+    return opt_choice(key, allowed).value_or(std::move(def));
   }
 
   // Any key this section did not read is a typo or an unsupported option.
@@ -234,11 +239,8 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
   // Unset: JSONL checked when read, Parquet and Arrow at start (under
   // on_bad_record = "fail" all at start).
-  if (std::optional<std::string> rows = s.opt_str("check_rows")) {
-    if (*rows != "start" && *rows != "when_read")
-      s.fail("check_rows", fmt::format("'{}' is not one of: start | when_read", *rows));
+  if (std::optional<std::string> rows = s.opt_choice("check_rows", {"start", "when_read"}))
     d.check_rows = *rows == "when_read" ? DatasetConfig::CheckRows::kWhenRead : DatasetConfig::CheckRows::kStart;
-  }
   if (d.check_rows == DatasetConfig::CheckRows::kWhenRead && !d.skip_bad)
     s.fail("check_rows",
            "\"when_read\" leaves bad rows out as they are read; with on_bad_record = \"fail\" every "
