@@ -103,9 +103,11 @@ bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t e
   if (word_split_ == nullptr || (nfc_ && !nfc_inert(piece))) return false;
   // Byte-level BPE gives about one token per 4 bytes of text.
   sink.reserve(piece.size() / 3 + 16);
+  const BpeModel& model = *p_.model;
+  const char* const readable_end = text.data() + text.size();
   auto word = [&](size_t b, size_t e) __attribute__((always_inline)) {
     sink.word(begin + uint32_t(b));
-    p_.model->for_each_piece(piece.substr(b, e - b), sink, text.data() + text.size());
+    model.for_each_piece(std::string_view(piece.data() + b, e - b), sink, readable_end);
   };
   size_t prev = 0;
   word_split_->for_each(piece, [&](size_t b, size_t e) {
