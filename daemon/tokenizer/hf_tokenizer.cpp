@@ -4,6 +4,7 @@
 
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text {
@@ -43,7 +44,7 @@ void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
 
 void HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {
   const std::string_view piece = text.substr(begin, end - begin);
-  if (word_split_ == nullptr || (nfc_ && !nfc_inert(piece))) return encode_piece(text, begin, end, out);
+  if (word_split_ == nullptr || (nfc_ && !nfc_quick_check(piece))) return encode_piece(text, begin, end, out);
   // Byte-level BPE gives about one token per 4 bytes of text.
   out.reserve(out.size() + piece.size() / 3 + 16);
   uint32_t word_begin = 0;  // of the word being emitted, relative to `text`
