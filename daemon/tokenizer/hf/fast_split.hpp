@@ -90,22 +90,9 @@ inline size_t ascii_letters8(const unsigned char* p) {
 
 inline bool is_ascii_letter(unsigned char c) { return unsigned((c | 0x20) - 'a') < 26; }
 
-// End of the run of \p{L} starting at i, ASCII letters eight at a time.
-inline size_t letters_end(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
-  while (i + 8 <= n) {
-    const size_t k = ascii_letters8(s + i);
-    i += k;
-    if (k < 8) {
-      if (s[i] < 0x80) return i;  // the common end: an ASCII char that is not a letter
-      break;
-    }
-  }
-  while (i < n && s[i] < 0x80) {
-    if (!is_ascii_letter(s[i])) return i;
-    ++i;
-  }
-  if (i == n) return i;
-  // A char past ASCII: letters of any script continue the run.
+// End of the run of \p{L} starting at i, where letters of any script may
+// continue it (after a char past ASCII, say).
+inline size_t letters_tail(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
   while (i < n) {
     if (s[i] < 0x80) {
       if (!is_ascii_letter(s[i])) break;
@@ -129,6 +116,23 @@ inline size_t letters_end(const ClassTable& t, const unsigned char* s, size_t i,
     i += c.len;
   }
   return i;
+}
+
+// End of the run of \p{L} starting at i, ASCII letters eight at a time.
+inline size_t letters_end(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
+  while (i + 8 <= n) {
+    const size_t k = ascii_letters8(s + i);
+    i += k;
+    if (k < 8) {
+      if (s[i] < 0x80) return i;  // the common end: an ASCII char that is not a letter
+      break;
+    }
+  }
+  while (i < n && s[i] < 0x80) {
+    if (!is_ascii_letter(s[i])) return i;
+    ++i;
+  }
+  return letters_tail(t, s, i, n);
 }
 
 // End of the run of chars of class `cls` starting at i.
@@ -224,7 +228,7 @@ void FastSplit::for_each(std::string_view subject, Match&& match) const {
         // 2. [^\r\n\p{L}\p{N}]?\p{L}+ (a letter at i, or at i + 1 after a prefix)
         const size_t p = m.letter & bit ? o + 1 : o + 2;
         const size_t q = p + size_t(__builtin_ctzll(~(m.letter >> p)));  // p >= 1: some bit is clear
-        e = q == 64 || (m.high >> q & 1) ? letters_end(t, s, base + q, n) : base + q;
+        e = q == 64 ? letters_end(t, s, base + q, n) : m.high >> q & 1 ? letters_tail(t, s, base + q, n) : base + q;
       } else if (m.digit & bit) {
         // 3. \p{N} or \p{N}{1,3}; a number past ASCII may follow a short run
         const uint64_t run = m.digit >> o & 7;
@@ -255,9 +259,9 @@ void FastSplit::for_each(std::string_view subject, Match&& match) const {
     if (e == 0) {
       // Three-byte chars (CJK) first: a letter, or punctuation before one, starts 2.
       if (is_letter3(t, s, i, n)) {
-        e = letters_end(t, s, i + 3, n);
+        e = letters_tail(t, s, i + 3, n);
       } else if ((s[i] & 0xF0) == 0xE0 && is_letter3(t, s, i + 3, n) && is_prefix3(t, s, i, n)) {
-        e = letters_end(t, s, i + 6, n);
+        e = letters_tail(t, s, i + 6, n);
       } else {
         const Step st = scalar_step(t, s, i, n, max_digits_);
         if (!st.match) {  // invalid UTF-8, matched by nothing: left between matches
