@@ -13,6 +13,12 @@
 //
 // Invalid UTF-8 (a byte that starts no well-formed char) is a char of its
 // own with class 0 that NFC leaves as it is (unicode.hpp).
+//
+// The data is Unicode 15.0 throughout; HF's normalizer knows Unicode 9.0
+// (nfc_unknown, unicode.hpp), to which a char assigned since is a Yes
+// starter. A text that passes here passes there too, and NFC leaves it as it
+// is either way; a newer mark can only send a text to nfc_append, which
+// follows HF.
 #pragma once
 
 #include <cstdint>
