@@ -4,6 +4,7 @@
 
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text {
@@ -100,7 +101,7 @@ void HfTokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) c
 template <class Sink>
 bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, Sink& sink) const {
   const std::string_view piece = text.substr(begin, end - begin);
-  if (word_split_ == nullptr || (nfc_ && !nfc_inert(piece))) return false;
+  if (word_split_ == nullptr || (nfc_ && !nfc_quick_check(piece))) return false;
   // Byte-level BPE gives about one token per 4 bytes of text.
   sink.reserve(piece.size() / 3 + 16);
   const BpeModel& model = *p_.model;
