@@ -30,8 +30,12 @@ struct Frame {
     return nullptr;
   }
   void set(std::string_view name, Value v) {
-    if (Value* p = find(name)) *p = std::move(v);
-    else vars.emplace_back(std::string(name), std::move(v));
+    if (Value* p = find(name)) {
+      *p = std::move(v);
+      return;
+    }
+    if (vars.empty()) vars.reserve(8);  // a scope's first variable: room for the next ones in one allocation
+    vars.emplace_back(std::string(name), std::move(v));
   }
 };
 
