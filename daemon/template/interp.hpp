@@ -58,7 +58,7 @@ struct Interp {
   Pos pos;        // the node being evaluated, for errors
 
   // Namespaces given a list, dict or function: emptied when the render ends.
-  std::vector<std::shared_ptr<DictObj>> namespaces;
+  std::vector<Ref<DictObj>> namespaces;
 
   void step(Pos p) {
     pos = p;
@@ -75,7 +75,7 @@ struct Interp {
     if (v.is_list() || v.is_dict() || v.kind == Kind::kFunc) namespaces.push_back(ns.dict);
   }
   void release_namespaces() {
-    std::vector<std::shared_ptr<DictObj>> all;
+    std::vector<Ref<DictObj>> all;
     all.swap(namespaces);
     for (auto& d : all) {
       std::vector<std::pair<std::string, Value>> items;

@@ -42,7 +42,7 @@ using Memo = std::vector<std::pair<const void*, Value>>;
 // A copy of `v` in which every namespace and iterator is a new object with
 // the same contents (the containers on the way to them copied too), so
 // what the render does to them later does not reach the copy.
-Value copy_mutable(const Value& v, Memo& memo, std::vector<std::shared_ptr<DictObj>>& made) {
+Value copy_mutable(const Value& v, Memo& memo, std::vector<Ref<DictObj>>& made) {
   const void* key = v.kind == Kind::kList   ? static_cast<const void*>(v.list.get())
                     : v.kind == Kind::kDict ? static_cast<const void*>(v.dict.get())
                                             : nullptr;
@@ -51,7 +51,7 @@ Value copy_mutable(const Value& v, Memo& memo, std::vector<std::shared_ptr<DictO
     if (k == key) return c;
   Value out = v;
   if (v.kind == Kind::kDict) {
-    out.dict = std::make_shared<DictObj>();
+    out.dict = Ref<DictObj>::make();
     memo.emplace_back(key, out);  // before the items: a namespace may hold itself
     bool changed = v.ns;
     out.dict->items.reserve(v.dict->items.size());
@@ -64,7 +64,7 @@ Value copy_mutable(const Value& v, Memo& memo, std::vector<std::shared_ptr<DictO
     if (v.ns) made.push_back(out.dict);
     return out;
   }
-  out.list = std::make_shared<ListObj>();
+  out.list = Ref<ListObj>::make();
   memo.emplace_back(key, out);
   bool changed = v.gen;
   out.list->items.reserve(v.list->items.size());
@@ -216,7 +216,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
     const Value& v = m.top[i].second;
     if (i < vars->size()) {
       const Value& given = (*vars)[i].second;
-      if (v.kind == given.kind && v.list == given.list && v.dict == given.dict && v.fn == given.fn) continue;
+      if (v.kind == given.kind && (v.kind <= Kind::kStr || v.s.raw() == given.s.raw())) continue;
     }
     int left = 4096;
     if (holds(v, left)) m.held.push_back(i);

@@ -86,9 +86,9 @@ struct ResumeState {
   // Per k: which renders of messages[:k] resume (bits as Resumes::want),
   // and, shifted by 2, which resume after running up to the first main loop.
   std::vector<uint8_t> ready;
-  std::vector<std::shared_ptr<DictObj>> copies;  // namespaces the points hold: emptied at the end (cycles)
-  Vars vars;                                     // the render's variables (where `entry` is kept)
-  bool preamble = false;                         // read before the first main loop: `entry` decides
+  std::vector<Ref<DictObj>> copies;  // namespaces the points hold: emptied at the end (cycles)
+  Vars vars;                         // the render's variables (where `entry` is kept)
+  bool preamble = false;             // read before the first main loop: `entry` decides
   Entry entry;
   ~ResumeState();
 };

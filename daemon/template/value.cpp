@@ -12,14 +12,14 @@ namespace tokfeed::tmpl {
 
 Value Value::undefined(std::string hint) {
   Value v;
-  if (!hint.empty()) v.s = std::make_shared<const std::string>(std::move(hint));
+  if (!hint.empty()) v.s = StrRef::make(std::move(hint));
   return v;
 }
 
 Value Value::str(std::string x) {
   Value v;
   v.kind = Kind::kStr;
-  v.s = std::make_shared<const std::string>(std::move(x));
+  v.s = StrRef::make(std::move(x));
   return v;
 }
 
@@ -27,7 +27,7 @@ Value Value::new_list(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind = Kind::kList;
   v.tuple = tuple;
-  v.list = std::make_shared<ListObj>();
+  v.list = Ref<ListObj>::make();
   v.list->items = std::move(items);
   return v;
 }
@@ -35,17 +35,26 @@ Value Value::new_list(std::vector<Value> items, bool tuple) {
 Value Value::new_dict() {
   Value v;
   v.kind = Kind::kDict;
-  v.dict = std::make_shared<DictObj>();
+  v.dict = Ref<DictObj>::make();
   return v;
 }
 
 Value Value::func(std::string name, std::function<Value(Interp&, Args&)> call) {
   Value v;
   v.kind = Kind::kFunc;
-  v.fn = std::make_shared<FuncObj>();
+  v.fn = Ref<FuncObj>::make();
   v.fn->name = std::move(name);
   v.fn->call = std::move(call);
   return v;
+}
+
+void RefCounted::destroy(const RefCounted* p) noexcept {
+  switch (p->type_) {
+    case Type::kStr: delete static_cast<const StrObj*>(p); return;
+    case Type::kList: delete static_cast<const ListObj*>(p); return;
+    case Type::kDict: delete static_cast<const DictObj*>(p); return;
+    case Type::kFunc: delete static_cast<const FuncObj*>(p); return;
+  }
 }
 
 std::string_view type_name(const Value& v) noexcept {

@@ -2,6 +2,8 @@
 // in transformers' environment see it (docs/chat_templates.md).
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +37,107 @@ struct ListObj;
 struct DictObj;
 struct FuncObj;
 
+// What a Value points at (a string, list, dict or function), reference
+// counted. The count is atomic: a parsed template's literals are read by
+// renders on several threads at once. A copied object starts a count of its
+// own. The type is kept so that any reference frees it as what it is.
+class RefCounted {
+ public:
+  enum class Type : uint8_t { kStr, kList, kDict, kFunc };
+  explicit RefCounted(Type t) noexcept : type_(t) {}
+  RefCounted(const RefCounted& o) noexcept : type_(o.type_) {}
+  RefCounted& operator=(const RefCounted&) noexcept { return *this; }
+  void retain() const noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Drops a reference; frees the object with its last.
+  void release() const noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
+  }
+
+ private:
+  static void destroy(const RefCounted* p) noexcept;  // value.cpp
+  mutable std::atomic<uint32_t> refs_{1};
+  Type type_;
+};
+
+// An owning pointer to a RefCounted object, one word wide. Every kind of
+// reference holds the object as a RefCounted*, so a Value keeps them in one
+// union and copies or frees whichever it holds through any of them.
+class RefBase {
+ public:
+  RefBase() noexcept = default;
+  RefBase(std::nullptr_t) noexcept {}
+  RefBase(const RefBase& o) noexcept : p_(o.p_) {
+    if (p_) p_->retain();
+  }
+  RefBase(RefBase&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  ~RefBase() {
+    if (p_) p_->release();
+  }
+  RefBase& operator=(const RefBase& o) noexcept {
+    if (o.p_) o.p_->retain();
+    if (p_) p_->release();
+    p_ = o.p_;
+    return *this;
+  }
+  RefBase& operator=(RefBase&& o) noexcept {
+    RefCounted* old = p_;
+    p_ = o.p_;
+    o.p_ = nullptr;
+    if (old && old != p_) old->release();
+    return *this;
+  }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  void reset() noexcept {
+    if (p_) p_->release();
+    p_ = nullptr;
+  }
+  const RefCounted* raw() const noexcept { return p_; }
+
+ protected:
+  RefCounted* p_ = nullptr;
+};
+
+// shared_ptr's interface over a RefBase.
+template <class T>
+class Ref : public RefBase {
+ public:
+  using RefBase::RefBase;
+  // A new T, its only reference.
+  template <class... A>
+  static Ref make(A&&... args) {
+    Ref r;
+    r.p_ = new T(std::forward<A>(args)...);
+    return r;
+  }
+  T* get() const noexcept { return static_cast<T*>(p_); }
+  T* operator->() const noexcept { return get(); }
+  T& operator*() const noexcept { return *get(); }
+  friend bool operator==(const Ref& a, const Ref& b) noexcept { return a.p_ == b.p_; }
+  friend bool operator==(const Ref& a, std::nullptr_t) noexcept { return a.p_ == nullptr; }
+};
+
+// A Value's string: immutable, shared by the values that copy it.
+struct StrObj : RefCounted {
+  explicit StrObj(std::string t) noexcept : RefCounted(Type::kStr), text(std::move(t)) {}
+  const std::string text;
+};
+
+// A reference to a StrObj, read as a pointer to its std::string.
+class StrRef : public RefBase {
+ public:
+  using RefBase::RefBase;
+  static StrRef make(std::string t) {
+    StrRef r;
+    r.p_ = new StrObj(std::move(t));
+    return r;
+  }
+  const std::string* get() const noexcept { return p_ ? &static_cast<const StrObj*>(p_)->text : nullptr; }
+  const std::string* operator->() const noexcept { return &static_cast<const StrObj*>(p_)->text; }
+  const std::string& operator*() const noexcept { return static_cast<const StrObj*>(p_)->text; }
+  friend bool operator==(const StrRef& a, const StrRef& b) noexcept { return a.p_ == b.p_; }
+  friend bool operator==(const StrRef& a, std::nullptr_t) noexcept { return a.p_ == nullptr; }
+};
+
 // Positional and keyword arguments of a call.
 struct Args {
   std::vector<Value> pos;
@@ -52,13 +155,31 @@ struct Value {
     int64_t i;
     double f;
   };
-  // Str: the text; Undefined: the name that was looked up (for messages).
-  std::shared_ptr<const std::string> s;
-  std::shared_ptr<ListObj> list;
-  std::shared_ptr<DictObj> dict;
-  std::shared_ptr<FuncObj> fn;
+  // What the value points at, by kind (one word: the member its kind
+  // names holds it; null for the other kinds). Str: the text; Undefined: the
+  // name that was looked up (for messages), or null.
+  union {
+    StrRef s;
+    Ref<ListObj> list;
+    Ref<DictObj> dict;
+    Ref<FuncObj> fn;
+  };
 
-  Value() : i(0) {}
+  Value() noexcept : i(0), s() {}
+  Value(const Value& o) noexcept : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), i(o.i), s(o.s) {}
+  Value(Value&& o) noexcept
+      : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), i(o.i), s(std::move(o.s)) {}
+  Value& operator=(const Value& o) noexcept {
+    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, i = o.i;
+    s = o.s;  // whichever object o holds: every reference member is a RefBase
+    return *this;
+  }
+  Value& operator=(Value&& o) noexcept {
+    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, i = o.i;
+    s = std::move(o.s);
+    return *this;
+  }
+  ~Value() { s.~StrRef(); }
   static Value undefined(std::string hint = {});
   static Value none() {
     Value v;
@@ -99,14 +220,18 @@ struct Value {
   const std::string& text() const { return *s; }  // kStr only
 };
 
-struct ListObj {
+static_assert(sizeof(Value) == 24, "a Value is a tag, a scalar and one reference");
+
+struct ListObj : RefCounted {
+  ListObj() noexcept : RefCounted(Type::kList) {}
   std::vector<Value> items;
 };
 
 // An insertion-ordered dict with string keys (what JSON and templates build).
 // A big one (a record may hold 100k keys) finds keys through a hash index,
 // built on first need and rebuilt when `items` changed size behind its back.
-struct DictObj {
+struct DictObj : RefCounted {
+  DictObj() noexcept : RefCounted(Type::kDict) {}
   std::vector<std::pair<std::string, Value>> items;
   const Value* find(std::string_view key) const {
     if (items.size() <= kLinear) {
@@ -146,7 +271,8 @@ struct DictObj {
   mutable std::size_t index_size_ = 0;  // items.size() when index_ was last complete
 };
 
-struct FuncObj {
+struct FuncObj : RefCounted {
+  FuncObj() noexcept : RefCounted(Type::kFunc) {}
   std::string name;
   // The {% macro %} statement of a macro defined at the top level (it
   // closes over nothing): two renders' are the same function.
