@@ -204,4 +204,155 @@ void ByteLevelPreTokenizer::pre_tokenize(PreTokenized& pt) const {
   });
 }
 
+// ---- normalizers and pre-tokenizers of unicode_forms.hpp ----
+
+NormalFormNormalizer::NormalFormNormalizer(NormalForm form) : form_(form) { normal_form_prepare(form); }
+
+void NormalFormNormalizer::normalize(NormalizedText& text) const {
+  std::string out;
+  std::vector<NfcRegion> regions;
+  if (!normal_form_append(form_, text.text(), out, regions)) return;
+  std::vector<NormalizedText::Piece> pieces;
+  pieces.reserve(regions.size());
+  for (const auto& r : regions) pieces.push_back({r.in_begin, r.in_len, r.out_len, r.changed});
+  text.replace_all(std::move(out), pieces);
+}
+
+void LowercaseNormalizer::normalize(NormalizedText& text) const {
+  const std::string_view s = text.text();
+  size_t i = 0;
+  std::string scratch;
+  // Most text has no capital: look for the first char that changes.
+  for (; i < s.size(); i += utf8_char_len(s, i)) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80 ? (b >= 'A' && b <= 'Z') : append_lowercase(decode_utf8(s, i).cp, scratch)) break;
+  }
+  if (i == s.size()) return;
+  // A char whose lowercase has as many bytes keeps a byte-for-byte
+  // alignment; any other becomes a rewritten piece of its own.
+  std::string out(s.substr(0, i));
+  std::vector<NormalizedText::Piece> pieces;
+  auto add = [&](uint32_t begin, uint32_t in_len, uint32_t out_len, bool changed) {
+    if (!changed && !pieces.empty() && !pieces.back().changed) {
+      pieces.back().old_len += in_len, pieces.back().new_len += out_len;
+      return;
+    }
+    pieces.push_back({begin, in_len, out_len, changed});
+  };
+  if (i > 0) add(0, uint32_t(i), uint32_t(i), false);
+  while (i < s.size()) {
+    DecodedChar d = decode_utf8(s, i);
+    const size_t before = out.size();
+    if (!append_lowercase(d.cp, out)) out.append(s.substr(i, d.len));
+    const auto out_len = uint32_t(out.size() - before);
+    add(uint32_t(i), d.len, out_len, out_len != d.len);
+    i += d.len;
+  }
+  text.replace_all(std::move(out), pieces);
+}
+
+void StripNormalizer::normalize(NormalizedText& text) const {
+  const std::string_view s = text.text();
+  size_t begin = 0, end = s.size();
+  if (left_) {
+    while (begin < end) {
+      DecodedChar d = decode_utf8(s, begin);
+      if (!is_whitespace(d.cp)) break;
+      begin += d.len;
+    }
+  }
+  if (right_) {
+    while (end > begin) {
+      size_t at = end - 1;
+      while (at > begin && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) --at;
+      DecodedChar d = decode_utf8(s, at);
+      if (at + d.len != end || !is_whitespace(d.cp)) break;
+      end = at;
+    }
+  }
+  std::vector<Edit> edits;
+  if (begin > 0) edits.push_back({0, uint32_t(begin), ""});
+  if (end < s.size()) edits.push_back({uint32_t(end), uint32_t(s.size()), ""});
+  text.apply_edits(edits);
+}
+
+void StripAccentsNormalizer::normalize(NormalizedText& text) const {
+  const std::string_view s = text.text();
+  std::vector<Edit> edits;
+  size_t prev = 0;  // start of the last char kept
+  bool have_prev = false;
+  for (size_t i = 0; i < s.size();) {
+    DecodedChar d = decode_utf8(s, i);
+    if (!is_hf_combining_mark(d.cp)) {
+      prev = i, have_prev = true;
+      i += d.len;
+      continue;
+    }
+    size_t end = i + d.len;
+    while (end < s.size()) {
+      DecodedChar m = decode_utf8(s, end);
+      if (!is_hf_combining_mark(m.cp)) break;
+      end += m.len;
+    }
+    // The marks go; the char before them stays, aligned with the whole span.
+    if (have_prev) edits.push_back({uint32_t(prev), uint32_t(end), std::string(s.substr(prev, i - prev))});
+    else edits.push_back({uint32_t(i), uint32_t(end), ""});
+    have_prev = false;
+    i = end;
+  }
+  text.apply_edits(edits);
+}
+
+CharSplitPreTokenizer::CharSplitPreTokenizer(Kind kind, char32_t delimiter, SplitBehavior behavior)
+    : kind_(kind), delimiter_(delimiter), behavior_(behavior) {
+  if (kind == Kind::kPunctuation) char_classes_prepare();
+}
+
+bool CharSplitPreTokenizer::matches(char32_t cp) const {
+  switch (kind_) {
+    case Kind::kWhitespace: return is_whitespace(cp);
+    case Kind::kDelimiter: return cp == delimiter_;
+    case Kind::kPunctuation: break;
+  }
+  return is_hf_punctuation(cp);
+}
+
+void CharSplitPreTokenizer::pre_tokenize(PreTokenized& pt) const {
+  for_each_span(pt, [&](const PreSpan& span) {
+    std::string_view s = span_text(pt, span);
+    pt.matches.clear();
+    for (size_t i = 0; i < s.size();) {
+      DecodedChar d = decode_utf8(s, i);
+      if (matches(d.cp)) pt.matches.emplace_back(uint32_t(i), uint32_t(i + d.len));
+      i += d.len;
+    }
+    split_by_matches(pt, span, pt.matches, behavior_, false);
+  });
+}
+
+void WhitespacePreTokenizer::pre_tokenize(PreTokenized& pt) const {
+  for_each_span(pt, [&](const PreSpan& span) {
+    std::string_view s = span_text(pt, span);
+    // Runs of word chars and runs of other non-space chars; spaces go.
+    enum { kSpace, kWord, kOther } run = kSpace;
+    uint32_t run_begin = 0;
+    for (size_t i = 0; i <= s.size();) {
+      auto cls = kSpace;
+      uint32_t len = 1;
+      if (i < s.size()) {
+        DecodedChar d = decode_utf8(s, i);
+        len = d.len;
+        cls = is_onig_word(d.cp) ? kWord : is_whitespace(d.cp) ? kSpace : kOther;
+      }
+      if (cls != run || i == s.size()) {
+        if (run != kSpace && run_begin < i)
+          pt.next.push_back({span.text, span.begin + run_begin, span.begin + uint32_t(i)});
+        run = cls;
+        run_begin = uint32_t(i);
+      }
+      i += len;
+    }
+  });
+}
+
 }  // namespace tokfeed::text::hf

@@ -10,6 +10,7 @@
 
 #include "tokenizer/hf/normalized_text.hpp"
 #include "tokenizer/hf/regex.hpp"
+#include "tokenizer/hf/unicode_forms.hpp"
 
 namespace tokfeed::text::hf {
 
@@ -22,6 +23,40 @@ class Normalizer {
 class NfcNormalizer final : public Normalizer {
  public:
   NfcNormalizer();  // builds the NFC tables (before workers fork)
+  void normalize(NormalizedText& text) const override;
+};
+
+// NFD, NFKD or NFKC (unicode_forms.hpp).
+class NormalFormNormalizer final : public Normalizer {
+ public:
+  explicit NormalFormNormalizer(NormalForm form);  // builds the tables (before workers fork)
+  void normalize(NormalizedText& text) const override;
+
+ private:
+  NormalForm form_;
+};
+
+// Each char by itself to its lowercase (Rust's char::to_lowercase).
+class LowercaseNormalizer final : public Normalizer {
+ public:
+  void normalize(NormalizedText& text) const override;
+};
+
+// Removes leading and/or trailing whitespace (char::is_whitespace).
+class StripNormalizer final : public Normalizer {
+ public:
+  StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
+  void normalize(NormalizedText& text) const override;
+
+ private:
+  bool left_, right_;
+};
+
+// Removes combining marks (is_hf_combining_mark); each removed mark is
+// aligned with the char before it.
+class StripAccentsNormalizer final : public Normalizer {
+ public:
+  StripAccentsNormalizer() { char_classes_prepare(); }
   void normalize(NormalizedText& text) const override;
 };
 
@@ -144,6 +179,30 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
  private:
   bool add_prefix_space_;
   std::unique_ptr<Regex> regex_;  // null when use_regex is false
+};
+
+// HF pre-tokenizers that split at single chars, each char a match of its
+// own: WhitespaceSplit (whitespace, removed), CharDelimiterSplit (one char,
+// removed) and Punctuation (is_hf_punctuation, with its behavior).
+class CharSplitPreTokenizer final : public PreTokenizer {
+ public:
+  enum class Kind { kWhitespace, kDelimiter, kPunctuation };
+  CharSplitPreTokenizer(Kind kind, char32_t delimiter, SplitBehavior behavior);
+  void pre_tokenize(PreTokenized& pt) const override;
+
+ private:
+  bool matches(char32_t cp) const;
+  Kind kind_;
+  char32_t delimiter_;
+  SplitBehavior behavior_;
+};
+
+// HF's Whitespace: the matches of \w+|[^\w\s]+ (Oniguruma's classes), the
+// rest removed.
+class WhitespacePreTokenizer final : public PreTokenizer {
+ public:
+  WhitespacePreTokenizer() { char_classes_prepare(); }
+  void pre_tokenize(PreTokenized& pt) const override;
 };
 
 class SequencePreTokenizer final : public PreTokenizer {

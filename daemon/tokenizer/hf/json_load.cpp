@@ -82,6 +82,14 @@ class Loader {
   std::unique_ptr<Normalizer> normalizer(element n, const std::string& where) const {
     const std::string type = type_of(n, where);
     if (type == "NFC") return std::make_unique<NfcNormalizer>();
+    if (type == "NFD") return std::make_unique<NormalFormNormalizer>(NormalForm::kNfd);
+    if (type == "NFKD") return std::make_unique<NormalFormNormalizer>(NormalForm::kNfkd);
+    if (type == "NFKC") return std::make_unique<NormalFormNormalizer>(NormalForm::kNfkc);
+    if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
+    if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>();
+    if (type == "Strip")
+      return std::make_unique<StripNormalizer>(bool_field(n, "strip_left", true, where),
+                                               bool_field(n, "strip_right", true, where));
     if (type == "Prepend") return std::make_unique<PrependNormalizer>(string_field(n, "prepend", where));
     if (type == "Replace") {
       std::string literal;
@@ -98,8 +106,8 @@ class Loader {
     fail("normalizer type '" + type + "' is not supported");
   }
 
-  SplitBehavior behavior(element p, const std::string& where) const {
-    const std::string b = string_field(p, "behavior", where);
+  SplitBehavior behavior(element p, const std::string& where, const char* fallback = nullptr) const {
+    const std::string b = fallback && !field(p, "behavior") ? fallback : string_field(p, "behavior", where);
     if (b == "Removed") return SplitBehavior::kRemoved;
     if (b == "Isolated") return SplitBehavior::kIsolated;
     if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
@@ -142,6 +150,18 @@ class Loader {
     if (type == "Metaspace")
       return std::make_unique<MetaspacePreTokenizer>(one_char(p, "replacement", where), prepend_scheme(p, where),
                                                      bool_field(p, "split", true, where));
+    if (type == "WhitespaceSplit")
+      return std::make_unique<CharSplitPreTokenizer>(CharSplitPreTokenizer::Kind::kWhitespace, 0,
+                                                     SplitBehavior::kRemoved);
+    if (type == "CharDelimiterSplit") {
+      const std::string delimiter = one_char(p, "delimiter", where);
+      return std::make_unique<CharSplitPreTokenizer>(CharSplitPreTokenizer::Kind::kDelimiter,
+                                                     decode_utf8(delimiter, 0).cp, SplitBehavior::kRemoved);
+    }
+    if (type == "Punctuation")
+      return std::make_unique<CharSplitPreTokenizer>(CharSplitPreTokenizer::Kind::kPunctuation, 0,
+                                                     behavior(p, where, "Isolated"));
+    if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
     if (type == "Digits") return std::make_unique<DigitsPreTokenizer>(bool_field(p, "individual_digits", false, where));
     if (type == "Sequence") {
       std::vector<std::unique_ptr<PreTokenizer>> steps;
