@@ -8,7 +8,9 @@ combining marks, Greek, Cyrillic, Han, Hangul, Arabic, emoji (ZWJ sequences
 too), digits, runs of one repeated char or word (where BPE ties between equal
 pairs matter), every kind of Unicode space, punctuation, unpaired code
 points from anywhere in the code space (assigned ones: see assigned_char),
-and contractions. Both sides encode
+characters assigned in Unicode 15.0 (UNICODE_15), combining marks of every
+Unicode version after a base (reordered or composed by NFC, or not), and
+contractions. Both sides encode
 every text with add_special_tokens=False; the ids must be equal on all of
 them. Exit 77 (skipped) when TOKENIZER_JSON or `tokenizers` is missing.
 """
@@ -38,14 +40,24 @@ WORDS = ["the", " the", "ing", "tion", "hello", "world", "def", "return", "self"
 
 
 def assigned_char(rng):
-    # Any code point assigned in this Python's Unicode (14.0 in the venv):
-    # HF's regex engine knows a newer Unicode than PCRE2 14.0, so code points
-    # assigned since (e.g. U+14072, a letter in Unicode 16) split differently
-    # there, a known difference of the pre-tokenizer and not of the merges.
+    # Any code point assigned in this Python's Unicode (14.0 in the venv).
     while True:
         cp = rng.randint(0x80, 0x10FFFF)
         if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn":
             return chr(cp)
+
+
+# Characters assigned in Unicode 15.0, which this Python does not know: emoji
+# (So), CJK Extension H and Kawi letters (Lo), Kawi digits (Nd), Kaktovik
+# numerals (No), a Kannada sign (Mc), Kawi punctuation (Po), Nag Mundari
+# letters. tokfeed classifies them with its Unicode data (utf8proc, 15.0)
+# wherever the tokenizer's regex names a general category, as HF's
+# Oniguruma does. Characters assigned in 15.1 and later are not drawn: the
+# Unicode data Debian 12 ships stops at 15.0 (HF tokenizers knows 16.0).
+UNICODE_15 = ["\U0001FA77", "\U0001F6DC", "\U0001FAE8", "\U0001FABF", "\U00031350", "\U000323AF", "\U00011F04",
+              "\U00011F50", "\U0001D2C0", "\u0CF3", "\U00011F43", "\U0001E4D0", "\U0001E4EB"]
+
+MARKS = [chr(cp) for cp in range(0x300, 0x20000) if unicodedata.combining(chr(cp))]
 
 
 def random_text(rng):
@@ -64,9 +76,15 @@ def random_text(rng):
             # Runs: equal pairs side by side, where the leftmost must merge first.
             unit = rng.choice(["a", " ", "=", "-", "0", "ab", "中", "ا", "\n", "e\u0301", "aa", "!", "\t"])
             parts.append(unit * rng.randint(2, 40))
-        elif kind < 0.77:
+        elif kind < 0.72:
             parts.append(assigned_char(rng))
-        elif kind < 0.87:
+        elif kind < 0.77:
+            parts.append(rng.choice(UNICODE_15) + rng.choice(["", "x", " ", "\u05c4", "!", "中"]))
+        elif kind < 0.82:
+            # A base and combining marks of any Unicode version: HF's NFC knows
+            # the marks of Unicode 9.0 and older only (unicode.hpp).
+            parts.append(rng.choice("aeAE\u05c4\u0627\u3042 ") + "".join(rng.choice(MARKS) for _ in range(rng.randint(1, 3))))
+        elif kind < 0.90:
             parts.append("".join(chr(rng.randint(0x21, 0x7E)) for _ in range(rng.randint(1, 16))))
         else:
             parts.append(str(rng.randint(0, 10**rng.randint(1, 12))))

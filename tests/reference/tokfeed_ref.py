@@ -226,6 +226,12 @@ import sys
 import tomllib
 import zlib
 
+# Run as a script, this module is __main__; tokfeed_ref_eval imports it by
+# name, and must get this very module (one LateBad class, one Samples), not
+# a second copy.
+if __name__ == "__main__":
+    sys.modules.setdefault("tokfeed_ref", sys.modules[__name__])
+
 IGNORE = -100
 MASK64 = 0xFFFFFFFFFFFFFFFF
 GOLDEN = 0x9E3779B97F4A7C15

@@ -4,14 +4,27 @@
 #include <pcre2.h>
 
 #include "tokenizer/hf/fast_split.hpp"
+#include "tokenizer/hf/regex_unicode.hpp"
 #include "tokenizer/hf/unicode.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed::text::hf {
 
 namespace {
-constexpr std::string_view kOnigSpace = "\\t-\\r\\x{85}\\p{Z}";
+
+// Oniguruma's \s: [\t-\r\x85\p{Z}].
+std::string onig_space() { return "\\t-\\r\\x{85}\\p{Z}" + pcre2_category_additions("Z"); }
+
+// A general-category class, \p{X} (or \P{X} / \p{^X} when `negated`), with
+// the characters PCRE2's tables do not know added (regex_unicode.hpp). Inside
+// a class a negated one is left to PCRE2: "[^...]" cannot nest there.
+void append_category(std::string& out, const std::string& cat, bool negated, bool in_class) {
+  const std::string body = "\\p{" + cat + "}" + pcre2_category_additions(cat);
+  if (in_class) out += negated ? "\\P{" + cat + "}" : body;
+  else out += (negated ? "[^" : "[") + body + "]";
 }
+
+}  // namespace
 
 std::string onig_to_pcre2(std::string_view p) {
   std::string out;
@@ -22,11 +35,26 @@ std::string onig_to_pcre2(std::string_view p) {
     if (c == '\\' && i + 1 < p.size()) {
       char n = p[i + 1];
       ++i;
-      if (n == 's') {
-        if (class_depth > 0) out.append(kOnigSpace);
-        else out.append("[").append(kOnigSpace).append("]");
+      if ((n == 'p' || n == 'P') && i + 1 < p.size() && p[i + 1] == '{') {
+        const size_t close = p.find('}', i + 2);
+        if (close != std::string_view::npos) {
+          std::string_view name = p.substr(i + 2, close - i - 2);
+          const bool caret = !name.empty() && name[0] == '^';
+          if (auto cat = general_category(caret ? name.substr(1) : name)) {
+            append_category(out, *cat, (n == 'P') != caret, class_depth > 0);
+            i = close;
+            continue;
+          }
+        }
+        out.push_back('\\');
+        out.push_back(n);
+      } else if (n == 'd' || (n == 'D' && class_depth == 0)) {
+        append_category(out, "Nd", n == 'D', class_depth > 0);  // Unicode digits in both engines
+      } else if (n == 's') {
+        if (class_depth > 0) out.append(onig_space());
+        else out.append("[").append(onig_space()).append("]");
       } else if (n == 'S' && class_depth == 0) {
-        out.append("[^").append(kOnigSpace).append("]");
+        out.append("[^").append(onig_space()).append("]");
       } else {
         out.push_back('\\');
         out.push_back(n);

@@ -1,5 +1,6 @@
 #include "tokenizer/hf/unicode.hpp"
 
+#include <unicode/uchar.h>
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -112,10 +113,18 @@ int unicode_to_byte(char32_t cp) {
   return cp < 512 ? inverse[cp] : -1;
 }
 
+bool nfc_unknown(char32_t cp) {
+  UVersionInfo age;
+  u_charAge(static_cast<UChar32>(cp), age);
+  return age[0] > kHfNormalizerUnicode;
+}
+
 namespace {
 
 // Bit per code point: true where NFC can never change the char or combine it
-// with its neighbours to the left, so a text may be cut before it.
+// with its neighbours to the left, so a text may be cut before it. A char
+// that HF's normalizer does not know (nfc_unknown) is such a char: to it, an
+// unassigned code point, a starter that composes with nothing.
 class InertTable {
  public:
   InertTable() : bits_((0x110000 + 63) / 64, 0) {
@@ -136,7 +145,8 @@ class InertTable {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       const utf8proc_property_t* p = utf8proc_get_property(cp);
       bool canonical = p->decomp_seqindex != UINT16_MAX && p->decomp_type == 0;
-      if (p->combining_class == 0 && !get(second, char32_t(cp)) && (!canonical || is_hangul(cp)))
+      if ((p->combining_class == 0 && !get(second, char32_t(cp)) && (!canonical || is_hangul(cp))) ||
+          (p->category != UTF8PROC_CATEGORY_CN && nfc_unknown(char32_t(cp))))
         set(bits_, char32_t(cp));
     }
     // Three-byte lead bytes all of whose chars are inert (most of CJK).
@@ -243,7 +253,11 @@ bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& re
     }
     // A segment: the last inert char (when valid UTF-8) and the non-inert run after it.
     size_t begin = std::max(seg_start, done);
-    if (begin < i && decode_utf8(s, begin).cp == kInvalidChar) begin = i;
+    if (begin < i) {
+      // Nor is a char NFC does not know, as HF's normalizer sees it.
+      const char32_t cp = decode_utf8(s, begin).cp;
+      if (cp == kInvalidChar || nfc_unknown(cp)) begin = i;
+    }
     size_t end = i + len;
     while (end < s.size()) {
       uint32_t l2;

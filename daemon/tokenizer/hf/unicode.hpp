@@ -50,6 +50,14 @@ struct NfcRegion {
   bool changed;
 };
 
+// HF tokenizers normalizes with the Unicode 9.0 data of its normalization
+// crate (its regexes know a newer Unicode): to it, a char assigned later has
+// combining class 0, no decomposition and no composition. tokfeed's NFC does
+// the same, so that NFC(s) equals HF's on every text.
+inline constexpr int kHfNormalizerUnicode = 9;
+// True for an assigned code point newer than kHfNormalizerUnicode.
+bool nfc_unknown(char32_t cp);
+
 // Appends NFC(s) to `out` and describes the result as consecutive regions of
 // `s`. Regions cut only before "inert" chars (combining class 0, no canonical
 // decomposition, never the second half of a composition), where NFC of the
