@@ -1,5 +1,6 @@
 // tokfeedd tokenize: the tokenizer, checked from outside. One JSON string per line in,
-// one JSON array of ids per line out (no special tokens added); --decode
+// one JSON array of ids per line out (no special tokens added; the ids-only
+// path, failing where the path with offsets gives other ids); --decode
 // reverses it.
 #include <simdjson.h>
 
@@ -59,12 +60,23 @@ int tokenize(const std::string& path, const std::string& type, bool decode) {
                      static_cast<unsigned long long>(lineno));
         return 1;
       }
+      // The ids-only path, checked against the ids of the path with offsets:
+      // a test comparing this tool's output with a reference covers both.
+      ids.clear();
+      tok->encode_ids(text, ids);
       tokens.clear();
       tok->encode(text, tokens);
+      bool same = ids.size() == tokens.size();
+      for (std::size_t i = 0; same && i < ids.size(); ++i) same = ids[i] == tokens[i].id;
+      if (!same) {
+        std::fprintf(stderr, "tokfeedd: stdin line %llu: encode_ids and encode give different ids\n",
+                     static_cast<unsigned long long>(lineno));
+        return 1;
+      }
       out += '[';
-      for (std::size_t i = 0; i < tokens.size(); ++i) {
+      for (std::size_t i = 0; i < ids.size(); ++i) {
         if (i) out += ',';
-        out += std::to_string(tokens[i].id);
+        out += std::to_string(ids[i]);
       }
       out += ']';
     }

@@ -5,7 +5,9 @@
 //   bench_tokenizer --hf tokenizer.json --seconds 2 english.jsonl ...         (hot: warmed on itself)
 //
 // Prints one line per (corpus, backend): "RESULT <corpus> <backend> <MB/s> <tokens>".
-// Each text is encoded on its own, as the daemon does, and each corpus gets a
+// Each text is encoded on its own, as the daemon does, ids only as the peers
+// give them (--offsets: with each token's byte range, as the daemon's labels
+// need), and each corpus gets a
 // freshly loaded tokenizer. With --warm, the tokenizer first encodes every
 // text of WARM (filling caches such as the word cache, which persists across
 // texts as HF's does) and then one pass over the corpus is timed: the text
@@ -86,17 +88,28 @@ Measured measure(const std::vector<std::string>& texts, const std::vector<std::s
   return m;
 }
 
+// Ids only (Tokenizer::encode_ids), or with offsets, kept but for the ids.
+Encode ids_of(const tokfeed::text::Tokenizer& tok, bool offsets) {
+  if (!offsets) return [&tok](const std::string& t, std::vector<int32_t>& ids) { tok.encode_ids(t, ids); };
+  return [&tok, out = std::vector<tokfeed::text::Token>()](const std::string& t, std::vector<int32_t>& ids) mutable {
+    out.clear();
+    tok.encode(t, out);
+    for (const auto& x : out) ids.push_back(x.id);
+  };
+}
+
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--hf tokenizer.json] [--sp tokenizer.model] [--warm WARM.jsonl] [--seconds S]\n"
-               "          [--dump-ids FILE] corpus.jsonl...\n"
+               "          [--dump-ids FILE] [--offsets] corpus.jsonl...\n"
                "  --hf FILE        tokfeed's own encoder on a tokenizer.json\n"
                "  --sp FILE        libsentencepiece on a .model, and tokfeed's sentencepiece tokenizer on it\n"
                "  --warm FILE      warm each fresh tokenizer on FILE's texts, then time one pass over\n"
                "                   each corpus (unseen text); without it, warm on the corpus and\n"
                "                   report the best pass (hot cache)\n"
                "  --seconds S      hot mode: time at least S seconds, 3 passes at least (default 2)\n"
-               "  --dump-ids FILE  write the timed corpus's ids, one JSON array per line\n",
+               "  --dump-ids FILE  write the timed corpus's ids, one JSON array per line\n"
+               "  --offsets        tokfeed's encoders give each token's byte range too (Tokenizer::encode)\n",
                argv0);
 }
 
@@ -105,6 +118,7 @@ void usage(const char* argv0) {
 int main(int argc, char** argv) {
   std::string hf_path, sp_path, warm_path, dump_path;
   double seconds = 2.0;
+  bool offsets = false;
   std::vector<std::string> corpora;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -117,6 +131,7 @@ int main(int argc, char** argv) {
     else if (a == "--warm" && i + 1 < argc) warm_path = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
     else if (a == "--dump-ids" && i + 1 < argc) dump_path = argv[++i];
+    else if (a == "--offsets") offsets = true;
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       usage(argv[0]);
@@ -141,15 +156,7 @@ int main(int argc, char** argv) {
     if (!hf_path.empty()) {
       auto hf = tokfeed::text::load_hf_tokenizer(hf_path);  // fresh caches for every corpus
       if (&path == &corpora.front()) std::fprintf(stderr, "tokfeed-hf engine: %s\n", hf->engine().c_str());
-      std::vector<tokfeed::text::Token> out;
-      Measured m = measure(
-          texts, warm_texts, seconds,
-          [&](const std::string& t, std::vector<int32_t>& ids) {
-            out.clear();
-            hf->encode(t, out);
-            for (const auto& tok : out) ids.push_back(tok.id);
-          },
-          dump);
+      Measured m = measure(texts, warm_texts, seconds, ids_of(*hf, offsets), dump);
       std::printf("RESULT %s tokfeed-hf %.2f %zu\n", name.c_str(), m.mbps, m.tokens);
     }
     if (!sp_path.empty()) {
@@ -165,15 +172,7 @@ int main(int argc, char** argv) {
       // tokfeed's sentencepiece tokenizer: its own BPE encoder where the model allows.
       auto tok = tokfeed::text::load_tokenizer("sentencepiece", sp_path);
       if (&path == &corpora.front()) std::fprintf(stderr, "tokfeed-sp engine: %s\n", tok->engine().c_str());
-      std::vector<tokfeed::text::Token> out;
-      m = measure(
-          texts, warm_texts, seconds,
-          [&](const std::string& t, std::vector<int32_t>& ids) {
-            out.clear();
-            tok->encode(t, out);
-            for (const auto& x : out) ids.push_back(x.id);
-          },
-          nullptr);
+      m = measure(texts, warm_texts, seconds, ids_of(*tok, offsets), nullptr);
       std::printf("RESULT %s tokfeed-sp %.2f %zu\n", name.c_str(), m.mbps, m.tokens);
     }
     std::fflush(stdout);

@@ -4,6 +4,7 @@
 
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text {
@@ -28,37 +29,86 @@ std::string HfTokenizer::engine() const {
   return e;
 }
 
+namespace {
+
+// Where the fused path's pieces go: tokens with their byte ranges, or ids.
+class TokenSink {
+ public:
+  explicit TokenSink(std::vector<Token>& out) : out_(out) {}
+  void reserve(size_t n) { out_.reserve(out_.size() + n); }
+  void word(uint32_t begin) {
+    word_begin_ = begin;
+    at_ = 0;
+  }
+  [[gnu::always_inline]] void operator()(int32_t id, uint32_t len) {
+    // A zero-length byte-fallback piece shares the previous piece's byte.
+    const uint32_t b = len == 0 ? (at_ > 0 ? at_ - 1 : at_) : at_;
+    const uint32_t e = len == 0 ? b + 1 : at_ + len;
+    out_.push_back({id, word_begin_ + b, word_begin_ + e});
+    at_ += len;
+  }
+
+ private:
+  std::vector<Token>& out_;
+  uint32_t word_begin_ = 0;  // of the word being emitted, relative to the text
+  uint32_t at_ = 0;          // its next piece, relative to the word
+};
+
+class IdSink {
+ public:
+  explicit IdSink(std::vector<int32_t>& out) : out_(out) {}
+  void reserve(size_t n) { out_.reserve(out_.size() + n); }
+  void word(uint32_t) {}
+  [[gnu::always_inline]] void operator()(int32_t id, uint32_t) { out_.push_back(id); }
+
+ private:
+  std::vector<int32_t>& out_;
+};
+
+}  // namespace
+
 void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   // Added tokens that match the raw text come out first; HF does the same.
   raw_splits_.clear();
   if (p_.raw_added.empty()) raw_splits_.push_back({-1, 0, uint32_t(text.size())});
   else p_.raw_added.split(text, raw_splits_);
   // encode_piece may not touch raw_splits_, so iterate by index over a stable vector.
+  TokenSink sink(out);
   for (size_t i = 0; i < raw_splits_.size(); ++i) {
     const AddedSplit s = raw_splits_[i];
     if (s.id >= 0) out.push_back({s.id, s.begin, s.end});
-    else if (s.begin < s.end) encode_words(text, s.begin, s.end, out);
+    else if (s.begin < s.end && !encode_words(text, s.begin, s.end, sink)) encode_piece(text, s.begin, s.end, out);
   }
 }
 
-void HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {
+void HfTokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) const {
+  raw_splits_.clear();
+  if (p_.raw_added.empty()) raw_splits_.push_back({-1, 0, uint32_t(text.size())});
+  else p_.raw_added.split(text, raw_splits_);
+  IdSink sink(out);
+  for (size_t i = 0; i < raw_splits_.size(); ++i) {
+    const AddedSplit s = raw_splits_[i];
+    if (s.id >= 0) {
+      out.push_back(s.id);
+    } else if (s.begin < s.end && !encode_words(text, s.begin, s.end, sink)) {
+      general_.clear();
+      encode_piece(text, s.begin, s.end, general_);
+      for (const Token& t : general_) out.push_back(t.id);
+    }
+  }
+}
+
+template <class Sink>
+bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, Sink& sink) const {
   const std::string_view piece = text.substr(begin, end - begin);
-  if (word_split_ == nullptr || (nfc_ && !nfc_inert(piece))) return encode_piece(text, begin, end, out);
+  if (word_split_ == nullptr || (nfc_ && !nfc_quick_check(piece))) return false;
   // Byte-level BPE gives about one token per 4 bytes of text.
-  out.reserve(out.size() + piece.size() / 3 + 16);
-  uint32_t word_begin = 0;  // of the word being emitted, relative to `text`
-  uint32_t at = 0;          // its next piece, relative to the word
-  auto emit = [&](int32_t id, uint32_t len) __attribute__((always_inline)) {
-    // A zero-length byte-fallback piece shares the previous piece's byte.
-    const uint32_t b = len == 0 ? (at > 0 ? at - 1 : at) : at;
-    const uint32_t e = len == 0 ? b + 1 : at + len;
-    out.push_back({id, word_begin + b, word_begin + e});
-    at += len;
-  };
+  sink.reserve(piece.size() / 3 + 16);
+  const BpeModel& model = *p_.model;
+  const char* const readable_end = text.data() + text.size();
   auto word = [&](size_t b, size_t e) __attribute__((always_inline)) {
-    word_begin = begin + uint32_t(b);
-    at = 0;
-    p_.model->for_each_piece(piece.substr(b, e - b), emit, text.data() + text.size());
+    sink.word(begin + uint32_t(b));
+    model.for_each_piece(std::string_view(piece.data() + b, e - b), sink, readable_end);
   };
   size_t prev = 0;
   word_split_->for_each(piece, [&](size_t b, size_t e) {
@@ -67,6 +117,7 @@ void HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t e
     prev = e;
   });
   if (prev < piece.size()) word(prev, piece.size());
+  return true;
 }
 
 void HfTokenizer::encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {

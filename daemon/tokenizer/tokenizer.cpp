@@ -35,6 +35,12 @@ bool SpecialSplitter::find(std::string_view s, int32_t& id) const {
   return false;
 }
 
+void Tokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<Token> tokens;
+  encode(text, tokens);
+  for (const Token& t : tokens) out.push_back(t.id);
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(std::string_view type, const std::string& path) {
   if (type == "sentencepiece") return load_sentencepiece_tokenizer(path);
   if (type == "hf") return load_hf_tokenizer(path);

@@ -42,6 +42,12 @@ class Tokenizer {
   // piece between them is encoded on its own. Offsets are relative to `text`.
   virtual void encode(std::string_view text, std::vector<Token>& out) const = 0;
 
+  // The ids encode() gives, appended to `out`, for callers that need no
+  // offsets (labels by byte span need them; a whole-text label, a count, a
+  // check against other ids do not). Backends with a faster path for it
+  // override it; the default encodes with offsets and keeps the ids.
+  virtual void encode_ids(std::string_view text, std::vector<int32_t>& out) const;
+
   // Inverse of encode for tests and tools (special tokens rendered as text).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
 

@@ -217,3 +217,114 @@ TEST_CASE("fast split: every code point alone and after a space, a letter and a 
     }
   }
 }
+
+TEST_CASE("fast split: the 64-byte masks agree with the class table and with a byte-at-a-time scan") {
+  using namespace tokfeed::text::hf::split_detail;
+  const ClassTable& t = class_table();
+  // Each ASCII byte's mask is its class in the table (from PCRE2).
+  for (int c = 0; c < 128; ++c) {
+    const unsigned char b = static_cast<unsigned char>(c);
+    const ByteMasks m = classify(&b, 1);
+    const uint8_t cls = m.letter ? kLetter : m.digit ? kNumber : m.space ? kSpace : kOther;
+    CHECK_MESSAGE(cls == t.ascii(b), "byte " << c);
+    CHECK((m.newline != 0) == (c == '\n' || c == '\r'));
+    CHECK((m.other != 0) == (cls == kOther));
+    CHECK((m.prefix != 0) == (cls == kOther || (cls == kSpace && c != '\n' && c != '\r')));
+    CHECK(m.high == 0);
+  }
+  // The vector path against the scan, on random bytes of every length.
+  std::mt19937_64 rng(20261206);
+  unsigned char buf[64];
+  for (int round = 0; round < 20000; ++round) {
+    const size_t len = round < 65 ? size_t(round) : size_t(rng() % 65);
+    for (auto& b : buf) b = static_cast<unsigned char>(rng() % 4 == 0 ? rng() : "a Z9\n\r\t'.,\x80\xe4"[rng() % 12]);
+    const ByteMasks a = classify(buf, len), b = classify_bytes(buf, len);
+    REQUIRE(a.letter == b.letter);
+    REQUIRE(a.digit == b.digit);
+    REQUIRE(a.space == b.space);
+    REQUIRE(a.newline == b.newline);
+    REQUIRE(a.high == b.high);
+    REQUIRE(a.other == b.other);
+    REQUIRE(a.prefix == b.prefix);
+  }
+}
+
+TEST_CASE("fast split: three-byte letter blocks hold letters only") {
+  using namespace tokfeed::text::hf::split_detail;
+  const ClassTable& t = class_table();
+  size_t blocks = 0;
+  for (unsigned lead = 0xE0; lead <= 0xEF; ++lead)
+    for (unsigned second = 0x80; second <= 0xBF; ++second) {
+      if (!t.letter_block(static_cast<unsigned char>(lead), static_cast<unsigned char>(second))) continue;
+      ++blocks;
+      const char32_t first = char32_t(lead & 0x0F) << 12 | char32_t(second & 0x3F) << 6;
+      for (char32_t cp = first; cp < first + 64; ++cp) REQUIRE(t.get(cp) == kLetter);
+    }
+  CHECK(blocks > 300);  // CJK ideographs alone fill 20,992 code points: 328 blocks
+}
+
+TEST_CASE("fast split: identical to PCRE2 on long random strings across the 64-byte windows") {
+  // Runs of each class, long and short, in any order, so that every kind of
+  // match starts and ends at every offset of a window, and chars past ASCII
+  // (letters, marks, spaces, punctuation, emoji, invalid bytes) stand where
+  // the masks hand over to the per-char path.
+  std::mt19937_64 rng(20261207);
+  const std::vector<std::string> past_ascii = {"\xe4\xb8\xad",
+                                               "\xe6\x96\x87",
+                                               "\xe3\x80\x82",
+                                               "\xef\xbc\x8c",
+                                               "\xe3\x80\x80",
+                                               "\xc3\xa9",
+                                               "\xc5\xbf",
+                                               "\xcc\x81",
+                                               "\xe0\xa4\xbf",
+                                               "\xd9\xa0",
+                                               "\xc2\xb2",
+                                               "\xc2\x85",
+                                               "\xc2\xa0",
+                                               "\xe2\x80\x83",
+                                               "\xe2\x80\xa8",
+                                               "\xf0\x9f\x98\x80",
+                                               "\xe2\x80\x8d",
+                                               "\xea\xb0\x80",
+                                               "\xe3\x81\x82",
+                                               "\xe3\x82\x99",
+                                               "\xe2\x85\xa7",
+                                               "\x80",
+                                               "\xff",
+                                               "\xe4\xb8",
+                                               "\xed\xa0\x80",
+                                               "\xc0\xaf",
+                                               "\xf4\x90\x80\x80"};
+  const std::string ascii_runs[] = {"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                                    "0123456789",
+                                    "          ",
+                                    "\n\n\r\n",
+                                    "\t\v\f",
+                                    ".,;:!?()[]{}<>\"#$%&*+-/=@\\^_`|~",
+                                    "''"};
+  for (const std::string& pattern : {kQwen, kLlama3}) {
+    Pair p(pattern);
+    for (int round = 0; round < 6000; ++round) {
+      std::string s;
+      const size_t target = 40 + rng() % 300;
+      while (s.size() < target) {
+        const uint64_t r = rng();
+        if (r % 7 == 0) {
+          for (int k = 0, len = 1 + int(r >> 8) % 12; k < len; ++k) s += past_ascii[rng() % past_ascii.size()];
+        } else {
+          const std::string& run = ascii_runs[(r >> 8) % 7];
+          const size_t len = (r >> 16) % 8 == 0 ? 40 + (r >> 24) % 90 : 1 + (r >> 24) % 9;
+          for (size_t k = 0; k < len; ++k) s.push_back(run[rng() % run.size()]);
+          if ((r >> 40) % 3 == 0) s.push_back(' ');
+        }
+      }
+      std::string d = p.diff(s);
+      if (!d.empty()) {
+        std::string hex;
+        for (unsigned char c : s) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15], hex += ' ';
+        FAIL(d << " in bytes " << hex);
+      }
+    }
+  }
+}

@@ -161,7 +161,15 @@ TEST_CASE("sp bpe: models outside its exact cases keep libsentencepiece, saying 
                        doctest::Contains("not a SentencePiece model"), tokfeed::text::TokenizerError);
 }
 
-TEST_CASE("sp bpe: the sentencepiece tokenizer names its engine") {
+TEST_CASE("sp bpe: the sentencepiece tokenizer names its engine; encode_ids gives encode's ids") {
   auto tok = tokfeed::text::load_tokenizer("sentencepiece", kModel);
   CHECK(tok->engine() == "sentencepiece; BPE: tokfeed's encoder");
+  const std::string text = "<s>Hello  world,\n\xe4\xb8\xad\xe6\x96\x87 </s>x";
+  std::vector<tokfeed::text::Token> tokens;
+  tok->encode(text, tokens);
+  std::vector<int32_t> ids = {-1}, want = {-1};
+  tok->encode_ids(text, ids);
+  for (const auto& t : tokens) want.push_back(t.id);
+  CHECK(tokens.size() > 5);
+  CHECK(ids == want);
 }

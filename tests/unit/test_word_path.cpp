@@ -2,7 +2,8 @@
 // of HfTokenizer (hf_model.hpp) for byte-level ones, and the cut before each
 // run of "\u2581" for SentencePiece-style ones, against the general pipeline
 // (span lists, NormalizedText, one word per span), ids and offsets, on the
-// golden texts and random strings; and the word cache (word_cache.hpp) against the merges it stands
+// golden texts and random strings, and the ids-only path (encode_ids)
+// against both; and the word cache (word_cache.hpp) against the merges it stands
 // for, through its growth and the clear at its limit.
 #include <doctest/doctest.h>
 #include <simdjson.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace fs = std::filesystem;
@@ -110,7 +112,7 @@ bool same(const std::vector<Token>& a, const std::vector<Token>& b) {
 
 }  // namespace
 
-TEST_CASE("word path: fused split and merges equal the general pipeline, ids and offsets") {
+TEST_CASE("word path: fused split and merges equal the general pipeline, ids and offsets; encode_ids its ids") {
   const auto golden = golden_texts();
   REQUIRE(golden.size() == 3011);
   for (const char* name : {"qwen3", "llama3", "sp32k-hf"}) {
@@ -123,16 +125,27 @@ TEST_CASE("word path: fused split and merges equal the general pipeline, ids and
     HfTokenizer fused(load_hf_parts(path), true), general(load_hf_parts(path), false);
     std::mt19937 rng(11);
     size_t bad = 0, n = 0;
+    size_t bad_ids = 0;
     auto check = [&](const std::string& text) {
       std::vector<Token> a, b;
       fused.encode(text, a);
       general.encode(text, b);
       ++n;
       if (!same(a, b) && bad++ < 3) FAIL_CHECK("text " << n << ": fused " << show(a) << "\ngeneral " << show(b));
+      // The ids-only path (encode_ids), fused and general, after what is
+      // already in its output.
+      for (const HfTokenizer* tok : {&fused, &general}) {
+        std::vector<int32_t> ids = {-7};
+        tok->encode_ids(text, ids);
+        bool ok = ids.size() == a.size() + 1 && ids[0] == -7;
+        for (size_t i = 0; ok && i < a.size(); ++i) ok = ids[i + 1] == a[i].id;
+        if (!ok && bad_ids++ < 3) FAIL_CHECK("text " << n << ": encode_ids differs from " << show(a));
+      }
     };
     for (const auto& t : golden) check(t);
     for (int i = 0; i < 20000; ++i) check(random_text(rng));
     CHECK(bad == 0);
+    CHECK(bad_ids == 0);
   }
 }
 
@@ -192,7 +205,7 @@ TEST_CASE("word path: words are cut before \xe2\x96\x81 only where no merge can 
   CHECK_FALSE(model({{m, "a"}}, true).words_end_before_metaspace());  // ignore_merges looks up whole words
 }
 
-TEST_CASE("word path: a text nfc_inert passes over is its own NFC (utf8proc)") {
+TEST_CASE("word path: a text the NFC quick check passes is its own NFC (utf8proc)") {
   // Code points from every three-byte block (where whole blocks are skipped
   // by their lead byte) and the marks that compose with what precedes them.
   std::mt19937 rng(3);
@@ -209,9 +222,9 @@ TEST_CASE("word path: a text nfc_inert passes over is its own NFC (utf8proc)") {
     REQUIRE(nfc != nullptr);
     const bool same = s == reinterpret_cast<const char*>(nfc);
     std::free(nfc);
-    if (nfc_inert(s)) {
+    if (nfc_quick_check(s)) {
       ++inert;
-      if (!same) FAIL_CHECK("NFC changes a text called inert, entry " << i);
+      if (!same) FAIL_CHECK("NFC changes a text the quick check passes, entry " << i);
     } else {
       ++active;
     }

@@ -198,6 +198,14 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
   return it == raw_vocab_.end() ? -1 : it->second;
 }
 
+const std::vector<WordPiece>& BpeModel::merge_and_keep(std::string_view word, WordCache::Lookup at,
+                                                       bool cacheable) const {
+  scratch_.clear();
+  merge_uncached(word, scratch_);
+  if (cacheable) cache_.insert(word, at, scratch_.data(), scratch_.size());
+  return scratch_;
+}
+
 void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
   if (ignore_merges_) {
     if (const int32_t id = whole_words_.find(word); id >= 0) {

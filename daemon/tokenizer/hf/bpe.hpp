@@ -59,10 +59,8 @@ class BpeModel {
     WordCache::Lookup at;
     const bool cacheable = word.size() <= WordCache::kMaxWordLen;
     if (cacheable && cache_.find(word, at, emit, readable_end)) return;
-    scratch_.clear();
-    merge_uncached(word, scratch_);
-    if (cacheable) cache_.insert(word, at, scratch_.data(), scratch_.size());
-    for (const WordPiece& p : scratch_) emit(p.id, p.len);
+    // The lookup goes by value: on a hit it stays in registers.
+    for (const WordPiece& p : merge_and_keep(word, at, cacheable)) emit(p.id, p.len);
   }
 
   // Token string of an id as written in the json, or nullptr.
@@ -88,6 +86,9 @@ class BpeModel {
  private:
   // last: where given, the parts the last merge joined ({-1, -1} if none).
   void merge_word(std::string_view word, std::vector<WordPiece>& out, int32_t (*last)[2] = nullptr) const;
+  // A word the cache missed: its pieces, kept in the cache if `cacheable`.
+  [[gnu::noinline]] const std::vector<WordPiece>& merge_and_keep(std::string_view word, WordCache::Lookup at,
+                                                                 bool cacheable) const;
   // A word not in the cache: ignore_merges, then the linear or the heap merges.
   void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();

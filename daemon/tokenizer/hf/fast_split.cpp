@@ -41,6 +41,11 @@ ClassTable::ClassTable() {
     stage1_[blk] = it->second;
   }
   for (int c = 0; c < 128; ++c) ascii_[c] = full[size_t(c)];
+  for (char32_t first = 0; first < 0x10000; first += 64) {
+    bool all = first >= 0x800;
+    for (char32_t cp = first; cp < first + 64 && all; ++cp) all = full[cp] == kLetter;
+    if (all) letter3_[first >> 12] |= uint64_t(1) << (first >> 6 & 0x3F);
+  }
 }
 
 const ClassTable& class_table() {
@@ -52,13 +57,13 @@ CharInfo multibyte_char_at(const ClassTable& t, const unsigned char* s, size_t i
   const unsigned char b0 = s[i];
   const size_t left = n - i;
   auto cont = [&](size_t k) { return k < left && (s[i + k] & 0xC0) == 0x80; };
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    if (cont(1)) return {t.get(char32_t((b0 & 0x1F) << 6 | (s[i + 1] & 0x3F))), 2};
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+  if ((b0 & 0xF0) == 0xE0) {  // three bytes first: CJK text is mostly these
     if (cont(1) && cont(2)) {
       char32_t cp = (b0 & 0x0F) << 12 | (s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
       if (cp >= 0x800) return {t.get(cp), 3};  // surrogates are kInvalid in the table
     }
+  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
+    if (cont(1)) return {t.get(char32_t((b0 & 0x1F) << 6 | (s[i + 1] & 0x3F))), 2};
   } else if (b0 >= 0xF0 && b0 <= 0xF4) {
     if (cont(1) && cont(2) && cont(3)) {
       char32_t cp = (b0 & 0x07) << 18 | (s[i + 1] & 0x3F) << 12 | (s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F);
@@ -103,6 +108,38 @@ size_t spaces_end(const ClassTable& t, const unsigned char* s, size_t i, size_t 
   if (last_newline != SIZE_MAX) return last_newline + 1;
   if (w == n || char_at(t, s, w, n).cls == kInvalid || count == 1) return w;
   return last_start;
+}
+
+Step scalar_step(const ClassTable& t, const unsigned char* s, size_t i, size_t n, int max_digits) {
+  const CharInfo c = char_at(t, s, i, n);
+  if (c.cls == kInvalid) return {i + c.len, false};
+  if (c.cls == kLetter) return {letters_end(t, s, i + c.len, n), true};  // 2. with an empty prefix
+  if (c.cls == kNumber) {
+    // 3. \p{N} or \p{N}{1,3}
+    size_t e = i + c.len;
+    for (int k = 1; k < max_digits && e < n; ++k) {
+      const CharInfo d = char_at(t, s, e, n);
+      if (d.cls != kNumber) break;
+      e += d.len;
+    }
+    return {e, true};
+  }
+  if (s[i] == '\'') {
+    // 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if (const size_t e = contraction(s, i, n)) return {e, true};
+  }
+  // c is a space or another char (punctuation, symbol, mark, control).
+  const size_t j = i + c.len;
+  const CharInfo next = j < n ? char_at(t, s, j, n) : CharInfo{kInvalid, 0};
+  if (next.cls == kLetter && !is_newline(s[i]))
+    return {letters_end(t, s, j + next.len, n), true};  // 2. with the prefix
+  if (c.cls == kOther || (s[i] == ' ' && next.cls == kOther)) {
+    // 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
+    size_t e = run_end(t, s, c.cls == kOther ? j : j + next.len, n, kOther);
+    while (e < n && is_newline(s[e])) ++e;
+    return {e, true};
+  }
+  return {spaces_end(t, s, i, n), true};
 }
 
 }  // namespace split_detail

@@ -14,7 +14,11 @@
 //
 // for_each() hands each match to a callback as it is found, so a caller can
 // tokenize word by word with no list of matches in between
-// (HfTokenizer's fused path, hf_model.hpp).
+// (HfTokenizer's fused path, hf_model.hpp). It classifies ASCII 64 bytes at
+// a time into bit masks (split_masks.hpp) and takes the common matches of
+// ASCII text from them; chars past ASCII keep the per-char path and the
+// table, whole blocks of three-byte letters (Han, kana, Hangul) passed over
+// without decoding.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "tokenizer/hf/split_masks.hpp"
 
 namespace tokfeed::text::hf {
 
@@ -38,9 +44,15 @@ class ClassTable {
   ClassTable();
   uint8_t ascii(unsigned char c) const { return ascii_[c]; }
   uint8_t get(char32_t cp) const { return stage2_[size_t(stage1_[cp >> 8]) << 8 | (cp & 0xFF)]; }
+  // True when all 64 three-byte chars with this lead and second byte are
+  // letters (most of Han, kana, Hangul): their class without decoding.
+  bool letter_block(unsigned char lead, unsigned char second) const {
+    return letter3_[lead & 0x0F] >> (second & 0x3F) & 1;
+  }
 
  private:
   uint8_t ascii_[128];
+  uint64_t letter3_[16] = {};
   std::vector<uint16_t> stage1_;
   std::vector<uint8_t> stage2_;
 };
@@ -78,6 +90,34 @@ inline size_t ascii_letters8(const unsigned char* p) {
 
 inline bool is_ascii_letter(unsigned char c) { return unsigned((c | 0x20) - 'a') < 26; }
 
+// End of the run of \p{L} starting at i, where letters of any script may
+// continue it (after a char past ASCII, say).
+inline size_t letters_tail(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
+  while (i < n) {
+    if (s[i] < 0x80) {
+      if (!is_ascii_letter(s[i])) break;
+      ++i;
+      continue;
+    }
+    if ((s[i] & 0xF0) == 0xE0 && i + 3 <= n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
+      // Three bytes (Han, kana, Hangul), decoded here as multibyte_char_at
+      // does; surrogates and overlong forms are not letters in the table.
+      if (t.letter_block(s[i], s[i + 1])) {
+        i += 3;
+        continue;
+      }
+      const char32_t cp = char32_t(s[i] & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+      if (cp < 0x800 || t.get(cp) != kLetter) break;
+      i += 3;
+      continue;
+    }
+    CharInfo c = multibyte_char_at(t, s, i, n);
+    if (c.cls != kLetter) break;
+    i += c.len;
+  }
+  return i;
+}
+
 // End of the run of \p{L} starting at i, ASCII letters eight at a time.
 inline size_t letters_end(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
   while (i + 8 <= n) {
@@ -92,27 +132,7 @@ inline size_t letters_end(const ClassTable& t, const unsigned char* s, size_t i,
     if (!is_ascii_letter(s[i])) return i;
     ++i;
   }
-  if (i == n) return i;
-  // A char past ASCII: letters of any script continue the run.
-  while (i < n) {
-    if (s[i] < 0x80) {
-      if (!is_ascii_letter(s[i])) break;
-      ++i;
-      continue;
-    }
-    if ((s[i] & 0xF0) == 0xE0 && i + 3 <= n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
-      // Three bytes (Han, kana, Hangul), decoded here as multibyte_char_at
-      // does; surrogates and overlong forms are not letters in the table.
-      const char32_t cp = char32_t(s[i] & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
-      if (cp < 0x800 || t.get(cp) != kLetter) break;
-      i += 3;
-      continue;
-    }
-    CharInfo c = multibyte_char_at(t, s, i, n);
-    if (c.cls != kLetter) break;
-    i += c.len;
-  }
-  return i;
+  return letters_tail(t, s, i, n);
 }
 
 // End of the run of chars of class `cls` starting at i.
@@ -135,6 +155,28 @@ size_t contraction(const unsigned char* s, size_t i, size_t n);
 
 // The end of the run of spaces starting at i (\s*[\r\n]+|\s+(?!\S)|\s+).
 size_t spaces_end(const ClassTable& t, const unsigned char* s, size_t i, size_t n);
+
+// A letter of three bytes at j (j <= n) in a block of letters only (Han,
+// kana, Hangul).
+inline bool is_letter3(const ClassTable& t, const unsigned char* s, size_t j, size_t n) {
+  return j + 3 <= n && (s[j] & 0xF0) == 0xE0 && (s[j + 1] & 0xC0) == 0x80 && (s[j + 2] & 0xC0) == 0x80 &&
+         t.letter_block(s[j], s[j + 1]);
+}
+
+// A char of three bytes at j that may stand before a letter run in one
+// match (punctuation such as U+3002, a space such as U+3000).
+inline bool is_prefix3(const ClassTable& t, const unsigned char* s, size_t j, size_t n) {
+  const CharInfo c = multibyte_char_at(t, s, j, n);
+  return c.len == 3 && (c.cls == kOther || c.cls == kSpace);
+}
+
+// One match at i the general way (any char): its end, or `match` false
+// for a byte of invalid UTF-8, which no alternative matches.
+struct Step {
+  size_t end;
+  bool match;
+};
+Step scalar_step(const ClassTable& t, const unsigned char* s, size_t i, size_t n, int max_digits);
 
 }  // namespace split_detail
 
@@ -167,52 +209,66 @@ void FastSplit::for_each(std::string_view subject, Match&& match) const {
   const ClassTable& t = class_table();
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
+  // The masks of the 64 bytes from `base`, moved on when fewer than 8 bytes
+  // of the window are left at i. A run that reaches the window's end, or a
+  // byte past ASCII where it matters, is finished per char.
+  size_t base = size_t(0) - 64;
+  ByteMasks m;
   size_t i = 0;
   while (i < n) {
-    // The common words first: an ASCII letter, or a space and one.
-    if (is_ascii_letter(s[i])) {
-      const size_t e = letters_end(t, s, i + 1, n);
-      match(i, e);
-      i = e;
-      continue;
-    }
-    if (s[i] == ' ' && i + 1 < n && is_ascii_letter(s[i + 1])) {
-      const size_t e = letters_end(t, s, i + 2, n);
-      match(i, e);
-      i = e;
-      continue;
-    }
-    const CharInfo c = char_at(t, s, i, n);
     size_t e = 0;
-    if (c.cls == kLetter) {
-      // 2. [^\r\n\p{L}\p{N}]?\p{L}+ with an empty prefix
-      e = letters_end(t, s, i + c.len, n);
-    } else if (c.cls == kNumber) {
-      // 3. \p{N} or \p{N}{1,3}
-      e = i + c.len;
-      for (int k = 1; k < max_digits_ && e < n; ++k) {
-        CharInfo d = char_at(t, s, e, n);
-        if (d.cls != kNumber) break;
-        e += d.len;
+    if (i - base <= 56 || s[i] < 0x80) {  // a char past ASCII needs no masks
+      if (i - base > 56) {
+        base = i;
+        m = classify(s + i, n - i);
       }
-    } else if (c.cls == kInvalid) {  // matched by nothing: left between matches
-      i += c.len;
-      continue;
-    } else if (s[i] == '\'' && (e = contraction(s, i, n)) != 0) {
-      // 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
-    } else {
-      // c is a space or another char (punctuation, symbol, mark, control).
-      const size_t j = i + c.len;
-      const CharInfo next = j < n ? char_at(t, s, j, n) : CharInfo{kInvalid, 0};
-      if (next.cls == kLetter && !is_newline(s[i])) {
-        // 2. with the one-char prefix
-        e = letters_end(t, s, j + next.len, n);
-      } else if (c.cls == kOther || (s[i] == ' ' && next.cls == kOther)) {
-        // 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
-        e = run_end(t, s, c.cls == kOther ? j : j + next.len, n, kOther);
-        while (e < n && is_newline(s[e])) ++e;
+      const size_t o = i - base;
+      const uint64_t bit = uint64_t(1) << o;
+      if ((m.letter & bit) || ((m.prefix & bit) && (m.letter & bit << 1) && s[i] != '\'')) {
+        // 2. [^\r\n\p{L}\p{N}]?\p{L}+ (a letter at i, or at i + 1 after a prefix)
+        const size_t p = m.letter & bit ? o + 1 : o + 2;
+        const size_t q = p + size_t(__builtin_ctzll(~(m.letter >> p)));  // p >= 1: some bit is clear
+        e = q == 64 ? letters_end(t, s, base + q, n) : m.high >> q & 1 ? letters_tail(t, s, base + q, n) : base + q;
+      } else if (m.digit & bit) {
+        // 3. \p{N} or \p{N}{1,3}; a number past ASCII may follow a short run
+        const uint64_t run = m.digit >> o & 7;
+        if (max_digits_ == 1 || run == 7) e = i + size_t(max_digits_);
+        else if (const size_t d = run & 2 ? 2 : 1; !(m.high >> (o + d) & 1)) e = i + d;
+      } else if (((m.other & bit) && s[i] != '\'') || (s[i] == ' ' && (m.other & bit << 1))) {
+        // 4.  ?[^\s\p{L}\p{N}]+[\r\n]*; what follows the first char is not
+        // a letter (above), but past ASCII it may be one
+        const size_t p = m.other & bit ? o + 1 : o + 2;
+        if (p == o + 2 || !(m.high & bit << 1)) {
+          const size_t q = p + size_t(__builtin_ctzll(~(m.other >> p)));
+          e = q == 64 || (m.high >> q & 1) ? run_end(t, s, base + q, n, kOther) : base + q;
+          while (e < n && is_newline(s[e])) ++e;
+        }
+      } else if ((m.space & bit) && !(m.high & bit << 1)) {
+        // 5.-7. A run of spaces; where a byte past ASCII ends it, a Unicode space
+        // may go on or the next char be invalid.
+        const size_t q = o + 1 + size_t(__builtin_ctzll(~(m.space >> (o + 1))));
+        if (q < 64 && !(m.high >> q & 1)) {
+          const uint64_t newlines = m.newline >> o & ((uint64_t(1) << (q - o)) - 1);
+          // \s*[\r\n]+ up to the last newline; else \s+(?!\S) all of it at
+          // the end or for one space, else all but the last space.
+          if (newlines != 0) e = i + size_t(64 - __builtin_clzll(newlines));
+          else e = base + q == n || q == o + 1 ? base + q : base + q - 1;
+        }
+      }
+    }
+    if (e == 0) {
+      // Three-byte chars (CJK) first: a letter, or punctuation before one, starts 2.
+      if (is_letter3(t, s, i, n)) {
+        e = letters_tail(t, s, i + 3, n);
+      } else if ((s[i] & 0xF0) == 0xE0 && is_letter3(t, s, i + 3, n) && is_prefix3(t, s, i, n)) {
+        e = letters_tail(t, s, i + 6, n);
       } else {
-        e = spaces_end(t, s, i, n);
+        const Step st = scalar_step(t, s, i, n, max_digits_);
+        if (!st.match) {  // invalid UTF-8, matched by nothing: left between matches
+          i = st.end;
+          continue;
+        }
+        e = st.end;
       }
     }
     match(i, e);

@@ -33,6 +33,7 @@ class HfTokenizer final : public Tokenizer {
   explicit HfTokenizer(HfParts parts, bool fused = true);
 
   void encode(std::string_view text, std::vector<Token>& out) const override;
+  void encode_ids(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   std::optional<int32_t> special_token_id(std::string_view text) const override;
   int32_t pad_id() const override { return p_.pad_id; }
@@ -44,8 +45,11 @@ class HfTokenizer final : public Tokenizer {
   void encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;
   void encode_normalized(PreTokenized& pt, std::vector<Token>& out) const;
   void encode_span(const PreTokenized& pt, const PreSpan& span, std::vector<Token>& out) const;
-  // The fused path: split and tokenize word by word, no span lists.
-  void encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;
+  // The fused path: split and tokenize word by word, no span lists; each
+  // piece goes to sink.word(begin) and sink(id, len) (hf_tokenizer.cpp).
+  // False, having done nothing, where the text must take the general path.
+  template <class Sink>
+  bool encode_words(std::string_view text, uint32_t begin, uint32_t end, Sink& sink) const;
 
   HfParts p_;
   // Set when the pipeline is NFC or nothing, then the hand-written split
@@ -60,6 +64,7 @@ class HfTokenizer final : public Tokenizer {
   mutable std::vector<AddedSplit> raw_splits_, normalized_splits_;
   mutable PreTokenized pre_;
   mutable std::vector<WordPiece> pieces_;
+  mutable std::vector<Token> general_;  // encode_ids: a piece on the general path
 };
 
 // Builds the parts from a parsed tokenizer.json (json_load.cpp).

@@ -117,8 +117,8 @@ Missing find_missing() {
       std::string p = fmt::format("^\\p{{{}}}", c);
       int err = 0;
       PCRE2_SIZE off = 0;
-      pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &err,
-                                       &off, nullptr);
+      pcre2_code* code =
+          pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
       if (code) pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
       re[c] = code;
     }

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 
+#include "tokenizer/hf/nfc_check.hpp"
+
 namespace tokfeed::text::hf {
 
 DecodedChar decode_utf8(std::string_view s, size_t i) {
@@ -149,25 +151,14 @@ class InertTable {
           (p->category != UTF8PROC_CATEGORY_CN && nfc_unknown(char32_t(cp))))
         set(bits_, char32_t(cp));
     }
-    // Three-byte lead bytes all of whose chars are inert (most of CJK).
-    for (unsigned lead = 0xE0; lead <= 0xEF; ++lead) {
-      const char32_t first = char32_t(lead & 0x0F) << 12;
-      bool all = true;
-      for (char32_t cp = std::max<char32_t>(first, 0x800); cp < first + 0x1000 && all; ++cp)
-        all = (cp >= 0xD800 && cp <= 0xDFFF) || get(bits_, cp);
-      lead3_inert_[lead - 0xE0] = all;
-    }
   }
   bool inert(char32_t cp) const { return cp > 0x10FFFF || get(bits_, cp); }
-  // Every well-formed three-byte char with this lead byte (0xE0..0xEF) is inert.
-  bool lead3_inert(unsigned char lead) const { return lead3_inert_[lead - 0xE0]; }
 
  private:
   static bool is_hangul(utf8proc_int32_t cp) { return cp >= 0xAC00 && cp <= 0xD7A3; }
   static void set(std::vector<uint64_t>& v, char32_t cp) { v[cp >> 6] |= uint64_t(1) << (cp & 63); }
   static bool get(const std::vector<uint64_t>& v, char32_t cp) { return (v[cp >> 6] >> (cp & 63)) & 1; }
   std::vector<uint64_t> bits_;
-  bool lead3_inert_[16] = {};
 };
 
 const InertTable& inert_table() {
@@ -188,48 +179,14 @@ bool inert(std::string_view s, size_t i, uint32_t* len) {
 
 }  // namespace
 
-void nfc_prepare() { inert_table(); }
-
-namespace {
-
-// The first char of s that NFC could touch, or s.size(). ASCII goes 8 bytes
-// at a time.
-size_t first_active(std::string_view s) {
-  const InertTable& table = inert_table();
-  for (size_t i = 0; i < s.size();) {
-    uint64_t v;
-    if (i + 8 <= s.size() && (std::memcpy(&v, s.data() + i, 8), (v & 0x8080808080808080ull) == 0)) {
-      i += 8;
-      continue;
-    }
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    if ((b & 0xF0) == 0xE0 && i + 3 <= s.size() && table.lead3_inert(b) &&
-        (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80 &&
-        (static_cast<unsigned char>(s[i + 2]) & 0xC0) == 0x80) {
-      // A CJK char, say, whose whole block is inert: no decoding. (E0 and ED
-      // with a bad second byte are invalid, and so inert too.)
-      i += 3;
-      continue;
-    }
-    DecodedChar d = decode_utf8(s, i);
-    if (!table.inert(d.cp)) return i;
-    i += d.len;
-  }
-  return s.size();
+void nfc_prepare() {
+  inert_table();
+  nfc_check_table();
 }
 
-}  // namespace
-
-bool nfc_inert(std::string_view s) { return first_active(s) == s.size(); }
-
 bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions) {
-  // Fast path: most text has no char that NFC could touch.
-  const size_t first = first_active(s);
-  if (first == s.size()) return false;
+  // Fast path: most text is NFC by the quick check.
+  if (nfc_quick_check(s)) return false;
 
   std::string result;
   std::vector<NfcRegion> found;

@@ -63,12 +63,9 @@ bool nfc_unknown(char32_t cp);
 // decomposition, never the second half of a composition), where NFC of the
 // whole equals the concatenation of NFC of the parts. A changed region is
 // the smallest such span that NFC rewrote, usually a base char plus marks.
-// Returns false (and leaves out/regions untouched) if s is already NFC.
+// Returns false (and leaves out/regions untouched) if s is already NFC; it
+// starts with the quick check (nfc_check.hpp).
 bool nfc_append(std::string_view s, std::string& out, std::vector<NfcRegion>& regions);
-
-// True when NFC leaves s as it is because no char of s could change (the
-// check nfc_append starts with).
-bool nfc_inert(std::string_view s);
 
 // Builds nfc_append's tables now (they are built once per process, on first
 // use otherwise): call at load time, before worker processes fork.

@@ -40,31 +40,18 @@ class WordCache {
     key(word, at, readable_end);
     at.slot = SIZE_MAX;
     if (slots_.empty()) return false;
+    // The first slot on its own: most words are found there, and the loop's
+    // bookkeeping is only paid past it.
+    size_t i = at.hash >> shift_;
+    if (same_key(slots_[i], word, at)) return emit_pieces(slots_[i], uint32_t(word.size()), emit);
     const size_t mask = slots_.size() - 1;
-    for (size_t i = at.hash >> shift_;; i = (i + 1) & mask) {
-      const Entry& e = slots_[i];
-      if (e.key_len == 0) {
+    for (;;) {
+      if (slots_[i].key_len == 0) {
         at.slot = i;
         return false;
       }
-      if (e.lo != at.lo || e.hi != at.hi || e.key_len != word.size()) continue;
-      if (word.size() > kInlineKey && std::memcmp(keys_.data() + e.ids[0], word.data(), word.size()) != 0) continue;
-      const uint32_t len = uint32_t(word.size());
-      switch (e.n) {
-        case 1: emit(int32_t(e.ids[0]), len); break;
-        case 2:
-          emit(int32_t(e.ids[0]), uint32_t(e.lens[0]));
-          emit(int32_t(e.ids[1]), len - e.lens[0]);
-          break;
-        case 3:
-          emit(int32_t(e.ids[0]), uint32_t(e.lens[0]));
-          emit(int32_t(e.ids[1]), uint32_t(e.lens[1]));
-          emit(int32_t(e.ids[2]), len - e.lens[0] - e.lens[1]);
-          break;
-        default:
-          for (const WordPiece *p = values_.data() + e.ids[1], *end = p + e.ids[2]; p != end; ++p) emit(p->id, p->len);
-      }
-      return true;
+      i = (i + 1) & mask;
+      if (same_key(slots_[i], word, at)) return emit_pieces(slots_[i], uint32_t(word.size()), emit);
     }
   }
   // Right after find() missed on the same word. A word longer than
@@ -88,6 +75,28 @@ class WordCache {
   };
   static_assert(sizeof(Entry) == 32);
   static constexpr uint8_t kOutOfLine = 0xFF;
+  [[gnu::always_inline]] bool same_key(const Entry& e, std::string_view word, const Lookup& at) const {
+    if (e.lo != at.lo || e.hi != at.hi || e.key_len != word.size()) return false;
+    return word.size() <= kInlineKey || std::memcmp(keys_.data() + e.ids[0], word.data(), word.size()) == 0;
+  }
+  template <class Emit>
+  [[gnu::always_inline]] bool emit_pieces(const Entry& e, uint32_t len, Emit&& emit) const {
+    switch (e.n) {
+      case 1: emit(int32_t(e.ids[0]), len); break;
+      case 2:
+        emit(int32_t(e.ids[0]), uint32_t(e.lens[0]));
+        emit(int32_t(e.ids[1]), len - e.lens[0]);
+        break;
+      case 3:
+        emit(int32_t(e.ids[0]), uint32_t(e.lens[0]));
+        emit(int32_t(e.ids[1]), uint32_t(e.lens[1]));
+        emit(int32_t(e.ids[2]), len - e.lens[0] - e.lens[1]);
+        break;
+      default:
+        for (const WordPiece *p = values_.data() + e.ids[1], *end = p + e.ids[2]; p != end; ++p) emit(p->id, p->len);
+    }
+    return true;
+  }
   [[gnu::always_inline]] static void key(std::string_view word, Lookup& at, const char* readable_end = nullptr) {
     const char* p = word.data();
     const size_t n = word.size();
