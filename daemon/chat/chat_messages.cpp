@@ -2,8 +2,11 @@
 // (docs/data_model.md section 1.2).
 #include <simdjson.h>
 
+#include <cstring>
+
 #include "template/json_value.hpp"
 #include "chat/chat_jinja.hpp"
+#include "chat/record_tools.hpp"
 
 namespace tokfeed::text {
 
@@ -15,26 +18,31 @@ namespace dom = simdjson::dom;
 Value str(std::string_view s) { return Value::str(std::string(s)); }
 
 // transformers' _alias_reasoning_fields: reasoning under any of its names is
-// also `thinking` (first) and `reasoning_content` (last).
-Value alias_reasoning(const Value& m) {
+// also `thinking` (first) and `reasoning_content` (last). Appends the
+// message to `out`.
+void add_aliased(const Value& m, std::vector<Value>& out) {
   const Value* r = nullptr;
-  for (const char* k : {"reasoning_content", "thinking", "reasoning"}) {
+  for (std::string_view k : {"reasoning_content", "thinking", "reasoning"}) {
     const Value* v = m.dict->find(k);
     if (v && !v->is_none()) {
       r = v;
       break;
     }
   }
-  if (!r) return m;
-  Value out = Value::new_dict();
-  Value reasoning = *r;
-  out.dict->set("thinking", reasoning);
-  for (const auto& [k, v] : m.dict->items) out.dict->set(k, v);
-  out.dict->set("reasoning_content", reasoning);
-  return out;
+  if (!r) {
+    out.push_back(m);
+    return;
+  }
+  Value a = Value::new_dict();
+  a.dict->items.reserve(m.dict->items.size() + 2);
+  const Value reasoning = *r;
+  a.dict->set("thinking", reasoning);
+  for (const auto& [k, v] : m.dict->items) a.dict->set(k, v);
+  a.dict->set("reasoning_content", reasoning);
+  out.push_back(std::move(a));
 }
 
-void placeholders(Value& m, const RecordRules& rules) {
+void placeholders(const Value& m, const RecordRules& rules) {
   if (rules.placeholders.empty()) return;
   const Value* c = m.dict->find("content");
   if (c && c->is_str()) m.dict->set("content", Value::str(apply_placeholders(*c->s, rules.placeholders)));
@@ -67,17 +75,21 @@ std::string tool_call_of(const Value& content, const std::string& where, Value& 
   return {};
 }
 
-// Maps one turn, a dict of the record's own (changed in place); `role`
-// already read. Appends to `out`; `mapped` says a tool call was mapped.
-std::string add_turn(Value m, std::string role, const std::string& where, const RecordRules& rules,
-                     std::vector<Value>& out, bool& mapped) {
+// Names turn i of list `name` in a reason ("messages[3]").
+std::string where_of(std::string_view name, std::size_t i) { return std::string(name) + "[" + std::to_string(i) + "]"; }
+
+// Maps turn i of list `name`, a dict of the record's own (changed in
+// place); `role` already read. Appends to `out`; `mapped` says a tool call
+// was mapped.
+std::string add_turn(const Value& m, std::string_view role, std::string_view name, std::size_t i,
+                     const RecordRules& rules, std::vector<Value>& out, bool& mapped) {
   const Value& turn = m;
   if (role == "tool_call" || role == "function_call") {
     mapped = true;
     Value call;
     const Value* c = turn.dict->find("content");
     if (!c) c = turn.dict->find("value");
-    if (auto e = tool_call_of(c ? *c : Value::none(), where, call); !e.empty()) return e;
+    if (auto e = tool_call_of(c ? *c : Value::none(), where_of(name, i), call); !e.empty()) return e;
     // Consecutive calls join one assistant message.
     if (!out.empty()) {
       Value& prev = out.back();
@@ -100,26 +112,25 @@ std::string add_turn(Value m, std::string role, const std::string& where, const 
   if (role == "tool_response" || role == "observation") role = "tool";
   if (const Value* r = m.dict->find("role"); !(r && r->is_str() && *r->s == role)) m.dict->set("role", str(role));
   placeholders(m, rules);
-  out.push_back(alias_reasoning(m));
+  add_aliased(m, out);
   return {};
 }
 
 // `messages` (role/content) or ShareGPT's `conversations` (from/value).
 std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages) {
-  const std::string name = sharegpt ? "conversations" : "messages";
-  if (!list.is_list()) return "field '" + name + "': expected an array";
+  const std::string_view name = sharegpt ? "conversations" : "messages";
+  if (!list.is_list()) return "field '" + std::string(name) + "': expected an array";
   std::vector<Value> out;
   out.reserve(list.list->items.size());
   bool mapped = false;
-  std::string where;
   for (std::size_t i = 0; i < list.list->items.size(); ++i) {
     const Value& t = list.list->items[i];
-    where.assign(name).append("[").append(std::to_string(i)).append("]");
-    if (!t.is_dict()) return "field '" + where + "': expected an object";
+    if (!t.is_dict()) return "field '" + where_of(name, i) + "': expected an object";
     const Value* role = t.dict->find(sharegpt ? "from" : "role");
-    if (!role || role->is_none()) return "field '" + where + (sharegpt ? ".from" : ".role") + "' is missing";
-    if (!role->is_str()) return "field '" + where + (sharegpt ? ".from" : ".role") + "': expected a string";
-    std::string r = *role->s;
+    if (!role || role->is_none())
+      return "field '" + where_of(name, i) + (sharegpt ? ".from" : ".role") + "' is missing";
+    if (!role->is_str()) return "field '" + where_of(name, i) + (sharegpt ? ".from" : ".role") + "': expected a string";
+    std::string_view r = *role->s;
     if (sharegpt) {
       if (r == "human") r = "user";
       else if (r == "gpt") r = "assistant";
@@ -129,8 +140,8 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
         if (k == "from") continue;
         m.dict->set(k == "value" ? "content" : k, v);
       }
-      if (auto e = add_turn(m, r, where, rules, out, mapped); !e.empty()) return e;
-    } else if (auto e = add_turn(t, r, where, rules, out, mapped); !e.empty()) {
+      if (auto e = add_turn(m, r, name, i, rules, out, mapped); !e.empty()) return e;
+    } else if (auto e = add_turn(t, r, name, i, rules, out, mapped); !e.empty()) {
       return e;
     }
   }
@@ -140,7 +151,7 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
     items.erase(std::remove_if(items.begin(), items.end(), [](const auto& kv) { return kv.first == "\x01mapped"; }),
                 items.end());
   }
-  if (out.empty()) return "field '" + name + "': no messages";
+  if (out.empty()) return "field '" + std::string(name) + "': no messages";
   messages = Value::new_list(std::move(out));
   return {};
 }
@@ -157,7 +168,81 @@ const Value* field(const Value& rec, const RecordRules& rules, std::string_view 
   return v && !v->is_none() ? v : nullptr;
 }
 
+// The record's top-level fields, as tmpl::from_json builds them, the
+// tools from the cache (record_tools.hpp) where no column renames a field
+// (so that the tools value goes nowhere but to `tools`, unchanged).
+Value record_fields(dom::object obj, const RecordRules& rules) {
+  Value rec = Value::new_dict();
+  rec.dict->items.reserve(obj.size());
+  for (dom::key_value_pair kv : obj) {
+    Value v = rules.columns.empty() && kv.key == "tools" ? detail::ToolsCache::local().from_json(kv.value)
+                                                         : tmpl::from_json(kv.value);
+    if (kv.key.starts_with('\x01')) rec.dict->set(tmpl::str_key(kv.key), std::move(v));
+    else rec.dict->set(kv.key, std::move(v));
+  }
+  return rec;
+}
+
 }  // namespace
+
+bool detail::same_json(dom::element e, const Value& v) {
+  using simdjson::dom::element_type;
+  auto same_bits = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  switch (e.type()) {
+    case element_type::NULL_VALUE: return v.kind == tmpl::Kind::kNone;
+    case element_type::BOOL: return v.kind == tmpl::Kind::kBool && v.b == e.get_bool().value_unsafe();
+    case element_type::INT64: return v.kind == tmpl::Kind::kInt && v.i == e.get_int64().value_unsafe();
+    case element_type::UINT64:
+      return v.kind == tmpl::Kind::kFloat && same_bits(v.f, static_cast<double>(e.get_uint64().value_unsafe()));
+    case element_type::DOUBLE: return v.kind == tmpl::Kind::kFloat && same_bits(v.f, e.get_double().value_unsafe());
+    case element_type::STRING: return v.kind == tmpl::Kind::kStr && *v.s == e.get_string().value_unsafe();
+    case element_type::ARRAY: {
+      if (v.kind != tmpl::Kind::kList || v.tuple || v.gen || v.view) return false;
+      dom::array arr = e.get_array().value_unsafe();
+      const auto& items = v.list->items;
+      if (arr.size() != items.size()) return false;
+      std::size_t i = 0;
+      for (dom::element x : arr)
+        if (!same_json(x, items[i++])) return false;
+      return true;
+    }
+    case element_type::OBJECT: {
+      if (v.kind != tmpl::Kind::kDict || v.ns) return false;
+      dom::object obj = e.get_object().value_unsafe();
+      const auto& items = v.dict->items;
+      if (obj.size() != items.size()) return false;  // duplicate keys build fewer
+      std::size_t i = 0;
+      for (dom::key_value_pair kv : obj) {
+        const auto& [key, x] = items[i++];
+        if (kv.key.starts_with('\x01') ? key != tmpl::str_key(kv.key) : key != kv.key) return false;
+        if (!same_json(kv.value, x)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+Value detail::ToolsCache::from_json(dom::element e) {
+  if (!e.is_array()) return tmpl::from_json(e);
+  if (tree_.is_list() && same_json(e, tree_)) return tree_;
+  tree_ = tmpl::from_json(e);
+  return tree_;
+}
+
+Value detail::ToolsCache::parse_json(std::string_view text) {
+  if (parsed_.is_list() && text == text_) return parsed_;
+  Value v = tmpl::parse_json(text);
+  if (v.is_list()) parsed_ = v, text_.assign(text);
+  return v;
+}
+
+void detail::ToolsCache::clear() { *this = ToolsCache(); }
+
+detail::ToolsCache& detail::ToolsCache::local() {
+  static thread_local ToolsCache cache;
+  return cache;
+}
 
 Value conversation_messages(const Conversation& conv) {
   std::vector<Value> out;
@@ -179,12 +264,12 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root))
     return std::string("malformed JSON: ") + simdjson::error_message(err);
   if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
-  Value rec = tmpl::from_json(root);
+  Value rec = record_fields(root.get_object().value_unsafe(), rules);
   tools = Value::none();
   if (const Value* t = field(rec, rules, "tools")) {
     if (t->is_str()) {
       try {
-        tools = tmpl::parse_json(*t->s);
+        tools = rules.columns.empty() ? detail::ToolsCache::local().parse_json(*t->s) : tmpl::parse_json(*t->s);
       } catch (const tmpl::Error& e) {
         return std::string("field 'tools': a JSON string that does not parse: ") + e.what();
       }

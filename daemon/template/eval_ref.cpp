@@ -31,7 +31,7 @@ bool is_concat(const Expr& e) {
 // nested nodes are (the same steps, operands in the same order, the same
 // errors), with the strings joined in one buffer instead of a new string
 // per operator.
-Value concat_chain(Interp& in, const Expr& top) {
+bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc) {
   constexpr std::size_t kMax = 64;
   const Expr* chain[kMax];
   std::size_t n = 0;
@@ -41,8 +41,7 @@ Value concat_chain(Interp& in, const Expr& top) {
     chain[n++] = leaf;
     leaf = leaf->a[0].get();
   }
-  Value acc = operand(in, *leaf);
-  std::string buf;
+  acc = operand(in, *leaf);
   bool in_buf = false;  // acc's value is the str in buf
   for (std::size_t k = n; k-- > 0;) {
     const Expr& node = *chain[k];
@@ -67,7 +66,13 @@ Value concat_chain(Interp& in, const Expr& top) {
       acc = binary_op(node.name, acc, r);
     }
   }
-  return in_buf ? Value::str(std::move(buf)) : acc;
+  return in_buf;
+}
+
+Value concat_chain(Interp& in, const Expr& top) {
+  std::string buf;
+  Value acc;
+  return concat_into(in, top, buf, acc) ? Value::str(std::move(buf)) : acc;
 }
 
 const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {

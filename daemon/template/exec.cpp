@@ -261,6 +261,12 @@ std::string scoped_capture(Interp& in, const Body& body, Flow* flow) {
 
 std::string capture(Interp& in, const Body& body, Flow* flow) {
   std::string buf;
+  capture_into(in, body, buf, flow);
+  return buf;
+}
+
+void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow) {
+  buf.clear();
   std::string* saved = in.out;
   in.out = &buf;
   try {
@@ -271,7 +277,6 @@ std::string capture(Interp& in, const Body& body, Flow* flow) {
     throw;
   }
   in.out = saved;
-  return buf;
 }
 
 Flow exec(Interp& in, const Body& body, std::size_t from) {
@@ -281,8 +286,23 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
     switch (s.kind) {
       case SK::kText: write(in, s.text); break;
       case SK::kOutput: {
+        const Expr& x = *s.exprs[0];
+        if (is_concat(x)) {  // joined in a reused buffer, then written
+          in.step(x.pos);
+          std::string buf = std::move(in.spare_concat);
+          Value acc;
+          if (concat_into(in, x, buf, acc)) {
+            write(in, buf);
+          } else {
+            if (tracking(in)) in.track->operand(acc);
+            if (acc.is_str()) write(in, *acc.s);
+            else write(in, to_str(acc));
+          }
+          in.spare_concat = std::move(buf);
+          break;
+        }
         Value t;
-        const Value& v = eval_ref(in, *s.exprs[0], t);
+        const Value& v = eval_ref(in, x, t);
         if (tracking(in)) in.track->operand(v);
         if (v.is_str()) write(in, *v.s);
         else write(in, to_str(v));
@@ -402,11 +422,16 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
       case SK::kBreak: return Flow::kBreak;
       case SK::kContinue: return Flow::kContinue;
       case SK::kGeneration: {
-        std::string body = scoped_capture(in, s.bodies[0]);
+        std::string body = std::move(in.spare_capture);
+        {
+          FrameGuard g(in, false);
+          capture_into(in, s.bodies[0], body);
+        }
         // As transformers counts it: from the top-level output so far.
         std::size_t start = in.root->size();
         if (in.generation) in.generation->emplace_back(start, start + body.size());
         write(in, body);
+        in.spare_capture = std::move(body);
         break;
       }
     }

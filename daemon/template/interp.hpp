@@ -59,6 +59,10 @@ struct Interp {
 
   // Namespaces given a list, dict or function: emptied when the render ends.
   std::vector<Ref<DictObj>> namespaces;
+  // Buffers reused with their capacity: an output statement's
+  // concatenation, a {% generation %} body (taken while in use, so a nested
+  // one makes its own).
+  std::string spare_concat, spare_capture;
 
   void step(Pos p) {
     pos = p;
@@ -111,6 +115,8 @@ const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
 // with its strings joined in one buffer (eval_ref.cpp).
 bool is_concat(const Expr& e);
 Value concat_chain(Interp& in, const Expr& top);
+// The same, its result left where it is: true, the str in `buf`; false, `acc`.
+bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc);
 // jinja2's compile-time evaluation of a constant expression (its nodes'
 // as_const): `out` and true, or false where jinja2 leaves it to the render.
 // It differs from eval() only in slicing through getitem (a TypeError gives
@@ -127,6 +133,8 @@ void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& i
 // Renders `body` into a fresh string (macros, set blocks, filter blocks);
 // `flow`, when given, receives how the body ended (break, continue).
 std::string capture(Interp& in, const Body& body, Flow* flow = nullptr);
+// capture() into `buf` (emptied first).
+void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow = nullptr);
 // The same in a scope of its own, as jinja2 runs set blocks, filter blocks
 // and {% generation %} (a call block): what the body sets stays inside.
 std::string scoped_capture(Interp& in, const Body& body, Flow* flow = nullptr);

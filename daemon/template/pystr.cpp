@@ -2,6 +2,7 @@
 
 #include <utf8proc.h>
 
+#include <array>
 #include <cstdio>
 
 namespace tokfeed::tmpl {
@@ -284,11 +285,20 @@ void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
     out += "\\u";
     for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(v >> shift) & 15];
   };
+  // Per byte: 1 where json.dumps escapes it (control characters, '"', '\\'),
+  // 2 where only ensure_ascii does (every byte of a non-ASCII character).
+  static constexpr auto kEscape = [] {
+    std::array<uint8_t, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = c < 0x20 || c == '"' || c == '\\' ? 1 : c >= 0x80 ? 2 : 0;
+    return t;
+  }();
+  const uint8_t stop = ensure_ascii ? 3 : 1;  // the table bits that end a run
+  out.reserve(out.size() + s.size() + 2);
   out += '"';
   std::size_t run = 0;  // start of the bytes copied as they are
   for (std::size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\' && (c < 0x80 || !ensure_ascii)) {
+    if (!(kEscape[c] & stop)) {
       ++i;
       continue;
     }

@@ -107,27 +107,42 @@ bool nfc_quick_check(std::string_view text) {
   uint8_t last = 0;  // combining class of the previous char
   size_t i = 0;
 #if defined(__SSE2__)
-  // Sixteen bytes at a time: ASCII, continuation bytes and lead bytes whose
+  // Sixteen bytes at a time (64 in a run of ASCII): ASCII, continuation bytes and lead bytes whose
   // chars are all Yes starters (most of CJK) pass as they are; the first
   // other lead byte is where the chunk stops and one char is looked at.
   const auto r0 = t.lead_range(0), r1 = t.lead_range(1);
   auto in_range = [](__m128i x, int lo, int k) {
     return _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(char(0x80 - lo))), _mm_set1_epi8(char(-128 + k)));
   };
-  auto chunk_stops = [&](const unsigned char* p) -> uint32_t {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if (_mm_movemask_epi8(v) == 0) return 0;
+  auto ascii64 = [](const unsigned char* p) {
+    const auto* q = reinterpret_cast<const __m128i*>(p);
+    const __m128i any = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)),
+                                     _mm_or_si128(_mm_loadu_si128(q + 2), _mm_loadu_si128(q + 3)));
+    return _mm_movemask_epi8(any) == 0;
+  };
+  auto stops_in = [&](__m128i v) {
     const __m128i lead = in_range(v, 0xC0, 64);
     const __m128i ok = _mm_or_si128(in_range(v, r0.lo, r0.count), in_range(v, r1.lo, r1.count));
     return uint32_t(_mm_movemask_epi8(_mm_andnot_si128(ok, lead)));
   };
+  bool in_ascii = true;  // the last chunk was ASCII: try 64 bytes at once
 #endif
   while (i < n) {
 #if defined(__SSE2__)
+    if (in_ascii && i + 64 <= n) {
+      if (ascii64(s + i)) {
+        i += 64;
+        last = 0;
+        continue;
+      }
+      in_ascii = false;
+    }
     if (i + 16 <= n) {
       // Bytes before the stop are whole chars or the rest of one whose lead
       // byte passed: starters all (a stray continuation byte is invalid).
-      const uint32_t stops = chunk_stops(s + i);
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+      in_ascii = _mm_movemask_epi8(v) == 0;
+      const uint32_t stops = in_ascii ? 0 : stops_in(v);
       if (stops == 0) {
         i += 16;
         last = 0;

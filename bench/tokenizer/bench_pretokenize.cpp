@@ -1,0 +1,89 @@
+// The pre-tokenization stage alone: the hand-written split of the Qwen or
+// Llama-3 pattern (FastSplit::for_each), or the NFC quick check, over
+// corpora of one text per line (JSON strings), one pass, single thread.
+//
+//   bench_pretokenize split qwen3|llama3 corpus.jsonl...
+//   bench_pretokenize nfc corpus.jsonl...
+//
+// Prints "RESULT <stage> <MB/s> <matches or texts passed> <checksum>". The
+// work is in run_stage(), so instruction counts of the stage alone come from
+//   valgrind --tool=callgrind --toggle-collect='*run_stage*' bench_pretokenize ...
+// (docs/benchmarks.md, Tokenizer).
+#include <simdjson.h>
+
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/hf/fast_split.hpp"
+#include "tokenizer/hf/nfc_check.hpp"
+#include "tokenizer/hf/unicode.hpp"
+
+namespace {
+
+using tokfeed::text::hf::FastSplit;
+
+const char* const kHead = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|";
+const char* const kTail = "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+struct Count {
+  size_t items = 0;
+  uint64_t checksum = 0;
+};
+
+[[gnu::noinline]] Count run_stage(const FastSplit* split, const std::vector<std::string>& texts) {
+  Count c;
+  for (const auto& t : texts) {
+    if (split) {
+      split->for_each(t, [&](size_t b, size_t e) {
+        ++c.items;
+        c.checksum = c.checksum * 31 + b * 7 + e;
+      });
+    } else {
+      c.items += tokfeed::text::hf::nfc_quick_check(t);
+    }
+  }
+  return c;
+}
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string stage = argc > 1 ? argv[1] : "";
+  const bool split = stage == "split";
+  const int first = split ? 3 : 2;
+  if ((!split && stage != "nfc") || argc <= first) {
+    std::fprintf(stderr, "usage: %s split qwen3|llama3 corpus.jsonl...\n       %s nfc corpus.jsonl...\n", argv[0],
+                 argv[0]);
+    return 2;
+  }
+  std::unique_ptr<FastSplit> matcher;
+  if (split) {
+    const std::string digits = std::string(argv[2]) == "llama3" ? "\\p{N}{1,3}" : "\\p{N}";
+    matcher = FastSplit::for_pattern(kHead + digits + kTail);
+  }
+  tokfeed::text::hf::nfc_prepare();
+  std::vector<std::string> texts;
+  size_t bytes = 0;
+  for (int a = first; a < argc; ++a) {
+    simdjson::padded_string json = simdjson::padded_string::load(argv[a]).value();
+    simdjson::dom::parser parser;
+    for (simdjson::dom::element e : parser.parse_many(json)) {
+      texts.emplace_back(std::string_view(e.get_string()));
+      bytes += texts.back().size();
+    }
+  }
+  const double t0 = cpu_seconds();
+  const Count c = run_stage(matcher.get(), texts);
+  const double s = cpu_seconds() - t0;
+  std::printf("RESULT %s %.1f %zu %llu\n", stage.c_str(), double(bytes) / 1e6 / s, c.items,
+              static_cast<unsigned long long>(c.checksum));
+}

@@ -1,0 +1,153 @@
+// Records → the template's messages and tools (docs/data_model.md 1.2) with
+// the tools reused from the record before (daemon/chat/record_tools.hpp):
+// every record maps to the same values, reason and kinds to the bit, as it
+// does with nothing kept, over the conversations and SFT data of
+// ../shared and records built to differ from their neighbours' tools in one
+// detail each.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "chat/chat_jinja.hpp"
+#include "chat/record_tools.hpp"
+
+using namespace tokfeed;
+using tmpl::Kind;
+using tmpl::Value;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Equal in every respect tmpl::from_json sets: kind, flags, numbers to the
+// bit, strings, key order.
+bool identical(const Value& a, const Value& b) {
+  if (a.kind != b.kind || a.tuple != b.tuple || a.ns != b.ns || a.gen != b.gen || a.view != b.view) return false;
+  switch (a.kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return true;
+    case Kind::kBool: return a.b == b.b;
+    case Kind::kInt: return a.i == b.i;
+    case Kind::kFloat: return std::memcmp(&a.f, &b.f, sizeof a.f) == 0;
+    case Kind::kStr: return *a.s == *b.s;
+    case Kind::kList: {
+      if (a.list->items.size() != b.list->items.size()) return false;
+      for (std::size_t i = 0; i < a.list->items.size(); ++i)
+        if (!identical(a.list->items[i], b.list->items[i])) return false;
+      return true;
+    }
+    case Kind::kDict: {
+      if (a.dict->items.size() != b.dict->items.size()) return false;
+      for (std::size_t i = 0; i < a.dict->items.size(); ++i)
+        if (a.dict->items[i].first != b.dict->items[i].first ||
+            !identical(a.dict->items[i].second, b.dict->items[i].second))
+          return false;
+      return true;
+    }
+    case Kind::kFunc: return false;
+  }
+  return false;
+}
+
+struct Mapped {
+  std::string reason;
+  Value messages, tools;
+};
+
+Mapped map(const std::string& rec, const text::RecordRules& rules) {
+  Mapped m;
+  m.reason = text::record_to_chat(rec, rules, false, m.messages, m.tools);
+  return m;
+}
+
+// Maps each record with the tools of the record before kept, then with
+// nothing kept: the same reason and values. Returns how many records took
+// their tools from the ones kept (the very list of the record before).
+std::size_t check_all(const std::vector<std::string>& records, const text::RecordRules& rules) {
+  auto& cache = text::detail::ToolsCache::local();
+  cache.clear();
+  std::size_t reused = 0;
+  Value before;  // the last tools a record took
+  for (const std::string& rec : records) {
+    INFO(rec.substr(0, 200));
+    Mapped kept = map(rec, rules);  // as a run maps it
+    if (kept.tools.is_list() && before.is_list() && kept.tools.list == before.list) ++reused;
+    if (kept.tools.is_list()) before = kept.tools;
+    const text::detail::ToolsCache run = cache;
+    cache.clear();
+    Mapped fresh = map(rec, rules);
+    cache = run;  // the next record finds what the run left
+    REQUIRE(kept.reason == fresh.reason);
+    if (!kept.reason.empty()) continue;
+    CHECK(identical(kept.messages, fresh.messages));
+    CHECK(identical(kept.tools, fresh.tools));
+  }
+  return reused;
+}
+
+std::vector<std::string> lines_of(const fs::path& file, std::size_t max) {
+  std::vector<std::string> out;
+  std::ifstream f(file);
+  for (std::string line; std::getline(f, line) && out.size() < max;)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("records: tools kept from the record before map as built fresh, over ../shared") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  if (!fs::exists(shared / "templates" / "conversations.jsonl")) return;  // ../shared is absent
+  text::RecordRules rules;
+  std::vector<std::string> records = lines_of(shared / "templates" / "conversations.jsonl", 300);
+  CHECK(check_all(records, rules) > 80);  // the 89 with tools share one tool set
+  for (const char* sft : {"messages-1k.jsonl", "sharegpt-1k.jsonl", "mixed-10k.jsonl"})
+    check_all(lines_of(shared / "data" / "sft" / sft, 1000), rules);
+}
+
+TEST_CASE("records: tools that differ from the kept ones in one detail are built fresh") {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])";
+  auto with = [&](const std::string& tools) { return "{\"tools\": " + tools + ", " + msgs + "}"; };
+  const std::string base =
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 1, "y": [true, null, 2.5]}}}])";
+  std::vector<std::string> records = {
+      with(base),
+      with(base),  // reused
+      with(R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 1.0, "y": [true, null, 2.5]}}}])"),
+      with(R"([{"type": "function", "function": {"name": "f", "parameters": {"y": [true, null, 2.5], "x": 1}}}])"),
+      with(
+          R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 1, "x": 2, "y": [true, null, 2.5]}}}])"),
+      with(
+          R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 1, "y": [true, null, 2.50000000000000001]}}}])"),
+      with(R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 18446744073709551615, "y": []}}}])"),
+      with(R"([{"type": "function", "function": {"name": "f", "parameters": {"x": -0.0, "y": []}}}])"),
+      with(R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 0.0, "y": []}}}])"),
+      with(R"([{"type": "function", "function": {"name": "f\u0001", "parameters": {"\u0001x": 1}}}])"),
+      with(R"([{"type": "function", "function": {"name": "f\u0001", "parameters": {"\u0001x": 1}}}])"),  // reused
+      with(R"([{"type": "function", "function": {"name": "f", "parameters": {"x": 1, "y": [true, null, 2.5, 3]}}}])"),
+      with(R"([[1, 2], {"a": "é\n"}])"),
+      with(R"([[1, 2], {"a": "é\n", "b": false}])"),
+      with(R"([[1, 2], {"a": "é\n"}])"),
+      with(R"({"type": "function"})"),  // not a list
+      with(R"("[{\"type\": \"function\", \"function\": {\"name\": \"g\"}}]")"),
+      with(R"("[{\"type\": \"function\", \"function\": {\"name\": \"g\"}}]")"),  // reused
+      with(R"("[{\"type\": \"function\", \"function\": {\"name\": \"h\"}}]")"),
+      with(R"("[{\"type\": \"function\"")"),  // does not parse
+      with(R"("{}")"),                        // not a list
+      with(R"([])"),
+      with(R"(null)"),
+      R"({"tools": [1], "tools": [2], )" + msgs + "}",
+      R"({"tools": [1], )" + msgs,  // malformed
+      R"({"tools": [{"a": 1}], "messages": [{"role": 3}]})",
+      "[1, 2]",
+  };
+  text::RecordRules rules;
+  CHECK(check_all(records, rules) == 3);
+  // Under `columns` renames nothing is kept.
+  rules.columns = {{"functions", "tools"}};
+  CHECK(check_all({"{\"functions\": " + base + ", " + msgs + "}", "{\"functions\": " + base + ", " + msgs + "}"},
+                  rules) == 0);
+}
