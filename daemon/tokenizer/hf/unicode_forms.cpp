@@ -4,23 +4,60 @@
 #include <unicode/ustring.h>
 #include <utf8proc.h>
 
-#include <cstdlib>
-#include <memory>
+#include <algorithm>
+#include <cstring>
 
 namespace tokfeed::text::hf {
 
 namespace {
 
-// Per form, two bits per code point. `boundary`: a text may be cut before
-// the char (form(a + b) == form(a) + form(b)), because its decomposition
-// starts with a char of combining class 0 which, for NFKC, is never the
-// second half of a composition. `inert`: a boundary that the form maps to
-// itself. A char HF's normalizer does not know (nfc_unknown) is inert, and
-// a text may be cut after it too: to HF it is a starter that composes with
-// nothing.
+utf8proc_option_t form_options(NormalForm form) {
+  switch (form) {
+    case NormalForm::kNfd: return utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
+    case NormalForm::kNfkd: return utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+    case NormalForm::kNfkc: break;
+  }
+  return utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+}
+
+// Writes form(s) to `normal` (s: valid UTF-8 of chars HF's normalizer
+// knows): decomposed and ordered by utf8proc into a local buffer, composed
+// in place for NFKC. False when utf8proc rejects s.
+bool map_cluster(NormalForm form, std::string_view s, std::string& normal) {
+  utf8proc_int32_t local[64];
+  std::vector<utf8proc_int32_t> heap;
+  utf8proc_int32_t* buf = local;
+  const auto options = form_options(form);
+  auto decompose = [&](utf8proc_ssize_t size) {
+    return utf8proc_decompose(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()), buf,
+                              size, options);
+  };
+  utf8proc_ssize_t n = decompose(64);
+  if (n > 64) {
+    heap.resize(size_t(n));
+    buf = heap.data();
+    n = decompose(n);
+  }
+  if (n < 0) return false;
+  if (form == NormalForm::kNfkc) n = utf8proc_normalize_utf32(buf, n, options);
+  if (n < 0) return false;
+  normal.clear();
+  for (utf8proc_ssize_t k = 0; k < n; ++k) append_utf8(normal, char32_t(buf[k]));
+  return true;
+}
+
+// Per form, a byte of bits per code point. `boundary`: a text may be cut
+// before the char (form(a + b) == form(a) + form(b)), because its
+// decomposition starts with a char of combining class 0 which, for NFKC, is
+// never the second half of a composition. `inert`: a boundary that the form
+// maps to itself. `unknown`: a char HF's normalizer does not know
+// (nfc_unknown), or an unassigned code point: inert, and a text may be cut
+// after it too, since to HF it is a starter that composes with nothing.
 class FormTable {
  public:
-  explicit FormTable(NormalForm form) : bits_((0x110000 + 15) / 16, 0) {
+  static constexpr uint8_t kBoundary = 1, kInert = 2, kUnknown = 4;
+
+  explicit FormTable(NormalForm form) : bits_(0x110000, 0) {
     const bool compat = form != NormalForm::kNfd;
     const auto options = utf8proc_option_t(UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0));
     std::vector<uint64_t> second;
@@ -30,7 +67,7 @@ class FormTable {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       const utf8proc_property_t* p = utf8proc_get_property(cp);
       if (p->category == UTF8PROC_CATEGORY_CN || nfc_unknown(char32_t(cp))) {
-        set(char32_t(cp), kBoundary | kInert);
+        bits_[size_t(cp)] = kBoundary | kInert | kUnknown;
         continue;
       }
       int boundclass = 0;
@@ -40,14 +77,28 @@ class FormTable {
       bool boundary = utf8proc_get_property(first)->combining_class == 0;
       if (!second.empty() && ((second[size_t(first) >> 6] >> (first & 63)) & 1)) boundary = false;
       if (!boundary) continue;
-      set(char32_t(cp), n == 1 && first == cp ? kBoundary | kInert : kBoundary);
+      bits_[size_t(cp)] = kBoundary;
+      // Inert when the form gives the char back (é under NFKC, a Hangul
+      // syllable: decomposed, then composed again).
+      if ((n == 1 && first == cp) || (form == NormalForm::kNfkc && maps_to_itself(cp, form)))
+        bits_[size_t(cp)] |= kInert;
+    }
+    // Three-byte lead bytes all of whose chars are inert and known (CJK).
+    for (unsigned lead = 0xE0; lead <= 0xEF; ++lead) {
+      const char32_t lo = char32_t(lead & 0x0F) << 12;
+      bool all = true;
+      for (char32_t cp = std::max<char32_t>(lo, 0x800); cp < lo + 0x1000 && all; ++cp)
+        all = (cp >= 0xD800 && cp <= 0xDFFF) || bits_[cp] == (kBoundary | kInert);
+      lead3_plain_[lead - 0xE0] = all;
     }
   }
-  bool boundary(char32_t cp) const { return cp > 0x10FFFF || (get(cp) & kBoundary); }
-  bool inert(char32_t cp) const { return cp > 0x10FFFF || (get(cp) & kInert); }
+  // Bits of a decoded char; an invalid one is unknown.
+  uint8_t bits(char32_t cp) const { return cp > 0x10FFFF ? kBoundary | kInert | kUnknown : bits_[cp]; }
+  // Every well-formed three-byte char with this lead byte (0xE0..0xEF) is
+  // inert and known.
+  bool lead3_plain(unsigned char lead) const { return lead3_plain_[lead - 0xE0]; }
 
  private:
-  static constexpr unsigned kBoundary = 1, kInert = 2;
   // Every non-first char of a canonical decomposition (Hangul included): it
   // may compose with what precedes it.
   static std::vector<uint64_t> composition_seconds() {
@@ -61,9 +112,13 @@ class FormTable {
     }
     return second;
   }
-  void set(char32_t cp, unsigned v) { bits_[cp >> 4] |= uint32_t(v) << ((cp & 15) * 2); }
-  unsigned get(char32_t cp) const { return (bits_[cp >> 4] >> ((cp & 15) * 2)) & 3; }
-  std::vector<uint32_t> bits_;
+  static bool maps_to_itself(utf8proc_int32_t cp, NormalForm form) {
+    std::string in, normal;
+    append_utf8(in, char32_t(cp));
+    return map_cluster(form, in, normal) && normal == in;
+  }
+  std::vector<uint8_t> bits_;
+  bool lead3_plain_[16] = {};
 };
 
 const FormTable& form_table(NormalForm form) {
@@ -76,15 +131,6 @@ const FormTable& form_table(NormalForm form) {
   return nfkc;
 }
 
-utf8proc_option_t form_options(NormalForm form) {
-  switch (form) {
-    case NormalForm::kNfd: return utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
-    case NormalForm::kNfkd: return utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
-    case NormalForm::kNfkc: break;
-  }
-  return utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
-}
-
 }  // namespace
 
 void normal_form_prepare(NormalForm form) { form_table(form); }
@@ -93,49 +139,66 @@ bool normal_form_append(NormalForm form, std::string_view s, std::string& out, s
   const FormTable& table = form_table(form);
   std::string result;
   std::vector<NfcRegion> found;
-  bool any_change = false;
-  auto keep = [&](size_t begin, size_t end) {
-    if (end <= begin) return;
-    result.append(s.substr(begin, end - begin));
+  size_t flushed = 0;  // s[0, flushed) is described by result and found
+  // Unchanged text is copied lazily, when a change follows it.
+  auto flush = [&](size_t end) {
+    if (end <= flushed) return;
+    result.append(s.substr(flushed, end - flushed));
     if (!found.empty() && !found.back().changed)
-      found.back().in_len += uint32_t(end - begin), found.back().out_len += uint32_t(end - begin);
-    else found.push_back({uint32_t(begin), uint32_t(end - begin), uint32_t(end - begin), false});
+      found.back().in_len += uint32_t(end - flushed), found.back().out_len += uint32_t(end - flushed);
+    else found.push_back({uint32_t(flushed), uint32_t(end - flushed), uint32_t(end - flushed), false});
+    flushed = end;
   };
   // A cluster: a boundary char and the non-boundary chars after it; the form
   // of the text is the concatenation of the forms of its clusters.
+  std::string normal;
   auto cluster = [&](size_t begin, size_t end) {
-    utf8proc_uint8_t* mapped = nullptr;
-    auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + begin), utf8proc_ssize_t(end - begin),
-                          &mapped, form_options(form));
-    std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> guard(mapped, &std::free);
-    std::string_view normal =
-        n >= 0 ? std::string_view(reinterpret_cast<char*>(mapped), size_t(n)) : std::string_view();
-    if (n < 0 || normal == s.substr(begin, end - begin)) return keep(begin, end);
+    if (!map_cluster(form, s.substr(begin, end - begin), normal) || normal == s.substr(begin, end - begin)) return;
+    flush(begin);
     result.append(normal);
     found.push_back({uint32_t(begin), uint32_t(end - begin), uint32_t(normal.size()), true});
-    any_change = true;
+    flushed = end;
   };
   size_t start = 0;        // of the cluster being read
   bool lone_inert = true;  // the cluster so far is one inert char (or empty)
   bool cut_after = true;   // the last char allows a cut after it whatever follows
+  // Starts a cluster at s[i], closing the one before.
+  auto cut = [&](size_t i, bool inert) {
+    if (!lone_inert) cluster(start, i);
+    start = i;
+    lone_inert = inert;
+  };
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<unsigned char>(s[i]);
-    DecodedChar d = b < 0x80 ? DecodedChar{b, 1} : decode_utf8(s, i);
-    const bool unknown = d.cp == kInvalidChar || (d.cp >= 0x80 && nfc_unknown(d.cp));
-    if (cut_after || unknown || table.boundary(d.cp)) {
-      if (lone_inert) keep(start, i);
-      else cluster(start, i);
-      start = i;
-      lone_inert = unknown || table.inert(d.cp);
-    } else {
-      lone_inert = false;
+    uint64_t v;
+    if (i + 8 <= s.size() && (std::memcpy(&v, s.data() + i, 8), (v & 0x8080808080808080ull) == 0)) {
+      // Eight ASCII chars: each inert, known and a boundary.
+      cut(i, true);
+      start = i + 7;
+      cut_after = false;
+      i += 8;
+      continue;
     }
-    cut_after = unknown;
+    if ((b & 0xF0) == 0xE0 && i + 3 <= s.size() && table.lead3_plain(b) &&
+        (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80 &&
+        (static_cast<unsigned char>(s[i + 2]) & 0xC0) == 0x80) {
+      // A CJK char, say: inert and known, as all of its block. (E0 and ED
+      // with a bad second byte are invalid, and so inert too.)
+      cut(i, true);
+      cut_after = false;
+      i += 3;
+      continue;
+    }
+    DecodedChar d = b < 0x80 ? DecodedChar{b, 1} : decode_utf8(s, i);
+    const uint8_t bits = table.bits(d.cp);
+    if (cut_after || (bits & FormTable::kBoundary)) cut(i, bits & FormTable::kInert);
+    else lone_inert = false;
+    cut_after = bits & FormTable::kUnknown;
     i += d.len;
   }
-  if (lone_inert) keep(start, s.size());
-  else cluster(start, s.size());
-  if (!any_change) return false;
+  if (!lone_inert) cluster(start, s.size());
+  if (found.empty()) return false;
+  flush(s.size());
   out.append(result);
   regions.insert(regions.end(), found.begin(), found.end());
   return true;
