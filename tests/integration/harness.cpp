@@ -141,6 +141,18 @@ std::vector<pid_t> Daemon::worker_pids() const {
   return pids;
 }
 
+std::string with_bad_lines(const std::string& from, const std::string& to, const std::vector<std::string>& bad,
+                           int every, int at, int limit) {
+  std::ifstream in(from);
+  std::ofstream out(to);
+  std::string line;
+  for (int i = 0; i < limit && std::getline(in, line); ++i) {
+    out << line << "\n";
+    if (i % every == at) out << bad[static_cast<size_t>(i / every) % bad.size()] << "\n";
+  }
+  return to;
+}
+
 std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> out;
   std::istringstream in(s);

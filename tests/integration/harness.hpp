@@ -76,6 +76,11 @@ std::vector<std::string> reference(const std::string& config, uint32_t rank = 0,
 void require_equal(const std::vector<std::string>& ours, const std::vector<std::string>& ref, const std::string& what);
 
 std::vector<std::string> lines(const std::string& s);
+// Writes the first `limit` lines of `from` to `to`, and after each line i with
+// i % every == at the line bad[(i / every) % bad.size()] (bad records among
+// good ones). Returns `to`.
+std::string with_bad_lines(const std::string& from, const std::string& to, const std::vector<std::string>& bad,
+                           int every, int at, int limit = 1 << 30);
 int shm_entries();  // entries in /dev/shm that tokfeed could have named
 int open_fds(pid_t pid);
 int files_ending(const std::string& dir, const std::string& suffix);  // files in `dir` named *suffix

@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <cstring>
-#include <fstream>
 #include <memory>
 
 #include "harness.hpp"
@@ -196,25 +195,14 @@ TEST_CASE("bad JSONL records checked when read, in the held-out split and in [[e
   // an evaluation dataset: each stays in its split's plan and is left out of
   // its batch when read (docs/data_model.md 1.1 and 7), in every pass.
   TempDir data_dir;
-  auto with_bad = [&](const std::string& from, const std::string& name, int every) {
-    const std::string path = data_dir.file(name);
-    std::ifstream in(from);
-    std::ofstream out(path);
-    const char* bad[] = {
-        "{\"messages\": [",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"only a question\"}]}",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"x\"}]}",
-        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
-    };
-    std::string line;
-    for (int i = 0; std::getline(in, line); ++i) {
-      out << line << "\n";
-      if (i % every == 3) out << bad[(i / every) % 4] << "\n";
-    }
-    return path;
+  const std::vector<std::string> bad = {
+      "{\"messages\": [",
+      "{\"messages\":[{\"role\":\"user\",\"content\":\"only a question\"}]}",
+      "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"x\"}]}",
+      "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
   };
-  const std::string train = with_bad(data_path("sft/mixed-300.jsonl"), "train.jsonl", 7);
-  const std::string held = with_bad(data_path("sft/alpaca-100.jsonl"), "eval.jsonl", 5);
+  const std::string train = with_bad_lines(data_path("sft/mixed-300.jsonl"), data_dir.file("train.jsonl"), bad, 7, 3);
+  const std::string held = with_bad_lines(data_path("sft/alpaca-100.jsonl"), data_dir.file("eval.jsonl"), bad, 5, 3);
   for (const char* batch :
        {"[batch]\nsize = 4\nmax_length = 256\n", "[batch]\nsize = 2\nmax_length = 256\npadding = \"packed\"\n"}) {
     INFO(batch);

@@ -160,24 +160,17 @@ TEST_CASE("bad JSONL records: checked when read (the default) or at start, each 
   // JSON, not an object, no assistant turn, an empty user turn, roles that
   // do not alternate (mistral), and a blank line, which is no record.
   TempDir data_dir;
-  const std::string data = data_dir.file("bad.jsonl");
-  {
-    std::ifstream in(data_path("sft/mixed-300.jsonl"));
-    std::ofstream out(data);
-    const char* bad[] = {
-        "{\"messages\": [",
-        "[1, 2]",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"only a question\"}]}",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"x\"}]}",
-        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
-        "",
-    };
-    std::string line;
-    for (int i = 0; i < 80 && std::getline(in, line); ++i) {
-      out << line << "\n";
-      if (i % 13 == 2) out << bad[(i / 13) % 6] << "\n";
-    }
-  }
+  const std::string data = with_bad_lines(
+      data_path("sft/mixed-300.jsonl"), data_dir.file("bad.jsonl"),
+      {
+          "{\"messages\": [",
+          "[1, 2]",
+          "{\"messages\":[{\"role\":\"user\",\"content\":\"only a question\"}]}",
+          "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"x\"}]}",
+          "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
+          "",
+      },
+      13, 2, 80);
   const std::string rest = "[batch]\nsize = 3\nmax_length = 512\n[schedule]\nepochs = 2\nseed = 11\n";
   std::vector<std::string> streams;
   for (const char* rows : {"", "check_rows = \"start\"\n", "check_rows = \"when_read\"\n"}) {

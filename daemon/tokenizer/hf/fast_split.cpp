@@ -1,7 +1,6 @@
 #include "tokenizer/hf/fast_split.hpp"
 
 #include <cstring>
-#include <map>
 #include <string>
 
 #include "tokenizer/hf/regex.hpp"
@@ -32,14 +31,7 @@ ClassTable::ClassTable() {
         i += d.len;
       }
   }
-  std::map<std::vector<uint8_t>, uint16_t> blocks;
-  stage1_.resize(0x110000 >> 8);
-  for (size_t blk = 0; blk < stage1_.size(); ++blk) {
-    std::vector<uint8_t> v(full.begin() + long(blk << 8), full.begin() + long((blk + 1) << 8));
-    auto [it, added] = blocks.emplace(v, uint16_t(blocks.size()));
-    if (added) stage2_.insert(stage2_.end(), v.begin(), v.end());
-    stage1_[blk] = it->second;
-  }
+  table_ = CodePointTable(full);
   for (int c = 0; c < 128; ++c) ascii_[c] = full[size_t(c)];
   for (char32_t first = 0; first < 0x10000; first += 64) {
     bool all = first >= 0x800;

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/hf/code_point_table.hpp"
 #include "tokenizer/hf/split_masks.hpp"
 
 namespace tokfeed::text::hf {
@@ -43,7 +44,7 @@ class ClassTable {
  public:
   ClassTable();
   uint8_t ascii(unsigned char c) const { return ascii_[c]; }
-  uint8_t get(char32_t cp) const { return stage2_[size_t(stage1_[cp >> 8]) << 8 | (cp & 0xFF)]; }
+  uint8_t get(char32_t cp) const { return table_.get(cp); }
   // True when all 64 three-byte chars with this lead and second byte are
   // letters (most of Han, kana, Hangul): their class without decoding.
   bool letter_block(unsigned char lead, unsigned char second) const {
@@ -53,8 +54,7 @@ class ClassTable {
  private:
   uint8_t ascii_[128];
   uint64_t letter3_[16] = {};
-  std::vector<uint16_t> stage1_;
-  std::vector<uint8_t> stage2_;
+  CodePointTable table_;
 };
 
 const ClassTable& class_table();

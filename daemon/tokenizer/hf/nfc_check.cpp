@@ -3,7 +3,6 @@
 #include <utf8proc.h>
 
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -63,14 +62,7 @@ NfcCheckTable::NfcCheckTable() {
   for (char32_t cp = 0; cp < 0x110000; ++cp)
     if (maybe[cp]) full[cp] = kNotYes;
 
-  std::map<std::vector<uint8_t>, uint16_t> blocks;
-  stage1_.resize(0x110000 >> 8);
-  for (size_t blk = 0; blk < stage1_.size(); ++blk) {
-    std::vector<uint8_t> v(full.begin() + long(blk << 8), full.begin() + long((blk + 1) << 8));
-    auto [it, added] = blocks.emplace(v, uint16_t(blocks.size()));
-    if (added) stage2_.insert(stage2_.end(), v.begin(), v.end());
-    stage1_[blk] = it->second;
-  }
+  table_ = CodePointTable(full);
   auto all_zero = [&](char32_t first, char32_t count) {
     for (char32_t cp = first; cp < first + count; ++cp)
       if (full[cp] != 0) return false;

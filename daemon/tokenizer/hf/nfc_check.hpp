@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/hf/code_point_table.hpp"
+
 namespace tokfeed::text::hf {
 
 class NfcCheckTable {
@@ -34,7 +36,7 @@ class NfcCheckTable {
   NfcCheckTable();
   // 0 for a char with NFC_Quick_Check = Yes and combining class 0; its
   // combining class (1-254) for a Yes char with one; kNotYes otherwise.
-  uint8_t get(char32_t cp) const { return stage2_[size_t(stage1_[cp >> 8]) << 8 | (cp & 0xFF)]; }
+  uint8_t get(char32_t cp) const { return table_.get(cp); }
   // All 64 two-byte chars with this lead byte (0xC0-0xDF) are 0 above.
   bool block2_yes(unsigned char lead) const { return block2_ >> (lead & 0x1F) & 1; }
   // All 64 three-byte chars with this lead (0xE0-0xEF) and second byte are 0.
@@ -49,8 +51,7 @@ class NfcCheckTable {
   LeadRange lead_range(int k) const { return lead_ranges_[k]; }
 
  private:
-  std::vector<uint16_t> stage1_;
-  std::vector<uint8_t> stage2_;
+  CodePointTable table_;
   uint32_t block2_ = 0;
   uint64_t block3_[16] = {};
   LeadRange lead_ranges_[2];
