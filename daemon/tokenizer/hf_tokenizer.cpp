@@ -35,7 +35,7 @@ namespace {
 
 // Words per batch: the split fills a batch, then the words' keys are
 // computed and their home slots prefetched, then the slots are read in order.
-constexpr size_t kBatch = 256;
+constexpr size_t kBatch = FastSplit::kWordBatch;
 
 // All three pieces of e, an inline hit for the word at [wb, wb + len) of
 // the text (the caller keeps e.n of them).
@@ -68,7 +68,7 @@ constexpr size_t kBatch = 256;
 // three pieces with no check of room: the buffer has room for three a word,
 // made again after a word that is not one.
 constexpr size_t kLongPieces = 64;  // more pieces than this skip the buffer
-constexpr size_t kBufferRoom = 3 * (kBatch + 2) + kLongPieces;
+constexpr size_t kBufferRoom = 3 * kBatch + kLongPieces;
 
 // Room for `n` more pieces at w in buf[0, kBufferRoom); the new w.
 template <class T>
@@ -78,22 +78,24 @@ template <class T>
   return buf;
 }
 
-// The pieces of the word at [wb, wb + len), one by one, from the cache's
-// full probe or the merges (any word but a hit in its home slot); the new w.
+// The pieces of the word at [b, b + len) of `piece`, which starts at `base`
+// in the text, one by one, from the cache's full probe or the merges (any
+// word but a hit in its home slot); the new w.
 template <class T>
-[[gnu::noinline]] T* word_pieces(const BpeModel& model, std::string_view text, uint32_t wb, uint32_t len,
+[[gnu::noinline]] T* word_pieces(const BpeModel& model, std::string_view piece, uint32_t base, uint32_t b, uint32_t len,
                                  const WordCache::Key& key, T* buf, T* w, std::vector<T>& out) {
   if constexpr (std::is_same_v<T, Token>) {
+    const uint32_t wb = base + b;
     uint32_t at = wb;  // the next piece's begin
-    model.for_each_piece_keyed(text.substr(wb, len), key, [&](int32_t id, uint32_t n) {
+    model.for_each_piece_keyed(piece.substr(b, len), key, [&](int32_t id, uint32_t n) {
       // A zero-length byte-fallback piece shares the previous piece's byte.
-      const uint32_t b = n == 0 ? (at > wb ? at - 1 : at) : at;
+      const uint32_t pb = n == 0 ? (at > wb ? at - 1 : at) : at;
       w = make_room(buf, w, 1, out);
-      *w++ = {id, b, n == 0 ? b + 1 : at + n};
+      *w++ = {id, pb, n == 0 ? pb + 1 : at + n};
       at += n;
     });
   } else {
-    model.for_each_piece_keyed(text.substr(wb, len), key, [&](int32_t id, uint32_t) {
+    model.for_each_piece_keyed(piece.substr(b, len), key, [&](int32_t id, uint32_t) {
       w = make_room(buf, w, 1, out);
       *w++ = id;
     });
@@ -101,22 +103,24 @@ template <class T>
   return w;
 }
 
-// The words of a batch: word j is text[ends[j - 1], ends[j]), with
-// ends[-1] = first; 1 <= n <= kBatch + 2.
+// The words of a batch: word j is piece[ends[j - 1], ends[j]), with
+// ends[-1] = first; 1 <= n <= kBatch. The piece starts at `base` in the
+// text, which goes on to `readable_end`.
 template <class T>
-[[gnu::noinline]] void encode_batch(const BpeModel& model, std::string_view text, uint32_t first, const uint32_t* ends,
-                                    size_t n, std::vector<T>& out) {
+[[gnu::noinline]] void encode_batch(const BpeModel& model, std::string_view piece, uint32_t base,
+                                    const char* readable_end, uint32_t first, const uint32_t* ends, size_t n,
+                                    std::vector<T>& out) {
   const WordCache& cache = model.word_cache();
   const WordCache::Entry* slots = cache.slots();
   int shift = cache.shift();
-  WordCache::Key keys[kBatch + 2];
-  const char* const s = text.data();
+  WordCache::Key keys[kBatch];
+  const char* const s = piece.data();
   uint32_t b = first;
   for (size_t j = 0; j < n; b = ends[j++]) {
     const uint32_t len = ends[j] - b;
-    keys[j] = len <= WordCache::kInlineKey && text.size() - b >= 16
+    keys[j] = len <= WordCache::kInlineKey && readable_end - (s + b) >= 16
                   ? WordCache::key16(s + b, len)
-                  : WordCache::key_of(text.substr(b, len), s + text.size());
+                  : WordCache::key_of(piece.substr(b, len), readable_end);
     if (slots) __builtin_prefetch(slots + (keys[j].hash >> shift));
   }
   T buf[kBufferRoom];
@@ -126,21 +130,21 @@ template <class T>
     const uint32_t len = ends[j] - b;
     if (slots) {
       const WordCache::Entry& e = slots[keys[j].hash >> shift];
-      store_inline(w, e, b, len);
+      store_inline(w, e, base + b, len);
       if (WordCache::inline_hit(e, keys[j], len)) {
         w += e.n;
         continue;
       }
       size_t count;
-      const WordPiece* p = cache.pieces_at(e, keys[j], text.substr(b, len), count);
+      const WordPiece* p = cache.pieces_at(e, keys[j], piece.substr(b, len), count);
       if (p != nullptr && count <= kLongPieces) {
         w = make_room(buf, w, count + 3 * (n - j), out);
-        store_pieces(w, p, count, b);
+        store_pieces(w, p, count, base + b);
         w += count;
         continue;
       }
     }
-    w = word_pieces(model, text, b, len, keys[j], buf, w, out);
+    w = word_pieces(model, piece, base, b, len, keys[j], buf, w, out);
     w = make_room(buf, w, 3 * (n - j), out);
     slots = cache.slots();  // an insert may have grown the table
     shift = cache.shift();
@@ -184,25 +188,14 @@ bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t e
   const std::string_view piece = text.substr(begin, end - begin);
   if (word_split_ == nullptr || (nfc_ && !nfc_quick_check(piece))) return false;
   const BpeModel& model = *p_.model;
-  // The split's matches, as the ends of words (bytes no alternative matches,
-  // invalid UTF-8, make a word of their own), a batch at a time.
-  uint32_t ends[kBatch + 2];
-  size_t k = 0;
-  uint32_t first = begin, prev = begin;
-  word_split_->for_each(piece, [&](size_t mb, size_t me) {
-    const uint32_t b = begin + uint32_t(mb), e = begin + uint32_t(me);
-    ends[k] = b;
-    k += prev < b;
-    ends[k++] = e;
-    prev = e;
-    if (k >= kBatch) {
-      encode_batch(model, text, first, ends, k, out);
-      first = e;
-      k = 0;
-    }
-  });
-  if (prev < end) ends[k++] = end;
-  if (k > 0) encode_batch(model, text, first, ends, k, out);
+  // A batch of words at a time: their ends from the split, then their pieces.
+  uint32_t ends[kBatch];
+  uint32_t first = 0;
+  for (size_t pos = 0; pos < piece.size();) {
+    const size_t k = word_split_->word_ends(piece, pos, ends);
+    encode_batch(model, piece, begin, text.data() + text.size(), first, ends, k, out);
+    first = ends[k - 1];
+  }
   return true;
 }
 

@@ -231,7 +231,13 @@ TEST_CASE("fast split: the 64-byte masks agree with the class table and with a b
     CHECK((m.other != 0) == (cls == kOther));
     CHECK((m.prefix != 0) == (cls == kOther || (cls == kSpace && c != '\n' && c != '\r')));
     CHECK(m.high == 0);
+    CHECK((m.apostrophe != 0) == (c == '\''));
+    CHECK((m.word != 0) == (cls == kLetter));  // a prefix needs a letter after it
   }
+  // A prefix starts a word before a letter, but an apostrophe.
+  for (const char* w : {" a", ".a", "\ta", "_Z"})
+    CHECK(classify(reinterpret_cast<const unsigned char*>(w), 2).word == 3);
+  for (const char* w : {"'a", "\na", "7a"}) CHECK(classify(reinterpret_cast<const unsigned char*>(w), 2).word == 2);
   // The vector path against the scan, on random bytes of every length.
   std::mt19937_64 rng(20261206);
   unsigned char buf[64];
@@ -246,6 +252,8 @@ TEST_CASE("fast split: the 64-byte masks agree with the class table and with a b
     REQUIRE(a.high == b.high);
     REQUIRE(a.other == b.other);
     REQUIRE(a.prefix == b.prefix);
+    REQUIRE(a.apostrophe == b.apostrophe);
+    REQUIRE(a.word == b.word);
   }
 }
 

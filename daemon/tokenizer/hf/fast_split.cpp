@@ -152,6 +152,20 @@ std::string canonical(std::string_view p) {
 
 }  // namespace
 
+size_t FastSplit::word_ends(std::string_view subject, size_t& pos, uint32_t (&ends)[kWordBatch]) const {
+  size_t k = 0, prev = pos;
+  pos = scan(
+      subject, pos, [&](size_t b, size_t e) __attribute__((always_inline)) {
+        ends[k] = uint32_t(b);
+        k += prev < b;  // bytes no alternative matched before this match
+        ends[k++] = uint32_t(e);
+        prev = e;
+        return k + 2 > kWordBatch;  // room for a gap and a match, else stop here
+      });
+  if (prev < pos) ends[k++] = uint32_t(pos);  // bytes no alternative matched at the end
+  return k;
+}
+
 std::unique_ptr<FastSplit> FastSplit::for_pattern(std::string_view pattern) {
   static const std::string kHead = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|";
   static const std::string kTail = "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";

@@ -12,9 +12,9 @@
 // tests/unit/test_fast_split.cpp checks it against PCRE2 on the golden texts
 // and on random strings.
 //
-// for_each() hands each match to a callback as it is found, so a caller can
-// tokenize word by word with no list of matches in between
-// (HfTokenizer's fused path, hf_model.hpp). It classifies ASCII 64 bytes at
+// for_each() hands each match to a callback as it is found; word_ends() a
+// batch of them as the ends of words, for HfTokenizer's fused path
+// (hf_tokenizer.cpp), with no list of matches in between. It classifies ASCII 64 bytes at
 // a time into bit masks (split_masks.hpp) and takes the common matches of
 // ASCII text from them; chars past ASCII keep the per-char path and the
 // table, whole blocks of three-byte letters (Han, kana, Hangul) passed over
@@ -194,17 +194,35 @@ class FastSplit {
   // Calls match(begin, end) for every match in `subject`, in order. Bytes
   // between matches (invalid UTF-8 only) are matched by nothing.
   template <class Match>
-  void for_each(std::string_view subject, Match&& match) const;
+  void for_each(std::string_view subject, Match&& match) const {
+    scan(subject, 0, [&](size_t b, size_t e) {
+      match(b, e);
+      return false;
+    });
+  }
+
+  // The words of `subject` from `pos` on, as the fused tokenizer takes them:
+  // each match, and the bytes between two matches (invalid UTF-8) as a word
+  // of their own. Writes the ends of up to kWordBatch words to `ends`;
+  // moves `pos` past the last; returns how many (at least one where
+  // pos < subject.size()). One function, so that the scan's state and the
+  // writer's stay in registers.
+  static constexpr size_t kWordBatch = 256;
+  size_t word_ends(std::string_view subject, size_t& pos, uint32_t (&ends)[kWordBatch]) const;
 
   int max_digits() const { return max_digits_; }
 
  private:
   explicit FastSplit(int max_digits) : max_digits_(max_digits) {}
+  // The matches from i on: match(begin, end) for each until it returns
+  // true; returns where the next match would start (subject.size() at the end).
+  template <class Match>
+  [[gnu::always_inline]] size_t scan(std::string_view subject, size_t i, Match&& match) const;
   int max_digits_;
 };
 
 template <class Match>
-void FastSplit::for_each(std::string_view subject, Match&& match) const {
+inline size_t FastSplit::scan(std::string_view subject, size_t i, Match&& match) const {
   using namespace split_detail;
   const ClassTable& t = class_table();
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
@@ -214,7 +232,6 @@ void FastSplit::for_each(std::string_view subject, Match&& match) const {
   // byte past ASCII where it matters, is finished per char.
   size_t base = size_t(0) - 64;
   ByteMasks m;
-  size_t i = 0;
   while (i < n) {
     size_t e = 0;
     if (i - base <= 56 || s[i] < 0x80) {  // a char past ASCII needs no masks
@@ -222,13 +239,31 @@ void FastSplit::for_each(std::string_view subject, Match&& match) const {
         base = i;
         m = classify(s + i, n - i);
       }
-      const size_t o = i - base;
+      size_t o = i - base;
       const uint64_t bit = uint64_t(1) << o;
-      if ((m.letter & bit) || ((m.prefix & bit) && (m.letter & bit << 1) && s[i] != '\'')) {
+      if (m.word & bit) {
         // 2. [^\r\n\p{L}\p{N}]?\p{L}+ (a letter at i, or at i + 1 after a prefix)
-        const size_t p = m.letter & bit ? o + 1 : o + 2;
-        const size_t q = p + size_t(__builtin_ctzll(~(m.letter >> p)));  // p >= 1: some bit is clear
-        e = q == 64 ? letters_end(t, s, base + q, n) : m.high >> q & 1 ? letters_tail(t, s, base + q, n) : base + q;
+        size_t p = o + 1 + (~m.letter >> o & 1);
+        size_t q = p + size_t(__builtin_ctzll(~(m.letter >> p)));  // p >= 1: some bit is clear
+        if (q == 64) {
+          e = letters_end(t, s, base + q, n);
+        } else if (m.high >> q & 1) {
+          e = letters_tail(t, s, base + q, n);
+        } else {
+          // Ended by an ASCII byte in the window; so are the letter runs
+          // that follow it most of the time (prose, identifiers), matched
+          // here while the window tells them.
+          for (;;) {
+            if (match(base + o, base + q)) return base + q;
+            o = q;
+            if (o > 56 || !(m.word >> o & 1)) break;  // o <= 56: p <= 58 below
+            p = o + 1 + (~m.letter >> o & 1);
+            q = p + size_t(__builtin_ctzll(~(m.letter >> p)));
+            if (q == 64 || (m.high >> q & 1)) break;
+          }
+          i = base + o;
+          continue;
+        }
       } else if (m.digit & bit) {
         // 3. \p{N} or \p{N}{1,3}; a number past ASCII may follow a short run
         const uint64_t run = m.digit >> o & 7;
@@ -271,9 +306,10 @@ void FastSplit::for_each(std::string_view subject, Match&& match) const {
         e = st.end;
       }
     }
-    match(i, e);
+    if (match(i, e)) return e;
     i = e;
   }
+  return n;
 }
 
 }  // namespace tokfeed::text::hf

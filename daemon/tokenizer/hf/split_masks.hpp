@@ -32,13 +32,21 @@ struct ByteMasks {
   // ASCII but letters, digits and newlines. (An apostrophe may start a
   // contraction instead: the caller looks.)
   uint64_t prefix = 0;
+  uint64_t apostrophe = 0;
+  // Where alternative 2 ([^\r\n\p{L}\p{N}]?\p{L}+) starts a match as far as
+  // the window tells: a letter, or a prefix but an apostrophe (which may
+  // start a contraction) before a letter. Bit 63 looks no further than the
+  // window: a prefix there is not in it.
+  uint64_t word = 0;
 };
 
 // Clears the bits from `valid` on and derives the masks that depend on others.
 inline void finish(ByteMasks& m, uint64_t valid) {
   m.letter &= valid, m.digit &= valid, m.space &= valid, m.newline &= valid, m.high &= valid;
+  m.apostrophe &= valid;
   m.other = valid & ~(m.letter | m.digit | m.space | m.high);
   m.prefix = valid & ~(m.letter | m.digit | m.newline | m.high);
+  m.word = m.letter | (m.prefix & ~m.apostrophe & m.letter >> 1);
 }
 
 // Masks of p[0, len), len <= 64, a byte at a time.
@@ -52,6 +60,7 @@ inline ByteMasks classify_bytes(const unsigned char* p, size_t len) {
     else if (unsigned(c - '0') < 10) m.digit |= bit;
     else if (c == ' ' || unsigned(c - '\t') < 5) m.space |= bit;
     if (c == '\n' || c == '\r') m.newline |= bit;
+    if (c == '\'') m.apostrophe |= bit;
   }
   finish(m, len == 64 ? ~uint64_t(0) : (uint64_t(1) << len) - 1);
   return m;
@@ -79,6 +88,7 @@ inline ByteMasks classify_bytes(const unsigned char* p, size_t len) {
     m.space |= uint64_t(uint32_t(_mm_movemask_epi8(space))) << shift;
     m.newline |= uint64_t(uint32_t(_mm_movemask_epi8(newline))) << shift;
     m.high |= uint64_t(uint32_t(_mm_movemask_epi8(v))) << shift;
+    m.apostrophe |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\''))))) << shift;
   }
   finish(m, ~uint64_t(0));
   return m;
