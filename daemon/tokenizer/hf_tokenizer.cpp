@@ -112,39 +112,51 @@ template <class T>
                                     std::vector<T>& out) {
   const WordCache& cache = model.word_cache();
   const WordCache::Entry* slots = cache.slots();
-  int shift = cache.shift();
-  WordCache::Key keys[kBatch];
   const char* const s = piece.data();
-  uint32_t b = first;
-  for (size_t j = 0; j < n; b = ends[j++]) {
-    const uint32_t len = ends[j] - b;
-    keys[j] = len <= WordCache::kInlineKey && readable_end - (s + b) >= 16
-                  ? WordCache::key16(s + b, len)
-                  : WordCache::key_of(piece.substr(b, len), readable_end);
-    if (slots) __builtin_prefetch(slots + (keys[j].hash >> shift));
-  }
   T buf[kBufferRoom];
   T* w = buf;
-  b = first;
-  for (size_t j = 0; j < n; b = ends[j++]) {
-    const uint32_t len = ends[j] - b;
-    if (slots) {
-      const WordCache::Entry& e = slots[keys[j].hash >> shift];
-      store_inline(w, e, base + b, len);
-      if (WordCache::inline_hit(e, keys[j], len)) {
-        w += e.n;
-        continue;
-      }
-      size_t count;
-      const WordPiece* p = cache.pieces_at(e, keys[j], piece.substr(b, len), count);
-      if (p != nullptr && count <= kLongPieces) {
-        w = make_room(buf, w, count + 3 * (n - j), out);
-        store_pieces(w, p, count, base + b);
-        w += count;
-        continue;
-      }
+  if (slots == nullptr) {  // nothing cached yet
+    for (size_t j = 0; j < n; first = ends[j++]) {
+      const std::string_view word = piece.substr(first, ends[j] - first);
+      w = word_pieces(model, piece, base, first, uint32_t(word.size()), WordCache::key_of(word, readable_end), buf, w,
+                      out);
     }
-    w = word_pieces(model, piece, base, b, len, keys[j], buf, w, out);
+    out.insert(out.end(), buf, w);
+    return;
+  }
+  int shift = cache.shift();
+  struct Word {
+    WordCache::Key key;
+    uint32_t begin, len;
+  };
+  Word words[kBatch];
+  const size_t readable = size_t(readable_end - s);  // bytes that may be read from the piece's start
+  for (size_t j = 0; j < n; first = ends[j++]) {
+    const uint32_t len = ends[j] - first;
+    words[j].key = len <= WordCache::kInlineKey && first + 16 <= readable
+                       ? WordCache::key16(s + first, len)
+                       : WordCache::key_of(piece.substr(first, len), readable_end);
+    words[j].begin = first;
+    words[j].len = len;
+    __builtin_prefetch(slots + (words[j].key.hash >> shift));
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const auto [key, b, len] = words[j];
+    const WordCache::Entry& e = slots[key.hash >> shift];
+    store_inline(w, e, base + b, len);
+    if (WordCache::inline_hit(e, key, len)) {
+      w += e.n;
+      continue;
+    }
+    size_t count;
+    const WordPiece* p = cache.pieces_at(e, key, piece.substr(b, len), count);
+    if (p != nullptr && count <= kLongPieces) {
+      w = make_room(buf, w, count + 3 * (n - j), out);
+      store_pieces(w, p, count, base + b);
+      w += count;
+      continue;
+    }
+    w = word_pieces(model, piece, base, b, len, key, buf, w, out);
     w = make_room(buf, w, 3 * (n - j), out);
     slots = cache.slots();  // an insert may have grown the table
     shift = cache.shift();
