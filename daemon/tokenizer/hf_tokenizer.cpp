@@ -6,6 +6,7 @@
 
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/huge_table.hpp"
 #include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
@@ -28,6 +29,7 @@ std::string HfTokenizer::engine() const {
   std::string e = "hf; BPE merges: " + p_.model->merge_algorithm();
   if (word_split_) e += "; split and merges fused";
   if (metaspace_words_) e += "; words cut before each \u2581 run";
+  e += "; " + describe_huge_page_use();  // of the process's tokenizer tables
   return e;
 }
 

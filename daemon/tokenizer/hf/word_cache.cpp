@@ -21,7 +21,7 @@ void WordCache::grow() {
   }
   // Double, keeping every entry: keys and values stay where they are. An
   // entry's hash is not kept: it is computed again from its key.
-  std::vector<Entry> old(slots_.size() * 2, kEmpty);
+  HugeVector<Entry> old(slots_.size() * 2, kEmpty);
   old.swap(slots_);
   shift_ = 64 - __builtin_ctzll(slots_.size());
   const size_t mask = slots_.size() - 1;

@@ -17,6 +17,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "tokenizer/hf/huge_table.hpp"
+
 namespace tokfeed::text::hf {
 
 // A token of a word: its id and how many bytes of the word it covers.
@@ -235,7 +237,7 @@ class WordCache {
   static constexpr size_t kMinSlots = 1 << 14;
   static constexpr size_t kMaxSlots = 1 << 19;
   void grow();
-  std::vector<Entry> slots_;
+  HugeVector<Entry> slots_;
   int shift_ = 64;
   static constexpr int kSeenBits = 20;
   std::vector<uint64_t> seen_ = std::vector<uint64_t>(size_t(1) << (kSeenBits - 6), 0);  // long words missed once
