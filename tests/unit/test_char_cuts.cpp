@@ -4,8 +4,10 @@
 // files and tests/reference/hf_random_diff.py), or under ignore_merges the
 // word's own token where it is one. Words are made of the bytes
 // of random vocabulary tokens with non-ASCII bytes (so every fragment token
-// and every pair of chars inside a token meets its neighbors), of common
-// Han, kana, Hangul and Cyrillic chars, and of random bytes.
+// and every pair of chars inside a token meets its neighbors), of fragment
+// tokens (those starting or ending inside a char) with that char completed by
+// random bytes, of common Han, kana, Hangul and Cyrillic chars, and of random
+// bytes.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -77,6 +79,13 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
     REQUIRE(m.merge_algorithm().starts_with("linear"));
     const std::vector<std::string> tokens = non_ascii_tokens(m);
     REQUIRE(tokens.size() > 1000);
+    const auto is_cont = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; };
+    std::vector<std::string> fragments;
+    for (const std::string& t : tokens)
+      if (t.size() > 1 && (is_cont(t[0]) || static_cast<unsigned char>(t.back()) >= 0xC0 ||
+                           (static_cast<unsigned char>(t[t.size() - 2]) >= 0xE0 && is_cont(t.back()))))
+        fragments.push_back(t);
+    REQUIRE(fragments.size() > 10);
     std::mt19937 rng(11);
     size_t bad = 0;
     std::vector<WordPiece> cut, heap;
@@ -87,8 +96,21 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
         std::string w;
         const size_t n = 1 + rng() % 8;
         for (size_t k = 0; k < n; ++k) {
-          const unsigned kind = rng() % 8;
-          if (kind < 4) w += tokens[rng() % tokens.size()];
+          const unsigned kind = rng() % 10;
+          const auto cont_byte = [&] { return char(0x80 + rng() % 0x40); };
+          if (kind >= 8) {
+            // A fragment, its first and last chars made whole.
+            std::string f = fragments[rng() % fragments.size()];
+            size_t run = 0;
+            while (run < f.size() && run < 3 && is_cont(f[run])) ++run;
+            if (run == 1) f = std::string(1, char(0xE0 + rng() % 16)) + cont_byte() + f;
+            else if (run == 2) f = std::string(1, char(0xE0 + rng() % 16)) + f;
+            const auto last = static_cast<unsigned char>(f.back());
+            if (last >= 0xE0) f = f + cont_byte() + cont_byte();
+            else if (last >= 0xC2) f += cont_byte();
+            else if (f.size() >= 2 && static_cast<unsigned char>(f[f.size() - 2]) >= 0xE0) f += cont_byte();
+            w += f;
+          } else if (kind < 4) w += tokens[rng() % tokens.size()];
           else if (kind < 7) w += chars[rng() % chars.size()];
           else w.push_back(char(0x80 + rng() % 0x70));
         }

@@ -168,7 +168,7 @@ void BpeModel::init_linear() {
       merge_word(bytes, out, &last);
     };
     linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, heap, why);
-    if (linear_) cuts_.build(raw);
+    if (linear_) cuts_.build(raw, [&](int32_t id) { return linear_->reachable(id); });
   }
   merge_pairs_.clear();
   merge_pairs_.shrink_to_fit();
@@ -238,6 +238,10 @@ void BpeModel::merge_part(std::string_view part, std::vector<WordPiece>& out) co
   // not what the cache holds for it as a word.
   if (part.size() > WordCache::kMaxWordLen || (ignore_merges_ && whole_words_.find(part) >= 0)) {
     merge_linear(part, out);
+    return;
+  }
+  if (const int32_t id = cuts_.single_char(part); id >= 0) {
+    out.push_back({id, uint32_t(part.size())});
     return;
   }
   WordCache::Lookup at;

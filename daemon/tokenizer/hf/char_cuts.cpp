@@ -12,6 +12,7 @@ size_t char_at(std::string_view t, size_t j) {
   if (len == 0 || j + len > t.size()) return 0;
   for (size_t k = 1; k < len; ++k)
     if ((static_cast<unsigned char>(t[j + k]) & 0xC0) != 0x80) return 0;
+  if (b == 0xE0 && static_cast<unsigned char>(t[j + 1]) < 0xA0) return 0;  // overlong (char_cuts.hpp)
   return len;
 }
 
@@ -24,9 +25,12 @@ bool is_cont(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
 }  // namespace
 
-void CharCuts::build(const std::vector<std::string>& raw) {
+void CharCuts::build(const std::vector<std::string>& raw, const std::function<bool(int32_t)>& reachable) {
   std::vector<uint64_t> pairs;  // c1 << 16 | c2
-  for (const std::string& s : raw) {
+  for (size_t id = 0; id < raw.size(); ++id) {
+    const std::string& s = raw[id];
+    if ((s.size() == 2 || s.size() == 3) && char_at(s, 0) == s.size() && reachable(int32_t(id)))
+      chars_[code_point(s, 0, s.size())] = int32_t(id);
     const std::string_view t = s;
     const size_t n = t.size();
     if (n < 2) continue;
@@ -34,20 +38,22 @@ void CharCuts::build(const std::vector<std::string>& raw) {
     // (b): it starts with the last one or two bytes of a char (its run of
     // continuation bytes) and goes on.
     const size_t run = is_cont(t[0]) ? (is_cont(t[1]) ? 2 : 1) : 0;
-    if (run == 1) {
-      set(tail1_, u(0));
+    // What follows the piece must be a lead byte there, and what comes before
+    // a head piece a continuation byte (the end of c1): others never match.
+    if (run == 1 && u(1) >= 0xC0) {
+      tail1_[u(0) & 0x3F] |= uint64_t(1) << (u(1) - 0xC0);
       fragments_[kTail | 1u << 16 | u(0)].push_back(s);
-    } else if (run == 2 && n > 2 && !is_cont(t[2])) {
-      set(tail2_, u(0) << 8 | u(1));
+    } else if (run == 2 && n > 2 && u(2) >= 0xC0) {
+      tail2_[(u(0) & 0x3F) << 6 | (u(1) & 0x3F)] |= uint64_t(1) << (u(2) - 0xC0);
       fragments_[kTail | 2u << 16 | u(0) << 8 | u(1)].push_back(s);
     }
     // (c): it ends with the first one or two bytes of a char.
-    if (u(n - 1) >= 0xC2 && u(n - 1) <= 0xEF) {
-      set(head1_, u(n - 1));
+    if (u(n - 1) >= 0xC2 && u(n - 1) <= 0xEF && is_cont(t[n - 2])) {
+      head1_[u(n - 1) - 0xC0] |= uint64_t(1) << (u(n - 2) & 0x3F);
       fragments_[kHead | 1u << 16 | u(n - 1)].push_back(s);
     }
-    if (n > 2 && u(n - 2) >= 0xE0 && u(n - 2) <= 0xEF && is_cont(t[n - 1])) {
-      set(head2_, u(n - 2) << 8 | u(n - 1));
+    if (n > 2 && u(n - 2) >= 0xE0 && u(n - 2) <= 0xEF && is_cont(t[n - 1]) && is_cont(t[n - 3])) {
+      head2_[(u(n - 2) & 0x0F) << 6 | (u(n - 1) & 0x3F)] |= uint64_t(1) << (u(n - 3) & 0x3F);
       fragments_[kHead | 2u << 16 | u(n - 2) << 8 | u(n - 1)].push_back(s);
     }
     // (a): two whole chars one after the other, wherever they start.

@@ -12,17 +12,20 @@
 //   (b) it starts inside c1 (with a proper suffix of c1's bytes) and goes on, or
 //   (c) it ends inside c2 (with a proper prefix of c2's bytes) and started before.
 // Only boundaries between two chars of two or three bytes (a lead byte and the
-// continuation bytes it announces) are considered. The pairs of (a) sit in a
+// continuation bytes it announces, not an overlong form) are considered. The pairs of (a) sit in a
 // bit filter keyed by the two code points (a false positive forgoes a cut).
 // For (b) and (c), the few "fragment" tokens (Qwen3: 116 that start with
 // continuation bytes, 260 that end with an unfinished char) are kept by the
 // piece of a char they start or end with, and compared with the word around
-// the boundary where that piece is c1's end or c2's start. Han, kana and
+// the boundary where that piece is c1's end or c2's start, where the byte
+// across the boundary from the piece is one the fragment has there (a 64-bit
+// mask per piece answers most boundaries). Han, kana and
 // Hangul runs, long and rarely repeated as words, fall apart into parts of a
 // few chars that do repeat.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,8 +35,19 @@ namespace tokfeed::text::hf {
 
 class CharCuts {
  public:
-  // raw[id]: the bytes of token id (empty: none).
-  void build(const std::vector<std::string>& raw);
+  // raw[id]: the bytes of token id (empty: none); reachable(id): the BPE of
+  // its bytes is the token.
+  void build(const std::vector<std::string>& raw, const std::function<bool(int32_t)>& reachable);
+
+  // The token a part made of one 2- or 3-byte char is (its BPE), or -1.
+  int32_t single_char(std::string_view part) const {
+    const auto* p = reinterpret_cast<const unsigned char*>(part.data());
+    if (part.size() == 2 && p[0] >= 0xC2 && p[0] <= 0xDF && cont(p[1]))
+      return chars_[(p[0] & 0x1Fu) << 6 | (p[1] & 0x3Fu)];
+    if (part.size() == 3 && p[0] >= 0xE0 && p[0] <= 0xEF && cont(p[1]) && cont(p[2]) && !overlong(p[0], p[1]))
+      return chars_[(p[0] & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu)];
+    return -1;
+  }
 
   // Calls part(begin, end) for each part of `word` in order, cutting where
   // allowed; returns false, calling nothing, where there is no cut.
@@ -46,7 +60,7 @@ class CharCuts {
     while (i < n) {
       const unsigned char b = p[i];
       uint32_t len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : 0;
-      if (len == 0 || i + len > n || !cont(p[i + 1]) || (len == 3 && !cont(p[i + 2]))) {
+      if (len == 0 || i + len > n || !cont(p[i + 1]) || (len == 3 && (!cont(p[i + 2]) || overlong(b, p[i + 1])))) {
         prev_len = 0;
         i += 1;
         continue;
@@ -68,6 +82,9 @@ class CharCuts {
 
  private:
   static bool cont(unsigned char b) { return (b & 0xC0) == 0x80; }
+  // E0 80..9F: a 3-byte form of a code point below U+0800, which would share
+  // its code point (the key of the tables here) with a 2-byte char.
+  static bool overlong(unsigned char lead, unsigned char next) { return lead == 0xE0 && next < 0xA0; }
   static bool test(const std::vector<uint64_t>& bits, uint32_t i) { return bits[i / 64] >> (i % 64) & 1; }
   static void set(std::vector<uint64_t>& bits, uint32_t i) { bits[i / 64] |= uint64_t(1) << (i % 64); }
   uint32_t pair_bit(uint32_t c1, uint32_t c2) const {
@@ -77,14 +94,16 @@ class CharCuts {
   bool cut(std::string_view word, size_t i, uint32_t l1, uint32_t c1, uint32_t l2, uint32_t c2) const {
     if (test(pairs_, pair_bit(c1, c2))) return false;  // (a)
     const auto* w = reinterpret_cast<const unsigned char*>(word.data());
-    // (b): a fragment starting with c1's last byte, or its last two, there.
-    if (test(tail1_, w[i - 1]) && covers(kTail | 1u << 16 | w[i - 1], word, i, 1)) return false;
-    if (l1 == 3 && test(tail2_, uint32_t(w[i - 2]) << 8 | w[i - 1]) &&
+    // (b): a fragment starting with c1's last byte, or its last two, whose
+    // next byte is c2's lead byte. (c): a fragment ending with c2's first
+    // byte, or its first two, whose byte before is c1's last one.
+    const uint32_t lead = w[i] - 0xC0u, last = w[i - 1] & 0x3Fu;
+    if ((tail1_[w[i - 1] & 0x3Fu] >> lead & 1) && covers(kTail | 1u << 16 | w[i - 1], word, i, 1)) return false;
+    if (l1 == 3 && (tail2_[(w[i - 2] & 0x3Fu) << 6 | last] >> lead & 1) &&
         covers(kTail | 2u << 16 | uint32_t(w[i - 2]) << 8 | w[i - 1], word, i, 2))
       return false;
-    // (c): a fragment ending with c2's first byte, or its first two, there.
-    if (test(head1_, w[i]) && covers(kHead | 1u << 16 | w[i], word, i, 1)) return false;
-    if (l2 == 3 && test(head2_, uint32_t(w[i]) << 8 | w[i + 1]) &&
+    if ((head1_[lead] >> last & 1) && covers(kHead | 1u << 16 | w[i], word, i, 1)) return false;
+    if (l2 == 3 && (head2_[(w[i] & 0x0Fu) << 6 | (w[i + 1] & 0x3Fu)] >> last & 1) &&
         covers(kHead | 2u << 16 | uint32_t(w[i]) << 8 | w[i + 1], word, i, 2))
       return false;
     return true;
@@ -93,8 +112,14 @@ class CharCuts {
   // `piece` is how many of its bytes lie on c1's side (tail) or c2's (head).
   bool covers(uint32_t key, std::string_view word, size_t i, size_t piece) const;
   static constexpr uint32_t kTail = 1u << 18, kHead = 2u << 18;
-  std::vector<uint64_t> tail1_ = std::vector<uint64_t>(4), tail2_ = std::vector<uint64_t>(1024);
-  std::vector<uint64_t> head1_ = std::vector<uint64_t>(4), head2_ = std::vector<uint64_t>(1024);
+  // Per piece a fragment starts with (c1's last byte, or last two: their low
+  // 6 bits), the lead bytes (less 0xC0) that follow it in some fragment; per
+  // piece a fragment ends with (c2's lead byte less 0xC0; a 3-byte lead's low
+  // 4 bits and the next byte's low 6), the continuation bytes' low 6 bits
+  // that come before it in some fragment.
+  std::vector<uint64_t> tail1_ = std::vector<uint64_t>(64), tail2_ = std::vector<uint64_t>(4096);
+  std::vector<uint64_t> head1_ = std::vector<uint64_t>(64), head2_ = std::vector<uint64_t>(1024);
+  std::vector<int32_t> chars_ = std::vector<int32_t>(65536, -1);  // by code point: single_char()
   std::unordered_map<uint32_t, std::vector<std::string>> fragments_;
   std::vector<uint64_t> pairs_;
   int pair_shift_ = 64;
