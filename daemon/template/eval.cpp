@@ -17,6 +17,14 @@ Value Interp::lookup(std::string_view name) {
   return Value::undefined(std::string(name));
 }
 
+const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
+  tmp = global_function(e.name);
+  if (!tmp.is_undefined()) return tmp;
+  if (e.methods & kMethodsKnown) return e.undef;
+  tmp = Value::undefined(e.name);
+  return tmp;
+}
+
 void Interp::step_failed() const {
   if (steps > max_steps) throw Error(step_error());
   throw Error("the daemon is stopping");
@@ -264,6 +272,7 @@ const Value& truth(Interp& in, const Value& v) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
+bool compare_op(const std::string& op, const Value& a, const Value& b) { return compare(op, a, b); }
 
 namespace {
 
@@ -388,7 +397,11 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
       if (tracking(in) && e.name == "add_generation_prompt") in.track->spoil_all(2);
-      return in.lookup(e.name);
+      if (const Value* v = in.find_var(e.name)) return *v;
+      {
+        Value t;
+        return in.global_or_undefined(e, t);
+      }
     case EK::kList:
     case EK::kTuple: {
       std::vector<Value> items;
@@ -409,6 +422,10 @@ Value eval(Interp& in, const Expr& e) {
       const Value& obj = eval_ref(in, *e.a[0], t);
       if (tracking(in)) in.track->attr(obj, e.name);
       in.pos = e.pos;
+      if (obj.is_dict() && (e.methods & kMethodsKnown) && (obj.ns || !(e.methods & kMethodDict))) {
+        const Value* v = obj.dict->find(e.name);
+        return v ? *v : e.undef;
+      }
       return get_attr(obj, e.name);
     }
     case EK::kItem: {
@@ -511,6 +528,15 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kCompare: {
       if (e.ops.size() == 1 && e.a[1]->pure) {  // one comparison: both operands borrowed
         Value t0, t1;
+        if (tracking(in)) {  // what the prefixes see differently, consumed here (resume.hpp)
+          Consumer c(in);
+          const Value& l = c.operand_ref(*e.a[0], t0);
+          const Value& r = c.operand_ref(*e.a[1], t1);
+          in.pos = e.pos;
+          const bool result = compare(e.ops[0], l, r);
+          c.compared(e.ops[0], l, r, result);
+          return Value::boolean(result);
+        }
         const Value& l = operand_ref(in, *e.a[0], t0);
         const Value& r = operand_ref(in, *e.a[1], t1);
         in.pos = e.pos;
