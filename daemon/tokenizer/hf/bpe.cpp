@@ -168,6 +168,7 @@ void BpeModel::init_linear() {
       merge_word(bytes, out, &last);
     };
     linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, heap, why);
+    if (linear_) cuts_.build(raw, [&](int32_t id) { return linear_->reachable(id); });
   }
   merge_pairs_.clear();
   merge_pairs_.shrink_to_fit();
@@ -201,8 +202,13 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
 const std::vector<WordPiece>& BpeModel::merge_and_keep(std::string_view word, WordCache::Lookup at,
                                                        bool cacheable) const {
   scratch_.clear();
+  parts_kept_ = false;
   merge_uncached(word, scratch_);
-  if (cacheable) cache_.insert(word, at, scratch_.data(), scratch_.size());
+  if (cacheable) {
+    // Parts kept since the lookup may have taken its slot or grown the table.
+    if (parts_kept_ && cache_.find(word, at, [](int32_t, uint32_t) {})) return scratch_;
+    cache_.insert(word, at, scratch_.data(), scratch_.size());
+  }
   return scratch_;
 }
 
@@ -213,8 +219,37 @@ void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out
       return;
     }
   }
-  if (!linear_ || !linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); }))
+  if (!linear_) {
     merge_word(word, out);
+    return;
+  }
+  if (word.size() >= 4 &&
+      cuts_.for_each_part(word, [&](size_t b, size_t e) { merge_part(word.substr(b, e - b), out); }))
+    return;
+  merge_linear(word, out);
+}
+
+void BpeModel::merge_linear(std::string_view word, std::vector<WordPiece>& out) const {
+  if (!linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); })) merge_word(word, out);
+}
+
+void BpeModel::merge_part(std::string_view part, std::vector<WordPiece>& out) const {
+  // Under ignore_merges a part that is a token is not the word: its BPE is
+  // not what the cache holds for it as a word.
+  if (part.size() > WordCache::kMaxWordLen || (ignore_merges_ && whole_words_.find(part) >= 0)) {
+    merge_linear(part, out);
+    return;
+  }
+  if (const int32_t id = cuts_.single_char(part); id >= 0) {
+    out.push_back({id, uint32_t(part.size())});
+    return;
+  }
+  WordCache::Lookup at;
+  if (cache_.find(part, at, [&](int32_t id, uint32_t len) { out.push_back({id, len}); })) return;
+  const size_t from = out.size();
+  merge_linear(part, out);
+  cache_.insert(part, at, out.data() + from, out.size() - from);
+  parts_kept_ = true;
 }
 
 void BpeModel::merge_word(std::string_view word, std::vector<WordPiece>& out, int32_t (*last)[2]) const {

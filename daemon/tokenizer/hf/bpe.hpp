@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tokenizer/hf/bpe_linear.hpp"
+#include "tokenizer/hf/char_cuts.hpp"
 #include "tokenizer/hf/merge_table.hpp"
 #include "tokenizer/hf/token_index.hpp"
 #include "tokenizer/hf/word_cache.hpp"
@@ -82,6 +83,7 @@ class BpeModel {
   }
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
   bool byte_level() const { return byte_level_; }
+  bool ignore_merges() const { return ignore_merges_; }
   // True when no merge can join a char to a "▁" (U+2581) after it: every
   // merge whose right part starts with "▁" has a left part ending with one,
   // "▁" is a unit, and whole words are not looked up (ignore_merges). Then
@@ -104,6 +106,10 @@ class BpeModel {
                                                                  bool cacheable) const;
   // A word not in the cache: ignore_merges, then the linear or the heap merges.
   void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
+  // A part of a word cut where no token spans (char_cuts.hpp): its BPE, from
+  // the cache where it can be kept there.
+  void merge_part(std::string_view part, std::vector<WordPiece>& out) const;
+  void merge_linear(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();
 
   std::vector<std::string> id_to_token_;
@@ -114,6 +120,7 @@ class BpeModel {
   MergeTable merges_;
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
+  CharCuts cuts_;                                         // with linear_ only
   std::string merge_algorithm_;
   bool words_end_before_metaspace_ = false;
   int32_t byte_unit_id_[256];      // byte-level: id of each single byte
@@ -133,6 +140,7 @@ class BpeModel {
   mutable std::vector<Symbol> symbols_;
   mutable std::vector<Candidate> heap_;
   mutable WordCache cache_;
+  mutable bool parts_kept_ = false;  // merge_uncached put parts of its word in the cache
   mutable std::vector<WordPiece> scratch_;
 };
 
