@@ -187,10 +187,10 @@ struct Tracker {
   enum class Claim : uint8_t { kNone, kAttr, kLength };
   Claim claim = Claim::kNone;  // the next such read is the operand's
   const DictObj* claimed_ns = nullptr;
-  std::string claimed_name;
-  int64_t claimed_length = -1;   // o, for messages[o:] | length
-  const Vars* vars = nullptr;    // the render's own variables
-  ResumeState* state = nullptr;  // its `lists`: messages and the slices messages[o:] read (kept alive)
+  std::string_view claimed_name;  // the attribute expression's own (the parsed template outlives the render)
+  int64_t claimed_length = -1;    // o, for messages[o:] | length
+  const Vars* vars = nullptr;     // the render's own variables
+  ResumeState* state = nullptr;   // its `lists`: messages and the slices messages[o:] read (kept alive)
 
   // The offset of `l` if it is messages[o:], else -1.
   int64_t offset_of(const ListObj* l) const {
@@ -270,7 +270,7 @@ class Consumer {
  private:
   struct Read {
     const DictObj* ns = nullptr;
-    std::string name;
+    std::string_view name;
     int64_t length = -1;
   };
   // The read `e` makes that the comparison may consume: its shape is one
