@@ -54,7 +54,15 @@ struct Expr {
   bool pure = false;
   FilterFn filter = nullptr;
   TestFn test = nullptr;
+  // kName, kAttr: the undefined value a miss gives (the name as its hint),
+  // made once when the template is parsed, and which kinds of object have
+  // a method of that name (kMethodStr | kMethodDict | kMethodList; set with
+  // kMethodsKnown).
+  Value undef;
+  uint8_t methods = 0;
 };
+
+constexpr uint8_t kMethodStr = 1, kMethodDict = 2, kMethodList = 4, kMethodsKnown = 8;
 
 enum class SK : uint8_t {
   kText,
@@ -92,6 +100,9 @@ struct Stmt {
   // name it iterates over; add_generation_prompt; a call of a macro
   // (template/resume.hpp: where none, no point is kept inside the loop).
   bool reads_ahead = true;
+  // kFor: whether the body may read `loop` (by name, or through a macro or
+  // call block defined in it); where not, no `loop` is made.
+  bool uses_loop = true;
 };
 
 }  // namespace tokfeed::tmpl

@@ -17,6 +17,14 @@ Value Interp::lookup(std::string_view name) {
   return Value::undefined(std::string(name));
 }
 
+const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
+  tmp = global_function(e.name);
+  if (!tmp.is_undefined()) return tmp;
+  if (e.methods & kMethodsKnown) return e.undef;
+  tmp = Value::undefined(e.name);
+  return tmp;
+}
+
 void Interp::step_failed() const {
   if (steps > max_steps) throw Error(step_error());
   throw Error("the daemon is stopping");
@@ -389,7 +397,11 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
       if ((in.track || in.probe) && e.name == "add_generation_prompt") prompt_read(in);
-      return in.lookup(e.name);
+      if (const Value* v = in.find_var(e.name)) return *v;
+      {
+        Value t;
+        return in.global_or_undefined(e, t);
+      }
     case EK::kList:
     case EK::kTuple: {
       std::vector<Value> items;
@@ -410,6 +422,10 @@ Value eval(Interp& in, const Expr& e) {
       const Value& obj = eval_ref(in, *e.a[0], t);
       if (tracking(in)) in.track->attr(obj, e.name);
       in.pos = e.pos;
+      if (obj.is_dict() && (e.methods & kMethodsKnown) && (obj.ns || !(e.methods & kMethodDict))) {
+        const Value* v = obj.dict->find(e.name);
+        return v ? *v : e.undef;
+      }
       return get_attr(obj, e.name);
     }
     case EK::kItem: {

@@ -7,16 +7,6 @@
 
 namespace tokfeed::tmpl {
 
-namespace {
-
-Value operand(Interp& in, const Expr& e) {
-  Value v = eval(in, e);
-  if (tracking(in)) in.track->operand(v);
-  return v;
-}
-
-}  // namespace
-
 const Value& operand_ref(Interp& in, const Expr& e, Value& tmp) {
   const Value& v = eval_ref(in, e, tmp);
   if (tracking(in)) in.track->operand(v);
@@ -31,7 +21,7 @@ bool is_concat(const Expr& e) {
 // nested nodes are (the same steps, operands in the same order, the same
 // errors), with the strings joined in one buffer instead of a new string
 // per operator.
-bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc) {
+bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std::size_t base) {
   constexpr std::size_t kMax = 64;
   const Expr* chain[kMax];
   std::size_t n = 0;
@@ -41,31 +31,44 @@ bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc) {
     chain[n++] = leaf;
     leaf = leaf->a[0].get();
   }
-  acc = operand(in, *leaf);
-  bool in_buf = false;  // acc's value is the str in buf
+  Value first;
+  const Value* accp = &operand_ref(in, *leaf, first);  // acc's value while it is borrowed
+  bool in_buf = false;                                 // acc's value is the str in buf[base:]
   for (std::size_t k = n; k-- > 0;) {
     const Expr& node = *chain[k];
     Value tmp;
+    // The left operand is borrowed only until the right one is evaluated:
+    // a pure right operand changes no variable.
+    if (!in_buf && accp != &acc && !node.a[1]->pure) acc = *accp, accp = &acc;
     const Value& r = operand_ref(in, *node.a[1], tmp);
     in.pos = node.pos;
     if (node.name[0] == '~') {
       if (!in_buf) {
-        buf.clear();
-        append_str(acc, buf);
+        buf.resize(base);
+        append_str(*accp, buf);
         in_buf = true;
       }
       append_str(r, buf);
-    } else if (r.is_str() && (in_buf || acc.is_str())) {
+    } else if (r.is_str() && (in_buf || accp->is_str())) {
       if (!in_buf) {
-        buf = *acc.s;
+        buf.resize(base);
+        buf += *accp->s;
         in_buf = true;
       }
       buf += *r.s;
     } else {
-      if (in_buf) acc = Value::str(std::move(buf)), in_buf = false;
+      if (in_buf) {
+        acc = Value::str(base == 0 ? std::move(buf) : buf.substr(base));
+        buf.resize(base);
+        in_buf = false;
+      } else if (accp != &acc) {
+        acc = *accp;
+      }
+      accp = &acc;
       acc = binary_op(node.name, acc, r);
     }
   }
+  if (!in_buf && accp != &acc) acc = *accp;
   return in_buf;
 }
 
@@ -82,15 +85,23 @@ const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {
       in.step(e.pos);
       if ((in.track || in.probe) && e.name == "add_generation_prompt") prompt_read(in);
       if (const Value* v = in.find_var(e.name)) return *v;
-      tmp = in.lookup(e.name);
-      return tmp;
+      return in.global_or_undefined(e, tmp);
     case EK::kAttr: {
       in.step(e.pos);
       Value t;
       const Value& obj = eval_ref(in, *e.a[0], t);
       if (tracking(in)) in.track->attr(obj, e.name);
       in.pos = e.pos;
-      // What get_attr would copy, borrowed where `obj` itself is.
+      // What get_attr would copy, borrowed where `obj` itself is; a miss
+      // on a dict without such a method is the node's undefined value.
+      if (obj.is_dict() && (e.methods & kMethodsKnown) && (obj.ns || !(e.methods & kMethodDict))) {
+        if (const Value* v = obj.dict->find(e.name)) {
+          if (&obj != &t) return *v;
+          tmp = *v;
+          return tmp;
+        }
+        return e.undef;
+      }
       if (&obj != &t && obj.is_dict() && (obj.ns || !has_method(obj, e.name)))
         if (const Value* v = obj.dict->find(e.name)) return *v;
       tmp = get_attr(obj, e.name);

@@ -8,17 +8,22 @@ namespace tokfeed::tmpl {
 
 namespace {
 
-void write(Interp& in, std::string_view s) {
-  if (in.provenance && in.message >= 0 && in.out == in.root && !s.empty()) {
+// Output bytes [at, end) have been appended to in.out: their provenance, the limit.
+void wrote(Interp& in, std::size_t at) {
+  const std::size_t end = in.out->size();
+  if (in.provenance && in.message >= 0 && in.out == in.root && end > at) {
     auto& pieces = in.provenance->pieces;
-    const std::size_t at = in.out->size();
     const auto m = static_cast<uint32_t>(in.message);
-    if (!pieces.empty() && pieces.back().message == m && pieces.back().end == at) pieces.back().end += s.size();
-    else pieces.push_back({at, at + s.size(), m});
+    if (!pieces.empty() && pieces.back().message == m && pieces.back().end == at) pieces.back().end = end;
+    else pieces.push_back({at, end, m});
   }
+  if (end > in.max_output) throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
+}
+
+void write(Interp& in, std::string_view s) {
+  const std::size_t at = in.out->size();
   in.out->append(s);
-  if (in.out->size() > in.max_output)
-    throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
+  wrote(in, at);
 }
 
 void assign_targets(Interp& in, const std::vector<std::string>& names, const Value& v) {
@@ -130,20 +135,31 @@ void set_bool(Value& v, bool x) {
 // `main`: the loop over the messages that resume points are taken in.
 // `from`: the first iteration run (a render resumed inside the loop).
 bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from) {
-  Value loop = Value::new_dict();
   const int64_t n = static_cast<int64_t>(items.size());
-  auto& d = loop.dict->items;
-  d.reserve(12);
-  for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
-                        "previtem", "nextitem"})
-    d.emplace_back(k, Value());
-  d.emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
-                   if (a.pos.empty()) throw Error("no items for cycling given");
-                   int64_t i = loop_d->items[1].second.i;
-                   return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
-                 }));
-  in.assign("loop", loop);
-  if (main) in.track->loop = loop.dict.get();
+  // `loop`, made only where the body may read it.
+  Value loop;
+  std::vector<std::pair<std::string, Value>>* d = nullptr;
+  if (s.uses_loop) {
+    loop = Value::new_dict();
+    d = &loop.dict->items;
+    d->reserve(12);
+    for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+                          "previtem", "nextitem"})
+      d->emplace_back(k, Value());
+    d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
+                      if (a.pos.empty()) throw Error("no items for cycling given");
+                      int64_t i = loop_d->items[1].second.i;
+                      return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
+                    }));
+    in.assign("loop", loop);
+    if (main) in.track->loop = loop.dict.get();
+  }
+  static const Value no_previtem = Value::undefined("loop.previtem"), no_nextitem = Value::undefined("loop.nextitem");
+  // Where `loop` and a single target sit in the loop's scope (found once:
+  // the scope only grows while the loop runs).
+  const std::size_t frame = in.frames.size() - 1;
+  const std::size_t loop_slot = s.uses_loop ? in.frames[frame].slot("loop") : 0;
+  std::size_t target_slot = SIZE_MAX;
   bool completed = false;
   MessageGuard message_guard(in);
   const bool track = in.provenance && s.targets.size() == 1;
@@ -153,25 +169,42 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
-    set_int(d[0].second, i + 1);
-    set_int(d[1].second, i);
-    set_int(d[2].second, n - i);
-    set_int(d[3].second, n - i - 1);
-    set_bool(d[4].second, i == 0);
-    set_bool(d[5].second, i == n - 1);
-    set_int(d[6].second, n);
-    set_int(d[7].second, 1);
-    set_int(d[8].second, 0);
-    d[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem");
-    d[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("loop.nextitem");
-    assign_targets(in, s.targets, items[static_cast<std::size_t>(i)]);
+    if (d) {
+      auto& dv = *d;
+      set_int(dv[0].second, i + 1);
+      set_int(dv[1].second, i);
+      set_int(dv[2].second, n - i);
+      set_int(dv[3].second, n - i - 1);
+      set_bool(dv[4].second, i == 0);
+      set_bool(dv[5].second, i == n - 1);
+      set_int(dv[6].second, n);
+      set_int(dv[7].second, 1);
+      set_int(dv[8].second, 0);
+      dv[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : no_previtem;
+      dv[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : no_nextitem;
+    }
+    const Value& item = items[static_cast<std::size_t>(i)];
+    if (s.targets.size() == 1) {
+      auto& vars = in.frames[frame].vars;
+      if (target_slot < vars.size()) {
+        vars[target_slot].second = item;
+      } else {
+        in.assign(s.targets[0], item);
+        target_slot = in.frames[frame].slot(s.targets[0]);
+      }
+    } else {
+      assign_targets(in, s.targets, item);
+    }
     if (track) {
-      int64_t m = message_index(in, items[static_cast<std::size_t>(i)]);
+      int64_t m = message_index(in, item);
       in.message = m >= 0 ? m : message_guard.saved;
       bound = m >= 0;
       if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
     }
-    in.frames.back().set("loop", loop);
+    if (d) {
+      Value& held = in.frames[frame].vars[loop_slot].second;  // the body may have set `loop`
+      if (!(held.kind == Kind::kDict && held.dict == loop.dict)) held = loop;
+    }
     Flow f = exec(in, s.bodies[0]);
     if (f == Flow::kBreak) break;
     completed = completed || f == Flow::kNormal;
@@ -287,18 +320,18 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
       case SK::kText: write(in, s.text); break;
       case SK::kOutput: {
         const Expr& x = *s.exprs[0];
-        if (is_concat(x)) {  // joined in a reused buffer, then written
+        if (is_concat(x)) {  // joined straight into the output (no expression writes to it)
           in.step(x.pos);
-          std::string buf = std::move(in.spare_concat);
+          std::string& out = *in.out;
+          const std::size_t at = out.size();
           Value acc;
-          if (concat_into(in, x, buf, acc)) {
-            write(in, buf);
+          if (concat_into(in, x, out, acc, at)) {
+            wrote(in, at);
           } else {
             if (tracking(in)) in.track->operand(acc);
             if (acc.is_str()) write(in, *acc.s);
             else write(in, to_str(acc));
           }
-          in.spare_concat = std::move(buf);
           break;
         }
         Value t;

@@ -21,13 +21,26 @@ inline std::atomic<bool> render_cancel{false};
 struct Tracker;  // resume.hpp
 struct Probe;
 
+// Whether the variable name `k` is `name`: most names in a scope differ in
+// length or first byte, which rules them out without a call to memcmp.
+inline bool same_name(const std::string& k, std::string_view name) noexcept {
+  return k.size() == name.size() && (name.empty() || (k[0] == name[0] && k.compare(name) == 0));
+}
+
 struct Frame {
   std::vector<std::pair<std::string, Value>> vars;
   bool barrier = false;  // a macro's scope: lookups skip to the template's globals
   Value* find(std::string_view name) {
     for (auto& [k, v] : vars)
-      if (k == name) return &v;
+      if (same_name(k, name)) return &v;
     return nullptr;
+  }
+  // The index of `name` in vars (vars.size(): none). A scope's variables
+  // only grow: an index stays valid while the scope lives.
+  std::size_t slot(std::string_view name) const {
+    for (std::size_t k = 0; k < vars.size(); ++k)
+      if (same_name(vars[k].first, name)) return k;
+    return vars.size();
   }
   void set(std::string_view name, Value v) {
     if (Value* p = find(name)) {
@@ -63,10 +76,9 @@ struct Interp {
 
   // Namespaces given a list, dict or function: emptied when the render ends.
   std::vector<Ref<DictObj>> namespaces;
-  // Buffers reused with their capacity: an output statement's
-  // concatenation, a {% generation %} body (taken while in use, so a nested
-  // one makes its own).
-  std::string spare_concat, spare_capture;
+  // A buffer reused with its capacity: a {% generation %} body (taken while
+  // in use, so a nested one makes its own).
+  std::string spare_capture;
 
   void step(Pos p) {
     pos = p;
@@ -100,6 +112,9 @@ struct Interp {
     return nullptr;
   }
   Value lookup(std::string_view name);
+  // lookup() of a name expression that is no variable in scope: a global
+  // function, or the expression's own undefined value (no allocation).
+  const Value& global_or_undefined(const Expr& e, Value& tmp);
   void assign(std::string_view name, Value v) { frames.back().set(name, std::move(v)); }
 };
 
@@ -119,8 +134,10 @@ const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
 // with its strings joined in one buffer (eval_ref.cpp).
 bool is_concat(const Expr& e);
 Value concat_chain(Interp& in, const Expr& top);
-// The same, its result left where it is: true, the str in `buf`; false, `acc`.
-bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc);
+// The same, its result left where it is: true, the str appended to `buf`
+// after its first `base` bytes (what follows them is replaced); false, `acc`
+// (buf cut back to `base` bytes).
+bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std::size_t base = 0);
 // jinja2's compile-time evaluation of a constant expression (its nodes'
 // as_const): `out` and true, or false where jinja2 leaves it to the render.
 // It differs from eval() only in slicing through getitem (a TypeError gives
@@ -149,6 +166,9 @@ Value global_function(std::string_view name);
 // `obj` has no such method.
 Value call_method(Interp& in, const Value& obj, std::string_view name, Args& args, bool& found);
 bool has_method(const Value& obj, std::string_view name);
+// Which kinds of object have a method called `name` (kMethodStr,
+// kMethodDict, kMethodList of ast.hpp; a tuple has only index and count).
+uint8_t method_kinds(std::string_view name);
 // s.name(args) for a str method (strmethods.cpp).
 Value str_method(const std::string& s, std::string_view name, Args& args);
 Value bound_method(const Value& obj, std::string_view name);

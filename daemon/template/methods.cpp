@@ -134,6 +134,12 @@ bool has_method(const Value& obj, std::string_view name) {
   }
 }
 
+uint8_t method_kinds(std::string_view name) {
+  return static_cast<uint8_t>((in_set(kStrMethods, name) ? kMethodStr : 0) |
+                              (in_set(kDictAll, name) ? kMethodDict : 0) |
+                              (in_set(kListMethods, name) || in_set(kListUnsafe, name) ? kMethodList : 0));
+}
+
 Value call_method(Interp&, const Value& obj, std::string_view name, Args& a, bool& found) {
   found = true;
   switch (obj.kind) {

@@ -406,6 +406,10 @@ void optimize_expr(ExprPtr& e, Interp& in) {
   if (!e) return;
   for (auto& x : e->a) optimize_expr(x, in);
   for (auto& [k, x] : e->kw) optimize_expr(x, in);
+  if (e->kind == EK::kName || e->kind == EK::kAttr) {
+    e->undef = Value::undefined(e->name);
+    e->methods = method_kinds(e->name) | kMethodsKnown;
+  }
   e->pure = e->kind != EK::kCall && e->kind != EK::kFilter;
   for (const auto& x : e->a) e->pure = e->pure && (!x || x->pure);
   for (const auto& [k, x] : e->kw) e->pure = e->pure && x->pure;
@@ -456,6 +460,19 @@ bool body_reads_ahead(const Body& body, const std::string& seq) {
   return false;
 }
 
+// Whether a loop body may read its `loop`: by name, as a namespace set's
+// target, or through a macro or call block defined inside it.
+bool may_read_loop(const Body& body) {
+  if (reads(body, "loop")) return true;
+  for (const auto& s : body) {
+    if (s->kind == SK::kMacro || s->kind == SK::kCallBlock) return true;
+    if (std::find(s->targets.begin(), s->targets.end(), "loop") != s->targets.end()) return true;
+    for (const Body& b : s->bodies)
+      if (may_read_loop(b)) return true;
+  }
+  return false;
+}
+
 void optimize(Body& body) {
   std::string sink;
   Interp in;
@@ -479,6 +496,7 @@ void optimize(Body& body) {
       const Expr* seq = s.exprs[0].get();
       while (seq->kind == EK::kSlice) seq = seq->a[0].get();  // messages[1:]
       s.reads_ahead = seq->kind != EK::kName || body_reads_ahead(s.bodies[0], seq->name);
+      s.uses_loop = may_read_loop(s.bodies[0]);
     }
     Value v;
     if (s.kind == SK::kOutput && fold_const(in, *s.exprs[0], v)) {
