@@ -396,7 +396,7 @@ Value eval(Interp& in, const Expr& e) {
   switch (e.kind) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
-      if (tracking(in) && e.name == "add_generation_prompt") in.track->spoil_all(2);
+      if ((in.track || in.probe) && e.name == "add_generation_prompt") prompt_read(in);
       if (const Value* v = in.find_var(e.name)) return *v;
       {
         Value t;
@@ -528,7 +528,7 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kCompare: {
       if (e.ops.size() == 1 && e.a[1]->pure) {  // one comparison: both operands borrowed
         Value t0, t1;
-        if (tracking(in)) {  // what the prefixes see differently, consumed here (resume.hpp)
+        if (tracking(in) && Consumer::wanted(*in.track, e)) {  // what the prefixes see differently (resume.hpp)
           Consumer c(in);
           const Value& l = c.operand_ref(*e.a[0], t0);
           const Value& r = c.operand_ref(*e.a[1], t1);

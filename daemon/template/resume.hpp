@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -122,6 +123,19 @@ struct ResumeState {
   bool preamble = false;             // read before the first main loop: `entry` decides
   Entry entry;
   std::vector<SlotUse> uses;  // in the order the full render made them
+  // Per k: what a prefix render that ran up to the first main loop found
+  // there, where it resumed and read no add_generation_prompt before: the
+  // render of messages[:k] with the other prompt resumes the same way
+  // without running up to the loop (Template::resume).
+  struct Probed {
+    bool ok = false;
+    uint64_t steps = 0;  // the prefix's own steps before the loop
+    const ResumePoint* point = nullptr;
+    // Where restore() leaves the full render's value of an attribute: the
+    // top-level variable holding the namespace, the attribute, its value.
+    std::vector<std::tuple<std::size_t, std::string, Value>> sets;
+  };
+  mutable std::vector<Probed> probed;
   ~ResumeState();
 };
 
@@ -173,10 +187,10 @@ struct Tracker {
   enum class Claim : uint8_t { kNone, kAttr, kLength };
   Claim claim = Claim::kNone;  // the next such read is the operand's
   const DictObj* claimed_ns = nullptr;
-  std::string claimed_name;
-  int64_t claimed_length = -1;   // o, for messages[o:] | length
-  const Vars* vars = nullptr;    // the render's own variables
-  ResumeState* state = nullptr;  // its `lists`: messages and the slices messages[o:] read (kept alive)
+  std::string_view claimed_name;  // the attribute expression's own (the parsed template outlives the render)
+  int64_t claimed_length = -1;    // o, for messages[o:] | length
+  const Vars* vars = nullptr;     // the render's own variables
+  ResumeState* state = nullptr;   // its `lists`: messages and the slices messages[o:] read (kept alive)
 
   // The offset of `l` if it is messages[o:], else -1.
   int64_t offset_of(const ListObj* l) const {
@@ -231,6 +245,9 @@ struct Tracker {
   void loop_ended(const Interp& in);
 };
 
+// Whether the render watches what it reads (the hooks' fast test).
+inline bool tracking(const Interp& in) { return in.track && in.track->watching; }
+
 // A comparison's operands, read where the render tracks (eval.cpp): an
 // operand that is `ns.name` of a Tracker::slots namespace, or
 // `messages[o:] | length`, is consumed by the comparison alone, so the
@@ -239,6 +256,11 @@ struct Tracker {
 // value as a whole.
 class Consumer {
  public:
+  // Whether the comparison `e` has such an operand (else it is evaluated
+  // as any other).
+  static bool wanted(const Tracker& t, const Expr& e) {
+    return claim(t, *e.a[0]) != Tracker::Claim::kNone || claim(t, *e.a[1]) != Tracker::Claim::kNone;
+  }
   explicit Consumer(Interp& in);
   // operand_ref() of the operand `e`, as the comparison's.
   const Value& operand_ref(const Expr& e, Value& tmp);
@@ -248,9 +270,18 @@ class Consumer {
  private:
   struct Read {
     const DictObj* ns = nullptr;
-    std::string name;
+    std::string_view name;
     int64_t length = -1;
   };
+  // The read `e` makes that the comparison may consume: its shape is one
+  // whose read is the operand's own (nothing else runs in between).
+  static Tracker::Claim claim(const Tracker& t, const Expr& e) {
+    if (e.a.empty() || !e.a[0] || e.a[0]->kind != EK::kName) return Tracker::Claim::kNone;
+    if (e.kind == EK::kAttr) return t.slots.empty() ? Tracker::Claim::kNone : Tracker::Claim::kAttr;
+    if (e.kind == EK::kFilter && e.a.size() == 1 && e.kw.empty() && (e.name == "length" || e.name == "count"))
+      return Tracker::Claim::kLength;
+    return Tracker::Claim::kNone;
+  }
   Interp& in_;
   Tracker* t_;
   Read reads_[2];
@@ -265,15 +296,18 @@ struct Probe {
   const ResumeState* state = nullptr;
   std::size_t k = 0;
   bool g = false;
+  bool read_prompt = false;  // it read add_generation_prompt before the loop
 };
+// add_generation_prompt read by name (eval.cpp).
+inline void prompt_read(Interp& in) {
+  if (in.track && in.track->watching) in.track->spoil_all(2);
+  if (in.probe) in.probe->read_prompt = true;
+}
 // At the start of `{% for %}` `s` over `seq` in a probed render: where
 // the render can resume from here, restores the point for k, runs the rest
 // of the template and sets in.done (the statements in progress stop);
 // true then. Clears in.probe at the first main loop.
 bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq);
-
-// Whether the render watches what it reads (the hooks' fast test).
-inline bool tracking(const Interp& in) { return in.track && in.track->watching; }
 
 // Sets `in` (top-level variables, output, spans, provenance, steps) to the
 // state the render of messages[:k] with add_generation_prompt = g leaves the
@@ -281,6 +315,12 @@ inline bool tracking(const Interp& in) { return in.track && in.track->watching; 
 // (st.ready[k] says it can).
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in);
 void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g, Interp& in);
+// The state the render of messages[:k] with add_generation_prompt g
+// resumes from, where the render with the other prompt ran up to the loop
+// (ResumeState::probed): restore() of its point, the prefix's own values
+// of the attributes that differ, its steps (probed_steps()).
+void restore_probed(const ResumeState& st, std::size_t k, bool g, Interp& in);
+uint64_t probed_steps(const ResumeState& st, std::size_t k);
 // Runs what is left of the main loop that st.points[k] is in (its last
 // iteration, for a point inside it), then the statements after it.
 Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k);

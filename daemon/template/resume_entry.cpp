@@ -186,6 +186,17 @@ class SameState {
 
 }  // namespace
 
+namespace {
+
+// restore() of the point the prefix resumes from, with its own values of
+// the attributes that differ.
+void resume_at(const ResumeState& st, const ResumeState::Probed& found, std::size_t k, bool g, Interp& in) {
+  restore(st, *found.point, k, g, in);
+  for (const auto& [var, name, value] : found.sets) in.frames[0].vars[var].second.dict->set(name, value);
+}
+
+}  // namespace
+
 bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   const Probe& probe = *in.probe;
   const ResumeState& st = *probe.state;
@@ -230,28 +241,41 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   const ResumePoint* p = &st.points[k];
   if (!diffs.empty() && !uses_agree(st, *p, diffs, targets)) p = earlier_point(st, k, diffs, targets);
   if (!p) return false;
+  ResumeState::Probed found;
+  found.ok = true;
+  found.steps = in.steps;
+  found.point = p;
+  for (std::size_t d = 0; d < diffs.size(); ++d)  // the prefix's own values, which the loop has not set
+    if (targets[d] != kWritten) found.sets.emplace_back(targets[d], diffs[d].name, diffs[d].value);
+  if (!probe.read_prompt) {
+    if (st.probed.size() <= k) st.probed.resize(st.ready.size());
+    st.probed[k] = found;
+  }
   // The point's steps, less the full render's before the loop, plus this one's.
   const uint64_t steps = p->steps - e.steps + in.steps;
   if (steps >= in.max_steps) return false;  // the render in full says where it stops
-  restore(st, *p, k, probe.g, in);
-  for (std::size_t d = 0; d < diffs.size(); ++d)  // the prefix's own values, which the loop has not set
-    if (targets[d] != kWritten) in.frames[0].vars[targets[d]].second.dict->set(diffs[d].name, diffs[d].value);
+  resume_at(st, found, k, probe.g, in);
   in.steps = steps;
   run_after_loop(in, st, *p, k);
   in.done = true;
   return true;
 }
 
+uint64_t probed_steps(const ResumeState& st, std::size_t k) {
+  const ResumeState::Probed& found = st.probed[k];
+  return found.point->steps - st.entry.steps + found.steps;
+}
+
+void restore_probed(const ResumeState& st, std::size_t k, bool g, Interp& in) {
+  resume_at(st, st.probed[k], k, g, in);
+  in.steps = probed_steps(st, k);
+}
+
 Consumer::Consumer(Interp& in) : in_(in), t_(tracking(in) ? in.track : nullptr) {}
 
 const Value& Consumer::operand_ref(const Expr& e, Value& tmp) {
   if (!t_ || n_ >= 2) return tmpl::operand_ref(in_, e, tmp);
-  // Shapes whose read is the operand's own: nothing else runs in between.
-  const bool name = !e.a.empty() && e.a[0] && e.a[0]->kind == EK::kName;
-  Tracker::Claim c = Tracker::Claim::kNone;
-  if (e.kind == EK::kAttr && name && !t_->slots.empty()) c = Tracker::Claim::kAttr;
-  if (e.kind == EK::kFilter && name && e.a.size() == 1 && e.kw.empty() && (e.name == "length" || e.name == "count"))
-    c = Tracker::Claim::kLength;
+  const Tracker::Claim c = claim(*t_, e);
   t_->claim = c;
   t_->claimed_ns = nullptr;
   t_->claimed_length = -1;

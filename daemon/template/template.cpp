@@ -203,6 +203,18 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
 std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t k, bool g, const RenderLimits& limits,
                                             Spans* generation, Provenance* provenance) const {
   const ResumeState& st = *resumes.state;
+  if (!(st.ready[k] & (g ? 2 : 1)) && k < st.probed.size() && st.probed[k].ok && (st.ready[k] & (g ? 8 : 4))) {
+    // The render with the other prompt ran up to the loop, as this one would;
+    // where the budget ends before the point, the render in full says where.
+    const RecordScope* rec = tl_record;
+    uint64_t max = limits.max_steps;
+    if (rec) max = std::min(max, rec->used_ < rec->max_steps_ ? rec->max_steps_ - rec->used_ : 0);
+    if (probed_steps(st, k) >= max) return {};
+    ++resumes.resumed;
+    return RenderRunner::run(
+        limits, generation, provenance, [&](Interp& in) { restore_probed(st, k, g, in); },
+        [&](Interp& in) { run_after_loop(in, st, *st.probed[k].point, k); });
+  }
   if (!(st.ready[k] & (g ? 2 : 1))) {
     // The render of messages[:k] runs up to the first main loop itself.
     Vars vars = st.vars;
@@ -214,7 +226,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
     return RenderRunner::run(
         limits, generation, provenance,
         [&](Interp& in) {
-          in.frames[0].vars = vars;
+          in.frames[0].vars = std::move(vars);
           in.probe = &probe;
         },
         [&](Interp& in) {

@@ -219,6 +219,15 @@ TEST_CASE("resume: a template that reads the messages as a whole before its loop
   // with the prompt differ there.
   CHECK(ready_for("{% set p = add_generation_prompt %}{% for m in messages %}{{ m.content }}{% endfor %}{{ p }}",
                   kFour) == "0-1-2-3-");
+  // A prefix that runs up to the loop itself shares what it found there
+  // with the render of the same prefix with the other prompt, unless it
+  // read the prompt before the loop.
+  CHECK(ready_for("{% set ns = namespace(n=messages | length) %}{% set p = add_generation_prompt %}"
+                  "{% for m in messages %}{{ m.content }}{% endfor %}{{ p }}",
+                  kFour) == "0-1-2-3-");
+  CHECK(ready_for("{% set ns = namespace(n=messages | length) %}{% for m in messages %}{{ m.content }}{% endfor %}"
+                  "{% if add_generation_prompt %}G{{ ns.n }}{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
   // The same contents, but one namespace where the full render has two
   // names for one: no prefix resumes.
   CHECK(ready_for("{% set ns = namespace(n=0) %}{% set a = ns if messages | length > 3 else namespace(n=0) %}"
