@@ -15,7 +15,7 @@ namespace {
 using tmpl::Value;
 namespace dom = simdjson::dom;
 
-Value str(std::string_view s) { return Value::str(std::string(s)); }
+Value str(std::string_view s) { return Value::recycled_str(s); }
 
 // transformers' _alias_reasoning_fields: reasoning under any of its names is
 // also `thinking` (first) and `reasoning_content` (last). Appends the
@@ -33,7 +33,7 @@ void add_aliased(const Value& m, std::vector<Value>& out) {
     out.push_back(m);
     return;
   }
-  Value a = Value::new_dict();
+  Value a = Value::recycled_dict();
   a.dict->items.reserve(m.dict->items.size() + 2);
   const Value reasoning = *r;
   a.dict->set("thinking", reasoning);
@@ -120,7 +120,8 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
 std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages) {
   const std::string_view name = sharegpt ? "conversations" : "messages";
   if (!list.is_list()) return "field '" + std::string(name) + "': expected an array";
-  std::vector<Value> out;
+  Value result = Value::recycled_list();
+  std::vector<Value>& out = result.list->items;
   out.reserve(list.list->items.size());
   bool mapped = false;
   for (std::size_t i = 0; i < list.list->items.size(); ++i) {
@@ -134,7 +135,7 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
     if (sharegpt) {
       if (r == "human") r = "user";
       else if (r == "gpt") r = "assistant";
-      Value m = Value::new_dict();
+      Value m = Value::recycled_dict();
       m.dict->set("role", str(r));
       for (const auto& [k, v] : t.dict->items) {
         if (k == "from") continue;
@@ -152,7 +153,7 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
                 items.end());
   }
   if (out.empty()) return "field '" + std::string(name) + "': no messages";
-  messages = Value::new_list(std::move(out));
+  messages = std::move(result);
   return {};
 }
 
@@ -172,7 +173,7 @@ const Value* field(const Value& rec, const RecordRules& rules, std::string_view 
 // tools from the cache (record_tools.hpp) where no column renames a field
 // (so that the tools value goes nowhere but to `tools`, unchanged).
 Value record_fields(dom::object obj, const RecordRules& rules) {
-  Value rec = Value::new_dict();
+  Value rec = Value::recycled_dict();
   rec.dict->items.reserve(obj.size());
   for (dom::key_value_pair kv : obj) {
     Value v = rules.columns.empty() && kv.key == "tools" ? detail::ToolsCache::local().from_json(kv.value)
@@ -259,6 +260,10 @@ Value conversation_messages(const Conversation& conv) {
 
 std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages,
                            Value& tools) {
+  // The previous record's values are freed first: their objects are kept
+  // for this record's (Value::recycled_*).
+  messages = Value();
+  tools = Value();
   static thread_local dom::parser parser;
   dom::element root;
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root))

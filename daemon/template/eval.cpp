@@ -278,6 +278,7 @@ const Value& truth(Interp& in, const Value& v) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
+bool compare_op(const std::string& op, const Value& a, const Value& b) { return compare(op, a, b); }
 
 namespace {
 
@@ -533,6 +534,15 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kCompare: {
       if (e.ops.size() == 1 && e.a[1]->pure) {  // one comparison: both operands borrowed
         Value t0, t1;
+        if (tracking(in)) {  // what the prefixes see differently, consumed here (resume.hpp)
+          Consumer c(in);
+          const Value& l = c.operand_ref(*e.a[0], t0);
+          const Value& r = c.operand_ref(*e.a[1], t1);
+          in.pos = e.pos;
+          const bool result = compare(e.ops[0], l, r);
+          c.compared(e.ops[0], l, r, result);
+          return Value::boolean(result);
+        }
         const Value& l = operand_ref(in, *e.a[0], t0);
         const Value& r = operand_ref(in, *e.a[1], t1);
         in.pos = e.pos;

@@ -189,5 +189,7 @@ std::string tojson(const Value& v, bool ascii, const std::string* indent, bool s
 std::string percent_format(const std::string& fmt, const Value& args);
 // Python's binary operator `op` (+ - * / // % ** ~) on template values.
 Value binary_op(const std::string& op, const Value& a, const Value& b);
+// Python's comparison `op` (== != < > <= >= in notin) on template values.
+bool compare_op(const std::string& op, const Value& a, const Value& b);
 
 }  // namespace tokfeed::tmpl

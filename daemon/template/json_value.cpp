@@ -10,16 +10,17 @@ Value from_json(simdjson::dom::element e) {
     case element_type::INT64: return Value::integer(e.get_int64().value_unsafe());
     case element_type::UINT64: return Value::real(static_cast<double>(e.get_uint64().value_unsafe()));
     case element_type::DOUBLE: return Value::real(e.get_double().value_unsafe());
-    case element_type::STRING: return Value::str(std::string(e.get_string().value_unsafe()));
+    case element_type::STRING: return Value::recycled_str(e.get_string().value_unsafe());
     case element_type::ARRAY: {
-      std::vector<Value> items;
+      Value l = Value::recycled_list();
       simdjson::dom::array arr = e.get_array().value_unsafe();
+      auto& items = l.list->items;
       items.reserve(arr.size());
       for (simdjson::dom::element x : arr) items.push_back(from_json(x));
-      return Value::new_list(std::move(items));
+      return l;
     }
     case element_type::OBJECT: {
-      Value d = Value::new_dict();
+      Value d = Value::recycled_dict();
       // Python's json.loads keeps the last of duplicate keys, at the first one's place.
       simdjson::dom::object obj = e.get_object().value_unsafe();
       d.dict->items.reserve(obj.size());

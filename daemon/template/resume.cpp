@@ -102,6 +102,13 @@ void Tracker::spoil(int64_t hi, uint8_t bits) {
 
 void Tracker::spoil_now(int64_t hi, uint8_t bits) { spoil_bits(hi, static_cast<uint8_t>(bits | bits << 2)); }
 
+void Tracker::spoil_one(std::size_t k, uint8_t bits) {
+  if (!watching || static_cast<int64_t>(k) <= cur || k > n) return;
+  if (passes.empty()) state->preamble = true;
+  else bits |= static_cast<uint8_t>(bits << 2);
+  clean[k] &= static_cast<uint8_t>(~bits);
+}
+
 void Tracker::spoil_bits(int64_t hi, uint8_t bits) {
   if (!watching) return;
   hi = std::min(hi, static_cast<int64_t>(n));
@@ -124,6 +131,10 @@ void Tracker::truth(const Value& v) {
 
 void Tracker::item(const Value& obj, const Value& key) {
   if (!watching) return;
+  if (is_slot(obj)) {
+    slot_use(obj.dict.get(), {}, SlotUse::kOpaque);
+    return;
+  }
   if (obj.kind == Kind::kDict && obj.dict.get() == loop) {
     if (key.is_str()) attr(obj, *key.s);
     else spoil_all();
@@ -140,6 +151,19 @@ void Tracker::item(const Value& obj, const Value& key) {
 
 void Tracker::attr(const Value& obj, std::string_view name) {
   if (!watching) return;
+  const Claim claimed = claim;
+  claim = Claim::kNone;
+  if (is_slot(obj)) {
+    // An attribute, or a method reading them all.
+    const bool attribute = obj.dict->find(name) != nullptr;
+    if (claimed == Claim::kAttr && attribute) {
+      claimed_ns = obj.dict.get();
+      claimed_name = name;
+    } else {
+      slot_use(obj.dict.get(), attribute ? name : std::string_view(), SlotUse::kOpaque);
+    }
+    return;
+  }
   if (obj.kind == Kind::kDict && obj.dict.get() == loop) {
     // What the render of messages[:k] reads differently in the iteration
     // over message cur: loop.last and loop.nextitem for k = cur + 1 (its
@@ -163,8 +187,35 @@ void Tracker::slice(const Value& obj, const Value& start, const Value& stop, con
   state->lists.emplace_back(out, static_cast<std::size_t>(o + (start.is_none() ? 0 : as_int(start))));
 }
 
+void Tracker::operand_read(const Value& v) {
+  if (is_slot(v)) {
+    slot_use(v.dict.get(), {}, SlotUse::kOpaque);
+    return;
+  }
+  if (claim == Claim::kLength && v.kind == Kind::kList) {
+    claim = Claim::kNone;
+    claimed_length = offset_of(v.list.get());  // the comparison decides which prefixes it concerns
+    return;
+  }
+  spoil_all();
+}
+
+void Tracker::set_attr(const Value& ns, std::string_view name) {
+  ++effects;
+  if (is_slot(ns)) slot_use(ns.dict.get(), name, SlotUse::kWrite);
+}
+
+void Tracker::slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind) {
+  SlotUse& u = state->uses.emplace_back();
+  u.ns = ns;
+  u.name = name;
+  u.kind = kind;
+  u.at = *steps;
+}
+
 void Tracker::stored(const Value& v) {
   if (!watching) return;
+  if (is_slot(v)) slot_use(v.dict.get(), {}, SlotUse::kOpaque);
   int left = 256;
   if (watched(v) || holds(v, left, kFunctions)) spoil_now(static_cast<int64_t>(n));
 }
@@ -190,6 +241,48 @@ bool find_path(const Body& body, const Stmt* target, std::vector<std::pair<const
 }
 
 }  // namespace
+
+namespace {
+
+// Whether `v` holds, below itself, one of `ns`, or a function other than a
+// top-level macro (a bound method, a closure may read a namespace unseen).
+bool reaches(const Value& v, const std::vector<Value>& ns, int& left, bool self = true) {
+  if (--left < 0) return true;
+  switch (v.kind) {
+    case Kind::kFunc: return !v.fn->macro;
+    case Kind::kList:
+      for (const Value& x : v.list->items)
+        if (reaches(x, ns, left, false)) return true;
+      return false;
+    case Kind::kDict:
+      if (!self && v.ns)
+        for (const Value& s : ns)
+          if (s.dict == v.dict) return true;
+      for (const auto& [k, x] : v.dict->items)
+        if (reaches(x, ns, left, false)) return true;
+      return false;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void Tracker::watch_slots(const MainLoop& m, Entry& e) {
+  // The namespaces the top-level variables hold themselves, where nothing
+  // else reaches them: every read of their attributes is then an attribute
+  // read, seen by attr(), item() or operand().
+  std::vector<Value> ns;
+  for (std::size_t i : m.held)
+    if (m.top[i].second.kind == Kind::kDict && m.top[i].second.ns) ns.push_back(m.top[i].second);
+  if (ns.empty()) return;
+  int left = 4096;
+  for (std::size_t i : m.held)
+    if (reaches(m.top[i].second, ns, left)) return;
+  e.live.assign(m.top.size(), nullptr);
+  for (std::size_t i : m.held)
+    if (m.top[i].second.kind == Kind::kDict && m.top[i].second.ns) e.live[i] = m.top[i].second.dict.get();
+  slots = std::move(ns);
+}
 
 bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   if (!watching || !watched(seq)) return false;
@@ -242,6 +335,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
     e.steps = in.steps;
     if (in.provenance) e.seen = in.provenance->seen;
     e.seq = seq;
+    watch_slots(m, e);
   }
   return true;
 }
@@ -303,6 +397,13 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   const bool inside = k <= n && state->points[k].inside && state->ready[k];
   if (k <= n && usable(k) && !(inside && (state->ready[k] & ~usable(k)))) {
     inside_wasted += inside;
+    // A prefix whose value of a slot differs may still resume from the
+    // point inside the loop, where the iteration over message k - 1 gives
+    // another outcome.
+    if (inside && !slots.empty()) {
+      if (state->inside.size() <= n) state->inside.resize(n + 1);
+      state->inside[k] = std::move(state->points[k]);
+    }
     take_point(in, k, false);
   } else {
     inside_useful += inside;
@@ -320,6 +421,7 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
   p = ResumePoint();
   p.taken = true;
   p.inside = inside;
+  p.prefix = k;
   if (inside) p.scope = in.frames.back().vars;
   p.loop = state->loops.size() - 1;
   p.output = in.root->size();
@@ -328,6 +430,7 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
   p.generation = in.generation ? in.generation->size() : 0;
   // The prefix runs each earlier main loop's iterations up to message k.
   p.steps = in.steps;
+  p.at = in.steps;
   for (std::size_t i = 0; i + 1 < passes.size(); ++i) {
     const std::size_t j = k > passes[i].offset ? k - passes[i].offset : 0;
     if (j < passes[i].starts.size()) p.steps -= passes[i].end - passes[i].starts[j];
@@ -345,133 +448,9 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
   state->ready[k] = usable(k);
 }
 
-namespace {
+void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) { restore(st, st.points[k], k, g, in); }
 
-// Whether the value `p` of a prefix render of messages[:k] is the value
-// `f` of the full render at the same place, but for the messages the
-// prefix lacks: the same data, each slice messages[o:] the full render
-// kept being the prefix's messages[o:k], the same objects shared alike
-// (`pairs`: the full render's objects and the prefix's met so far, one to
-// one), a macro defined at the top level by the same statement.
-class SameState {
- public:
-  SameState(const ResumeState& st, std::size_t k) : st_(st), k_(k) {}
-
-  bool same(const Value& f, const Value& p, int depth = 0) {
-    if (f.kind != p.kind || f.tuple != p.tuple || f.ns != p.ns || f.gen != p.gen || f.view != p.view ||
-        depth > kMaxNesting)
-      return false;
-    switch (f.kind) {
-      case Kind::kUndefined:
-      case Kind::kStr: return f.s == p.s || (f.s && p.s && *f.s == *p.s);
-      case Kind::kNone: return true;
-      case Kind::kBool: return f.b == p.b;
-      case Kind::kInt: return f.i == p.i;
-      case Kind::kFloat: return std::memcmp(&f.f, &p.f, sizeof f.f) == 0;
-      case Kind::kFunc: return f.fn == p.fn || (f.fn->macro && f.fn->macro == p.fn->macro);
-      case Kind::kList: {
-        int known = paired(f.list.get(), p.list.get());
-        if (known >= 0 || f.list == p.list) return known != 0;
-        const auto& fi = f.list->items;
-        const auto& pi = p.list->items;
-        for (const auto& [l, o] : st_.lists)
-          if (l.list == f.list) {  // messages[o:], which the prefix has as messages[o:k]
-            const auto& all = st_.lists.front().first.list->items;
-            const std::size_t e = std::max(o, std::min(k_, all.size()));
-            if (pi.size() != e - o) return false;
-            for (std::size_t i = 0; i < pi.size(); ++i)
-              if (!same_object(all[o + i], pi[i])) return false;
-            return true;
-          }
-        if (fi.size() != pi.size()) return false;
-        for (std::size_t i = 0; i < fi.size(); ++i)
-          if (!same(fi[i], pi[i], depth + 1)) return false;
-        return true;
-      }
-      case Kind::kDict: {
-        int known = paired(f.dict.get(), p.dict.get());
-        if (known >= 0 || f.dict == p.dict) return known != 0;
-        const auto& fi = f.dict->items;
-        const auto& pi = p.dict->items;
-        if (fi.size() != pi.size()) return false;
-        for (std::size_t i = 0; i < fi.size(); ++i)
-          if (fi[i].first != pi[i].first || !same(fi[i].second, pi[i].second, depth + 1)) return false;
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  // 1: f and p were paired before; 0: one of them was paired with another
-  // object; -1: new, now paired (their contents are to be compared).
-  int paired(const void* f, const void* p) {
-    for (const auto& [a, b] : pairs_)
-      if (a == f || b == p) return a == f && b == p;
-    pairs_.emplace_back(f, p);
-    return -1;
-  }
-  // A message: the very same object in both.
-  bool same_object(const Value& f, const Value& p) {
-    if (f.kind != p.kind) return false;
-    if (f.kind == Kind::kDict) return f.dict == p.dict && paired(f.dict.get(), p.dict.get()) != 0;
-    return same(f, p);
-  }
-
-  const ResumeState& st_;
-  std::size_t k_;
-  std::vector<std::pair<const void*, const void*>> pairs_;
-};
-
-}  // namespace
-
-bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
-  const Probe& probe = *in.probe;
-  const ResumeState& st = *probe.state;
-  if (&s != st.loops.front().stmt || in.frames.size() != 1 || in.out != in.root) return false;
-  in.probe = nullptr;  // the first main loop: resumed from here, or rendered on in full
-  const std::size_t k = probe.k;
-  const Entry& e = st.entry;
-  if (!(st.ready[k] & (probe.g ? 8 : 4))) return false;
-  const auto& vars = in.frames[0].vars;
-  if (vars.size() != e.top.size() || vars.capacity() != e.top_capacity || in.root->size() != e.output ||
-      in.root->capacity() != e.capacity || in.root->compare(0, e.output, st.full, 0, e.output) != 0)
-    return false;
-  if (in.generation && (in.generation->size() != e.generation ||
-                        !std::equal(in.generation->begin(), in.generation->end(), st.full_generation.begin())))
-    return false;
-  if (in.provenance && st.provenance) {
-    const auto& pieces = in.provenance->pieces;
-    if (pieces.size() != e.pieces) return false;
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-      const auto& a = pieces[i];
-      const auto& b = st.full_pieces[i];
-      if (a.begin != b.begin || a.message != b.message || a.end != std::min(b.end, e.output)) return false;
-    }
-    if (!std::equal(in.provenance->seen.begin(), in.provenance->seen.begin() + static_cast<std::ptrdiff_t>(k),
-                    e.seen.begin()))
-      return false;
-  } else if (in.provenance || st.provenance) {
-    return false;
-  }
-  SameState same(st, k);
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    if (vars[i].first != e.top[i].first) return false;
-    if (i != st.prompt_var && !same.same(e.top[i].second, vars[i].second)) return false;
-  }
-  if (!same.same(e.seq, seq)) return false;  // messages[offset:k]
-  // The point's steps, less the full render's before the loop, plus this one's.
-  const uint64_t steps = st.points[k].steps - e.steps + in.steps;
-  if (steps >= in.max_steps) return false;  // the render in full says where it stops
-  restore(st, k, probe.g, in);
-  in.steps = steps;
-  run_after_loop(in, st, k);
-  in.done = true;
-  return true;
-}
-
-void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
-  const ResumePoint& p = st.points[k];
+void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g, Interp& in) {
   const MainLoop& main = st.loops[p.loop];
   auto& vars = in.frames[0].vars;
   vars.reserve(main.top_capacity);  // to grow as the full render's do
@@ -520,13 +499,17 @@ void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) {
 }
 
 Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k) {
-  const ResumePoint& p = st.points[k];
+  return run_after_loop(in, st, st.points[k], k);
+}
+
+Flow run_after_loop(Interp& in, const ResumeState& st, const ResumePoint& p, std::size_t k) {
   const MainLoop& main = st.loops[p.loop];
   const auto& path = main.path;
   if (p.inside) {
-    // The loop over messages[:k][offset:], from its last iteration on.
+    // The loop over messages[:k][offset:], from the point's iteration on
+    // (the last, but where prefix_at_loop resumes from an earlier one).
     const Stmt& loop = *(*path.back().first)[path.back().second];
-    resume_iterations(in, loop, in.resume_items.list->items, k - 1 - main.offset);
+    resume_iterations(in, loop, in.resume_items.list->items, p.prefix - 1 - main.offset);
     in.frames.pop_back();
   }
   for (std::size_t level = path.size(); level-- > 0;) {

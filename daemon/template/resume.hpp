@@ -35,6 +35,7 @@ struct ResumePoint {
   std::size_t pieces = 0;                         // provenance pieces that start before it
   std::size_t generation = 0;                     // {% generation %} spans before it
   uint64_t steps = 0;                             // steps the render had taken
+  uint64_t at = 0;                                // the full render's own steps then (SlotUse::at)
   std::shared_ptr<const std::vector<char>> seen;  // provenance's `seen` then (shared as mutable_ is)
   // Copies of the top-level values that hold mutable objects, by `held`
   // index (shared by the points taken at one iteration; never changed).
@@ -45,6 +46,7 @@ struct ResumePoint {
   // itself, in the loop's scope as F had it then.
   bool inside = false;
   Vars scope;
+  std::size_t prefix = 0;  // the k it was taken for: inside, the iteration over message k - 1 starts
 };
 
 // A main loop: what the render needs to resume after it.
@@ -71,6 +73,31 @@ struct Entry {
   uint64_t steps = 0;
   std::vector<char> seen;
   Value seq;  // what the loop iterates
+  // Per top-level variable: the namespace it holds in the full render (a
+  // Tracker::slots one; `top` holds its copy), else null.
+  std::vector<const DictObj*> live;
+};
+
+// What the full render did, from its first main loop on, with an attribute
+// of a namespace that a top-level variable held there (Tracker::slots),
+// which a prefix that ran up to that loop itself may have computed
+// differently (Qwen3's last user query): a prefix whose value differs
+// resumes where every use before its point comes out the same with its
+// value (docs/chat_templates.md, "Prefix renders").
+struct SlotUse {
+  enum Kind : uint8_t {
+    kOpaque,   // read as a value (printed, stored, computed with): the prefix's must be the same
+    kCompare,  // compared with `other` by `op`, giving `result`
+    kWrite,    // set: from here on the full render's value is the prefix's too
+  };
+  const DictObj* ns = nullptr;
+  std::string name;  // empty: every attribute (the namespace read as a whole)
+  Kind kind = kOpaque;
+  bool left = false;  // kCompare: the attribute is the left operand
+  std::string op;
+  Value other;
+  bool result = false;
+  uint64_t at = 0;  // the full render's steps then
 };
 
 struct ResumeState {
@@ -83,6 +110,10 @@ struct ResumeState {
   std::vector<Provenance::Piece> full_pieces;
   Spans full_generation;
   std::vector<ResumePoint> points;  // per k in [0, n]
+  // Per k (where taken): a point inside the loop that a point at the start
+  // of iteration k replaced, kept where prefixes run up to the loop
+  // themselves (prefix_at_loop tries it where the other's SlotUses differ).
+  std::vector<ResumePoint> inside;
   // Per k: which renders of messages[:k] resume (bits as Resumes::want),
   // and, shifted by 2, which resume after running up to the first main loop.
   std::vector<uint8_t> ready;
@@ -90,6 +121,7 @@ struct ResumeState {
   Vars vars;                         // the render's variables (where `entry` is kept)
   bool preamble = false;             // read before the first main loop: `entry` decides
   Entry entry;
+  std::vector<SlotUse> uses;  // in the order the full render made them
   ~ResumeState();
 };
 
@@ -122,6 +154,27 @@ struct Tracker {
     uint64_t effects = 0;
   };
   std::vector<Pass> passes;
+  // From the first main loop on, where prefixes may run up to it
+  // themselves: the namespaces the top-level variables hold there (kept
+  // alive: their addresses name them in ResumeState::uses).
+  std::vector<Value> slots;
+  bool is_slot(const Value& v) const {
+    if (slots.empty() || v.kind != Kind::kDict || !v.ns) return false;
+    for (const Value& s : slots)
+      if (s.dict == v.dict) return true;
+    return false;
+  }
+  void slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind);
+  void watch_slots(const MainLoop& m, Entry& e);
+  const uint64_t* steps = nullptr;  // the render's
+  // What a comparison's operand read that the prefixes may see differently
+  // but the comparison consumes itself (Consumer): a slot's attribute, the
+  // length of messages[o:].
+  enum class Claim : uint8_t { kNone, kAttr, kLength };
+  Claim claim = Claim::kNone;  // the next such read is the operand's
+  const DictObj* claimed_ns = nullptr;
+  std::string claimed_name;
+  int64_t claimed_length = -1;   // o, for messages[o:] | length
   const Vars* vars = nullptr;    // the render's own variables
   ResumeState* state = nullptr;  // its `lists`: messages and the slices messages[o:] read (kept alive)
 
@@ -142,13 +195,18 @@ struct Tracker {
   // render stores that a resume point cannot restore as the prefix has it.
   void spoil_now(int64_t hi, uint8_t bits = 3);
   void spoil_bits(int64_t hi, uint8_t bits);
+  // Prefix k alone (as spoil).
+  void spoil_one(std::size_t k, uint8_t bits = 3);
   // Stops watching once no wanted prefix is left to resume.
   void settle();
   // `v` used where its value is read as a whole (printed, compared,
   // filtered, passed to a function).
   void operand(const Value& v) {
-    if (watching && watched(v)) spoil_all();
+    if (watching && (watched(v) || is_slot(v))) operand_read(v);
   }
+  void operand_read(const Value& v);
+  // A namespace's attribute set (Stmt `set ns.name`).
+  void set_attr(const Value& ns, std::string_view name);
   // `v` tested for truth.
   void truth(const Value& v);
   // obj[key] read.
@@ -171,6 +229,32 @@ struct Tracker {
   std::shared_ptr<const std::vector<char>> seen_;
   int inside_useful = 0, inside_wasted = 0;  // points inside the loop that served, and that a later one replaced
   void loop_ended(const Interp& in);
+};
+
+// A comparison's operands, read where the render tracks (eval.cpp): an
+// operand that is `ns.name` of a Tracker::slots namespace, or
+// `messages[o:] | length`, is consumed by the comparison alone, so the
+// tracker records the outcome (SlotUse::kCompare; for the length, the
+// prefixes whose length gives another outcome) instead of a read of the
+// value as a whole.
+class Consumer {
+ public:
+  explicit Consumer(Interp& in);
+  // operand_ref() of the operand `e`, as the comparison's.
+  const Value& operand_ref(const Expr& e, Value& tmp);
+  // The comparison `l op r` gave `result`.
+  void compared(const std::string& op, const Value& l, const Value& r, bool result);
+
+ private:
+  struct Read {
+    const DictObj* ns = nullptr;
+    std::string name;
+    int64_t length = -1;
+  };
+  Interp& in_;
+  Tracker* t_;
+  Read reads_[2];
+  int n_ = 0;
 };
 
 // A render of messages[:k] that runs up to the first main loop itself
@@ -196,8 +280,10 @@ inline bool tracking(const Interp& in) { return in.track && in.track->watching; 
 // main loop in, or, for a point inside it, starts its last iteration in
 // (st.ready[k] says it can).
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in);
+void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g, Interp& in);
 // Runs what is left of the main loop that st.points[k] is in (its last
 // iteration, for a point inside it), then the statements after it.
 Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k);
+Flow run_after_loop(Interp& in, const ResumeState& st, const ResumePoint& p, std::size_t k);
 
 }  // namespace tokfeed::tmpl

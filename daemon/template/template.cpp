@@ -212,7 +212,10 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       limits, generation, provenance,
       [&](Interp& in) {
         in.frames[0].vars = vars;
-        if (state) in.track = &tracker;
+        if (state) {
+          in.track = &tracker;
+          tracker.steps = &in.steps;
+        }
       },
       [&](Interp& in) { exec(in, p_->body); });
   if (state) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "template/budget.hpp"
 #include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
@@ -48,7 +49,177 @@ Value Value::func(std::string name, std::function<Value(Interp&, Args&)> call) {
   return v;
 }
 
+// Strings, lists and dicts freed outside a render, kept on their thread
+// with their buffers for Value::recycled_*: mapping a record to messages
+// builds much the same values as the record before freed (docs/benchmarks.md,
+// "Chat templates"). Inside a render nothing is kept or taken, so the
+// render budget's counts are those without it. Bounded: at most kMaxObjects
+// objects and kMaxBytes of their buffers per thread, none over kMaxBuffer.
+// The thread's exit frees them; an object freed after that is deleted.
+class Recycler {
+ public:
+  static constexpr std::size_t kMaxObjects = 4096;
+  static constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kMaxBuffer = std::size_t{16} << 10;
+
+  // Keeps `p` (its last reference just dropped) if it may; else false.
+  static bool keep(const RefCounted* p) noexcept {
+    Pools& t = tl_pools;
+    if (t.closed || current_budget() != nullptr || t.count >= kMaxObjects) return false;
+    switch (p->type_) {
+      case RefCounted::Type::kStr: {
+        auto* o = const_cast<StrObj*>(static_cast<const StrObj*>(p));
+        const std::size_t cap = o->text.capacity();
+        const bool small = cap <= kSmallString;
+        if (!small && (cap > kMaxBuffer || t.bytes + cap > kMaxBytes)) return false;
+        open(t);
+        (small ? t.small_strs : t.strs).push(o);
+        if (!small) t.bytes += cap;
+        break;
+      }
+      case RefCounted::Type::kList: {
+        auto* o = const_cast<ListObj*>(static_cast<const ListObj*>(p));
+        const std::size_t cap = o->items.capacity() * sizeof(Value);
+        if (cap > kMaxBuffer) return false;
+        o->items.clear();  // keeps what the items held, where it may
+        if (t.count >= kMaxObjects || t.bytes + cap > kMaxBytes) return false;
+        open(t);
+        t.lists.push(o);
+        t.bytes += cap;
+        break;
+      }
+      case RefCounted::Type::kDict: {
+        auto* o = const_cast<DictObj*>(static_cast<const DictObj*>(p));
+        const std::size_t cap = o->items.capacity() * sizeof(o->items[0]);
+        if (cap > kMaxBuffer) return false;
+        o->clear();
+        if (t.count >= kMaxObjects || t.bytes + cap > kMaxBytes) return false;
+        open(t);
+        t.dicts.push(o);
+        t.bytes += cap;
+        break;
+      }
+      case RefCounted::Type::kFunc: return false;
+    }
+    ++t.count;
+    return true;
+  }
+
+  // A kept string for `n` bytes, its one reference taken; null if none (or
+  // inside a render).
+  static StrObj* take_str(std::size_t n) noexcept {
+    Pools& t = tl_pools;
+    if (current_budget() != nullptr) return nullptr;
+    StrObj* o = nullptr;
+    if (n > kSmallString && (o = t.strs.pop())) t.bytes -= o->text.capacity();
+    else o = t.small_strs.pop();  // for a long string, saves the object
+    return o ? revive(t, o) : nullptr;
+  }
+  static ListObj* take_list() noexcept { return take(tl_pools.lists, sizeof(Value)); }
+  static DictObj* take_dict() noexcept { return take(tl_pools.dicts, sizeof(std::pair<std::string, Value>)); }
+
+ private:
+  static constexpr std::size_t kSmallString = 15;  // std::string's own buffer
+
+  // A LIFO of kept objects, linked through a vector kept as long as the thread.
+  template <class T>
+  struct Stack {
+    T** items;
+    std::size_t size, cap;
+    bool empty() const noexcept { return size == 0; }
+    T* pop() noexcept { return size ? items[--size] : nullptr; }
+    void push(T* o) noexcept { items[size++] = o; }
+  };
+  // Trivially destructible, so it is usable in any thread_local destructor;
+  // `release` frees what it keeps at the thread's exit.
+  struct Pools {
+    Stack<StrObj> small_strs, strs;
+    Stack<ListObj> lists;
+    Stack<DictObj> dicts;
+    std::size_t count, bytes;
+    bool armed, closed;
+  };
+  struct Release {
+    bool armed = false;
+    ~Release() noexcept {
+      Pools& t = tl_pools;
+      t.closed = true;
+      while (StrObj* o = t.small_strs.pop()) delete o;
+      while (StrObj* o = t.strs.pop()) delete o;
+      while (ListObj* o = t.lists.pop()) delete o;
+      while (DictObj* o = t.dicts.pop()) delete o;
+      for (void* a : {static_cast<void*>(t.small_strs.items), static_cast<void*>(t.strs.items),
+                      static_cast<void*>(t.lists.items), static_cast<void*>(t.dicts.items)})
+        std::free(a);
+    }
+  };
+  static thread_local Pools tl_pools;
+  static thread_local Release tl_release;
+
+  // Makes the stacks room for kMaxObjects each, once per thread (malloc,
+  // so that no budget ever sees them).
+  static void open(Pools& t) noexcept {
+    if (t.armed) return;
+    auto room = [](auto& st) {
+      st.items = static_cast<std::remove_reference_t<decltype(*st.items)>*>(std::malloc(kMaxObjects * sizeof(void*)));
+      st.size = 0;
+      st.cap = kMaxObjects;
+    };
+    room(t.small_strs), room(t.strs), room(t.lists), room(t.dicts);
+    if (!t.small_strs.items || !t.strs.items || !t.lists.items || !t.dicts.items) std::abort();
+    tl_release.armed = true;  // constructs it: the thread's exit runs its destructor
+    t.armed = true;
+  }
+  template <class T>
+  static T* revive(Pools& t, T* o) noexcept {  // one reference: the caller's
+    --t.count;
+    o->refs_.store(1, std::memory_order_relaxed);
+    return o;
+  }
+  template <class T>
+  static T* take(Stack<T>& st, std::size_t item) noexcept {
+    Pools& t = tl_pools;
+    if (current_budget() != nullptr) return nullptr;
+    T* o = st.pop();
+    if (!o) return nullptr;
+    t.bytes -= o->items.capacity() * item;
+    return revive(t, o);
+  }
+};
+
+thread_local Recycler::Pools Recycler::tl_pools;
+thread_local Recycler::Release Recycler::tl_release;
+
+Value Value::recycled_str(std::string_view x) {
+  Value v;
+  v.kind = Kind::kStr;
+  if (StrObj* o = Recycler::take_str(x.size())) {
+    v.s = StrRef::adopt(o);
+    o->text.assign(x);
+  } else {
+    v.s = StrRef::make(std::string(x));
+  }
+  return v;
+}
+
+Value Value::recycled_list() {
+  Value v;
+  v.kind = Kind::kList;
+  if (ListObj* o = Recycler::take_list()) v.list = Ref<ListObj>::adopt(o);
+  else v.list = Ref<ListObj>::make();
+  return v;
+}
+
+Value Value::recycled_dict() {
+  Value v;
+  v.kind = Kind::kDict;
+  if (DictObj* o = Recycler::take_dict()) v.dict = Ref<DictObj>::adopt(o);
+  else v.dict = Ref<DictObj>::make();
+  return v;
+}
+
 void RefCounted::destroy(const RefCounted* p) noexcept {
+  if (Recycler::keep(p)) return;
   switch (p->type_) {
     case Type::kStr: delete static_cast<const StrObj*>(p); return;
     case Type::kList: delete static_cast<const ListObj*>(p); return;

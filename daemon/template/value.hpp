@@ -48,12 +48,15 @@ class RefCounted {
   RefCounted(const RefCounted& o) noexcept : type_(o.type_) {}
   RefCounted& operator=(const RefCounted&) noexcept { return *this; }
   void retain() const noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Whether this is the only reference (a value that nothing else holds).
+  bool unique() const noexcept { return refs_.load(std::memory_order_acquire) == 1; }
   // Drops a reference; frees the object with its last.
   void release() const noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
   }
 
  private:
+  friend class Recycler;                              // value.cpp: revives kept objects
   static void destroy(const RefCounted* p) noexcept;  // value.cpp
   mutable std::atomic<uint32_t> refs_{1};
   Type type_;
@@ -109,6 +112,12 @@ class Ref : public RefBase {
     r.p_ = new T(std::forward<A>(args)...);
     return r;
   }
+  // Takes over `obj`'s one reference (an object no other Ref holds).
+  static Ref adopt(T* obj) noexcept {
+    Ref r;
+    r.p_ = obj;
+    return r;
+  }
   T* get() const noexcept { return static_cast<T*>(p_); }
   T* operator->() const noexcept { return get(); }
   T& operator*() const noexcept { return *get(); }
@@ -116,10 +125,12 @@ class Ref : public RefBase {
   friend bool operator==(const Ref& a, std::nullptr_t) noexcept { return a.p_ == nullptr; }
 };
 
-// A Value's string: immutable, shared by the values that copy it.
+// A Value's string: immutable while a value holds it, shared by the values
+// that copy it (only an object that no value holds any more is refilled:
+// Value::recycled_str).
 struct StrObj : RefCounted {
   explicit StrObj(std::string t) noexcept : RefCounted(Type::kStr), text(std::move(t)) {}
-  const std::string text;
+  std::string text;
 };
 
 // A reference to a StrObj, read as a pointer to its std::string.
@@ -129,6 +140,12 @@ class StrRef : public RefBase {
   static StrRef make(std::string t) {
     StrRef r;
     r.p_ = new StrObj(std::move(t));
+    return r;
+  }
+  // Takes over `obj`'s one reference (an object no other reference holds).
+  static StrRef adopt(StrObj* obj) noexcept {
+    StrRef r;
+    r.p_ = obj;
     return r;
   }
   const std::string* get() const noexcept { return p_ ? &static_cast<const StrObj*>(p_)->text : nullptr; }
@@ -208,6 +225,15 @@ struct Value {
   static Value new_list(std::vector<Value> items = {}, bool tuple = false);
   static Value new_dict();
   static Value func(std::string name, std::function<Value(Interp&, Args&)> call);
+  // str(), new_list() and new_dict() made, outside a render, from the
+  // objects that values freed outside a render left on this thread, their
+  // buffers kept (a record's JSON builds the same shapes record after
+  // record): no allocation where one of the right size is kept. Inside a
+  // render (a budget installed, template/budget.hpp) they are str(),
+  // new_list() and new_dict().
+  static Value recycled_str(std::string_view x);
+  static Value recycled_list();
+  static Value recycled_dict();
 
   bool is_undefined() const { return kind == Kind::kUndefined; }
   bool is_none() const { return kind == Kind::kNone; }
@@ -233,6 +259,12 @@ struct ListObj : RefCounted {
 struct DictObj : RefCounted {
   DictObj() noexcept : RefCounted(Type::kDict) {}
   std::vector<std::pair<std::string, Value>> items;
+  // Empties the dict, keeping its buffer.
+  void clear() noexcept {
+    items.clear();
+    index_.clear();
+    index_size_ = 0;
+  }
   const Value* find(std::string_view key) const {
     if (items.size() <= kLinear) {
       for (const auto& [k, v] : items)

@@ -1,9 +1,12 @@
 #include "tokenizer/hf_tokenizer.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/huge_table.hpp"
 #include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
@@ -26,44 +29,126 @@ std::string HfTokenizer::engine() const {
   std::string e = "hf; BPE merges: " + p_.model->merge_algorithm();
   if (word_split_) e += "; split and merges fused";
   if (metaspace_words_) e += "; words cut before each \u2581 run";
+  e += "; " + describe_huge_page_use();  // of the process's tokenizer tables
   return e;
 }
 
 namespace {
 
-// Where the fused path's pieces go: tokens with their byte ranges, or ids.
-class TokenSink {
- public:
-  explicit TokenSink(std::vector<Token>& out) : out_(out) {}
-  void reserve(size_t n) { out_.reserve(out_.size() + n); }
-  void word(uint32_t begin) {
-    word_begin_ = begin;
-    at_ = 0;
-  }
-  [[gnu::always_inline]] void operator()(int32_t id, uint32_t len) {
+// Words per batch: the split fills a batch, then the words' keys are
+// computed and their home slots prefetched, then the slots are read in order.
+constexpr size_t kBatch = 256;
+
+// All three pieces of e, an inline hit for the word at [wb, wb + len) of
+// the text (the caller keeps e.n of them).
+[[gnu::always_inline]] inline void store_inline(int32_t* o, const WordCache::Entry& e, uint32_t, uint32_t) {
+  std::memcpy(o, e.ids, sizeof e.ids);
+}
+[[gnu::always_inline]] inline void store_inline(Token* o, const WordCache::Entry& e, uint32_t wb, uint32_t len) {
+  const uint32_t e0 = wb + e.lens[0], e1 = e0 + e.lens[1];
+  o[0] = {int32_t(e.ids[0]), wb, e0};
+  o[1] = {int32_t(e.ids[1]), e0, e1};
+  o[2] = {int32_t(e.ids[2]), e1, wb + len};
+}
+
+// `count` pieces of a word that begins at wb.
+[[gnu::always_inline]] inline void store_pieces(int32_t* o, const WordPiece* p, size_t count, uint32_t) {
+  for (size_t i = 0; i < count; ++i) o[i] = p[i].id;
+}
+[[gnu::always_inline]] inline void store_pieces(Token* o, const WordPiece* p, size_t count, uint32_t wb) {
+  uint32_t at = wb;  // the next piece's begin
+  for (size_t i = 0; i < count; ++i) {
     // A zero-length byte-fallback piece shares the previous piece's byte.
-    const uint32_t b = len == 0 ? (at_ > 0 ? at_ - 1 : at_) : at_;
-    const uint32_t e = len == 0 ? b + 1 : at_ + len;
-    out_.push_back({id, word_begin_ + b, word_begin_ + e});
-    at_ += len;
+    const uint32_t n = p[i].len, b = n == 0 ? (at > wb ? at - 1 : at) : at;
+    o[i] = {p[i].id, b, n == 0 ? b + 1 : at + n};
+    at += n;
   }
+}
 
- private:
-  std::vector<Token>& out_;
-  uint32_t word_begin_ = 0;  // of the word being emitted, relative to the text
-  uint32_t at_ = 0;          // its next piece, relative to the word
-};
+// A batch's pieces gather in a buffer on the stack, appended to the
+// caller's vector when it fills and at the end. An inline hit stores its
+// three pieces with no check of room: the buffer has room for three a word,
+// made again after a word that is not one.
+constexpr size_t kLongPieces = 64;  // more pieces than this skip the buffer
+constexpr size_t kBufferRoom = 3 * (kBatch + 2) + kLongPieces;
 
-class IdSink {
- public:
-  explicit IdSink(std::vector<int32_t>& out) : out_(out) {}
-  void reserve(size_t n) { out_.reserve(out_.size() + n); }
-  void word(uint32_t) {}
-  [[gnu::always_inline]] void operator()(int32_t id, uint32_t) { out_.push_back(id); }
+// Room for `n` more pieces at w in buf[0, kBufferRoom); the new w.
+template <class T>
+[[gnu::always_inline]] inline T* make_room(T* buf, T* w, size_t n, std::vector<T>& out) {
+  if (size_t(buf + kBufferRoom - w) >= n) return w;
+  out.insert(out.end(), buf, w);
+  return buf;
+}
 
- private:
-  std::vector<int32_t>& out_;
-};
+// The pieces of the word at [wb, wb + len), one by one, from the cache's
+// full probe or the merges (any word but a hit in its home slot); the new w.
+template <class T>
+[[gnu::noinline]] T* word_pieces(const BpeModel& model, std::string_view text, uint32_t wb, uint32_t len,
+                                 const WordCache::Key& key, T* buf, T* w, std::vector<T>& out) {
+  if constexpr (std::is_same_v<T, Token>) {
+    uint32_t at = wb;  // the next piece's begin
+    model.for_each_piece_keyed(text.substr(wb, len), key, [&](int32_t id, uint32_t n) {
+      // A zero-length byte-fallback piece shares the previous piece's byte.
+      const uint32_t b = n == 0 ? (at > wb ? at - 1 : at) : at;
+      w = make_room(buf, w, 1, out);
+      *w++ = {id, b, n == 0 ? b + 1 : at + n};
+      at += n;
+    });
+  } else {
+    model.for_each_piece_keyed(text.substr(wb, len), key, [&](int32_t id, uint32_t) {
+      w = make_room(buf, w, 1, out);
+      *w++ = id;
+    });
+  }
+  return w;
+}
+
+// The words of a batch: word j is text[ends[j - 1], ends[j]), with
+// ends[-1] = first; 1 <= n <= kBatch + 2.
+template <class T>
+[[gnu::noinline]] void encode_batch(const BpeModel& model, std::string_view text, uint32_t first, const uint32_t* ends,
+                                    size_t n, std::vector<T>& out) {
+  const WordCache& cache = model.word_cache();
+  const WordCache::Entry* slots = cache.slots();
+  int shift = cache.shift();
+  WordCache::Key keys[kBatch + 2];
+  const char* const s = text.data();
+  uint32_t b = first;
+  for (size_t j = 0; j < n; b = ends[j++]) {
+    const uint32_t len = ends[j] - b;
+    keys[j] = len <= WordCache::kInlineKey && text.size() - b >= 16
+                  ? WordCache::key16(s + b, len)
+                  : WordCache::key_of(text.substr(b, len), s + text.size());
+    if (slots) __builtin_prefetch(slots + (keys[j].hash >> shift));
+  }
+  T buf[kBufferRoom];
+  T* w = buf;
+  b = first;
+  for (size_t j = 0; j < n; b = ends[j++]) {
+    const uint32_t len = ends[j] - b;
+    if (slots) {
+      const WordCache::Entry& e = slots[keys[j].hash >> shift];
+      store_inline(w, e, b, len);
+      if (WordCache::inline_hit(e, keys[j], len)) {
+        w += e.n;
+        continue;
+      }
+      size_t count;
+      const WordPiece* p = cache.pieces_at(e, keys[j], text.substr(b, len), count);
+      if (p != nullptr && count <= kLongPieces) {
+        w = make_room(buf, w, count + 3 * (n - j), out);
+        store_pieces(w, p, count, b);
+        w += count;
+        continue;
+      }
+    }
+    w = word_pieces(model, text, b, len, keys[j], buf, w, out);
+    w = make_room(buf, w, 3 * (n - j), out);
+    slots = cache.slots();  // an insert may have grown the table
+    shift = cache.shift();
+  }
+  out.insert(out.end(), buf, w);
+}
 
 }  // namespace
 
@@ -73,11 +158,10 @@ void HfTokenizer::encode(std::string_view text, std::vector<Token>& out) const {
   if (p_.raw_added.empty()) raw_splits_.push_back({-1, 0, uint32_t(text.size())});
   else p_.raw_added.split(text, raw_splits_);
   // encode_piece may not touch raw_splits_, so iterate by index over a stable vector.
-  TokenSink sink(out);
   for (size_t i = 0; i < raw_splits_.size(); ++i) {
     const AddedSplit s = raw_splits_[i];
     if (s.id >= 0) out.push_back({s.id, s.begin, s.end});
-    else if (s.begin < s.end && !encode_words(text, s.begin, s.end, sink)) encode_piece(text, s.begin, s.end, out);
+    else if (s.begin < s.end && !encode_words(text, s.begin, s.end, out)) encode_piece(text, s.begin, s.end, out);
   }
 }
 
@@ -85,12 +169,11 @@ void HfTokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) c
   raw_splits_.clear();
   if (p_.raw_added.empty()) raw_splits_.push_back({-1, 0, uint32_t(text.size())});
   else p_.raw_added.split(text, raw_splits_);
-  IdSink sink(out);
   for (size_t i = 0; i < raw_splits_.size(); ++i) {
     const AddedSplit s = raw_splits_[i];
     if (s.id >= 0) {
       out.push_back(s.id);
-    } else if (s.begin < s.end && !encode_words(text, s.begin, s.end, sink)) {
+    } else if (s.begin < s.end && !encode_words(text, s.begin, s.end, out)) {
       general_.clear();
       encode_piece(text, s.begin, s.end, general_);
       for (const Token& t : general_) out.push_back(t.id);
@@ -98,25 +181,30 @@ void HfTokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) c
   }
 }
 
-template <class Sink>
-bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, Sink& sink) const {
+template <class T>
+bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<T>& out) const {
   const std::string_view piece = text.substr(begin, end - begin);
   if (word_split_ == nullptr || (nfc_ && !nfc_quick_check(piece))) return false;
-  // Byte-level BPE gives about one token per 4 bytes of text.
-  sink.reserve(piece.size() / 3 + 16);
   const BpeModel& model = *p_.model;
-  const char* const readable_end = text.data() + text.size();
-  auto word = [&](size_t b, size_t e) __attribute__((always_inline)) {
-    sink.word(begin + uint32_t(b));
-    model.for_each_piece(std::string_view(piece.data() + b, e - b), sink, readable_end);
-  };
-  size_t prev = 0;
-  word_split_->for_each(piece, [&](size_t b, size_t e) {
-    if (prev < b) word(prev, b);  // bytes no alternative matches: a piece of their own
-    word(b, e);
+  // The split's matches, as the ends of words (bytes no alternative matches,
+  // invalid UTF-8, make a word of their own), a batch at a time.
+  uint32_t ends[kBatch + 2];
+  size_t k = 0;
+  uint32_t first = begin, prev = begin;
+  word_split_->for_each(piece, [&](size_t mb, size_t me) {
+    const uint32_t b = begin + uint32_t(mb), e = begin + uint32_t(me);
+    ends[k] = b;
+    k += prev < b;
+    ends[k++] = e;
     prev = e;
+    if (k >= kBatch) {
+      encode_batch(model, text, first, ends, k, out);
+      first = e;
+      k = 0;
+    }
   });
-  if (prev < piece.size()) word(prev, piece.size());
+  if (prev < end) ends[k++] = end;
+  if (k > 0) encode_batch(model, text, first, ends, k, out);
   return true;
 }
 

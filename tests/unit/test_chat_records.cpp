@@ -151,3 +151,51 @@ TEST_CASE("records: tools that differ from the kept ones in one detail are built
   CHECK(check_all({"{\"functions\": " + base + ", " + msgs + "}", "{\"functions\": " + base + ", " + msgs + "}"},
                   rules) == 0);
 }
+
+// Mapping a record reuses the objects of values freed before it
+// (Value::recycled_*): a value still held, in any part, keeps what it was
+// mapped to while later records map, whether the records between were kept
+// or dropped (under ASan a reuse of a freed object's memory fails here too).
+TEST_CASE("records: values still held keep their contents while later records reuse freed ones") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  std::vector<std::string> records;
+  if (fs::exists(shared / "templates" / "conversations.jsonl"))
+    records = lines_of(shared / "templates" / "conversations.jsonl", 200);
+  const std::string msgs = R"("messages": [{"role": "user", "content": "a question that is longer than fifteen"},
+      {"role": "assistant", "reasoning_content": "thought", "content": "x"}])";
+  for (int i = 0; i < 40; ++i) {
+    records.push_back("{" + msgs + "}");
+    records.push_back(R"({"conversations": [{"from": "human", "value": "q)" + std::to_string(i) +
+                      R"("}, {"from": "function_call", "value": "{\"name\": \"f\", \"arguments\": {\"n\": )" +
+                      std::to_string(i) + R"(}}"}]})");
+    records.push_back(R"({"system": "s", "tools": "[{\"name\": \"t\"}]", )" + msgs + "}");
+  }
+  text::RecordRules rules;
+  auto repr = [](const Value& v) {
+    std::string out;
+    tmpl::append_repr(v, out);
+    return out;
+  };
+  struct Held {
+    Value part;  // a message, a content string or the whole list
+    std::string was;
+  };
+  std::vector<Held> held;
+  Value messages, tools;  // reused from record to record, as a worker does
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    INFO(records[r].substr(0, 200));
+    if (!text::record_to_chat(records[r], rules, false, messages, tools).empty()) continue;
+    const auto& items = messages.list->items;
+    switch (r % 4) {  // keep some part of every other record
+      case 0: held.push_back({messages, repr(messages)}); break;
+      case 1: held.push_back({items.back(), repr(items.back())}); break;
+      case 2:
+        if (const Value* c = items.front().dict->find("content")) held.push_back({*c, repr(*c)});
+        break;
+      default: break;
+    }
+    if (tools.is_list()) held.push_back({tools, repr(tools)});
+  }
+  REQUIRE(held.size() > 100);
+  for (const Held& h : held) CHECK(repr(h.part) == h.was);
+}

@@ -198,14 +198,16 @@ TEST_CASE("resume: a loop that scans the messages before the one that renders th
 }
 
 TEST_CASE("resume: a template that reads the messages as a whole before its loop") {
-  // Qwen3's last query, found by a reversed scan: the prefixes whose last
-  // user message is the full conversation's resume, the others render in full.
+  // Qwen3's last query, found by a reversed scan: a prefix whose last user
+  // message differs resumes where the loop's comparison with it comes out
+  // as in the full render for every iteration before its point
+  // (messages[:2]: `1 > 0` where the full render has `1 > 2`).
   CHECK(ready_for("{% set ns = namespace(multi=true, last=messages | length - 1) %}{% for m in messages[::-1] %}"
                   "{% set i = (messages | length - 1) - loop.index0 %}{% if ns.multi and m.role == 'user' %}"
                   "{% set ns.multi = false %}{% set ns.last = i %}{% endif %}{% endfor %}{% for m in messages %}"
                   "{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}{% endfor %}"
                   "{% if add_generation_prompt %}G{% endif %}",
-                  kFour) == "3-3+");
+                  kFour) == "0-0+1-1+3-3+");
   // Llama 3.1's first user message taken out when the list is not empty;
   // the empty prefix raises before the loop, as in full.
   CHECK(
@@ -227,6 +229,107 @@ TEST_CASE("resume: a template that reads the messages as a whole before its loop
   CHECK(ready_for("{% macro f(x) %}<{{ x }}>{% endmacro %}{% set n = messages | length > 0 %}"
                   "{% for m in messages %}{{ f(m.content) }}{% endfor %}{{ n }}",
                   kFour) == "1-1+2-2+3-3+");
+}
+
+namespace {
+
+// Qwen3's scan for the last user query, before the loop `body`.
+std::string last_query(const std::string& body, const std::string& after = "") {
+  return "{% set ns = namespace(multi=true, last=messages | length - 1, flag='x') %}{% for m in messages[::-1] %}"
+         "{% set i = (messages | length - 1) - loop.index0 %}{% if ns.multi and m.role == 'user' %}"
+         "{% set ns.multi = false %}{% set ns.last = i %}{% endif %}{% endfor %}{% for m in messages %}" +
+         body + "{% endfor %}" + after + "{% if add_generation_prompt %}G{% endif %}";
+}
+
+const char* kSix =
+    R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"},
+        {"role": "user", "content": "e"}, {"role": "assistant", "content": "f"}])";
+
+}  // namespace
+
+TEST_CASE("resume: a value the prefix computed otherwise before the loop, consumed by comparisons alone") {
+  // The comparison's outcome in each iteration before the point decides;
+  // where the loop reads loop.last, the point inside it serves the prefix
+  // whose last iteration compares otherwise (messages[:2], messages[:4]).
+  CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}{% if loop.last %}*{% endif %}{% endif %}{{ m.content }}"),
+                  kSix) == "0-0+1-1+2-2+3-3+4-4+5-5+");
+  // A prefix whose last iteration the point inside the loop cannot reach
+  // (an earlier iteration compares otherwise) resumes from the latest point
+  // before it and runs the iterations from there.
+  CHECK(ready_for(last_query("{% if ns.last < loop.index0 %}*{% endif %}{{ m.content }}{% if loop.last %}.{% endif %}"),
+                  R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                      {"role": "tool", "content": "t"}, {"role": "assistant", "content": "d"},
+                      {"role": "user", "content": "e"}, {"role": "assistant", "content": "f"}])") ==
+        "0-0+1-1+2-2+3-3+4-4+5-5+");
+  // Other operators, the value on either side.
+  CHECK(ready_for(last_query("{% if ns.last == loop.index0 + 1 %}>{% endif %}{% if 2 != ns.last %}!{% endif %}"
+                             "{{ m.content }}"),
+                  kSix) == "0-0+1-1+2-2+5-5+");
+  // Read after the loop, where the loop did not set it: the prefix's own.
+  CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}", "[{{ ns.last }}]"), kSix) ==
+        "0-0+1-1+3-3+5-5+");
+  // Set in the loop before the point: from there on, the full render's is
+  // the prefix's (the comparisons after the set are not the prefix's to agree with).
+  CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}*{% endif %}{% if loop.index0 == 1 %}{% set ns.last = 9 %}"
+                             "{% endif %}{{ m.content }}",
+                             "[{{ ns.last }}]"),
+                  kSix) == "0-0+1-1+3-3+4-4+5-5+");
+}
+
+TEST_CASE("resume: a value the prefix computed otherwise, read as a value, renders in full") {
+  // Printed in the loop, computed with, tested for truth, compared twice in
+  // one chain or with another such value, read by key, copied to a
+  // variable: only the prefixes whose value is the full render's resume
+  // (messages[:5], whose last query is 4 as in full), and messages[:0],
+  // whose loop reads nothing.
+  for (const char* body :
+       {"{{ ns.last }}", "{% if loop.index0 > ns.last + 0 %}*{% endif %}", "{% if ns.last %}*{% endif %}",
+        "{% if 0 <= ns.last < loop.index0 %}*{% endif %}", "{% if ns.last > ns.multi %}*{% endif %}",
+        "{% if ns['last'] > loop.index0 %}*{% endif %}", "{% set l = ns.last %}{% if l > loop.index0 %}*{% endif %}",
+        "{% if ns.last | string == '4' %}*{% endif %}"}) {
+    INFO(body);
+    CHECK(ready_for(last_query(std::string(body) + "{{ m.content }}"), kSix) == "0-0+5-5+");
+  }
+  // Passed to a macro: the loop reads ahead (a macro may), so each prefix
+  // resumes from the point inside the loop before the first such read,
+  // running the iterations from there itself.
+  CHECK(ready_for("{% macro f(n) %}{{ n.last }}{% endmacro %}" + last_query("{{ f(ns) }}{{ m.content }}"), kSix) ==
+        "0-0+1-1+2-2+3-3+4-4+5-5+");
+  // A comparison whose outcome differs is what renders otherwise: the
+  // resumed render must not have taken the full render's branch.
+  CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}"),
+                  R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                      {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}])") == "0-0+1-1+");
+  // The namespace also reachable through a list, where its attributes may
+  // be read unseen: no prefix whose value differs resumes.
+  const std::string scan =
+      "{% set ns = namespace(last=-1) %}{% for m in messages[::-1] %}{% if m.role == 'user' and ns.last < 0 %}"
+      "{% set ns.last = messages | length - 1 - loop.index0 %}{% endif %}{% endfor %}";
+  CHECK(ready_for(scan + "{% for m in messages %}{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}{% endfor %}",
+                  kSix) == "0-0+1-1+3-3+5-5+");
+  CHECK(ready_for(scan + "{% set all = [ns] %}{% for m in messages %}{% if loop.index0 > all[0].last %}*{% endif %}"
+                         "{{ m.content }}{% endfor %}",
+                  kSix) == "5-5+");
+}
+
+TEST_CASE("resume: the length of the messages compared before the loop") {
+  // The prefixes whose length gives the full render's outcome resume from
+  // their points; the others run up to the loop themselves.
+  CHECK(ready_for("{% if messages | length > 2 %}[long]{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"
+                  "{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "3-3+");
+  CHECK(ready_for("{% if 1 < messages | count %}[more]{% else %}[one]{% endif %}{% for m in messages %}{{ m.content }}"
+                  "{% endfor %}",
+                  kFour) == "2-2+3-3+");
+  // Where the outcome is the same for them all, none runs it again.
+  CHECK(ready_for("{% if messages | length >= 0 %}[any]{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // Compared with itself, or used as a number: every prefix runs up to the loop.
+  CHECK(ready_for("{% if messages | length == messages | length %}={% endif %}{% for m in messages %}{{ m.content }}"
+                  "{% endfor %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  CHECK(ready_for("{{ messages | length > 2 }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "3-3+");
 }
 
 TEST_CASE("resume: loops it cannot resume render in full") {

@@ -3,8 +3,9 @@
 // run of "\u2581" for SentencePiece-style ones, against the general pipeline
 // (span lists, NormalizedText, one word per span), ids and offsets, on the
 // golden texts and random strings, and the ids-only path (encode_ids)
-// against both; and the word cache (word_cache.hpp) against the merges it stands
-// for, through its growth and the clear at its limit.
+// against both, also on long texts encoded again and again; and the word
+// cache (word_cache.hpp) against the merges it stands for, through its growth
+// and the clear at its limit.
 #include <doctest/doctest.h>
 #include <simdjson.h>
 
@@ -146,6 +147,51 @@ TEST_CASE("word path: fused split and merges equal the general pipeline, ids and
     for (int i = 0; i < 20000; ++i) check(random_text(rng));
     CHECK(bad == 0);
     CHECK(bad_ids == 0);
+  }
+}
+
+TEST_CASE("word path: long texts, batch after batch, cold and hot, through the cache's growth") {
+  // Texts of hundreds of words (the fused path takes them a batch at a
+  // time), with new words all along (the cache grows in the middle of a
+  // batch), each encoded three times: words missed, then found in their
+  // home slot or past it (and moved there). Ids and offsets against the
+  // general pipeline, and encode_ids' ids after what its output held.
+  for (const char* name : {"qwen3", "llama3"}) {
+    const std::string path = tokenizer_path(name);
+    if (path.empty()) {
+      MESSAGE("skipped: no " << name << " tokenizer.json");
+      continue;
+    }
+    CAPTURE(name);
+    HfTokenizer fused(load_hf_parts(path), true), general(load_hf_parts(path), false);
+    std::mt19937 rng(17);
+    size_t bad = 0, fresh = 0;
+    for (int t = 0; t < 100; ++t) {
+      std::string text;
+      while (text.size() < 3000 + rng() % 3000) {
+        if (rng() % 4 != 0) {
+          // A word not seen before, 1 to 24 letters, after a space or not.
+          std::string w = rng() % 2 ? " " : "";
+          for (size_t k = fresh++, len = 1 + rng() % 24; w.size() < len; k /= 26) w += char('a' + k % 26);
+          text += w;
+        } else {
+          text += random_text(rng).substr(0, 20);
+        }
+      }
+      std::vector<Token> want;
+      general.encode(text, want);
+      for (int pass = 0; pass < 3; ++pass) {
+        std::vector<Token> got;
+        fused.encode(text, got);
+        std::vector<int32_t> ids = {-7, -8};
+        fused.encode_ids(text, ids);
+        bool ok = same(got, want) && ids.size() == want.size() + 2 && ids[0] == -7 && ids[1] == -8;
+        for (size_t i = 0; ok && i < want.size(); ++i) ok = ids[i + 2] == want[i].id;
+        if (!ok && bad++ < 3) FAIL_CHECK("text " << t << " pass " << pass << " (" << text.size() << " bytes) differs");
+      }
+    }
+    CHECK(bad == 0);
+    CHECK(fresh > 16384);  // past the cache's first two tables (8,192 and 16,384 words at half load)
   }
 }
 

@@ -63,6 +63,19 @@ class BpeModel {
     for (const WordPiece& p : merge_and_keep(word, at, cacheable)) emit(p.id, p.len);
   }
 
+  // As for_each_piece, with the word's cache key computed (WordCache::key_of
+  // or key16); a word found in the cache past its home slot moves there.
+  template <class Emit>
+  void for_each_piece_keyed(std::string_view word, const WordCache::Key& key, Emit&& emit) const {
+    WordCache::Lookup at{key.lo, key.hi, key.hash, SIZE_MAX};
+    const bool cacheable = word.size() <= WordCache::kMaxWordLen;
+    if (cacheable && cache_.find_keyed(word, at, emit)) return;
+    for (const WordPiece& p : merge_and_keep(word, at, cacheable)) emit(p.id, p.len);
+  }
+  // The word cache, whose home slots the fused path's batch loop reads
+  // (hf_tokenizer.cpp); words it does not find there go to for_each_piece.
+  const WordCache& word_cache() const { return cache_; }
+
   // Token string of an id as written in the json, or nullptr.
   const std::string* id_to_token(int32_t id) const {
     return id >= 0 && size_t(id) < id_to_token_.size() && id_valid_[size_t(id)] ? &id_to_token_[size_t(id)] : nullptr;

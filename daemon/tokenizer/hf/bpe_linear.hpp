@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/hf/huge_table.hpp"
 #include "tokenizer/hf/merge_table.hpp"
 #include "tokenizer/hf/word_cache.hpp"
 
@@ -129,19 +130,19 @@ class LinearBpe {
   bool search(std::string_view word) const;
 
   const MergeTable* merges_ = nullptr;
-  std::vector<Tree> trees_;
+  HugeVector<Tree> trees_;
   std::vector<uint8_t> irregular_;  // per token: reachable, not regular
   size_t irregular_count_ = 0;
   Heap heap_;
   std::string bytes_;              // every token's bytes, one after another
   std::vector<uint32_t> offsets_;  // token id's bytes: [offsets_[id], offsets_[id + 1])
-  std::vector<uint32_t> trie_;     // node records; the root's at 0
-  std::vector<uint32_t> dense_;    // 256 children (or kNone) per node with many
+  HugeVector<uint32_t> trie_;      // node records; the root's at 0
+  HugeVector<uint32_t> dense_;     // 256 children (or kNone) per node with many
   uint32_t root_child_[256];       // the node of each first byte
 
   static constexpr int kPairMemoBits = 16;
   // key << 1 | compatible; keys are below 2^63, so all ones is never a key.
-  mutable std::vector<uint64_t> pair_memo_ = std::vector<uint64_t>(size_t(1) << kPairMemoBits, ~uint64_t(0));
+  mutable HugeVector<uint64_t> pair_memo_ = HugeVector<uint64_t>(size_t(1) << kPairMemoBits, ~uint64_t(0));
   mutable std::vector<Piece> stack_;
   mutable std::vector<Piece> cands_;  // one per byte of the longest token
   mutable std::vector<uint64_t> dead_;

@@ -45,11 +45,12 @@ class HfTokenizer final : public Tokenizer {
   void encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const;
   void encode_normalized(PreTokenized& pt, std::vector<Token>& out) const;
   void encode_span(const PreTokenized& pt, const PreSpan& span, std::vector<Token>& out) const;
-  // The fused path: split and tokenize word by word, no span lists; each
-  // piece goes to sink.word(begin) and sink(id, len) (hf_tokenizer.cpp).
-  // False, having done nothing, where the text must take the general path.
-  template <class Sink>
-  bool encode_words(std::string_view text, uint32_t begin, uint32_t end, Sink& sink) const;
+  // The fused path: split and tokenize a batch of words at a time, no span
+  // lists; appends tokens (T = Token) or ids (T = int32_t) to `out`
+  // (hf_tokenizer.cpp). False, having done nothing, where the text must take
+  // the general path.
+  template <class T>
+  bool encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<T>& out) const;
 
   HfParts p_;
   // Set when the pipeline is NFC or nothing, then the hand-written split

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/hf/huge_table.hpp"
+
 namespace tokfeed::text::hf {
 
 struct Merge {
@@ -38,11 +40,11 @@ class MergeTable {
   static constexpr uint64_t kEmpty = ~uint64_t(0);
   uint64_t slot(uint64_t k) const { return (k * 0x9E3779B97F4A7C15ull) >> shift_ & mask_; }
   uint64_t filter_bit(uint64_t k) const { return (k * 0xc4ceb9fe1a85ec53ull) >> filter_shift_; }
-  std::vector<Slot> slots_;
+  HugeVector<Slot> slots_;
   // A bit per hash of every pair, 16 bits per merge (a few per cent false
   // positives): most pairs looked up are no merge, and this table, a few
   // hundred KiB where the slots take several MiB, says so without a probe.
-  std::vector<uint64_t> filter_;
+  HugeVector<uint64_t> filter_;
   int filter_shift_ = 58;
   uint64_t mask_ = 0;
   int shift_ = 0;

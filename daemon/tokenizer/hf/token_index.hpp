@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/hf/huge_table.hpp"
+
 namespace tokfeed::text::hf {
 
 uint64_t hash_bytes(std::string_view s);
@@ -51,7 +53,7 @@ class TokenIndex {
   static constexpr uint32_t kFree = ~uint32_t(0);
   std::string_view key(const Slot& s) const { return std::string_view(keys_).substr(s.offset, s.len); }
   void rehash(size_t n) {
-    std::vector<Slot> old(n, Slot{0, -1, kFree, 0});
+    HugeVector<Slot> old(n, Slot{0, -1, kFree, 0});
     old.swap(slots_);
     shift_ = 64 - __builtin_ctzll(n);
     for (const Slot& s : old) {
@@ -61,7 +63,7 @@ class TokenIndex {
       slots_[i] = s;
     }
   }
-  std::vector<Slot> slots_;
+  HugeVector<Slot> slots_;
   std::string keys_;
   size_t count_ = 0;
   int shift_ = 64;

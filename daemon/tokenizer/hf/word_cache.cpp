@@ -21,7 +21,7 @@ void WordCache::grow() {
   }
   // Double, keeping every entry: keys and values stay where they are. An
   // entry's hash is not kept: it is computed again from its key.
-  std::vector<Entry> old(slots_.size() * 2, kEmpty);
+  HugeVector<Entry> old(slots_.size() * 2, kEmpty);
   old.swap(slots_);
   shift_ = 64 - __builtin_ctzll(slots_.size());
   const size_t mask = slots_.size() - 1;
@@ -61,12 +61,13 @@ void WordCache::insert(std::string_view word, Lookup& at, const WordPiece* piece
   }
   Entry e{at.lo, at.hi, {0, 0, 0}, uint8_t(word.size()), 0, {0, 0}};
   uint32_t covered = 0;
-  for (size_t i = 0; i < n; ++i) covered += pieces[i].len;
-  if (n <= 3 && word.size() <= kInlineKey && covered == word.size()) {
+  bool empty_piece = false;
+  for (size_t i = 0; i < n; ++i) covered += pieces[i].len, empty_piece |= pieces[i].len == 0;
+  if (n <= 3 && word.size() <= kInlineKey && covered == word.size() && !empty_piece) {
     // Inline: the last piece's length is what the others leave.
     e.n = uint8_t(n);
     for (size_t i = 0; i < n; ++i) e.ids[i] = uint32_t(pieces[i].id);
-    for (size_t i = 0; i + 1 < n; ++i) e.lens[i] = uint8_t(pieces[i].len);
+    for (size_t i = 0; i < n && i < 2; ++i) e.lens[i] = uint8_t(pieces[i].len);
   } else {
     e.n = kOutOfLine;
     if (word.size() > kInlineKey) {

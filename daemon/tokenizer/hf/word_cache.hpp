@@ -10,7 +10,14 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "tokenizer/hf/huge_table.hpp"
 
 namespace tokfeed::text::hf {
 
@@ -31,6 +38,74 @@ class WordCache {
     uint64_t hash;
     size_t slot;  // the free slot the probe ended on
   };
+
+  // A slot. The fused path's batch loop (hf_tokenizer.cpp) reads a word's
+  // home slot itself: an inline hit there (inline_hit) is the word's pieces,
+  // ids[0, n) with their lengths as piece_lens says.
+  struct Entry {
+    uint64_t lo, hi;  // as in Lookup
+    // n <= 3: the pieces' ids. Else the pieces are in values_, from ids[1],
+    // ids[2] of them; and a word longer than kInlineKey (always so stored)
+    // is in keys_ from ids[0].
+    uint32_t ids[3];
+    uint8_t key_len;  // 0: a free slot
+    uint8_t n;        // 1..3: pieces inline; kOutOfLine: in values_
+    // n <= 3: lens[0] the first piece's length (the word's for n == 1),
+    // lens[1] the second's (0 for n == 1); the third's is the rest. So piece
+    // k ends at lens[0] + ... + lens[k] (the word's end for k == n - 1), and
+    // no inline piece is empty.
+    uint8_t lens[2];
+  };
+  static_assert(sizeof(Entry) == 32);
+
+  // A word's key and hash, computed ahead of its probe.
+  struct Key {
+    uint64_t lo, hi, hash;
+  };
+  // The key of a word of 1..kInlineKey bytes at p, where 16 bytes from p may
+  // be read: as Lookup's, with no branch on the length.
+  [[gnu::always_inline]] static Key key16(const char* p, size_t n) {
+    Key k;
+#if defined(__SSE2__)
+    // The 16 bytes and a mask of n bytes of 0xFF, read from kOnesThenZeros.
+    const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(kOnesThenZeros + 16 - n)));
+    k.lo = uint64_t(_mm_cvtsi128_si64(v));
+    k.hi = uint64_t(_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)));
+#else
+    // kLowBytes[k]: the low k bytes of a word.
+    static constexpr uint64_t kLowBytes[9] = {
+        0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull, ~uint64_t(0)};
+    k.lo = load8(p) & kLowBytes[n < 8 ? n : 8];
+    k.hi = load8(p + 8) & kLowBytes[n > 8 ? n - 8 : 0];
+#endif
+    k.hash = hash_of(k.lo, k.hi, n);
+    return k;
+  }
+  // The key of any word (up to kMaxWordLen bytes).
+  static Key key_of(std::string_view word, const char* readable_end) {
+    Lookup at;
+    key(word, at, readable_end);
+    return {at.lo, at.hi, at.hash};
+  }
+  // Where e, the home slot of `word` with key k, holds the word with its
+  // pieces out of line (more than three, or a word longer than kInlineKey):
+  // its pieces, *count of them; else null.
+  const WordPiece* pieces_at(const Entry& e, const Key& k, std::string_view word, size_t& count) const {
+    if (((e.lo ^ k.lo) | (e.hi ^ k.hi) | (e.key_len ^ word.size())) != 0 || e.n != kOutOfLine) return nullptr;
+    if (word.size() > kInlineKey && std::memcmp(keys_.data() + e.ids[0], word.data(), word.size()) != 0) return nullptr;
+    count = e.ids[2];
+    return values_.data() + e.ids[1];
+  }
+  // The table, for a batch's home-slot reads; null while empty. Valid until
+  // the next insert.
+  const Entry* slots() const { return slots_.empty() ? nullptr : slots_.data(); }
+  int shift() const { return shift_; }
+  // True when e, the home slot of a word of `len` bytes with key k, holds it
+  // with its pieces inline. Branch-free but for the caller's test of the result.
+  [[gnu::always_inline]] static bool inline_hit(const Entry& e, const Key& k, size_t len) {
+    return (((e.lo ^ k.lo) | (e.hi ^ k.hi) | (e.key_len ^ len)) == 0) & (uint8_t(e.n - 1) < 3);
+  }
   // On a hit calls emit(id, len) for each of the word's pieces and returns
   // true. `word` is non-empty and at most kMaxWordLen bytes.
   // Bytes from `word` up to `readable_end` may be read (not used).
@@ -54,6 +129,26 @@ class WordCache {
       if (same_key(slots_[i], word, at)) return emit_pieces(slots_[i], uint32_t(word.size()), emit);
     }
   }
+  // As find(), with the key and hash of `at` already computed (key_of,
+  // key16). A word found past its home slot is swapped into it (the word
+  // there stays reachable: every slot between its own home and the found
+  // one is taken), so that a frequent word is read at home next time.
+  template <class Emit>
+  bool find_keyed(std::string_view word, Lookup& at, Emit&& emit) {
+    at.slot = SIZE_MAX;
+    if (slots_.empty()) return false;
+    const size_t home = at.hash >> shift_, mask = slots_.size() - 1;
+    for (size_t i = home;; i = (i + 1) & mask) {
+      if (same_key(slots_[i], word, at)) {
+        if (i != home) std::swap(slots_[i], slots_[home]);
+        return emit_pieces(slots_[home], uint32_t(word.size()), emit);
+      }
+      if (slots_[i].key_len == 0) {
+        at.slot = i;
+        return false;
+      }
+    }
+  }
   // Right after find() missed on the same word. A word longer than
   // kInlineKey is kept only the second time it misses: most such words (a
   // run of Han characters up to the next punctuation, a long identifier)
@@ -63,17 +158,6 @@ class WordCache {
   void insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n);
 
  private:
-  struct Entry {
-    uint64_t lo, hi;  // as in Lookup
-    // n <= 3: the pieces' ids. Else the pieces are in values_, from ids[1],
-    // ids[2] of them; and a word longer than kInlineKey (always so stored)
-    // is in keys_ from ids[0].
-    uint32_t ids[3];
-    uint8_t key_len;  // 0: a free slot
-    uint8_t n;        // 1..3: pieces inline; kOutOfLine: in values_
-    uint8_t lens[2];  // n >= 2: the lengths of the first pieces (the last one's is the rest)
-  };
-  static_assert(sizeof(Entry) == 32);
   static constexpr uint8_t kOutOfLine = 0xFF;
   [[gnu::always_inline]] bool same_key(const Entry& e, std::string_view word, const Lookup& at) const {
     if (e.lo != at.lo || e.hi != at.hi || e.key_len != word.size()) return false;
@@ -85,7 +169,7 @@ class WordCache {
       case 1: emit(int32_t(e.ids[0]), len); break;
       case 2:
         emit(int32_t(e.ids[0]), uint32_t(e.lens[0]));
-        emit(int32_t(e.ids[1]), len - e.lens[0]);
+        emit(int32_t(e.ids[1]), uint32_t(e.lens[1]));
         break;
       case 3:
         emit(int32_t(e.ids[0]), uint32_t(e.lens[0]));
@@ -105,12 +189,11 @@ class WordCache {
     // on the length, which varies from word to word); else overlapping
     // fixed-size loads.
     if (n <= kInlineKey && readable_end != nullptr && readable_end - p >= 16) {
-      // kLowBytes[k]: the low k bytes of a word.
-      static constexpr uint64_t kLowBytes[9] = {
-          0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull, ~uint64_t(0)};
-      at.lo = load8(p) & kLowBytes[n < 8 ? n : 8];
-      at.hi = load8(p + 8) & kLowBytes[n > 8 ? n - 8 : 0];
-    } else if (n >= 8) {
+      const Key k = key16(p, n);
+      at.lo = k.lo, at.hi = k.hi, at.hash = k.hash;
+      return;
+    }
+    if (n >= 8) {
       if (n > kInlineKey) {
         at.lo = at.hash = hash_long(word);
         at.hi = 0;
@@ -126,9 +209,16 @@ class WordCache {
       at.lo = b(0) | b(n / 2) | b(n - 1);
       at.hi = 0;
     }
-    // The slot index is the top bits: a product's top bits depend on all of its factor's.
-    at.hash = (at.lo ^ n) * 0x9E3779B97F4A7C15ull ^ at.hi * 0xc4ceb9fe1a85ec53ull;
+    at.hash = hash_of(at.lo, at.hi, n);
   }
+  // The slot index is the top bits: a product's top bits depend on all of its factor's.
+  [[gnu::always_inline]] static uint64_t hash_of(uint64_t lo, uint64_t hi, size_t n) {
+    return (lo ^ n) * 0x9E3779B97F4A7C15ull ^ hi * 0xc4ceb9fe1a85ec53ull;
+  }
+#if defined(__SSE2__)
+  alignas(32) static constexpr unsigned char kOnesThenZeros[32] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                                                   0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+#endif
   static uint64_t load8(const char* p) {
     uint64_t v;
     std::memcpy(&v, p, 8);
@@ -147,7 +237,7 @@ class WordCache {
   static constexpr size_t kMinSlots = 1 << 14;
   static constexpr size_t kMaxSlots = 1 << 19;
   void grow();
-  std::vector<Entry> slots_;
+  HugeVector<Entry> slots_;
   int shift_ = 64;
   static constexpr int kSeenBits = 20;
   std::vector<uint64_t> seen_ = std::vector<uint64_t>(size_t(1) << (kSeenBits - 6), 0);  // long words missed once
