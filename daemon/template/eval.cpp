@@ -69,20 +69,23 @@ double float_pow(double x, double y) {
   return r;
 }
 
+// `op`: + - * / // % ** ~ (told apart by their first byte and length).
 Value arith(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") {
+  const char c = op[0];
+  const bool twice = op.size() == 2;  // ** or //
+  if (c == '~') {
     std::string r = to_str(a);
     append_str(b, r);
     return Value::str(std::move(r));
   }
-  if (op == "%" && a.is_str()) return Value::str(percent_format(*a.s, b));  // str.__mod__ takes any operand
+  if (c == '%' && a.is_str()) return Value::str(percent_format(*a.s, b));  // str.__mod__ takes any operand
   check_defined(a);
   check_defined(b);
   const char* o = op.c_str();
   if (a.is_number() && b.is_number()) {
-    if (int_like(a) && int_like(b) && op != "/") {
+    if (int_like(a) && int_like(b) && !(c == '/' && !twice)) {
       int64_t x = as_int(a), y = as_int(b), r = 0;
-      switch (op[0]) {
+      switch (c) {
         case '+':
           if (__builtin_add_overflow(x, y, &r)) throw Error("integer overflow");
           return Value::integer(r);
@@ -90,7 +93,7 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
           if (__builtin_sub_overflow(x, y, &r)) throw Error("integer overflow");
           return Value::integer(r);
         case '*':
-          if (op == "**") {
+          if (twice) {
             if (y < 0) return Value::real(float_pow(static_cast<double>(x), static_cast<double>(y)));
             if (x == 0 || x == 1) return Value::integer(y == 0 ? 1 : x);
             if (x == -1) return Value::integer(y % 2 ? -1 : 1);
@@ -105,22 +108,22 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
           return Value::integer(r);
         case '/':
         case '%': {
-          if (y == 0) throw Error(op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
+          if (y == 0) throw Error(c == '%' ? "integer modulo by zero" : "integer division or modulo by zero");
           int64_t q = x / y, m = x % y;
           if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
-          return Value::integer(op == "%" ? m : q);
+          return Value::integer(c == '%' ? m : q);
         }
       }
     }
     double x = as_double(a), y = as_double(b);
-    switch (op[0]) {
+    switch (c) {
       case '+': return Value::real(x + y);
       case '-': return Value::real(x - y);
-      case '*': return Value::real(op == "**" ? float_pow(x, y) : x * y);
+      case '*': return Value::real(twice ? float_pow(x, y) : x * y);
       case '/':
       case '%': {
-        if (y == 0) throw Error(op == "/" ? "float division by zero" : "float modulo");
-        if (op == "/") return Value::real(x / y);
+        if (y == 0) throw Error(c == '/' && !twice ? "float division by zero" : "float modulo");
+        if (c == '/' && !twice) return Value::real(x / y);
         // CPython's float divmod: floor division from the exact remainder.
         double m = std::fmod(x, y), div = (x - m) / y;
         if (m != 0) {
@@ -128,7 +131,7 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
         } else {
           m = std::copysign(0.0, y);
         }
-        if (op == "%") return Value::real(m);
+        if (c == '%') return Value::real(m);
         double fl = 0;
         if (div != 0) {
           fl = std::floor(div);
@@ -140,7 +143,7 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
       }
     }
   }
-  if (op == "+") {
+  if (c == '+') {
     if (a.is_str() && b.is_str()) return Value::str(*a.s + *b.s);
     if (a.is_seq() && b.is_seq() && a.tuple == b.tuple) {
       std::vector<Value> r = a.list->items;
@@ -148,24 +151,26 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
       return Value::new_list(std::move(r), a.tuple);
     }
   }
-  if (op == "*") {
+  if (c == '*' && !twice) {
     if ((a.is_str() || a.is_seq()) && int_like(b)) return repeat(a, as_int(b));
     if ((b.is_str() || b.is_seq()) && int_like(a)) return repeat(b, as_int(a));
   }
   type_error(o, a, b);
 }
 
+// `op`: == != in notin < > <= >= (told apart by their first byte and length).
 bool compare(const std::string& op, const Value& a, const Value& b) {
-  if (op == "==") return equal(a, b);
-  if (op == "!=") return !equal(a, b);
-  if (op == "in") return contains(b, a);
-  if (op == "notin") return !contains(b, a);
+  switch (op[0]) {
+    case '=': return equal(a, b);
+    case '!': return !equal(a, b);
+    case 'i': return contains(b, a);
+    case 'n': return !contains(b, a);
+    default: break;
+  }
   check_defined(a);
   check_defined(b);
-  if (op == "<") return less(a, b);
-  if (op == ">") return less(b, a);
-  if (op == "<=") return !less(b, a);
-  return !less(a, b);  // >=
+  if (op[0] == '<') return op.size() == 1 ? less(a, b) : !less(b, a);
+  return op.size() == 1 ? less(b, a) : !less(a, b);  // > >=
 }
 
 // Python's slice indices for a sequence of `n` items.
@@ -258,9 +263,10 @@ void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
 
 // Tests that read no more of a list than its type.
 bool reads_type_only(const Expr& e) {
-  static const std::string_view kTypeTests[] = {"defined", "undefined", "none",     "string",
-                                                "mapping", "iterable",  "sequence", "number"};
-  return std::find(std::begin(kTypeTests), std::end(kTypeTests), e.name) != std::end(kTypeTests);
+  static const TestFn kTypeTests[] = {find_test("defined"),  find_test("undefined"), find_test("none"),
+                                      find_test("string"),   find_test("mapping"),   find_test("iterable"),
+                                      find_test("sequence"), find_test("number")};
+  return e.test && std::find(std::begin(kTypeTests), std::end(kTypeTests), e.test) != std::end(kTypeTests);
 }
 
 // A value tested for truth.

@@ -168,8 +168,11 @@ Value f_tojson(Interp&, Value& v, Args& a) {
   if (memo) {
     options = std::string(1, static_cast<char>(ascii * 2 + sort)) + (ip ? "i" + *ip : "-") + '\0' +
               (is ? "s" + *is + '\0' + *ks : "-");
-    for (const auto& m : memo->entries)
-      if (m.subject.list == v.list && m.subject.dict == v.dict && m.options == options) return m.result;
+    for (auto& m : memo->entries)
+      if (m.subject.list == v.list && m.subject.dict == v.dict && m.options == options) {
+        m.used = true;
+        return m.result;
+      }
   }
   Value out = Value::str(tojson(v, ascii, ip, sort, is, ks));
   if (memo && memo->entries.size() < kMemoEntries) memo->entries.push_back({v, std::move(options), out});

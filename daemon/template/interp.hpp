@@ -171,6 +171,8 @@ bool has_method(const Value& obj, std::string_view name);
 uint8_t method_kinds(std::string_view name);
 // s.name(args) for a str method (strmethods.cpp).
 Value str_method(const std::string& s, std::string_view name, Args& args);
+// The same on the str `obj`: a result equal to it may be `obj` itself.
+Value str_method(const Value& obj, std::string_view name, Args& args);
 Value bound_method(const Value& obj, std::string_view name);
 // Python semantics shared by filters and the evaluator.
 Value get_item(const Value& obj, const Value& key);

@@ -144,7 +144,7 @@ Value call_method(Interp&, const Value& obj, std::string_view name, Args& a, boo
   found = true;
   switch (obj.kind) {
     case Kind::kStr:
-      if (in_set(kStrMethods, name)) return str_method(*obj.s, name, a);
+      if (in_set(kStrMethods, name)) return str_method(obj, name, a);
       break;
     case Kind::kDict:
       if (obj.ns) break;

@@ -461,9 +461,10 @@ bool body_reads_ahead(const Body& body, const std::string& seq) {
 }
 
 // Whether a loop body may read its `loop`: by name, as a namespace set's
-// target, or through a macro or call block defined inside it.
+// target, through a macro or call block defined inside it, or through
+// `caller` (a call block's body runs in a scope above the loop's).
 bool may_read_loop(const Body& body) {
-  if (reads(body, "loop")) return true;
+  if (reads(body, "loop") || reads(body, "caller")) return true;
   for (const auto& s : body) {
     if (s->kind == SK::kMacro || s->kind == SK::kCallBlock) return true;
     if (std::find(s->targets.begin(), s->targets.end(), "loop") != s->targets.end()) return true;

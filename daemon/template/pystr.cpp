@@ -2,8 +2,10 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 
 namespace tokfeed::tmpl {
 
@@ -79,10 +81,14 @@ std::size_t py_len(std::string_view s) noexcept {
 }
 
 std::string_view py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+  // An ASCII set (the usual '\n') is looked up in its bytes: no code points made.
+  const bool ascii_set =
+      chars && std::all_of(chars->begin(), chars->end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
   std::vector<uint32_t> set;
-  if (chars) set = code_points(*chars);
+  if (chars && !ascii_set) set = code_points(*chars);
   auto strip_it = [&](uint32_t cp) {
     if (!chars) return py_isspace(cp);
+    if (ascii_set) return cp < 0x80 && chars->find(static_cast<char>(cp)) != std::string::npos;
     for (uint32_t c : set)
       if (c == cp) return true;
     return false;
@@ -296,7 +302,21 @@ void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
   out.reserve(out.size() + s.size() + 2);
   out += '"';
   std::size_t run = 0;  // start of the bytes copied as they are
+  // Eight bytes at a time while none needs escaping: no byte below 0x20,
+  // '"' or '\\' (nor, under ensure_ascii, at or above 0x80).
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  const uint64_t high_mask = ensure_ascii ? kHighs : 0;
+  auto has_zero = [](uint64_t w) { return (w - kOnes) & ~w & kHighs; };
   for (std::size_t i = 0; i < s.size();) {
+    if (i + 8 <= s.size()) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (!(((w - kOnes * 0x20) & ~w & kHighs) | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\')) |
+            (w & high_mask))) {
+        i += 8;
+        continue;
+      }
+    }
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (!(kEscape[c] & stop)) {
       ++i;

@@ -1,6 +1,7 @@
 // Python's str methods as templates call them: CPython's signatures
 // (argument counts, keywords, types), its index rules for start/end, and
 // its results, on code points.
+#include <array>
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -60,13 +61,15 @@ constexpr Sig kSigs[] = {
     {"expandtabs", 0, 1, {"tabsize"}},
 };
 
-// The arguments bound to the method's parameters (null: not passed).
-std::vector<const Value*> bind(const Sig& sig, const Args& a) {
-  std::string n(sig.name);
+// The arguments bound to a method's parameters (null: not passed).
+using Bound = std::array<const Value*, 3>;
+
+Bound bind(const Sig& sig, const Args& a) {
+  const std::string n(sig.name);
   if (a.pos.size() > sig.max)
     throw Error(n + "() takes at most " + std::to_string(sig.max) + " argument" + (sig.max == 1 ? "" : "s") + " (" +
                 std::to_string(a.pos.size()) + " given)");
-  std::vector<const Value*> out(sig.max, nullptr);
+  Bound out{};
   for (std::size_t k = 0; k < a.pos.size(); ++k) out[k] = &a.pos[k];
   for (const auto& [k, v] : a.kw) {
     std::size_t at = 0;
@@ -132,7 +135,7 @@ void adjust(const Value* st, const Value* en, int64_t len, int64_t& start, int64
 }
 
 // find/rfind/index/rindex/count(sub[, start[, end]]).
-Value search(const std::string& s, std::string_view name, const std::vector<const Value*>& p) {
+Value search(const std::string& s, std::string_view name, const Bound& p) {
   const std::string& sub = str_arg(*p[0], name);
   std::vector<std::size_t> off = cp_offsets(s);
   int64_t len = static_cast<int64_t>(off.size()) - 1, start, end;
@@ -173,7 +176,7 @@ bool is_ascii(std::string_view s) {
 }
 
 // startswith/endswith(prefix or tuple of prefixes[, start[, end]]).
-Value tailmatch(const std::string& s, std::string_view name, const std::vector<const Value*>& p) {
+Value tailmatch(const std::string& s, std::string_view name, const Bound& p) {
   const Value& x = *p[0];
   const bool tuple = x.is_list() && x.tuple;
   const std::span<const Value> subs = tuple ? std::span<const Value>(x.list->items) : std::span<const Value>(&x, 1);
@@ -275,6 +278,20 @@ std::string str_format(const std::string& f, Args& a) {
 
 }  // namespace
 
+Value str_method(const Value& obj, std::string_view name, Args& a) {
+  // strip, lstrip, rstrip that strip nothing: the same str, not a copy.
+  if (name.size() <= 6 && name.ends_with("strip")) {
+    const std::string& s = *obj.s;
+    for (const Sig& x : kSigs)
+      if (x.name == name) {
+        const Bound p = bind(x, a);
+        std::string_view r = py_strip(s, opt_str(p[0], name), name != "rstrip", name != "lstrip");
+        return r.size() == s.size() ? obj : Value::str(std::string(r));
+      }
+  }
+  return str_method(*obj.s, name, a);
+}
+
 Value str_method(const std::string& s, std::string_view name, Args& a) {
   if (name == "format") return Value::str(str_format(s, a));
   const Sig* sig = nullptr;
@@ -284,7 +301,7 @@ Value str_method(const std::string& s, std::string_view name, Args& a) {
       break;
     }
   if (!sig) throw Error("'str' object has no attribute '" + std::string(name) + "'");
-  std::vector<const Value*> p = bind(*sig, a);
+  const Bound p = bind(*sig, a);
   if (name == "strip" || name == "lstrip" || name == "rstrip")
     return Value::str(std::string(py_strip(s, opt_str(p[0], name), name != "rstrip", name != "lstrip")));
   if (name == "split" || name == "rsplit") {

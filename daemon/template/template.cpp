@@ -32,14 +32,38 @@ RecordScope::~RecordScope() {
 
 namespace {
 thread_local MemoScope* tl_memo = nullptr;
-}
+// The entries the last scope on this thread left for the next one.
+thread_local std::vector<MemoScope::Entry> tl_memo_kept;
+constexpr std::size_t kMemoKept = 64;             // entries
+constexpr std::size_t kMemoKeptBytes = 1u << 20;  // of their text
+}  // namespace
 
 MemoScope::MemoScope() noexcept : active_(tl_memo == nullptr) {
-  if (active_) tl_memo = this;
+  if (!active_) return;
+  tl_memo = this;
+  entries.swap(tl_memo_kept);
+  kept_ = entries.size();
 }
 
 MemoScope::~MemoScope() {
-  if (active_) tl_memo = nullptr;
+  if (!active_) return;
+  tl_memo = nullptr;
+  // Kept: the entries kept before that this scope read, then its own, in
+  // the order written, up to the limits (the rest is freed here, outside
+  // any render's budget).
+  std::vector<Entry> kept;
+  std::size_t bytes = 0;
+  auto keep = [&](Entry& e) {
+    if (kept.size() >= kMemoKept || bytes + e.result.s->size() > kMemoKeptBytes) return;
+    bytes += e.result.s->size();
+    kept.push_back(std::move(e));
+  };
+  for (std::size_t k = 0; k < kept_ && k < entries.size(); ++k)
+    if (entries[k].used) keep(entries[k]);
+  for (std::size_t k = kept_; k < entries.size(); ++k) keep(entries[k]);
+  for (Entry& e : kept) e.used = false;
+  entries.clear();
+  tl_memo_kept.swap(kept);
 }
 
 MemoScope* current_memo() noexcept { return tl_memo; }
@@ -67,6 +91,10 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
     throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
                      " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
+  // Room for a short conversation at once, under the size whose allocation
+  // costs a step: every render starts alike, so a resumed one grows as a
+  // fresh one does.
+  out.reserve(4000);
   Interp in;
   in.frames.reserve(16);
   in.frames.emplace_back();

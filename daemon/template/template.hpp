@@ -49,7 +49,9 @@ class RecordScope {
 // changes (lists and dicts other than namespaces): `tojson` of the record's
 // tools or tool-call arguments is written once per record, not once per
 // render, while a MemoScope is in scope on the thread. Scopes do not nest:
-// an inner one is ignored. What it keeps is freed when it ends.
+// an inner one is ignored. When it ends, the thread keeps a few of its
+// entries for the next scope (a record's tools reused from the record
+// before are the same objects: their text is too); the rest is freed.
 class MemoScope {
  public:
   MemoScope() noexcept;
@@ -61,11 +63,13 @@ class MemoScope {
     Value subject;  // keeps the object alive: its address cannot be reused
     std::string options;
     Value result;
+    bool used = false;  // kept from the scope before, and read in this one
   };
   std::vector<Entry> entries;
 
  private:
   bool active_;
+  std::size_t kept_ = 0;  // entries[:kept_]: those the scope before left
 };
 
 // Every render in the process, now and later, fails at its next step
