@@ -7,17 +7,9 @@
 set -eu
 build=$1 tokenizer=$2 conversations=$3
 shift 3
-out=$(mktemp)
-trap 'rm -f "$out" "$out.n"' EXIT
 printf '%-45s %14s %12s %14s %8s\n' template render_labeled record_to_chat encode ratio
 for dir in "$@"; do
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$build/bench/template/bench_template" \
-    "$tokenizer" "$conversations" "$dir" --rounds 1 >/dev/null 2>&1
-  # Objects compiled in other directories (a shared compiler cache) name
-  # their sources by other paths: cut them to the repository's, so that a
-  # function's entries merge.
-  sed -E 's#^((fl|fi|fe|cfl|cfi)=\([0-9]+\)) .*/(daemon|bench|tools)/#\1 \3/#' "$out" >"$out.n"
-  callgrind_annotate --inclusive=yes --threshold=100 "$out.n" 2>/dev/null |
+  "$(dirname "$0")/callgrind_annotated.sh" "$build" "$tokenizer" "$conversations" "$dir" |
     awk -v name="$(basename "$dir")" '
       { n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/) next; n = n + 0 }
       /render_labeled/ && n > r { r = n }

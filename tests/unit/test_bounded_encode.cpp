@@ -5,7 +5,6 @@
 // left and drop truncation; and it is the path taken, not a fallback.
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,19 +14,13 @@
 #include "records/records.hpp"
 #include "chat/sample.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer_files.hpp"
 
-namespace fs = std::filesystem;
+using tokfeed::test::tokenizer_json;
+
 using namespace tokfeed::text;
 
 namespace {
-
-std::string hf_json(const std::string& name) {
-  for (fs::path p : {fs::path(TOKFEED_TEST_BUILD_DATA) / name / "tokenizer.json",
-                     fs::path(TOKFEED_TEST_BUILD_DATA) / name / name / "tokenizer.json",
-                     fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / name / "tokenizer.json"})
-    if (fs::exists(p)) return p.string();
-  return "";
-}
 
 // Every record of `file`, parsed with `rules`.
 std::vector<Conversation> read_conversations(const std::string& file, const RecordRules& rules) {
@@ -85,13 +78,13 @@ TEST_CASE("bounded encoding keeps exactly the tokens and labels of the whole tex
       {"sp32k.model llama2",
        load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model"),
        Template::kLlama2});
-  REQUIRE(!hf_json("qwen3").empty());
-  cases.push_back({"qwen3.json qwen2_5", load_tokenizer("hf", hf_json("qwen3")), Template::kQwen2_5});
-  cases.push_back({"qwen3.json chatml", load_tokenizer("hf", hf_json("qwen3")), Template::kChatml});
-  if (!hf_json("sp32k-hf").empty())
-    cases.push_back({"sp32k.json mistral", load_tokenizer("hf", hf_json("sp32k-hf")), Template::kMistral});
-  if (!hf_json("llama3").empty())
-    cases.push_back({"llama3.json llama3", load_tokenizer("hf", hf_json("llama3")), Template::kLlama3});
+  REQUIRE(!tokenizer_json("qwen3").empty());
+  cases.push_back({"qwen3.json qwen2_5", load_tokenizer("hf", tokenizer_json("qwen3")), Template::kQwen2_5});
+  cases.push_back({"qwen3.json chatml", load_tokenizer("hf", tokenizer_json("qwen3")), Template::kChatml});
+  if (!tokenizer_json("sp32k-hf").empty())
+    cases.push_back({"sp32k.json mistral", load_tokenizer("hf", tokenizer_json("sp32k-hf")), Template::kMistral});
+  if (!tokenizer_json("llama3").empty())
+    cases.push_back({"llama3.json llama3", load_tokenizer("hf", tokenizer_json("llama3")), Template::kLlama3});
 
   RecordRules rules;
   rules.require_alternation = true;
@@ -125,7 +118,7 @@ TEST_CASE("bounded encoding keeps exactly the tokens and labels of the whole tex
 
 TEST_CASE("bounded encoding: one long message, Chinese lines and a text without a cut") {
   auto sp = load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model");
-  auto qwen = load_tokenizer("hf", hf_json("qwen3"));
+  auto qwen = load_tokenizer("hf", tokenizer_json("qwen3"));
   std::string zh;  // lines of Chinese: cuts only after newlines
   while (zh.size() < 200000) zh += "我们今天学习分词器的边界。这是第" + std::to_string(zh.size()) + "行，没有空格\n";
   std::string en;

@@ -6,16 +6,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tokenizer_files.hpp"
 #include "tokenizer/hf/bpe.hpp"
 #include "tokenizer/hf/hf_model.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
-namespace fs = std::filesystem;
+using tokfeed::test::tokenizer_json;
 using namespace tokfeed::text::hf;
 
 namespace {
@@ -170,17 +170,13 @@ TEST_CASE("bpe linear: runs of one token, where the leftmost equal pair merges f
 TEST_CASE("bpe linear: qwen3 and llama-3 take it and agree with the heap on random bytes, runs and text") {
   for (const char* name : {"qwen3", "llama3"}) {
     CAPTURE(name);
-    fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / name / "tokenizer.json";
-    if (!fs::exists(path)) path = fs::path(TOKFEED_TEST_BUILD_DATA) / name / name / "tokenizer.json";
-#ifdef TOKFEED_SHARED_DIR
-    if (!fs::exists(path)) path = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / name / "tokenizer.json";
-#endif
-    if (!fs::exists(path) && std::string(name) == "llama3") {
+    const std::string path = tokenizer_json(name);
+    if (path.empty() && std::string(name) == "llama3") {
       MESSAGE("skipped: no llama3 tokenizer.json");
       continue;
     }
-    REQUIRE(fs::exists(path));
-    HfParts parts = load_hf_parts(path.string());
+    REQUIRE(!path.empty());
+    HfParts parts = load_hf_parts(path);
     const BpeModel& m = *parts.model;
     // Llama-3 (converted from tiktoken) makes most tokens by several merges,
     // and a few tokens are irregular.
@@ -257,15 +253,12 @@ TEST_CASE("bpe linear: vocabularies outside its preconditions keep the heap and 
 }
 
 TEST_CASE("bpe linear: under ignore_merges (llama-3) every token's bytes as a word give the token") {
-  fs::path path = fs::path(TOKFEED_TEST_BUILD_DATA) / "llama3" / "tokenizer.json";
-#ifdef TOKFEED_SHARED_DIR
-  if (!fs::exists(path)) path = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / "llama3" / "tokenizer.json";
-#endif
-  if (!fs::exists(path)) {
+  const std::string path = tokenizer_json("llama3");
+  if (path.empty()) {
     MESSAGE("skipped: no llama3 tokenizer.json");
     return;
   }
-  HfParts parts = load_hf_parts(path.string());
+  HfParts parts = load_hf_parts(path);
   const BpeModel& m = *parts.model;
   REQUIRE(m.merge_algorithm().starts_with("linear"));
   // Words that are tokens the merges cannot give (looked up) and that they

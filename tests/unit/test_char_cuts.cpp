@@ -10,30 +10,19 @@
 // bytes.
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tokenizer_files.hpp"
 #include "tokenizer/hf/bpe.hpp"
 #include "tokenizer/hf/hf_model.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
-namespace fs = std::filesystem;
+using tokfeed::test::tokenizer_json;
 using namespace tokfeed::text::hf;
 
 namespace {
-
-std::string find_tokenizer(const std::string& name) {
-  for (fs::path p : {fs::path(TOKFEED_TEST_BUILD_DATA) / name / "tokenizer.json",
-                     fs::path(TOKFEED_TEST_BUILD_DATA) / name / name / "tokenizer.json"})
-    if (fs::exists(p)) return p.string();
-#ifdef TOKFEED_SHARED_DIR
-  fs::path p = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / name / "tokenizer.json";
-  if (fs::exists(p)) return p.string();
-#endif
-  return "";
-}
 
 // The bytes of each byte-level token with a byte past ASCII.
 std::vector<std::string> non_ascii_tokens(const BpeModel& m) {
@@ -67,7 +56,7 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
   size_t models = 0;
   for (const char* name : {"qwen3", "llama3", "deepseek_v3"}) {
     CAPTURE(std::string(name));
-    const std::string path = find_tokenizer(name);
+    const std::string path = tokenizer_json(name);
     if (path.empty()) {
       REQUIRE(std::string(name) != "qwen3");
       MESSAGE("skipped: no " << name << " tokenizer.json");

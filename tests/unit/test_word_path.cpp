@@ -12,32 +12,21 @@
 #include <utf8proc.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tokenizer_files.hpp"
 #include "tokenizer/hf/hf_model.hpp"
 #include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
-namespace fs = std::filesystem;
+using tokfeed::test::tokenizer_json;
 using tokfeed::text::Token;
 using namespace tokfeed::text::hf;
 
 namespace {
-
-std::string tokenizer_path(const std::string& name) {
-  for (fs::path p : {fs::path(TOKFEED_TEST_BUILD_DATA) / name / "tokenizer.json",
-                     fs::path(TOKFEED_TEST_BUILD_DATA) / name / name / "tokenizer.json"})
-    if (fs::exists(p)) return p.string();
-#ifdef TOKFEED_SHARED_DIR
-  fs::path p = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / name / "tokenizer.json";
-  if (fs::exists(p)) return p.string();
-#endif
-  return "";
-}
 
 std::vector<std::string> golden_texts() {
   std::vector<std::string> texts;
@@ -117,7 +106,7 @@ TEST_CASE("word path: fused split and merges equal the general pipeline, ids and
   const auto golden = golden_texts();
   REQUIRE(golden.size() == 3011);
   for (const char* name : {"qwen3", "llama3", "sp32k-hf"}) {
-    const std::string path = tokenizer_path(name);
+    const std::string path = tokenizer_json(name);
     if (path.empty()) {
       MESSAGE("skipped: no " << name << " tokenizer.json");
       continue;
@@ -157,7 +146,7 @@ TEST_CASE("word path: long texts, batch after batch, cold and hot, through the c
   // home slot or past it (and moved there). Ids and offsets against the
   // general pipeline, and encode_ids' ids after what its output held.
   for (const char* name : {"qwen3", "llama3"}) {
-    const std::string path = tokenizer_path(name);
+    const std::string path = tokenizer_json(name);
     if (path.empty()) {
       MESSAGE("skipped: no " << name << " tokenizer.json");
       continue;
@@ -196,7 +185,7 @@ TEST_CASE("word path: long texts, batch after batch, cold and hot, through the c
 }
 
 TEST_CASE("word cache: hits give what the merges give, through growth and the clear at its limit") {
-  const std::string path = tokenizer_path("qwen3");
+  const std::string path = tokenizer_json("qwen3");
   REQUIRE(!path.empty());
   HfParts parts = load_hf_parts(path);
   const BpeModel& m = *parts.model;
