@@ -30,8 +30,7 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
   lin->merges_ = &table;
   auto& tok = lin->trees_;
   tok.assign(raw.size(), Tree{INT32_MAX, -1, -1});
-  auto& irregular = lin->irregular_;
-  irregular.assign(raw.size(), 0);
+  std::vector<uint8_t> irregular(raw.size(), 0);
   std::vector<bool> reachable(raw.size(), false);
   for (int b = 0; b < 256; ++b) {
     const int32_t id = byte_unit_id[b];
@@ -102,6 +101,8 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
       ++lin->irregular_count_;
     }
   }
+  lin->irregular_.assign(raw.size() / 64 + 1, 0);
+  for (size_t id = 0; id < raw.size(); ++id) lin->irregular_[id / 64] |= uint64_t(irregular[id]) << (id % 64);
   lin->heap_ = std::move(heap);
   lin->offsets_.assign(raw.size() + 1, 0);
   for (size_t id = 0; id < raw.size(); ++id) {
@@ -150,23 +151,27 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
   uint32_t tables = 0;
   for (size_t n = 0; n < nodes; ++n) {
     at[n] = uint32_t(words);
-    words += 2 + (count[n] > kSparse ? 0 : count[n]);
+    words += 2 + (count[n] > kSparse ? 0 : (count[n] + 3) / 4 + count[n]);
   }
-  if (words >= (size_t(1) << 24)) {
+  if (words >= kDenseBit) {
     why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
     return false;
   }
-  trie_.assign(words, 0);
+  trie_.assign(words + kSparse / 4, 0);
   for (size_t n = 0; n < nodes; ++n) {
     trie_[at[n]] = uint32_t(token[n]);
     trie_[at[n] + 1] = count[n] > kSparse ? kDenseBit | tables++ : count[n];
-    fill[n] = at[n] + 2;
   }
   dense_.assign(size_t(tables) * 256, kNone);
   for (size_t n = 1; n < nodes; ++n) {
-    const uint32_t kids = trie_[at[parent[n]] + 1];
-    if (kids & kDenseBit) dense_[size_t(kids & ~kDenseBit) * 256 + label[n]] = at[n];
-    else trie_[fill[parent[n]]++] = uint32_t(label[n]) << 24 | at[n];
+    const uint32_t p = parent[n], kids = trie_[at[p] + 1];
+    if (kids & kDenseBit) {
+      dense_[size_t(kids & ~kDenseBit) * 256 + label[n]] = at[n];
+      continue;
+    }
+    const uint32_t i = fill[p]++;
+    trie_[at[p] + 2 + i / 4] |= uint32_t(label[n]) << (8 * (i % 4));
+    trie_[at[p] + 2 + (kids + 3) / 4 + i] = at[n];
   }
   for (int b = 0; b < 256; ++b) root_child_[b] = child(trie_.data(), uint8_t(b));
   cands_.resize(longest + 1);
