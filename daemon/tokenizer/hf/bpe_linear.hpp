@@ -111,10 +111,10 @@ class LinearBpe {
   // kSparse children, their bytes, sorted, packed four to a word, then their
   // records in the same order; a node with more (the root, ' ', a UTF-8 lead
   // byte) has a table of 256 in dense_ instead, its index marked with
-  // kDenseBit. trie_ ends with kSparse / 4 words of padding, so that a
-  // record's bytes can be read as 16.
+  // kDenseBit. trie_ ends with kPadding words, so that a record's bytes can
+  // be read as 16 and a child looked up with no hit reads a word in it.
   static constexpr uint32_t kNone = ~uint32_t(0);
-  static constexpr uint32_t kSparse = 16, kDenseBit = 1u << 31;
+  static constexpr uint32_t kSparse = 16, kDenseBit = 1u << 31, kPadding = 2 * kSparse;
   uint32_t child(const uint32_t* record, uint8_t byte) const {
     const uint32_t kids = record[1];
     if (kids & kDenseBit) return dense_[size_t(kids & ~kDenseBit) * 256 + byte];
@@ -128,7 +128,9 @@ class LinearBpe {
     const auto* bytes = reinterpret_cast<const uint8_t*>(record + 2);
     for (uint32_t i = 0; i < kids; ++i) hit |= uint32_t(bytes[i] == byte) << i;
 #endif
-    return hit == 0 ? kNone : record[2 + (kids + 3) / 4 + uint32_t(__builtin_ctz(hit))];
+    // With no hit, a word past the record (within the padding) is read and dropped.
+    const uint32_t found = record[2 + (kids + 3) / 4 + uint32_t(__builtin_ctz(hit | 1u << kSparse))];
+    return hit != 0 ? found : kNone;
   }
   struct Piece {
     int32_t id;
@@ -155,7 +157,8 @@ class LinearBpe {
   std::vector<uint32_t> offsets_;  // token id's bytes: [offsets_[id], offsets_[id + 1])
   HugeVector<uint32_t> trie_;      // node records; the root's at 0
   HugeVector<uint32_t> dense_;     // 256 children (or kNone) per node with many
-  uint32_t root_child_[256];       // the node of each first byte
+  int32_t unit_[256];              // the token of each byte
+  std::vector<uint32_t> top2_;     // the node of each first two bytes (b0 << 8 | b1), or kNone
 
   static constexpr int kPairMemoBits = 16;
   // key << 1 | compatible; keys are below 2^63, so all ones is never a key.
