@@ -60,6 +60,9 @@ struct Expr {
   // kMethodsKnown).
   Value undef;
   uint8_t methods = 0;
+  // kName: the name is add_generation_prompt (a read that resume points
+  // watch, template/resume.hpp), told once when the template is parsed.
+  bool prompt = false;
 };
 
 constexpr uint8_t kMethodStr = 1, kMethodDict = 2, kMethodList = 4, kMethodsKnown = 8;

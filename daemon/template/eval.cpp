@@ -402,7 +402,7 @@ Value eval(Interp& in, const Expr& e) {
   switch (e.kind) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
-      if ((in.track || in.probe) && e.name == "add_generation_prompt") prompt_read(in);
+      if (e.prompt && (in.track || in.probe)) prompt_read(in);
       if (const Value* v = in.find_var(e.name)) return *v;
       {
         Value t;

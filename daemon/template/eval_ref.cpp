@@ -83,7 +83,7 @@ const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {
     case EK::kLiteral: in.step(e.pos); return e.lit;
     case EK::kName:
       in.step(e.pos);
-      if ((in.track || in.probe) && e.name == "add_generation_prompt") prompt_read(in);
+      if (e.prompt && (in.track || in.probe)) prompt_read(in);
       if (const Value* v = in.find_var(e.name)) return *v;
       return in.global_or_undefined(e, tmp);
     case EK::kAttr: {

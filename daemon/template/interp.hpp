@@ -2,6 +2,7 @@
 // the step budget and the generation spans.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -69,6 +70,9 @@ struct Interp {
   bool* iteration_bound = nullptr;
   uint64_t steps = 0;
   uint64_t max_steps = 0;
+  // The step count past which step() next checks the budget and
+  // render_cancel (at most max_steps; every 1024th step at least).
+  uint64_t step_check = 0;
   std::size_t max_output = 0;
   int depth = 0;  // macro call depth
   std::tm now{};  // what strftime_now formats
@@ -82,8 +86,13 @@ struct Interp {
 
   void step(Pos p) {
     pos = p;
-    if (++steps > max_steps || ((steps & 1023) == 0 && render_cancel.load(std::memory_order_relaxed))) [[unlikely]]
-      step_failed();
+    if (++steps > step_check) [[unlikely]]
+      check_steps();
+  }
+  // Fails past the budget or once cancel_renders() ran; else sets the next check.
+  void check_steps() {
+    if (steps > max_steps || render_cancel.load(std::memory_order_relaxed)) step_failed();
+    step_check = std::min(max_steps, steps | 1023);
   }
   // Throws what stops the render at this step: the budget, or cancel_renders().
   [[noreturn]] void step_failed() const;

@@ -173,6 +173,7 @@ ExprPtr ExprParser::primary() {
       if (t.text == "none" || t.text == "None") return literal(Value::none(), p);
       auto e = node(EK::kName, p);
       e->name = t.text;
+      e->prompt = e->name == "add_generation_prompt";
       return e;
     }
     case Tok::kString: {

@@ -295,6 +295,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   }
   main = &s;
   offset = static_cast<std::size_t>(o);
+  copies_.reset();  // another loop's top-level values
   MainLoop& m = state->loops.emplace_back();
   m.path = std::move(path);
   m.offset = offset;
@@ -390,7 +391,7 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   pass.output = in.root->size();
   pass.effects = effects;
   if (!watching) return;
-  copies_.reset();
+  if (pass.iterators || !copies_kept || effects != copies_effects) copies_.reset();
   seen_.reset();
   // The prefix messages[:k] leaves the loop here; a point taken inside it
   // at the iteration before is kept where it serves more renders.
@@ -442,7 +443,13 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
   if (!copies_) {
     auto copies = std::make_shared<std::vector<Value>>();
     for (std::size_t i : m.held) copies->push_back(copy_mutable(m.top[i].second, memo, state->copies));
+    copies_kept = true;
+    for (const Value& c : *copies) {
+      int left = 4096;
+      copies_kept = copies_kept && !holds(c, left, kIterators);
+    }
     copies_ = std::move(copies);
+    copies_effects = effects;
   }
   p.mutable_ = copies_;
   state->ready[k] = usable(k);

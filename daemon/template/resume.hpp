@@ -239,7 +239,13 @@ struct Tracker {
   // Keeps the resume point of the render of messages[:k] (`inside`: at the
   // start of its last iteration, the one over message k - 1).
   void take_point(const Interp& in, std::size_t k, bool inside);
-  std::shared_ptr<const std::vector<Value>> copies_;  // this iteration's, once made
+  // The copies the points hold of the top-level values that hold mutable
+  // objects, once made: kept from one iteration to the next while no
+  // namespace attribute was set (`effects`) and no iterator is in reach
+  // (which an iteration may use up), as then the values are the same.
+  std::shared_ptr<const std::vector<Value>> copies_;
+  uint64_t copies_effects = 0;  // effects when copies_ was made
+  bool copies_kept = false;     // copies_ reach no iterator: a later iteration may keep them
   std::shared_ptr<const std::vector<char>> seen_;
   int inside_useful = 0, inside_wasted = 0;  // points inside the loop that served, and that a later one replaced
   void loop_ended(const Interp& in);

@@ -265,10 +265,15 @@ struct DictObj : RefCounted {
     index_.clear();
     index_size_ = 0;
   }
+  // Whether the key `k` is `key`: keys of one length mostly differ in their
+  // first byte, which rules them out without a call to memcmp.
+  static bool same_key(const std::string& k, std::string_view key) noexcept {
+    return k.size() == key.size() && (key.empty() || (k[0] == key[0] && k.compare(key) == 0));
+  }
   const Value* find(std::string_view key) const {
     if (items.size() <= kLinear) {
       for (const auto& [k, v] : items)
-        if (k == key) return &v;
+        if (same_key(k, key)) return &v;
       return nullptr;
     }
     std::size_t at = indexed(key);
@@ -277,7 +282,7 @@ struct DictObj : RefCounted {
   void set(std::string_view key, Value v) {
     if (items.size() <= kLinear) {
       for (auto& [k, old] : items)
-        if (k == key) {
+        if (same_key(k, key)) {
           old = std::move(v);
           return;
         }

@@ -161,6 +161,22 @@ TEST_CASE("resume: state the loop mutates after a resume point is the point's") 
                   kFour) == "0-0+1-1+2-2+3-3+");
 }
 
+TEST_CASE("resume: points of iterations that set nothing share their copies, until a set or an iterator") {
+  // The namespace is set in the user messages' iterations only: the points
+  // after an iteration that set nothing keep the copies of the one before,
+  // those after a set make new ones.
+  CHECK(ready_for("{% set ns = namespace(n=0, s='') %}{% for m in messages %}{% if m.role == 'user' %}"
+                  "{% set ns.n = ns.n + 1 %}{% set ns.s = ns.s ~ m.content %}{% endif %}{{ ns.n }}{% endfor %}"
+                  "{{ ns.n }}{{ ns.s }}{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // An iterator stored in the namespace after the loop started, used up by
+  // the iterations after without a set: each point copies it as it is then.
+  CHECK(ready_for("{% set ns = namespace(it=none) %}{% for m in messages %}{% if loop.first %}"
+                  "{% set ns.it = ['x', 'y', 'z'] | map('upper') %}{% elif loop.index0 == 1 %}"
+                  "{{ ns.it | list | join }}{% endif %}{% endfor %}[{{ ns.it | list | join }}]",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+}
+
 TEST_CASE("resume: the loop over messages[1:], inside an if, after a system message") {
   const char* sys = R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
                         {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])";
