@@ -161,7 +161,7 @@ using namespace split_detail;
 // a match start and the bytes are ASCII. What the regex gives for ASCII
 // text, from a match start on (the regex looks at nothing before it):
 //   - a run of letters starts a match unless a prefix starts it: an `other`
-//     char (ASCII but a letter, digit or space) that starts a run of them,
+//     char (ASCII, not a letter, digit or space) that starts a run of them,
 //     or a space but CR and LF, right before the letters;
 //   - a run of `other` chars starts one, but after a ' ' (which starts it,
 //     " ?[^\s\p{L}\p{N}]+"); CR and LF right after the run are in it;
@@ -223,7 +223,7 @@ struct Window {
     if (run < certain) certain = run;
   }
   // Contractions, (?i:'s|'t|'re|'ve|'m|'ll|'d), where an apostrophe starts
-  // a match; they read at most two chars past it.
+  // a match (they read the text, past the window if need be).
   for (uint64_t a = m.apostrophe & orun & (certain >= 64 ? ~uint64_t(0) : (uint64_t(1) << certain) - 1); a != 0;
        a &= a - 1) {
     const size_t q = size_t(__builtin_ctzll(a));
