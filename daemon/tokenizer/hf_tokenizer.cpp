@@ -111,24 +111,6 @@ struct BatchWord {
   uint32_t begin, len;
 };
 
-// The pieces of a word whose home slot `e` does not hold it with its pieces
-// inline: out of line there, else the cache's full probe or the merges; the
-// new w.
-template <class T>
-[[gnu::noinline]] T* other_word(const BpeModel& model, std::string_view piece, uint32_t base, const BatchWord& word,
-                                const WordCache::Entry& e, size_t words_left, T* buf, T* w, std::vector<T>& out) {
-  const WordCache& cache = model.word_cache();
-  size_t count;
-  const WordPiece* p = cache.pieces_at(e, word.key, piece.substr(word.begin, word.len), count);
-  if (p != nullptr && count <= kLongPieces) {
-    w = make_room(buf, w, count + 3 * words_left, out);
-    store_pieces(w, p, count, base + word.begin);
-    return w + count;
-  }
-  w = word_pieces(model, piece, base, word.begin, word.len, word.key, buf, w, out);
-  return make_room(buf, w, 3 * words_left, out);
-}
-
 // The keys of words[0, n) (word j is piece[ends[j - 1], ends[j]), with
 // ends[-1] = first), their home slots prefetched. `all_readable`: 16 bytes
 // may be read from every word's start.
@@ -180,7 +162,8 @@ template <class T>
   else batch_keys<false>(piece, readable, readable_end, first, ends, n, slots, shift, words);
   for (size_t j = 0; j < n; ++j) {
     // Scalars, not the struct: a store to w may alias words[j] (int32_t and
-    // uint32_t), which would make the compiler copy it first.
+    // uint32_t), which would make the compiler copy it first. Words that
+    // are not an inline hit at home (rare) read it again.
     const uint64_t lo = words[j].key.lo, hi = words[j].key.hi;
     const uint32_t len = words[j].len;
     const WordCache::Entry& e = slots[words[j].key.hash >> shift];
@@ -189,7 +172,17 @@ template <class T>
       w += e.n;
       continue;
     }
-    w = other_word(model, piece, base, words[j], e, n - j, buf, w, out);
+    const BatchWord& word = words[j];
+    size_t count;
+    const WordPiece* p = cache.pieces_at(e, word.key, piece.substr(word.begin, len), count);
+    if (p != nullptr && count <= kLongPieces) {  // out of line in its home slot
+      w = make_room(buf, w, count + 3 * (n - j), out);
+      store_pieces(w, p, count, base + word.begin);
+      w += count;
+      continue;
+    }
+    w = word_pieces(model, piece, base, word.begin, len, word.key, buf, w, out);
+    w = make_room(buf, w, 3 * (n - j), out);
     slots = cache.slots();  // an insert may have grown the table
     shift = cache.shift();
   }

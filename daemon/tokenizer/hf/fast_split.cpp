@@ -161,7 +161,7 @@ using namespace split_detail;
 // a match start and the bytes are ASCII. What the regex gives for ASCII
 // text, from a match start on (the regex looks at nothing before it):
 //   - a run of letters starts a match unless a prefix starts it: an `other`
-//     char (ASCII but a letter, digit or space) that starts a run of them,
+//     char (ASCII, not a letter, digit or space) that starts a run of them,
 //     or a space but CR and LF, right before the letters;
 //   - a run of `other` chars starts one, but after a ' ' (which starts it,
 //     " ?[^\s\p{L}\p{N}]+"); CR and LF right after the run are in it;
@@ -223,7 +223,7 @@ struct Window {
     if (run < certain) certain = run;
   }
   // Contractions, (?i:'s|'t|'re|'ve|'m|'ll|'d), where an apostrophe starts
-  // a match; they read at most two chars past it.
+  // a match (they read the text, past the window if need be).
   for (uint64_t a = m.apostrophe & orun & (certain >= 64 ? ~uint64_t(0) : (uint64_t(1) << certain) - 1); a != 0;
        a &= a - 1) {
     const size_t q = size_t(__builtin_ctzll(a));
@@ -253,10 +253,11 @@ size_t FastSplit::word_ends(std::string_view subject, size_t& pos, uint32_t (&en
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
   size_t k = 0, i = pos;
-  // A window gives up to 64 words; the per-char path one match and a gap.
-  while (i < n && k + 66 <= kWordBatch) {
+  // A window gives up to 65 words; the per-char path one match and a gap.
+  while (i < n && k + 2 <= kWordBatch) {
     bool per_char = s[i] >= 0x80;
     if (!per_char) {
+      if (k + 65 > kWordBatch) break;
       const Window w = window_starts(s, i, n, max_digits_);
       const uint64_t certain = w.certain >= 64 ? ~uint64_t(0) : (uint64_t(1) << w.certain) - 1;
       uint64_t bits = w.starts & certain & ~uint64_t(1);
@@ -284,7 +285,7 @@ size_t FastSplit::word_ends(std::string_view subject, size_t& pos, uint32_t (&en
           k += prev < b;
           ends[k++] = uint32_t(e);
           prev = e;
-          return k + 66 > kWordBatch || (e < n && s[e] < 0x80 && ascii_ahead(s, e, n));
+          return k + 2 > kWordBatch || (e < n && s[e] < 0x80 && ascii_ahead(s, e, n));
         });
     if (prev < i) ends[k++] = uint32_t(i);  // invalid bytes up to the end
   }
