@@ -45,6 +45,18 @@ class BudgetScope {
   RenderBudget* prev_;
 };
 
+// While in scope on this thread (scopes nest), small blocks are reused as
+// inside a render, budget or none: the work around a record's renders (its
+// label rule, the resume points, the prefixes' texts) allocates and frees
+// as the renders do, and shares their blocks (budget.cpp).
+class ReuseScope {
+ public:
+  ReuseScope() noexcept;
+  ~ReuseScope();
+  ReuseScope(const ReuseScope&) = delete;
+  ReuseScope& operator=(const ReuseScope&) = delete;
+};
+
 // Whether allocations are counted in this build (sanitizer builds keep
 // their own allocator and count nothing).
 bool budget_counts_allocations() noexcept;
