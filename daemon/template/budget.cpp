@@ -20,8 +20,8 @@
 namespace tokfeed::tmpl {
 
 namespace {
-thread_local RenderBudget* tl_budget = nullptr;
-thread_local int tl_reuse = 0;  // ReuseScopes open on this thread
+TOKFEED_TLS RenderBudget* tl_budget = nullptr;
+TOKFEED_TLS int tl_reuse = 0;  // ReuseScopes open on this thread
 }  // namespace
 
 ReuseScope::ReuseScope() noexcept { ++tl_reuse; }
@@ -69,7 +69,7 @@ struct Cache {
   std::size_t bytes;
   bool armed;  // the thread's exit frees the blocks
 };
-thread_local Cache tl_cache;  // zero-initialized: no guard on the hot path
+TOKFEED_TLS Cache tl_cache;  // zero-initialized: no guard on the hot path
 
 void free_cached() noexcept {
   for (void*& head : tl_cache.head)
