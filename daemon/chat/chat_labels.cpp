@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "chat/chat_jinja.hpp"
+#include "template/budget.hpp"
 
 namespace tokfeed::text {
 
@@ -153,7 +154,8 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
                            Rendered& out) {
   out.text.clear();
   out.trained.clear();
-  tmpl::MemoScope memo;  // the renders of this record share their tojson
+  tmpl::ReuseScope reuse;  // what the rule allocates around the renders reuses their small blocks
+  tmpl::MemoScope memo;    // the renders of this record share their tojson
   const auto& msgs = messages.list->items;
   const std::size_t n = msgs.size();
   const bool generation = spec.tmpl.has_generation();

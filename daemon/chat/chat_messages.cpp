@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "template/budget.hpp"
 #include "template/json_value.hpp"
 #include "chat/chat_jinja.hpp"
 #include "chat/record_tools.hpp"
@@ -261,7 +262,9 @@ Value conversation_messages(const Conversation& conv) {
 std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages,
                            Value& tools) {
   // The previous record's values are freed first: their objects are kept
-  // for this record's (Value::recycled_*).
+  // for this record's (Value::recycled_*), their other blocks for what the
+  // record allocates here and in its renders (tmpl::ReuseScope).
+  tmpl::ReuseScope reuse;
   messages = Value();
   tools = Value();
   static thread_local dom::parser parser;

@@ -20,8 +20,12 @@
 namespace tokfeed::tmpl {
 
 namespace {
-thread_local RenderBudget* tl_budget = nullptr;
-}
+TOKFEED_TLS RenderBudget* tl_budget = nullptr;
+TOKFEED_TLS int tl_reuse = 0;  // ReuseScopes open on this thread
+}  // namespace
+
+ReuseScope::ReuseScope() noexcept { ++tl_reuse; }
+ReuseScope::~ReuseScope() { --tl_reuse; }
 
 RenderBudget* current_budget() noexcept { return tl_budget; }
 
@@ -49,9 +53,9 @@ namespace {
 // an operation). A kept block is an ordinary malloc block whose usable size
 // is that of its class, so whichever thread frees it later hands it to
 // free(). The budget sees a kept block as freed and a reused one as
-// allocated, by the same usable size malloc_usable_size gives, so its
-// counts are those without the cache. Only used while a budget is
-// installed; a thread's blocks are freed when it exits.
+// allocated, by the same usable size, so its counts are those without the
+// cache. Only used while a budget is
+// installed or a ReuseScope open; a thread's blocks are freed when it exits.
 //
 // Class c holds blocks of usable size 16c - 8 (glibc's chunks of 16c bytes).
 constexpr std::size_t kClasses = 257;                      // chunks up to 4 KiB
@@ -65,7 +69,7 @@ struct Cache {
   std::size_t bytes;
   bool armed;  // the thread's exit frees the blocks
 };
-thread_local Cache tl_cache;  // zero-initialized: no guard on the hot path
+TOKFEED_TLS Cache tl_cache;  // zero-initialized: no guard on the hot path
 
 void free_cached() noexcept {
   for (void*& head : tl_cache.head)
@@ -98,8 +102,23 @@ bool keep(void* p, std::size_t u) noexcept {
 
 }  // namespace
 
-void* operator new(std::size_t n) {
-  if (RenderBudget* b = tokfeed::tmpl::tl_budget) {
+namespace {
+
+[[gnu::noinline]] void* plain_malloc(std::size_t n) {
+  void* p = std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void count(RenderBudget* b, std::size_t u) noexcept {
+  b->live += static_cast<int64_t>(u);
+  if (b->live > static_cast<int64_t>(b->peak)) b->peak = static_cast<uint64_t>(b->live);
+}
+
+// operator new past its fast path: no kept block of the class, or one
+// that would pass the budget, or a big block.
+[[gnu::noinline]] void* allocate(std::size_t n, RenderBudget* b) {
+  if (b) {
     // Checked before the memory is taken: a render asking for 4 GB fails
     // here, with nothing allocated.
     if (b->live + static_cast<int64_t>(n) > static_cast<int64_t>(b->max_bytes)) throw tokfeed::tmpl::BudgetExceeded();
@@ -107,36 +126,74 @@ void* operator new(std::size_t n) {
       b->over_steps = true;
       throw tokfeed::tmpl::BudgetExceeded();
     }
-    std::size_t u;
-    void* p = nullptr;
-    if (const std::size_t c = class_of_request(n); c < kClasses && (p = tl_cache.head[c])) {
-      tl_cache.head[c] = *static_cast<void**>(p);
-      u = usable_of(c);
-      tl_cache.bytes -= u;
-    } else {
-      p = std::malloc(n ? n : 1);
-      if (!p) throw std::bad_alloc();
-      u = malloc_usable_size(p);
-    }
-    b->live += static_cast<int64_t>(u);
-    if (b->live > static_cast<int64_t>(b->peak)) b->peak = static_cast<uint64_t>(b->live);
-    return p;
   }
-  void* p = std::malloc(n ? n : 1);
-  if (!p) throw std::bad_alloc();
+  const std::size_t c = class_of_request(n);
+  void* p = nullptr;
+  std::size_t u;
+  if (c < kClasses && (p = tl_cache.head[c])) {
+    tl_cache.head[c] = *static_cast<void**>(p);
+    u = usable_of(c);
+    tl_cache.bytes -= u;
+  } else {
+    p = plain_malloc(n);
+    if (!b) return p;
+    u = c < kClasses ? usable_of(c) : malloc_usable_size(p);
+  }
+  if (b) count(b, u);
   return p;
+}
+
+// operator delete past its fast path: a block counted or kept by its
+// usable size `u`.
+[[gnu::noinline]] void release(void* p, std::size_t u, RenderBudget* b) noexcept {
+  if (b) b->live -= static_cast<int64_t>(u);
+  if (!keep(p, u)) std::free(p);
+}
+
+}  // namespace
+
+// A small block is counted as its class's usable size (what glibc gives a
+// request of that size), when taken and when freed by the size C++ gives
+// operator delete, so the counts agree without asking malloc. The fast
+// paths call nothing but in their tail.
+void* operator new(std::size_t n) {
+  RenderBudget* b = tokfeed::tmpl::tl_budget;
+  if (!b && !tokfeed::tmpl::tl_reuse) return plain_malloc(n);
+  // A kept block of the class, within the budget (a block under 4 KiB
+  // costs no step).
+  const std::size_t c = class_of_request(n);
+  if (c < kClasses) {
+    void* p = tl_cache.head[c];
+    const std::size_t u = usable_of(c);
+    if (p && (!b || b->live + static_cast<int64_t>(n) <= static_cast<int64_t>(b->max_bytes))) {
+      tl_cache.head[c] = *static_cast<void**>(p);
+      tl_cache.bytes -= u;
+      if (b) count(b, u);
+      return p;
+    }
+  }
+  return allocate(n, b);
 }
 
 void operator delete(void* p) noexcept {
   if (!p) return;
-  if (RenderBudget* b = tokfeed::tmpl::tl_budget) {
-    const std::size_t u = malloc_usable_size(p);
-    b->live -= static_cast<int64_t>(u);
-    if (keep(p, u)) return;
-  }
-  std::free(p);
+  RenderBudget* b = tokfeed::tmpl::tl_budget;
+  if (!b && !tokfeed::tmpl::tl_reuse) return std::free(p);
+  return release(p, malloc_usable_size(p), b);
 }
 
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::size_t n) noexcept {
+  if (!p) return;
+  RenderBudget* b = tokfeed::tmpl::tl_budget;
+  if (!b && !tokfeed::tmpl::tl_reuse) return std::free(p);
+  const std::size_t c = class_of_request(n);
+  if (c >= kClasses) return release(p, malloc_usable_size(p), b);
+  const std::size_t u = usable_of(c);
+  if (!tl_cache.armed || tl_cache.bytes + u > kCacheBytes) return release(p, u, b);
+  if (b) b->live -= static_cast<int64_t>(u);
+  *static_cast<void**>(p) = tl_cache.head[c];
+  tl_cache.head[c] = p;
+  tl_cache.bytes += u;
+}
 
 #endif

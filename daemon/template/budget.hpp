@@ -10,6 +10,13 @@
 #include <cstdint>
 #include <new>
 
+// A thread-local read on every allocation or every value freed: in the
+// initial-exec model (the engine is linked into executables, never into a
+// module loaded later) it is an offset from %fs, not a call of
+// __tls_get_addr, which also spares operator new and delete saving
+// registers on their fast paths.
+#define TOKFEED_TLS thread_local __attribute__((tls_model("initial-exec")))
+
 namespace tokfeed::tmpl {
 
 // Thrown by the allocator when a render passes its memory budget (a
@@ -43,6 +50,18 @@ class BudgetScope {
 
  private:
   RenderBudget* prev_;
+};
+
+// While in scope on this thread (scopes nest), small blocks are reused as
+// inside a render, budget or none: the work around a record's renders (its
+// label rule, the resume points, the prefixes' texts) allocates and frees
+// as the renders do, and shares their blocks (budget.cpp).
+class ReuseScope {
+ public:
+  ReuseScope() noexcept;
+  ~ReuseScope();
+  ReuseScope(const ReuseScope&) = delete;
+  ReuseScope& operator=(const ReuseScope&) = delete;
 };
 
 // Whether allocations are counted in this build (sanitizer builds keep

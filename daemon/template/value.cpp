@@ -153,8 +153,8 @@ class Recycler {
         std::free(a);
     }
   };
-  static thread_local Pools tl_pools;
-  static thread_local Release tl_release;
+  static TOKFEED_TLS Pools tl_pools;
+  static TOKFEED_TLS Release tl_release;
 
   // Makes the stacks room for kMaxObjects each, once per thread (malloc,
   // so that no budget ever sees them).
@@ -187,8 +187,8 @@ class Recycler {
   }
 };
 
-thread_local Recycler::Pools Recycler::tl_pools;
-thread_local Recycler::Release Recycler::tl_release;
+TOKFEED_TLS Recycler::Pools Recycler::tl_pools;
+TOKFEED_TLS Recycler::Release Recycler::tl_release;
 
 Value Value::recycled_str(std::string_view x) {
   Value v;

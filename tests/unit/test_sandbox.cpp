@@ -167,3 +167,31 @@ TEST_CASE("a dict with 100k keys is built and read in linear time") {
   CHECK(v.dict->find("k100000") == nullptr);
   CHECK(v.dict->items[12345].first == "k12345");  // insertion order kept
 }
+
+TEST_CASE("a reuse scope keeps freed small blocks for the next allocation of their size, 4 MiB at most") {
+  if (!tmpl::budget_counts_allocations()) return;
+  {
+    tmpl::ReuseScope reuse;
+    auto* a = new std::string(200, 'a');  // a heap buffer of 201 bytes
+    const void* block = a->data();
+    delete a;
+    // malloc does not get the block back: the scope kept it, for the next
+    // allocation of its class.
+    void* other = std::malloc(201);
+    CHECK(other != block);
+    std::string b(200, 'b');
+    CHECK(static_cast<const void*>(b.data()) == block);
+    std::free(other);
+    // What it keeps is bounded: of 20 MB of small blocks freed in the
+    // scope, all but 4 MiB go back to malloc.
+    std::vector<std::string*> many;
+    for (int i = 0; i < 10000; ++i) many.push_back(new std::string(2000, 'x'));
+    const std::size_t before = heap_in_use();
+    for (auto* s : many) delete s;
+    CHECK(before - heap_in_use() > 20'000'000 - (5u << 20));
+  }
+  // A render's budget inside a scope counts as it does outside one.
+  tmpl::ReuseScope reuse;
+  CHECK(render_error("{{ (['x' * 1000000] * 1000) | join('') }}").find("268435456 bytes of memory") !=
+        std::string::npos);
+}
