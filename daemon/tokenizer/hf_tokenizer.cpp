@@ -105,6 +105,51 @@ template <class T>
   return w;
 }
 
+// A word of a batch: its key, where it begins in the piece, its length.
+struct BatchWord {
+  WordCache::Key key;
+  uint32_t begin, len;
+};
+
+// The pieces of a word whose home slot `e` does not hold it with its pieces
+// inline: out of line there, else the cache's full probe or the merges; the
+// new w.
+template <class T>
+[[gnu::noinline]] T* other_word(const BpeModel& model, std::string_view piece, uint32_t base, const BatchWord& word,
+                                const WordCache::Entry& e, size_t words_left, T* buf, T* w, std::vector<T>& out) {
+  const WordCache& cache = model.word_cache();
+  size_t count;
+  const WordPiece* p = cache.pieces_at(e, word.key, piece.substr(word.begin, word.len), count);
+  if (p != nullptr && count <= kLongPieces) {
+    w = make_room(buf, w, count + 3 * words_left, out);
+    store_pieces(w, p, count, base + word.begin);
+    return w + count;
+  }
+  w = word_pieces(model, piece, base, word.begin, word.len, word.key, buf, w, out);
+  return make_room(buf, w, 3 * words_left, out);
+}
+
+// The keys of words[0, n) (word j is piece[ends[j - 1], ends[j]), with
+// ends[-1] = first), their home slots prefetched. `all_readable`: 16 bytes
+// may be read from every word's start.
+template <bool all_readable>
+[[gnu::always_inline]] inline void batch_keys(std::string_view piece, size_t readable, const char* readable_end,
+                                              uint32_t first, const uint32_t* ends, size_t n,
+                                              const WordCache::Entry* slots, int shift, BatchWord* words) {
+  const char* const s = piece.data();
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t end = ends[j], len = end - first;
+    BatchWord& wd = words[j];
+    wd.key = len <= WordCache::kInlineKey && (all_readable || first + 16 <= readable)
+                 ? WordCache::key16(s + first, len)
+                 : WordCache::key_of(piece.substr(first, len), readable_end);
+    wd.begin = first;
+    wd.len = len;
+    __builtin_prefetch(slots + (wd.key.hash >> shift));
+    first = end;
+  }
+}
+
 // The words of a batch: word j is piece[ends[j - 1], ends[j]), with
 // ends[-1] = first; 1 <= n <= kBatch. The piece starts at `base` in the
 // text, which goes on to `readable_end`.
@@ -114,7 +159,6 @@ template <class T>
                                     std::vector<T>& out) {
   const WordCache& cache = model.word_cache();
   const WordCache::Entry* slots = cache.slots();
-  const char* const s = piece.data();
   T buf[kBufferRoom];
   T* w = buf;
   if (slots == nullptr) {  // nothing cached yet
@@ -127,39 +171,25 @@ template <class T>
     return;
   }
   int shift = cache.shift();
-  struct Word {
-    WordCache::Key key;
-    uint32_t begin, len;
-  };
-  Word words[kBatch];
-  const size_t readable = size_t(readable_end - s);  // bytes that may be read from the piece's start
-  for (size_t j = 0; j < n; first = ends[j++]) {
-    const uint32_t len = ends[j] - first;
-    words[j].key = len <= WordCache::kInlineKey && first + 16 <= readable
-                       ? WordCache::key16(s + first, len)
-                       : WordCache::key_of(piece.substr(first, len), readable_end);
-    words[j].begin = first;
-    words[j].len = len;
-    __builtin_prefetch(slots + (words[j].key.hash >> shift));
-  }
+  BatchWord words[kBatch];
+  const size_t readable = size_t(readable_end - piece.data());  // bytes that may be read from the piece's start
+  // Mostly every word of the batch is followed by 16 readable bytes: then
+  // the loop checks only the length.
+  if ((n > 1 ? ends[n - 2] : first) + 16 <= readable)
+    batch_keys<true>(piece, readable, readable_end, first, ends, n, slots, shift, words);
+  else batch_keys<false>(piece, readable, readable_end, first, ends, n, slots, shift, words);
   for (size_t j = 0; j < n; ++j) {
-    const auto [key, b, len] = words[j];
-    const WordCache::Entry& e = slots[key.hash >> shift];
-    store_inline(w, e, base + b, len);
-    if (WordCache::inline_hit(e, key, len)) {
+    // Scalars, not the struct: a store to w may alias words[j] (int32_t and
+    // uint32_t), which would make the compiler copy it first.
+    const uint64_t lo = words[j].key.lo, hi = words[j].key.hi;
+    const uint32_t len = words[j].len;
+    const WordCache::Entry& e = slots[words[j].key.hash >> shift];
+    store_inline(w, e, base + words[j].begin, len);
+    if (((e.lo ^ lo) | (e.hi ^ hi) | (e.key_len ^ len)) == 0 && uint8_t(e.n - 1) < 3) {
       w += e.n;
       continue;
     }
-    size_t count;
-    const WordPiece* p = cache.pieces_at(e, key, piece.substr(b, len), count);
-    if (p != nullptr && count <= kLongPieces) {
-      w = make_room(buf, w, count + 3 * (n - j), out);
-      store_pieces(w, p, count, base + b);
-      w += count;
-      continue;
-    }
-    w = word_pieces(model, piece, base, b, len, key, buf, w, out);
-    w = make_room(buf, w, 3 * (n - j), out);
+    w = other_word(model, piece, base, words[j], e, n - j, buf, w, out);
     slots = cache.slots();  // an insert may have grown the table
     shift = cache.shift();
   }

@@ -292,3 +292,70 @@ TEST_CASE("bpe linear: under ignore_merges (llama-3) every token's bytes as a wo
   CHECK(words > 127000);
   CHECK(not_bpe > 0);  // some tokens are whole words only
 }
+
+TEST_CASE("bpe linear: every token is found in the trie, and words of tokens side by side give the heap's pieces") {
+  // The trie (its two-byte table, its children compared at once) and the
+  // compatibility walk, through the linear encoder alone (no word cache, no
+  // cuts between chars): each token's own bytes, then 60,000 words made of
+  // vocabulary tokens side by side with a random byte now and then, on three
+  // real vocabularies, each word against the heap loop.
+  int vocabularies = 0;
+  for (const char* name : {"qwen3", "llama3", "deepseek_v3"}) {
+    CAPTURE(name);
+    const std::string path = tokenizer_json(name);
+    if (path.empty() && std::string(name) != "qwen3") {
+      MESSAGE("skipped: no " << name << " tokenizer.json");
+      continue;
+    }
+    REQUIRE(!path.empty());
+    HfParts parts = load_hf_parts(path);
+    const BpeModel& m = *parts.model;
+    const LinearBpe* lin = m.linear();
+    REQUIRE(lin != nullptr);
+    ++vocabularies;
+    std::vector<std::string> raws;
+    for (size_t id = 0; id < m.max_id_plus_one(); ++id) {
+      const std::string* token = m.id_to_token(int32_t(id));
+      std::string raw;
+      bool byte_level = token != nullptr;
+      for (size_t i = 0; byte_level && i < token->size();) {
+        const DecodedChar d = decode_utf8(*token, i);
+        const int b = unicode_to_byte(d.cp);
+        byte_level = b >= 0;
+        raw.push_back(char(b));
+        i += d.len;
+      }
+      if (byte_level && !raw.empty()) raws.push_back(raw);
+    }
+    REQUIRE(raws.size() > 100000);
+    std::vector<WordPiece> lin_out, heap_out;
+    const auto linear = [&](const std::string& w) {
+      lin_out.clear();
+      REQUIRE(lin->encode(w, [&](int32_t id, uint32_t len) { lin_out.push_back({id, len}); }));
+      return lin_out;
+    };
+    size_t reachable = 0, bad = 0;
+    for (const std::string& raw : raws) {
+      heap_out.clear();
+      m.tokenize_heap(raw, heap_out);
+      reachable += heap_out.size() == 1;
+      if (!same(linear(raw), heap_out) && bad++ < 3) FAIL_CHECK(show(lin_out) << " heap " << show(heap_out));
+    }
+    CHECK(reachable > raws.size() * 9 / 10);
+    std::mt19937 rng(60000);
+    for (int i = 0; i < 60000; ++i) {
+      std::string w;
+      for (int k = 1 + int(rng() % 4); k > 0; --k) {
+        if (rng() % 8 == 0) w.push_back(char(rng() % 256));
+        const std::string& t = raws[rng() % raws.size()];
+        w += t.substr(0, std::min<size_t>(t.size(), 1 + rng() % 12));
+      }
+      heap_out.clear();
+      m.tokenize_heap(w, heap_out);
+      if (!same(linear(w), heap_out) && bad++ < 3)
+        FAIL_CHECK("word " << i << ": " << show(lin_out) << " heap " << show(heap_out));
+    }
+    CHECK(bad == 0);
+  }
+  CHECK(vocabularies >= 1);
+}

@@ -232,6 +232,7 @@ TEST_CASE("fast split: the 64-byte masks agree with the class table and with a b
     CHECK((m.prefix != 0) == (cls == kOther || (cls == kSpace && c != '\n' && c != '\r')));
     CHECK(m.high == 0);
     CHECK((m.apostrophe != 0) == (c == '\''));
+    CHECK((m.blank != 0) == (c == ' '));
     CHECK((m.word != 0) == (cls == kLetter));  // a prefix needs a letter after it
   }
   // A prefix starts a word before a letter, but an apostrophe.
@@ -253,6 +254,7 @@ TEST_CASE("fast split: the 64-byte masks agree with the class table and with a b
     REQUIRE(a.other == b.other);
     REQUIRE(a.prefix == b.prefix);
     REQUIRE(a.apostrophe == b.apostrophe);
+    REQUIRE(a.blank == b.blank);
     REQUIRE(a.word == b.word);
   }
 }

@@ -97,6 +97,8 @@ class BpeModel {
   const std::string& merge_algorithm() const { return merge_algorithm_; }
   // The heap loop alone, whatever merge_algorithm() says (for tests).
   void tokenize_heap(std::string_view word, std::vector<WordPiece>& out) const { merge_word(word, out); }
+  // The linear merges, or null where they do not apply (for tests).
+  const LinearBpe* linear() const { return linear_.get(); }
 
  private:
   // last: where given, the parts the last merge joined ({-1, -1} if none).

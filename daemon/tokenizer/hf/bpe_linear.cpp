@@ -30,8 +30,7 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
   lin->merges_ = &table;
   auto& tok = lin->trees_;
   tok.assign(raw.size(), Tree{INT32_MAX, -1, -1});
-  auto& irregular = lin->irregular_;
-  irregular.assign(raw.size(), 0);
+  std::vector<uint8_t> irregular(raw.size(), 0);
   std::vector<bool> reachable(raw.size(), false);
   for (int b = 0; b < 256; ++b) {
     const int32_t id = byte_unit_id[b];
@@ -102,6 +101,8 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
       ++lin->irregular_count_;
     }
   }
+  lin->irregular_.assign(raw.size() / 64 + 1, 0);
+  for (size_t id = 0; id < raw.size(); ++id) lin->irregular_[id / 64] |= uint64_t(irregular[id]) << (id % 64);
   lin->heap_ = std::move(heap);
   lin->offsets_.assign(raw.size() + 1, 0);
   for (size_t id = 0; id < raw.size(); ++id) {
@@ -150,25 +151,34 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
   uint32_t tables = 0;
   for (size_t n = 0; n < nodes; ++n) {
     at[n] = uint32_t(words);
-    words += 2 + (count[n] > kSparse ? 0 : count[n]);
+    words += 2 + (count[n] > kSparse ? 0 : (count[n] + 3) / 4 + count[n]);
   }
-  if (words >= (size_t(1) << 24)) {
+  if (words >= kDenseBit) {
     why = "the vocabulary's trie has " + std::to_string(nodes) + " nodes, too many";
     return false;
   }
-  trie_.assign(words, 0);
+  trie_.assign(words + kPadding, 0);
   for (size_t n = 0; n < nodes; ++n) {
     trie_[at[n]] = uint32_t(token[n]);
     trie_[at[n] + 1] = count[n] > kSparse ? kDenseBit | tables++ : count[n];
-    fill[n] = at[n] + 2;
   }
   dense_.assign(size_t(tables) * 256, kNone);
   for (size_t n = 1; n < nodes; ++n) {
-    const uint32_t kids = trie_[at[parent[n]] + 1];
-    if (kids & kDenseBit) dense_[size_t(kids & ~kDenseBit) * 256 + label[n]] = at[n];
-    else trie_[fill[parent[n]]++] = uint32_t(label[n]) << 24 | at[n];
+    const uint32_t p = parent[n], kids = trie_[at[p] + 1];
+    if (kids & kDenseBit) {
+      dense_[size_t(kids & ~kDenseBit) * 256 + label[n]] = at[n];
+      continue;
+    }
+    const uint32_t i = fill[p]++;
+    trie_[at[p] + 2 + i / 4] |= uint32_t(label[n]) << (8 * (i % 4));
+    trie_[at[p] + 2 + (kids + 3) / 4 + i] = at[n];
   }
-  for (int b = 0; b < 256; ++b) root_child_[b] = child(trie_.data(), uint8_t(b));
+  top2_.assign(size_t(1) << 16, kNone);
+  for (int b = 0; b < 256; ++b) {
+    const uint32_t* first = trie_.data() + child(trie_.data(), uint8_t(b));  // every byte is a token
+    unit_[b] = int32_t(first[0]);
+    for (int c = 0; c < 256; ++c) top2_[size_t(b) << 8 | size_t(c)] = child(first, uint8_t(c));
+  }
   cands_.resize(longest + 1);
   return true;
 }
@@ -176,14 +186,17 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
 size_t LinearBpe::matches(std::string_view word, size_t pos, size_t max_len) const {
   const size_t limit = std::min(word.size() - pos, max_len - 1);
   if (limit == 0) return 0;
-  size_t n = 0;
-  uint32_t node = root_child_[uint8_t(word[pos])];  // every byte is a token
-  for (size_t len = 1;; ++len) {
+  const auto* w = reinterpret_cast<const uint8_t*>(word.data()) + pos;
+  cands_[0] = Piece{unit_[w[0]], 1};
+  if (limit == 1) return 1;
+  size_t n = 1;
+  for (size_t len = 2, node = top2_[size_t(w[0]) << 8 | w[1]]; node != kNone; ++len) {
     const uint32_t* record = trie_.data() + node;
-    if (record[0] != kNone) cands_[n++] = Piece{int32_t(record[0]), uint32_t(len)};
-    if (len == limit || record[1] == 0) break;
-    node = child(record, uint8_t(word[pos + len]));
-    if (node == kNone) break;
+    // Written whether or not the node is a token, kept if it is: no branch.
+    cands_[n] = Piece{int32_t(record[0]), uint32_t(len)};
+    n += record[0] != kNone;
+    if (len == limit) break;
+    node = child(record, w[len]);
   }
   return n;
 }
@@ -192,25 +205,20 @@ bool LinearBpe::walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const 
   // (x, y) is the pair at the boundary until rank `limit` (inclusive: also at
   // that rank, being then left of the pair that merges). BPE merges it across
   // the boundary iff its own rank comes before that.
+  int64_t before = int64_t(limit) + inclusive;
   for (;;) {
-    if (const Merge* m = merges_->find(x, y)) {
-      if (m->rank < limit || (inclusive && m->rank == limit)) return false;
-    }
+    if (const Merge* m = merges_->find(x, y); m != nullptr && m->rank < before) return false;
     const Tree &tx = trees_[size_t(x)], &ty = trees_[size_t(y)];
-    if (tx.birth < 0 && ty.birth < 0) return true;
-    if (tx.birth > ty.birth) {
-      // x was made last: before that its right part faced y, until x's birth,
-      // where the merge making x (further left) wins a tie.
-      limit = tx.birth;
-      inclusive = false;
-      x = tx.right;
-    } else {
-      // y was made last (or together with x, after it): its left part faced x
-      // until y's birth, and wins a tie, being further left.
-      limit = ty.birth;
-      inclusive = true;
-      y = ty.left;
-    }
+    if ((tx.birth & ty.birth) < 0) return true;  // both units
+    // If x was made last, its right part faced y before x's birth, where the
+    // merge making x (further left) wins a tie; else y's left part faced x
+    // until y's birth (or both were made together, y after x), and wins a
+    // tie, being further left. Selected with no branch: which side goes on
+    // depends on the word.
+    const bool x_last = tx.birth > ty.birth;
+    before = x_last ? int64_t(tx.birth) : int64_t(ty.birth) + 1;
+    x = x_last ? tx.right : x;
+    y = x_last ? y : ty.left;
   }
 }
 

@@ -44,6 +44,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "tokenizer/hf/huge_table.hpp"
 #include "tokenizer/hf/merge_table.hpp"
 #include "tokenizer/hf/word_cache.hpp"
@@ -87,9 +91,9 @@ class LinearBpe {
   // in a small direct-mapped table: text repeats its token pairs.
   bool compatible(int32_t a, int32_t b) const {
     const uint64_t key = MergeTable::key(a, b);
-    uint64_t& slot = pair_memo_[(key * 0x9E3779B97F4A7C15ull) >> (64 - kPairMemoBits)];
+    uint64_t& slot = pair_memo_[memo_index(key)];
     if ((slot >> 1) == key) return slot & 1;
-    const bool ok = irregular_[size_t(a)] | irregular_[size_t(b)] ? heap_pair(a, b) : walk(a, b, INT32_MAX, false);
+    const bool ok = irregular(a) | irregular(b) ? heap_pair(a, b) : walk(a, b, INT32_MAX, false);
     slot = key << 1 | uint64_t(ok);
     return ok;
   }
@@ -104,18 +108,29 @@ class LinearBpe {
   // follow it, so past a path's first few bytes (hot nodes) the records it
   // visits sit a few cache lines apart, where a hash table would miss at
   // every byte. A record is [token or kNone, children] and, for up to
-  // kSparse children, their entries (byte << 24 | record), sorted by byte;
-  // a node with more (the root, ' ', a UTF-8 lead byte) has a table of 256
-  // in dense_ instead, its index marked with kDenseBit.
+  // kSparse children, their bytes, sorted, packed four to a word, then their
+  // records in the same order; a node with more (the root, ' ', a UTF-8 lead
+  // byte) has a table of 256 in dense_ instead, its index marked with
+  // kDenseBit. trie_ ends with kPadding words, so that a record's bytes can
+  // be read as 16 and a child looked up with no hit reads a word in it.
   static constexpr uint32_t kNone = ~uint32_t(0);
-  static constexpr uint32_t kSparse = 16, kDenseBit = 1u << 31;
+  static constexpr uint32_t kSparse = 16, kDenseBit = 1u << 31, kPadding = 2 * kSparse;
   uint32_t child(const uint32_t* record, uint8_t byte) const {
     const uint32_t kids = record[1];
     if (kids & kDenseBit) return dense_[size_t(kids & ~kDenseBit) * 256 + byte];
-    const uint32_t key = uint32_t(byte) << 24;
-    for (const uint32_t *e = record + 2, *end = e + kids; e != end; ++e)
-      if (*e >= key) return (*e >> 24) == byte ? (*e & 0xFFFFFF) : kNone;
-    return kNone;
+#if defined(__SSE2__)
+    // All the bytes compared at once: no branch on where the match is.
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(record + 2));
+    const uint32_t hit =
+        uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8(char(byte))))) & ((1u << kids) - 1);
+#else
+    uint32_t hit = 0;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(record + 2);
+    for (uint32_t i = 0; i < kids; ++i) hit |= uint32_t(bytes[i] == byte) << i;
+#endif
+    // With no hit, a word past the record (within the padding) is read and dropped.
+    const uint32_t found = record[2 + (kids + 3) / 4 + uint32_t(__builtin_ctz(hit | 1u << kSparse))];
+    return hit != 0 ? found : kNone;
   }
   struct Piece {
     int32_t id;
@@ -128,17 +143,22 @@ class LinearBpe {
   bool walk(int32_t x, int32_t y, int32_t limit, bool inclusive) const;
   bool heap_pair(int32_t a, int32_t b) const;
   bool search(std::string_view word) const;
+  static size_t memo_index(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> (64 - kPairMemoBits); }
 
   const MergeTable* merges_ = nullptr;
   HugeVector<Tree> trees_;
-  std::vector<uint8_t> irregular_;  // per token: reachable, not regular
+  // A bit per token: reachable, not regular (a bit rather than a byte: the
+  // table, read for every pair the memo does not answer, stays in the cache).
+  std::vector<uint64_t> irregular_;
+  bool irregular(int32_t id) const { return irregular_[size_t(id) / 64] >> (size_t(id) % 64) & 1; }
   size_t irregular_count_ = 0;
   Heap heap_;
   std::string bytes_;              // every token's bytes, one after another
   std::vector<uint32_t> offsets_;  // token id's bytes: [offsets_[id], offsets_[id + 1])
   HugeVector<uint32_t> trie_;      // node records; the root's at 0
   HugeVector<uint32_t> dense_;     // 256 children (or kNone) per node with many
-  uint32_t root_child_[256];       // the node of each first byte
+  int32_t unit_[256];              // the token of each byte
+  std::vector<uint32_t> top2_;     // the node of each first two bytes (b0 << 8 | b1), or kNone
 
   static constexpr int kPairMemoBits = 16;
   // key << 1 | compatible; keys are below 2^63, so all ones is never a key.

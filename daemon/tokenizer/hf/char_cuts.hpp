@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,7 @@ class CharCuts {
   // allowed; returns false, calling nothing, where there is no cut.
   template <class Part>
   bool for_each_part(std::string_view word, Part&& part) const {
+    if (ascii(word)) return false;  // most words: no char of two or three bytes
     const auto* p = reinterpret_cast<const unsigned char*>(word.data());
     const size_t n = word.size();
     size_t begin = 0, i = 0;
@@ -81,6 +83,17 @@ class CharCuts {
   }
 
  private:
+  static bool ascii(std::string_view word) {
+    uint64_t bits = 0;
+    size_t i = 0;
+    for (; i + 8 <= word.size(); i += 8) {
+      uint64_t v;
+      std::memcpy(&v, word.data() + i, 8);
+      bits |= v;
+    }
+    for (; i < word.size(); ++i) bits |= static_cast<unsigned char>(word[i]);
+    return (bits & 0x8080808080808080ull) == 0;
+  }
   static bool cont(unsigned char b) { return (b & 0xC0) == 0x80; }
   // E0 80..9F: a 3-byte form of a code point below U+0800, which would share
   // its code point (the key of the tables here) with a 2-byte char.

@@ -152,17 +152,143 @@ std::string canonical(std::string_view p) {
 
 }  // namespace
 
+namespace {
+
+using namespace split_detail;
+
+// The match starts in the 64 bytes from i (fewer at the text's end), taken
+// all at once from the window's class masks with bit operations, where i is
+// a match start and the bytes are ASCII. What the regex gives for ASCII
+// text, from a match start on (the regex looks at nothing before it):
+//   - a run of letters starts a match unless a prefix starts it: an `other`
+//     char (ASCII but a letter, digit or space) that starts a run of them,
+//     or a space but CR and LF, right before the letters;
+//   - a run of `other` chars starts one, but after a ' ' (which starts it,
+//     " ?[^\s\p{L}\p{N}]+"); CR and LF right after the run are in it;
+//   - each digit starts one (Qwen), or every third of a run (Llama-3);
+//   - a run of spaces (less the newlines an `other` run took) starts one;
+//     so does the char after its last newline, if the run goes on, and
+//     (\s+(?!\S)) its last char, where two or more spaces without a newline
+//     end it and a char follows;
+//   - an apostrophe that starts a match and a contraction after it make the
+//     char after the contraction start one.
+// Bits below the returned `certain` are all the starts there are; a start
+// at or past it may depend on bytes past the window, or past a byte above
+// ASCII (where `high` is set), which the per-char path takes.
+struct Window {
+  uint64_t starts;
+  size_t certain;
+  bool at_end;  // the window reaches the text's end: every start is certain
+  bool high;    // a byte past ASCII ends the window
+};
+
+[[gnu::always_inline]] inline Window window_starts(const unsigned char* s, size_t i, size_t n, int max_digits) {
+  const ByteMasks m = classify(s + i, n - i);
+  const size_t len = n - i < 64 ? n - i : 64;
+  const size_t e = m.high ? size_t(__builtin_ctzll(m.high)) : len;
+  const uint64_t valid = e == 64 ? ~uint64_t(0) : (uint64_t(1) << e) - 1;
+  const uint64_t L = m.letter & valid, D = m.digit & valid, W = m.space & valid, NL = m.newline & valid;
+  const uint64_t SP = m.blank & valid, O = valid & ~(L | D | W);
+  // Starts of `other` runs (an apostrophe among them), prefixes of letter runs.
+  const uint64_t orun = O & ~(O << 1) & ~(SP << 1);
+  const uint64_t prefix = (orun | (W & ~NL)) & (L >> 1);
+  uint64_t starts = 1 | orun | (L & ~(L << 1) & ~(prefix << 1));
+  if (max_digits == 1) {
+    starts |= D;
+  } else {
+    // Every third digit of a run from its first (max_digits is 3).
+    const uint64_t three = D & (D << 1) & (D << 2);
+    for (uint64_t g = D & ~(D << 1); g != 0; g = (g << 3) & three) starts |= g;
+  }
+  // Spaces: the newlines right after an `other` run are its own; the rest
+  // (ws) in runs.
+  const uint64_t after_other = NL & (O << 1);
+  const uint64_t ws = W & ~(((NL + after_other) ^ NL) & NL);
+  starts |= ws & ~(ws << 1);
+  // The last char of a run of two or more, but a newline, where a char follows.
+  starts |= ws & (ws << 1) & ~NL & ~(W >> 1) & (valid >> 1);
+  // The char after a run's newlines, where no newline follows in the run.
+  const uint64_t blanks = ws & ~NL;
+  for (uint64_t c = blanks & ((ws & NL) << 1); c != 0; c &= c - 1) {
+    const unsigned q = unsigned(__builtin_ctzll(c));
+    const unsigned stop = q + unsigned(__builtin_ctzll(~(blanks >> q)));
+    if (stop >= 64 || !(NL >> stop & 1)) starts |= uint64_t(1) << q;
+  }
+  const bool at_end = i + e == n;
+  size_t certain = e;
+  if (!at_end && (W >> (e - 1) & 1)) {
+    // A run of spaces up to the window's end: where it ends decides.
+    const uint64_t below = ~W & ((uint64_t(1) << (e - 1)) - 1);
+    const size_t run = below ? size_t(64 - __builtin_clzll(below)) : 0;
+    if (run < certain) certain = run;
+  }
+  // Contractions, (?i:'s|'t|'re|'ve|'m|'ll|'d), where an apostrophe starts
+  // a match; they read at most two chars past it.
+  for (uint64_t a = m.apostrophe & orun & (certain >= 64 ? ~uint64_t(0) : (uint64_t(1) << certain) - 1); a != 0;
+       a &= a - 1) {
+    const size_t q = size_t(__builtin_ctzll(a));
+    if (const size_t end = contraction(s, i + q, n); end != 0 && end - i < 64) starts |= uint64_t(1) << (end - i);
+  }
+  return {starts, certain, at_end, e < len};
+}
+
+// Whether the 32 bytes from i (those left, near the end) are ASCII: then
+// the window path is worth its masks again.
+inline bool ascii_ahead(const unsigned char* s, size_t i, size_t n) {
+#if defined(__SSE2__)
+  if (i + 32 <= n) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    return _mm_movemask_epi8(_mm_or_si128(a, b)) == 0;
+  }
+#endif
+  for (size_t k = i; k < n && k < i + 32; ++k)
+    if (s[k] >= 0x80) return false;
+  return true;
+}
+
+}  // namespace
+
 size_t FastSplit::word_ends(std::string_view subject, size_t& pos, uint32_t (&ends)[kWordBatch]) const {
-  size_t k = 0, prev = pos;
-  pos = scan(
-      subject, pos, [&](size_t b, size_t e) __attribute__((always_inline)) {
-        ends[k] = uint32_t(b);
-        k += prev < b;  // bytes no alternative matched before this match
-        ends[k++] = uint32_t(e);
-        prev = e;
-        return k + 2 > kWordBatch;  // room for a gap and a match, else stop here
-      });
-  if (prev < pos) ends[k++] = uint32_t(pos);  // bytes no alternative matched at the end
+  const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
+  const size_t n = subject.size();
+  size_t k = 0, i = pos;
+  // A window gives up to 64 words; the per-char path one match and a gap.
+  while (i < n && k + 66 <= kWordBatch) {
+    bool per_char = s[i] >= 0x80;
+    if (!per_char) {
+      const Window w = window_starts(s, i, n, max_digits_);
+      const uint64_t certain = w.certain >= 64 ? ~uint64_t(0) : (uint64_t(1) << w.certain) - 1;
+      uint64_t bits = w.starts & certain & ~uint64_t(1);
+      size_t last = 0;
+      for (; bits != 0; bits &= bits - 1) {
+        last = size_t(__builtin_ctzll(bits));
+        ends[k++] = uint32_t(i + last);
+      }
+      if (w.at_end) {
+        ends[k++] = uint32_t(n);
+        i = n;
+        break;
+      }
+      per_char = last == 0 || w.high;
+      i += last;
+      if (!per_char) continue;
+    }
+    // Chars past ASCII, a run longer than the window: match by match, up to
+    // where 32 ASCII bytes follow. Bytes between matches (invalid UTF-8) are
+    // a word of their own.
+    size_t prev = i;
+    i = scan(
+        subject, i, [&](size_t b, size_t e) __attribute__((always_inline)) {
+          ends[k] = uint32_t(b);
+          k += prev < b;
+          ends[k++] = uint32_t(e);
+          prev = e;
+          return k + 66 > kWordBatch || (e < n && s[e] < 0x80 && ascii_ahead(s, e, n));
+        });
+    if (prev < i) ends[k++] = uint32_t(i);  // invalid bytes up to the end
+  }
+  pos = i;
   return k;
 }
 

@@ -12,13 +12,16 @@
 // tests/unit/test_fast_split.cpp checks it against PCRE2 on the golden texts
 // and on random strings.
 //
-// for_each() hands each match to a callback as it is found; word_ends() a
-// batch of them as the ends of words, for HfTokenizer's fused path
-// (hf_tokenizer.cpp), with no list of matches in between. It classifies ASCII 64 bytes at
-// a time into bit masks (split_masks.hpp) and takes the common matches of
-// ASCII text from them; chars past ASCII keep the per-char path and the
-// table, whole blocks of three-byte letters (Han, kana, Hangul) passed over
-// without decoding.
+// for_each() hands each match to a callback as it is found, match by match:
+// it classifies ASCII 64 bytes at a time into bit masks (split_masks.hpp)
+// and takes the common matches of ASCII text from them; chars past ASCII
+// keep the per-char path and the table, whole blocks of three-byte letters
+// (Han, kana, Hangul) passed over without decoding. word_ends() gives a
+// batch of words as their ends, for HfTokenizer's fused path
+// (hf_tokenizer.cpp): where the text is ASCII it takes every match start of
+// a 64-byte window at once from the masks with bit operations (no branch
+// per match; fast_split.cpp says how), and where it is not, for_each's
+// path.
 #pragma once
 
 #include <cstdint>

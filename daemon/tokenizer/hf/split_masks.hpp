@@ -33,6 +33,7 @@ struct ByteMasks {
   // contraction instead: the caller looks.)
   uint64_t prefix = 0;
   uint64_t apostrophe = 0;
+  uint64_t blank = 0;  // ' ', the one space that may stand before punctuation in a match
   // Where alternative 2 ([^\r\n\p{L}\p{N}]?\p{L}+) starts a match as far as
   // the window tells: a letter, or a prefix but an apostrophe (which may
   // start a contraction) before a letter. Bit 63 looks no further than the
@@ -43,7 +44,7 @@ struct ByteMasks {
 // Clears the bits from `valid` on and derives the masks that depend on others.
 inline void finish(ByteMasks& m, uint64_t valid) {
   m.letter &= valid, m.digit &= valid, m.space &= valid, m.newline &= valid, m.high &= valid;
-  m.apostrophe &= valid;
+  m.apostrophe &= valid, m.blank &= valid;
   m.other = valid & ~(m.letter | m.digit | m.space | m.high);
   m.prefix = valid & ~(m.letter | m.digit | m.newline | m.high);
   m.word = m.letter | (m.prefix & ~m.apostrophe & m.letter >> 1);
@@ -61,6 +62,7 @@ inline ByteMasks classify_bytes(const unsigned char* p, size_t len) {
     else if (c == ' ' || unsigned(c - '\t') < 5) m.space |= bit;
     if (c == '\n' || c == '\r') m.newline |= bit;
     if (c == '\'') m.apostrophe |= bit;
+    if (c == ' ') m.blank |= bit;
   }
   finish(m, len == 64 ? ~uint64_t(0) : (uint64_t(1) << len) - 1);
   return m;
@@ -79,7 +81,8 @@ inline ByteMasks classify_bytes(const unsigned char* p, size_t len) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q));
     const __m128i letter = in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26);
     const __m128i digit = in_range(v, '0', 10);
-    const __m128i space = _mm_or_si128(in_range(v, '\t', 5), _mm_cmpeq_epi8(v, _mm_set1_epi8(' ')));
+    const __m128i blank = _mm_cmpeq_epi8(v, _mm_set1_epi8(' '));
+    const __m128i space = _mm_or_si128(in_range(v, '\t', 5), blank);
     const __m128i newline =
         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\r')));
     const int shift = 16 * q;
@@ -88,6 +91,7 @@ inline ByteMasks classify_bytes(const unsigned char* p, size_t len) {
     m.space |= uint64_t(uint32_t(_mm_movemask_epi8(space))) << shift;
     m.newline |= uint64_t(uint32_t(_mm_movemask_epi8(newline))) << shift;
     m.high |= uint64_t(uint32_t(_mm_movemask_epi8(v))) << shift;
+    m.blank |= uint64_t(uint32_t(_mm_movemask_epi8(blank))) << shift;
     m.apostrophe |= uint64_t(uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\''))))) << shift;
   }
   finish(m, ~uint64_t(0));
