@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kw;
   std::vector<std::string> ops;
   bool negate = false;
+  // kCall, kFilter, kTest: a.back() is `*args` (its items are further
+  // positional arguments); a `**kwargs` is the kw entry named kStarStar.
+  bool star = false;
   // No call and no filter below: evaluating it runs no template code, so it
   // changes no variable or namespace (a value borrowed before it stays valid).
   bool pure = false;
@@ -64,6 +68,9 @@ struct Expr {
   // watch, template/resume.hpp), told once when the template is parsed.
   bool prompt = false;
 };
+
+// The name of a call's `**kwargs` among its keyword arguments (no identifier).
+inline constexpr std::string_view kStarStar = "**";
 
 constexpr uint8_t kMethodStr = 1, kMethodDict = 2, kMethodList = 4, kMethodsKnown = 8;
 

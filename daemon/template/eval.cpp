@@ -257,8 +257,14 @@ Value operand(Interp& in, const Expr& e) {
 }
 
 void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
-  for (std::size_t k = first; k < e.a.size(); ++k) out.pos.push_back(operand(in, *e.a[k]));
-  for (const auto& [name, x] : e.kw) out.kw.emplace_back(name, operand(in, *x));
+  const std::size_t plain = e.a.size() - (e.star ? 1 : 0);
+  for (std::size_t k = first; k < plain; ++k) out.pos.push_back(operand(in, *e.a[k]));
+  // Python evaluates f(a, k=v, *args, **kwargs) as a, args, v, kwargs.
+  if (e.star) add_star_args(operand(in, *e.a.back()), out);
+  for (const auto& [name, x] : e.kw) {
+    if (name == kStarStar) add_star_kwargs(operand(in, *x), out);
+    else out.kw.emplace_back(name, operand(in, *x));
+  }
 }
 
 // Tests that read no more of a list than its type.
@@ -338,6 +344,8 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
             (!e.filter || std::find(std::begin(kContextual), std::end(kContextual), e.filter) != std::end(kContextual)))
           return false;
         if (e.kind == EK::kTest && !e.test) return false;
+        if (e.star || std::any_of(e.kw.begin(), e.kw.end(), [](const auto& k) { return k.first == kStarStar; }))
+          return false;
         if (!fold_all(in, e.a, 0, v)) return false;
         Args args;
         args.pos.assign(v.begin() + 1, v.end());
@@ -564,6 +572,22 @@ Value eval(Interp& in, const Expr& e) {
     }
   }
   return Value::undefined();
+}
+
+void add_star_args(const Value& v, Args& out) {
+  if (!v.is_undefined() && !v.is_str() && !v.is_list() && !(v.is_dict() && !v.ns))
+    throw Error("argument after * must be an iterable, not " + std::string(type_name(v)));
+  for (Value& x : iterate(v)) out.pos.push_back(std::move(x));
+}
+
+void add_star_kwargs(const Value& v, Args& out) {
+  if (!v.is_dict() || v.ns) throw Error("argument after ** must be a mapping, not " + std::string(type_name(v)));
+  for (const auto& [k, x] : v.dict->items) {
+    if (!key_value(k).is_str()) throw Error("keywords must be strings");
+    for (const auto& [name, y] : out.kw)
+      if (name == k) throw Error("got multiple values for keyword argument '" + k + "'");
+    out.kw.emplace_back(k, x);
+  }
 }
 
 }  // namespace tokfeed::tmpl

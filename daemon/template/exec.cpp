@@ -423,8 +423,20 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         const Expr& call = *s.exprs[0];
         Value f = eval(in, *call.a[0]);
         Args args;
-        for (std::size_t k = 1; k < call.a.size(); ++k) args.pos.push_back(eval(in, *call.a[k]));
-        for (const auto& [name, x] : call.kw) args.kw.emplace_back(name, eval(in, *x));
+        const std::size_t plain = call.a.size() - (call.star ? 1 : 0);
+        for (std::size_t k = 1; k < plain; ++k) args.pos.push_back(eval(in, *call.a[k]));
+        // `*args` and `**kwargs` are read as a whole where tracked (their
+        // length decides the arguments).
+        const auto whole = [&](const Expr& x) {
+          Value v = eval(in, x);
+          if (tracking(in)) in.track->operand(v);
+          return v;
+        };
+        if (call.star) add_star_args(whole(*call.a.back()), args);
+        for (const auto& [name, x] : call.kw) {
+          if (name == kStarStar) add_star_kwargs(whole(*x), args);
+          else args.kw.emplace_back(name, eval(in, *x));
+        }
         if (tracking(in)) {
           for (const Value& v : args.pos) in.track->operand(v);
           for (const auto& [name, v] : args.kw) in.track->operand(v);

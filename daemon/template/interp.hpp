@@ -169,6 +169,12 @@ void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow = n
 // and {% generation %} (a call block): what the body sets stays inside.
 std::string scoped_capture(Interp& in, const Body& body, Flow* flow = nullptr);
 
+// A call's `*args` and `**kwargs` (Expr::star, kStarStar), added to `out`
+// as Python adds them: the items of an iterable, the items of a mapping
+// with str keys that no keyword argument repeats.
+void add_star_args(const Value& v, Args& out);
+void add_star_kwargs(const Value& v, Args& out);
+
 // Builtins (builtins.cpp, methods.cpp).
 Value global_function(std::string_view name);
 // obj.name(args): Python methods of str, dict and list. Sets `found` false when

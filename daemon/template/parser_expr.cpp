@@ -296,15 +296,29 @@ ExprPtr ExprParser::subscript(ExprPtr e) {
 // (args) after `callee` into a[1..] and kw.
 void ExprParser::call_args(Expr& c) {
   expect_op("(");
+  bool star2 = false;
   while (!is_op(")")) {
-    if (is_op("*") || is_op("**")) fail(cur().pos, "unsupported construct: *args/**kwargs in a call");
-    if (cur().kind == Tok::kName && peek().kind == Tok::kOp && peek().text == "=") {
+    // As jinja2: f(a, k=v, *args, **kwargs), each part optional, in that order.
+    if (is_op("*") || is_op("**")) {
+      const bool two = is_op("**");
+      if (star2 || (!two && c.star)) fail(cur().pos, "invalid syntax for function call expression");
+      ++i_;
+      if (two) {
+        c.kw.emplace_back(std::string(kStarStar), expr(true));
+        star2 = true;
+      } else {
+        c.a.push_back(expr(true));
+        c.star = true;
+      }
+    } else if (cur().kind == Tok::kName && peek().kind == Tok::kOp && peek().text == "=") {
+      if (c.star || star2) fail(cur().pos, "invalid syntax for function call expression");
       std::string k = t_[i_].text;
       for (const auto& [name, x] : c.kw)
         if (name == k) fail(cur().pos, "keyword argument repeated: " + k);
       i_ += 2;
       c.kw.emplace_back(std::move(k), expr(true));
     } else {
+      if (c.star || star2) fail(cur().pos, "invalid syntax for function call expression");
       if (!c.kw.empty()) fail(cur().pos, "positional argument follows keyword argument");
       c.a.push_back(expr(true));
     }

@@ -137,7 +137,10 @@ std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, bool fro
   }
   if (start != std::string_view::npos) words.push_back({start, s.size()});
   std::vector<std::string> out;
-  if (maxsplit < 0 || static_cast<std::size_t>(maxsplit) + 1 >= words.size()) {
+  // Python splits maxsplit times, then keeps what is left after the
+  // whitespace that follows (before, from the right) as one piece, its other
+  // end untrimmed: "a b ".split(maxsplit=1) is ['a', 'b '].
+  if (maxsplit < 0 || static_cast<std::size_t>(maxsplit) >= words.size()) {
     for (auto w : words) out.emplace_back(s.substr(w.b, w.e - w.b));
     return out;
   }
@@ -292,10 +295,11 @@ void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
     for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(v >> shift) & 15];
   };
   // Per byte: 1 where json.dumps escapes it (control characters, '"', '\\'),
-  // 2 where only ensure_ascii does (every byte of a non-ASCII character).
+  // 2 where only ensure_ascii does (DEL, which is outside ' '..'~', and every
+  // byte of a non-ASCII character).
   static constexpr auto kEscape = [] {
     std::array<uint8_t, 256> t{};
-    for (int c = 0; c < 256; ++c) t[c] = c < 0x20 || c == '"' || c == '\\' ? 1 : c >= 0x80 ? 2 : 0;
+    for (int c = 0; c < 256; ++c) t[c] = c < 0x20 || c == '"' || c == '\\' ? 1 : c >= 0x7F ? 2 : 0;
     return t;
   }();
   const uint8_t stop = ensure_ascii ? 3 : 1;  // the table bits that end a run
@@ -303,16 +307,17 @@ void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
   out += '"';
   std::size_t run = 0;  // start of the bytes copied as they are
   // Eight bytes at a time while none needs escaping: no byte below 0x20,
-  // '"' or '\\' (nor, under ensure_ascii, at or above 0x80).
+  // '"' or '\\' (nor, under ensure_ascii, DEL or one at or above 0x80).
   constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
   const uint64_t high_mask = ensure_ascii ? kHighs : 0;
+  const uint64_t del = ensure_ascii ? kOnes * 0x7F : 0;  // found below only under high_mask
   auto has_zero = [](uint64_t w) { return (w - kOnes) & ~w & kHighs; };
   for (std::size_t i = 0; i < s.size();) {
     if (i + 8 <= s.size()) {
       uint64_t w;
       std::memcpy(&w, s.data() + i, 8);
       if (!(((w - kOnes * 0x20) & ~w & kHighs) | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\')) |
-            (w & high_mask))) {
+            (w & high_mask) | (has_zero(w ^ del) & high_mask))) {
         i += 8;
         continue;
       }

@@ -511,7 +511,7 @@ class Gen:
             parts = [self.tag(f"macro {name}(p, q='dq')"), *self.body(depth + 1), self.tag("endmacro")]
             self.scope = saved
             self.in_macro -= 1
-            call = self.N("stmt", "{{ ", name, "(", self.e("str", 2), r.choice([")", ", 'x')", ", q=s2)", ", 1, 2)"]), " }}")
+            call = self.N("stmt", "{{ ", name, "(", self.e("str", 2), r.choice([")", ", 'x')", ", q=s2)", ", 1, 2)", ", *xs[:1])", ", **{'q': s2})", ", *ys)", ", **d)"]), " }}")
             return self.N("stmt", *parts, call)
         if k == 17 and self.in_loop:
             return self.N("stmt", self.tag_split("if ", self.e("bool", 2), self.N("stmt", " %}" + self.tag(r.choice(["break", "continue"])) + "{% endif")))
@@ -522,7 +522,7 @@ class Gen:
             if kind == 0:
                 name = self.fresh("cm")
                 return self.N("stmt", self.tag(f"macro {name}(a)"), "[{{ a }}:{{ caller() }}]", self.tag("endmacro"),
-                              self.tag(f"call {name}(" + lit_str(r) + ")"), *self.body(depth + 1), self.tag("endcall"))
+                              self.tag(f"call {name}(" + r.choice(["", "*"]) + lit_str(r) + ")"), *self.body(depth + 1), self.tag("endcall"))
             if kind == 1:
                 w = self.fresh("w")
                 self.scope["str"].append(w)
