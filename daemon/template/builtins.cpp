@@ -26,12 +26,12 @@ Value get_attr(const Value& obj, std::string_view name) {
   switch (obj.kind) {
     case Kind::kUndefined: undefined_error(obj);
     case Kind::kDict:
-      if (!obj.ns && has_method(obj, name)) return bound_method(obj, name);
+      if (!obj.ns && has_method(obj, name)) return method_attr(obj, name);
       if (const Value* v = obj.dict->find(name)) return *v;
       return Value::undefined(std::string(name));
     case Kind::kStr:
     case Kind::kList:
-      if (has_method(obj, name)) return bound_method(obj, name);
+      if (has_method(obj, name)) return method_attr(obj, name);
       return Value::undefined(std::string(name));
     default: return Value::undefined(std::string(name));
   }
@@ -43,7 +43,7 @@ Value get_item(const Value& obj, const Value& key) {
     case Kind::kDict:
       if (key.is_str()) {
         if (const Value* v = obj.dict->find(key.s->starts_with('\x01') ? key_of(key) : *key.s)) return *v;
-        if (has_method(obj, *key.s)) return bound_method(obj, *key.s);
+        if (has_method(obj, *key.s)) return method_attr(obj, *key.s);
         return Value::undefined(*key.s);
       }
       if (!key.is_undefined() && !key.is_list() && !key.is_dict() && !obj.ns) {

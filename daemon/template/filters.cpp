@@ -252,7 +252,7 @@ Value f_center(Interp&, Value& v, Args& a) {
 Value f_attr(Interp&, Value& v, Args& a) {
   std::string name = soft_str(arg(a, 0, "name"));
   if (v.is_undefined() || (v.is_dict() && v.ns)) return get_attr(v, name);
-  if (has_method(v, name)) return bound_method(v, name);
+  if (has_method(v, name)) return method_attr(v, name);
   return Value::undefined(name);
 }
 

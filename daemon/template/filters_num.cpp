@@ -10,10 +10,13 @@
 
 namespace tokfeed::tmpl {
 
-// jinja2's int: int(value), else int(float(value)), else the default.
+// jinja2's int: int(value), or int(value, base) for a str, else
+// int(float(value)), else the default.
 Value f_int(Interp&, Value& v, Args& a) {
   no_undefined(v);
   const Value& d = arg(a, 0, "default");
+  const Value& b = arg(a, 1, "base");
+  const int64_t base = !given(b) ? 10 : int_like(b) ? as_int(b) : -1;  // -1: a TypeError, as an invalid base
   Value dflt = given(d) ? d : Value::integer(0);
   auto from_float = [&](double f) {
     if (!std::isfinite(f)) return dflt;
@@ -24,7 +27,7 @@ Value f_int(Interp&, Value& v, Args& a) {
   if (v.kind == Kind::kFloat) return from_float(v.f);
   if (v.is_str()) {
     int64_t n = 0;
-    NumParse r = py_parse_int(*v.s, n);
+    NumParse r = py_parse_int(*v.s, n, base);
     if (r == NumParse::kOk) return Value::integer(n);
     if (r == NumParse::kTooBig) throw Error("int() of '" + *v.s + "' is past 64 bits");
     double f = 0;

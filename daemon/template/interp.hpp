@@ -189,6 +189,13 @@ Value str_method(const std::string& s, std::string_view name, Args& args);
 // The same on the str `obj`: a result equal to it may be `obj` itself.
 Value str_method(const Value& obj, std::string_view name, Args& args);
 Value bound_method(const Value& obj, std::string_view name);
+// A method that would change its list or dict (append, pop, update, ...):
+// transformers' sandbox makes it an undefined value (not defined, printed
+// empty, an error when called).
+bool unsafe_method(const Value& obj, std::string_view name);
+// obj.name read as an attribute where has_method(obj, name): the bound
+// method, or undefined for an unsafe one.
+Value method_attr(const Value& obj, std::string_view name);
 // Python semantics shared by filters and the evaluator.
 Value get_item(const Value& obj, const Value& key);
 Value get_attr(const Value& obj, std::string_view name);

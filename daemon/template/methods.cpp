@@ -30,11 +30,12 @@ class NameSet {
 };
 
 constexpr std::string_view kStrNames[] = {
-    "strip",     "lstrip",    "rstrip",     "split",        "rsplit",       "splitlines", "startswith", "endswith",
-    "upper",     "lower",     "title",      "capitalize",   "replace",      "find",       "rfind",      "index",
-    "rindex",    "count",     "join",       "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
-    "islower",   "partition", "rpartition", "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
-    "isnumeric", "isdecimal", "swapcase",   "center",       "ljust",        "rjust",      "expandtabs", "istitle"};
+    "strip",        "lstrip",    "rstrip",     "split",        "rsplit",       "splitlines", "startswith", "endswith",
+    "upper",        "lower",     "title",      "capitalize",   "replace",      "find",       "rfind",      "index",
+    "rindex",       "count",     "join",       "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
+    "islower",      "partition", "rpartition", "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
+    "isnumeric",    "isdecimal", "swapcase",   "center",       "ljust",        "rjust",      "expandtabs", "istitle",
+    "isidentifier", "isascii",   "isprintable"};
 constexpr std::string_view kDictNames[] = {"get", "items", "keys", "values", "copy"};
 constexpr std::string_view kDictUnsafeNames[] = {"pop", "update", "setdefault", "clear", "popitem"};
 constexpr std::string_view kDictAllNames[] = {"get", "items",  "keys",       "values", "copy",
@@ -132,6 +133,15 @@ bool has_method(const Value& obj, std::string_view name) {
       return obj.is_seq() && (in_set(kListMethods, name) || in_set(kListUnsafe, name));
     default: return false;
   }
+}
+
+bool unsafe_method(const Value& obj, std::string_view name) {
+  if (obj.is_dict()) return !obj.ns && in_set(kDictUnsafe, name);
+  return obj.is_list() && !obj.tuple && obj.is_seq() && in_set(kListUnsafe, name);
+}
+
+Value method_attr(const Value& obj, std::string_view name) {
+  return unsafe_method(obj, name) ? Value::undefined(std::string(name)) : bound_method(obj, name);
 }
 
 uint8_t method_kinds(std::string_view name) {

@@ -248,6 +248,17 @@ bool py_isalnum(std::string_view s) {
   return all_of(s, [](uint32_t c) { return alpha(c) || numeric(c); });
 }
 bool py_isspace_str(std::string_view s) { return all_of(s, py_isspace); }
+bool py_isidentifier(std::string_view s) {
+  // CPython: XID_Start or '_', then XID_Continue (no normalization).
+  bool first = true;
+  for (uint32_t c : code_points(s)) {
+    const auto ch = static_cast<UChar32>(c);
+    if (!(first ? c == '_' || u_hasBinaryProperty(ch, UCHAR_XID_START) : u_hasBinaryProperty(ch, UCHAR_XID_CONTINUE)))
+      return false;
+    first = false;
+  }
+  return !first;
+}
 bool py_is_word_char(uint32_t cp) { return cp == '_' || alpha(cp) || numeric(cp); }
 
 namespace {
@@ -285,18 +296,45 @@ std::size_t digits(const std::string& t, std::size_t& i, std::string& out) {
 
 }  // namespace
 
-NumParse py_parse_int(std::string_view s, int64_t& out) {
-  std::string t, d;
-  if (!ascii_number_text(s, t)) return NumParse::kInvalid;
+NumParse py_parse_int(std::string_view s, int64_t& out, int64_t base) {
+  std::string t;
+  if ((base != 0 && (base < 2 || base > 36)) || !ascii_number_text(s, t)) return NumParse::kInvalid;
   std::size_t i = 0;
   bool neg = false;
   if (t[i] == '+' || t[i] == '-') neg = t[i++] == '-';
-  if (!digits(t, i, d) || i != t.size()) return NumParse::kInvalid;
-  uint64_t v = 0;
-  for (char c : d) {
-    if (v > (UINT64_MAX - 9) / 10) return NumParse::kTooBig;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
+  // A prefix that names the base (0x, 0o, 0b: the base itself, or base 0,
+  // which takes it from the prefix and is decimal without one).
+  const auto prefix = [&](char c) { return i + 1 < t.size() && t[i] == '0' && (t[i + 1] | 0x20) == c; };
+  const bool auto_decimal = base == 0 && !prefix('x') && !prefix('o') && !prefix('b');
+  for (const auto [c, b] : {std::pair{'x', 16}, {'o', 8}, {'b', 2}}) {
+    if ((base == 0 || base == b) && prefix(c)) {
+      base = b;
+      i += 2;
+      if (i < t.size() && t[i] == '_') ++i;  // PEP 515: one underscore may follow the prefix
+    }
   }
+  if (auto_decimal) base = 10;
+  const auto value = [](char c) {
+    const int l = c | 0x20;
+    return c >= '0' && c <= '9' ? c - '0' : l >= 'a' && l <= 'z' ? l - 'a' + 10 : 99;
+  };
+  const std::size_t first = i;
+  uint64_t v = 0;
+  std::size_t n = 0;
+  while (i < t.size()) {  // digits, with single underscores between them
+    if (value(t[i]) < base) {
+      const auto d = static_cast<uint64_t>(value(t[i++]));
+      if (v > (UINT64_MAX - d) / static_cast<uint64_t>(base)) return NumParse::kTooBig;
+      v = v * static_cast<uint64_t>(base) + d;
+      ++n;
+    } else if (t[i] == '_' && n && i + 1 < t.size() && value(t[i + 1]) < base) {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  if (!n || i != t.size()) return NumParse::kInvalid;
+  if (auto_decimal && t[first] == '0' && v != 0) return NumParse::kInvalid;  // base 0: no leading zeros
   if (v > static_cast<uint64_t>(INT64_MAX) + (neg ? 1 : 0)) return NumParse::kTooBig;
   out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
   return NumParse::kOk;

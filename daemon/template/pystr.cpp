@@ -259,6 +259,15 @@ bool printable(uint32_t cp) {
 
 }  // namespace
 
+bool py_isprintable(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    i += utf8_decode(s, i, cp);
+    if (!printable(cp)) return false;
+  }
+  return true;
+}
+
 void py_repr(std::string_view s, std::string& out) {
   char q = (s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos) ? '"' : '\'';
   out += q;

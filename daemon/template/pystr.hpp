@@ -40,6 +40,8 @@ bool py_islower(std::string_view s);
 bool py_istitle(std::string_view s);
 bool py_isalpha(std::string_view s);
 bool py_isdecimal(std::string_view s);
+bool py_isidentifier(std::string_view s);
+bool py_isprintable(std::string_view s);
 bool py_isdigit(std::string_view s);
 bool py_isnumeric(std::string_view s);
 bool py_isalnum(std::string_view s);
@@ -50,7 +52,9 @@ bool py_is_word_char(uint32_t cp);
 // script, single underscores between digits; float also inf/nan and
 // exponents. kTooBig: Python gives an int beyond 64 bits.
 enum class NumParse : uint8_t { kOk, kInvalid, kTooBig };
-NumParse py_parse_int(std::string_view s, int64_t& out);
+// Python's int(s, base) (base 0 or 2..36, prefixes and underscores as
+// CPython takes them), within 64 bits.
+NumParse py_parse_int(std::string_view s, int64_t& out, int64_t base = 10);
 bool py_parse_float(std::string_view s, double& out);
 
 std::string py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);

@@ -50,6 +50,9 @@ constexpr Sig kSigs[] = {
     {"istitle", 0, 0, {}},
     {"isnumeric", 0, 0, {}},
     {"isdecimal", 0, 0, {}},
+    {"isidentifier", 0, 0, {}},
+    {"isascii", 0, 0, {}},
+    {"isprintable", 0, 0, {}},
     {"partition", 1, 1, {}},
     {"rpartition", 1, 1, {}},
     {"removeprefix", 1, 1, {}},
@@ -339,6 +342,9 @@ Value str_method(const std::string& s, std::string_view name, Args& a) {
   if (name == "isdigit") return Value::boolean(py_isdigit(s));
   if (name == "isnumeric") return Value::boolean(py_isnumeric(s));
   if (name == "isdecimal") return Value::boolean(py_isdecimal(s));
+  if (name == "isidentifier") return Value::boolean(py_isidentifier(s));
+  if (name == "isascii") return Value::boolean(std::all_of(s.begin(), s.end(), [](char c) { return (c & 0x80) == 0; }));
+  if (name == "isprintable") return Value::boolean(py_isprintable(s));
   if (name == "isalpha") return Value::boolean(py_isalpha(s));
   if (name == "isalnum") return Value::boolean(py_isalnum(s));
   if (name == "isspace") return Value::boolean(py_isspace_str(s));
