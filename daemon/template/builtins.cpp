@@ -199,8 +199,15 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
       // Sorted: an order over the items, else their own.
       std::vector<const std::pair<std::string, Value>*> order;
       if (sort) {
+        // As Python's sorted() of the keys: numbers by value, and a TypeError
+        // where two keys do not compare (a str and a number, None).
         for (const auto& kv : kvs) order.push_back(&kv);
-        std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->first < b->first; });
+        std::vector<std::pair<Value, const std::pair<std::string, Value>*>> keyed;
+        for (const auto* kv : order) keyed.emplace_back(key_value(kv->first), kv);
+        static const std::string kLess = "<";
+        std::stable_sort(keyed.begin(), keyed.end(),
+                         [](const auto& a, const auto& b) { return compare_op(kLess, a.first, b.first); });
+        for (std::size_t k = 0; k < keyed.size(); ++k) order[k] = keyed[k].second;
       }
       out += '{';
       for (std::size_t k = 0; k < kvs.size(); ++k) {

@@ -391,7 +391,10 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         Value v = Value::str(std::move(body));
         if (s.filter) {
           FrameGuard g(in, false);
-          in.assign("\x01body", v);
+          in.assign(
+              "\x01"
+              "body",
+              v);
           v = eval(in, *s.filter);
         }
         in.assign(s.targets[0], std::move(v));
@@ -451,7 +454,10 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
-        in.assign("\x01body", Value::str(std::move(body)));
+        in.assign(
+            "\x01"
+            "body",
+            Value::str(std::move(body)));
         write(in, to_str(eval(in, *s.filter)));
         break;
       }

@@ -217,12 +217,14 @@ class Parser : public ExprParser {
     return s;
   }
 
-  // `| f(args) | g` applied to the placeholder name "\x01body".
+  // `| f(args) | g` applied to the placeholder name U+0001 "body".
   ExprPtr filter_chain() {
     auto subject = std::make_unique<Expr>();
     subject->kind = EK::kName;
     subject->pos = cur().pos;
-    subject->name = "\x01body";
+    subject->name =
+        "\x01"
+        "body";
     if (!is_op("|")) {
       // {% filter name %}: the first filter has no leading pipe.
       return filter(std::move(subject));

@@ -417,6 +417,11 @@ class Gen:
             return self.N("dict", "dict(", *self.join_nodes([self.N("any", f"{r.choice(['a', 'b', 'role'])}=", self.e(r.choice(['str', 'int']), d)) for _ in range(r.randint(0, 2))]), ")")
         if k == 2:
             return self.N("dict", "(", self.e("dict", d), " if ", self.e("bool", d), " else d)")
+        if k == 4 and r.random() < 0.5:
+            # Keys of several kinds (not 1.0, -0.0 or true: their keys print
+            # as the int they equal, docs/chat_templates.md).
+            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'"]) for _ in range(r.randint(1, 3))]
+            return self.N("dict", "{", *self.join_nodes([self.N("any", key, ": ", self.e("any", d)) for key in keys]), "}")
         if k == 3 and self.loopvars:
             names = [n for n, t in self.loopvars if t == "dict"]
             if names:
