@@ -306,7 +306,7 @@ NumParse py_parse_int(std::string_view s, int64_t& out, int64_t base) {
   // which takes it from the prefix and is decimal without one).
   const auto prefix = [&](char c) { return i + 1 < t.size() && t[i] == '0' && (t[i + 1] | 0x20) == c; };
   const bool auto_decimal = base == 0 && !prefix('x') && !prefix('o') && !prefix('b');
-  for (const auto [c, b] : {std::pair{'x', 16}, {'o', 8}, {'b', 2}}) {
+  for (const auto& [c, b] : {std::pair{'x', 16}, {'o', 8}, {'b', 2}}) {
     if ((base == 0 || base == b) && prefix(c)) {
       base = b;
       i += 2;
