@@ -140,12 +140,18 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   Value loop;
   std::vector<std::pair<std::string, Value>>* d = nullptr;
   if (s.uses_loop) {
+    // Its attributes' names, made once (their values are set per iteration).
+    static const std::vector<std::pair<std::string, Value>> kAttrs = [] {
+      std::vector<std::pair<std::string, Value>> a;
+      for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+                            "previtem", "nextitem"})
+        a.emplace_back(k, Value());
+      return a;
+    }();
     loop = Value::new_dict();
     d = &loop.dict->items;
     d->reserve(12);
-    for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
-                          "previtem", "nextitem"})
-      d->emplace_back(k, Value());
+    d->assign(kAttrs.begin(), kAttrs.end());
     d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
                       int64_t i = loop_d->items[1].second.i;

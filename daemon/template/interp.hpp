@@ -23,9 +23,9 @@ struct Tracker;  // resume.hpp
 struct Probe;
 
 // Whether the variable name `k` is `name`: most names in a scope differ in
-// length or first byte, which rules them out without a call to memcmp.
+// length or first byte, which rules them out at once.
 inline bool same_name(const std::string& k, std::string_view name) noexcept {
-  return k.size() == name.size() && (name.empty() || (k[0] == name[0] && k.compare(name) == 0));
+  return k.size() == name.size() && (name.empty() || (k[0] == name[0] && bytes_equal(k.data(), name.data(), k.size())));
 }
 
 struct Frame {

@@ -313,7 +313,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
       if (v.kind == given.kind && (v.kind <= Kind::kStr || v.s.raw() == given.s.raw())) continue;
     }
     int left = 4096;
-    if (holds(v, left)) m.held.push_back(i);
+    if (!holds(v, left)) continue;  // nor an iterator: the walk for one takes the same path
+    m.held.push_back(i);
     left = 4096;
     pass.iterators = pass.iterators || holds(v, left, kIterators);
   }

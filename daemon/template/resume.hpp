@@ -303,6 +303,7 @@ struct Probe {
   std::size_t k = 0;
   bool g = false;
   bool read_prompt = false;  // it read add_generation_prompt before the loop
+  std::size_t same = 0;      // resumed: the bytes of the full render's output it starts with
 };
 // add_generation_prompt read by name (eval.cpp).
 inline void prompt_read(Interp& in) {
