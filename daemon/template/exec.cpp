@@ -380,7 +380,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);
-          if (tracking(in)) in.track->set_attr(obj, s.text);
+          if (tracking(in)) in.track->set_attr(obj, s.text, v);
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);

@@ -46,6 +46,10 @@ Value f_trim(Interp&, Value& v, Args& a) {
   std::optional<std::string> chars;
   if (c.is_str()) chars = *c.s;
   else if (given(c) && !c.is_none()) throw Error("strip arg must be None or str");
+  if (v.is_str()) {  // stripped in place: a str with nothing to strip is itself, not a copy
+    std::string_view r = py_strip(*v.s, chars, true, true);
+    return r.size() == v.s->size() ? v : Value::str(std::string(r));
+  }
   return Value::str(std::string(py_strip(soft_str(v), chars, true, true)));
 }
 Value f_upper(Interp&, Value& v, Args&) { return Value::str(py_upper(soft_str(v))); }

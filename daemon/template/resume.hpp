@@ -220,7 +220,9 @@ struct Tracker {
   }
   void operand_read(const Value& v);
   // A namespace's attribute set (Stmt `set ns.name`).
-  void set_attr(const Value& ns, std::string_view name);
+  // (To the value it holds already: no effect, nothing later statements see
+  // changes.)
+  void set_attr(const Value& ns, std::string_view name, const Value& v);
   // `v` tested for truth.
   void truth(const Value& v);
   // obj[key] read.

@@ -111,11 +111,17 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
   if (provenance) {
     provenance->pieces.clear();
     provenance->seen.assign(provenance->messages.size(), 0);
+    // Built again only where `messages` changed since (the label rule's
+    // renders of one record share them).
     auto& sorted = provenance->sorted;
-    sorted.clear();
-    for (std::size_t k = 0; k < provenance->messages.size(); ++k)
-      sorted.emplace_back(provenance->messages[k], static_cast<uint32_t>(k));
-    std::sort(sorted.begin(), sorted.end());
+    const auto& messages = provenance->messages;
+    bool current = sorted.size() == messages.size();
+    for (std::size_t i = 0; current && i < sorted.size(); ++i) current = messages[sorted[i].second] == sorted[i].first;
+    if (!current) {
+      sorted.clear();
+      for (std::size_t k = 0; k < messages.size(); ++k) sorted.emplace_back(messages[k], static_cast<uint32_t>(k));
+      std::sort(sorted.begin(), sorted.end());
+    }
   }
   prepare(in);
   RenderBudget budget;
@@ -244,7 +250,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
         limits, generation, provenance, [&](Interp& in) { restore_probed(st, k, g, in); },
         [&](Interp& in) { run_after_loop(in, st, *st.probed[k].point, k); });
     resumes.same = st.probed[k].point->output;
-    return std::move(out);  // into the optional, not copied
+    return out;  // moved into the optional
   }
   if (!(st.ready[k] & (g ? 2 : 1))) {
     // The render of messages[:k] runs up to the first main loop itself.
@@ -265,7 +271,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
           resumes.resumed += in.done;
         });
     resumes.same = probe.same;
-    return std::move(out);  // into the optional, not copied
+    return out;  // moved into the optional
   }
   if (const RecordScope* rec = tl_record; rec && rec->used_ + st.points[k].steps >= rec->max_steps_) return {};
   ++resumes.resumed;
@@ -273,7 +279,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
       limits, generation, provenance, [&](Interp& in) { restore(st, k, g, in); },
       [&](Interp& in) { run_after_loop(in, st, k); });
   resumes.same = st.points[k].output;
-  return std::move(out);
+  return out;
 }
 
 int64_t Provenance::index_of(const DictObj* d) const {

@@ -103,6 +103,45 @@ TEST_CASE("json_quote: a byte to escape at every position of strings up to 40 by
   CHECK(none == "\"" + std::string(37, 'z') + "\"");
 }
 
+TEST_CASE("trim and tojson(indent): what jinja2 and json.dumps give") {
+  CHECK(render("[{{ s | trim }}]", R"({"s": " a b \n"})") == "[a b]");
+  CHECK(render("[{{ s | trim }}]", R"({"s": "a b"})") == "[a b]");
+  CHECK(render("[{{ s | trim }}]", R"({"s": ""})") == "[]");
+  CHECK(render("[{{ s | trim('x') }}]", R"({"s": "xxaxbx"})") == "[axb]");
+  CHECK(render("[{{ s | trim('x') }}]", R"({"s": "ab"})") == "[ab]");
+  CHECK(render("[{{ 12 | trim }}]") == "[12]");
+  CHECK(render("{{ v | tojson(indent=2) }}", R"({"v": {"a": [1, {"b": null}], "c": {}, "d": -7}})") ==
+        "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {},\n  \"d\": -7\n}");
+  CHECK(render("{{ v | tojson(indent='\t') }}", R"({"v": [[1]]})") == "[\n\t[\n\t\t1\n\t]\n]");
+  CHECK(render("{{ v | tojson(indent=0) }}", R"({"v": [1, 2]})") == "[\n1,\n2\n]");
+}
+
+TEST_CASE("provenance: a render after `messages` changed finds the messages anew") {
+  const tmpl::Template t = tmpl::Template::parse("{% for m in messages %}{{ m.content }}{% endfor %}");
+  const Value a = tmpl::parse_json(R"([{"content": "x"}, {"content": "yy"}])");
+  const Value b = tmpl::parse_json(R"([{"content": "zzz"}])");
+  tmpl::Provenance prov;
+  auto pieces = [&] {
+    std::string out;
+    for (const auto& p : prov.pieces)
+      out += std::to_string(p.message) + ":" + std::to_string(p.begin) + "-" + std::to_string(p.end) + " ";
+    return out;
+  };
+  prov.messages = {a.list->items[0].dict.get(), a.list->items[1].dict.get()};
+  CHECK(t.render({{"messages", a}}, tmpl::RenderLimits{}, nullptr, &prov) == "xyy");
+  CHECK(pieces() == "0:0-1 1:1-3 ");
+  CHECK(t.render({{"messages", a}}, tmpl::RenderLimits{}, nullptr, &prov) == "xyy");
+  CHECK(pieces() == "0:0-1 1:1-3 ");
+  // The same count of messages, in the other order: found by their new index.
+  prov.messages = {a.list->items[1].dict.get(), a.list->items[0].dict.get()};
+  CHECK(t.render({{"messages", a}}, tmpl::RenderLimits{}, nullptr, &prov) == "xyy");
+  CHECK(pieces() == "1:0-1 0:1-3 ");
+  // Another message in a slot of the same list.
+  prov.messages = {a.list->items[0].dict.get(), b.list->items[0].dict.get()};
+  CHECK(t.render({{"messages", b}}, tmpl::RenderLimits{}, nullptr, &prov) == "zzz");
+  CHECK(pieces() == "1:0-3 ");
+}
+
 TEST_CASE("whitespace control as transformers configures jinja2: trim_blocks, lstrip_blocks, - and +") {
   CHECK(render("{% if true %}\nA\n{% endif %}\nB") == "A\nB");
   CHECK(render("  {% if true %}x{% endif %}  ") == "x  ");

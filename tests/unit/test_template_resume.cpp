@@ -204,6 +204,20 @@ TEST_CASE("resume: points of iterations that set nothing share their copies, unt
                   kFour) == "0-0+1-1+2-2+3-3+");
 }
 
+TEST_CASE("resume: a namespace attribute set to the value it holds changes nothing") {
+  // ns.n is set in every iteration, to a new value in those over messages 0
+  // and 2 alone: the points after the others keep the copies before, those
+  // after a new value make new ones (each prefix prints its own value).
+  CHECK(ready_for("{% set ns = namespace(n=-1, s='a', l=[1]) %}{% for m in messages %}"
+                  "{% set ns.n = loop.index0 // 2 %}{% set ns.s = 'ab'[:1] %}{{ m.content }}{% endfor %}"
+                  "{{ ns.n }}{{ ns.s }}{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // Another list with the same items is another value.
+  CHECK(ready_for("{% set ns = namespace(l=[0]) %}{% for m in messages %}{% if loop.index0 == 2 %}"
+                  "{% set ns.l = [0] %}{% endif %}{{ m.content }}{% endfor %}{{ ns.l }}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+}
+
 TEST_CASE("resume: the loop over messages[1:], inside an if, after a system message") {
   const char* sys = R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
                         {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])";
