@@ -116,6 +116,13 @@ TEST_CASE("trim and tojson(indent): what jinja2 and json.dumps give") {
   CHECK(render("{{ v | tojson(indent=0) }}", R"({"v": [1, 2]})") == "[\n1,\n2\n]");
 }
 
+TEST_CASE("length and count: of the subject read in place, as Python's len()") {
+  CHECK(render("{{ xs | length }} {{ xs | count }} {{ s | length }} {{ d | length }} {{ nothing | length }}",
+               R"({"xs": [1, 2, 3], "s": "ab\u00e9", "d": {"a": 1}})") == "3 3 3 1 0");
+  CHECK(render("{{ (xs + [4]) | length }}{{ xs[1:] | length }}", R"({"xs": [1, 2, 3]})") == "42");
+  CHECK(render_error("{{ n | length }}", R"({"n": 5})").find("object of type 'int' has no len()") != std::string::npos);
+}
+
 TEST_CASE("provenance: a render after `messages` changed finds the messages anew") {
   const tmpl::Template t = tmpl::Template::parse("{% for m in messages %}{{ m.content }}{% endfor %}");
   const Value a = tmpl::parse_json(R"([{"content": "x"}, {"content": "yy"}])");
