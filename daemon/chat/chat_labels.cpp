@@ -24,8 +24,10 @@ class Renderer {
   // `provenance`: whether renders record which bytes each message wrote.
   Renderer(const ChatSpec& spec, const Value& messages, const Value& tools, bool provenance)
       : spec_(spec), messages_(messages), track_(provenance) {
+    prov_.messages.reserve(messages.list->items.size());
     for (const Value& m : messages.list->items) prov_.messages.push_back(m.is_dict() ? m.dict.get() : nullptr);
     prov_.seen.assign(prov_.messages.size(), 0);
+    vars_.reserve(spec.globals.size() + 4);  // the globals and the four below, in one allocation
     vars_ = spec.globals;
     vars_.emplace_back("messages", Value());
     vars_.emplace_back("tools", tools);
@@ -44,9 +46,13 @@ class Renderer {
   // Renders messages[:n]; throws tmpl::Error. provenance() then says which
   // bytes each message wrote. Resumed from F where it can be.
   std::string render(std::size_t n, bool generation_prompt, tmpl::Spans* spans = nullptr) {
+    same_ = 0;
     if (!spans && resumes_.ready(n, generation_prompt))
-      if (auto r = spec_.tmpl.resume(resumes_, n, generation_prompt, spec_.limits, nullptr, track_ ? &prov_ : nullptr))
+      if (auto r =
+              spec_.tmpl.resume(resumes_, n, generation_prompt, spec_.limits, nullptr, track_ ? &prov_ : nullptr)) {
+        same_ = std::min(resumes_.same, r->size());
         return std::move(*r);
+      }
     const auto& all = messages_.list->items;
     vars_[vars_.size() - 4].second =
         n == all.size()
@@ -56,6 +62,9 @@ class Renderer {
     return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr);
   }
   const tmpl::Provenance& provenance() const { return prov_; }
+  // How many bytes at the start of the last render() are the full
+  // render's, known without comparing (copied from it by a resumed render).
+  std::size_t same() const { return same_; }
 
  private:
   const ChatSpec& spec_;
@@ -64,6 +73,7 @@ class Renderer {
   bool track_;
   tmpl::Provenance prov_;
   tmpl::Resumes resumes_;
+  std::size_t same_ = 0;
 };
 
 std::string role_of(const Value& m) {
@@ -80,11 +90,18 @@ std::optional<bool> loss_of(const Value& m) {
   return l->b;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+// Whether `s` starts with `p`, whose first `known` bytes are known to be
+// s's (both start with that much of the full render).
+bool starts_with(const std::string& s, const std::string& p, std::size_t known = 0) {
+  if (p.size() > s.size()) return false;
+  known = std::min(known, p.size());
+  return std::memcmp(s.data() + known, p.data() + known, p.size() - known) == 0;
+}
 
-// The length of the longest common prefix of a and b, in whole characters.
-std::size_t common_prefix(std::string_view a, std::string_view b) {
-  std::size_t k = 0, n = std::min(a.size(), b.size());
+// The length of the longest common prefix of a and b, in whole characters;
+// their first `known` bytes are known to be the same.
+std::size_t common_prefix(std::string_view a, std::string_view b, std::size_t known = 0) {
+  std::size_t n = std::min(a.size(), b.size()), k = std::min(known, n);
   while (k + 16 <= n && std::memcmp(a.data() + k, b.data() + k, 16) == 0) k += 16;
   while (k < n && a[k] == b[k]) ++k;
   while (k > 0 && k < n && (static_cast<unsigned char>(a[k]) & 0xC0) == 0x80) --k;  // not inside a UTF-8 sequence
@@ -217,14 +234,17 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
     std::string p;
     bool p_ok = false;
     std::size_t p_last_end = std::string::npos;
+    std::size_t p_same = 0;  // P's bytes copied from F
     try {
       p = r.render(i, assistant);
       p_ok = true;
+      p_same = r.same();
       if (!r.provenance().pieces.empty()) p_last_end = r.provenance().pieces.back().end;
       // P ⊑ Fi ⊑ F needs P ⊑ F: where that fails, Fi need not be rendered.
-      if (starts_with(full, p)) {
+      if (starts_with(full, p, p_same)) {
         std::string fi = i + 1 == n ? full : r.render(i + 1, false);
-        if (starts_with(fi, p) && starts_with(full, fi)) {
+        const std::size_t fi_same = i + 1 == n ? full.size() : r.same();
+        if (starts_with(fi, p, std::min(p_same, fi_same)) && starts_with(full, fi, fi_same)) {
           add_span(spans, p.size(), fi.size());
           return true;
         }
@@ -252,7 +272,7 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
     if (p_ok) {
       try {
         std::string u = r.render(i, false);
-        std::size_t k = common_prefix(p, u);
+        std::size_t k = common_prefix(p, u, std::min(p_same, r.same()));
         if (p_last_end != std::string::npos) k = std::min(k, p_last_end);
         prompt = std::string_view(p).substr(k);
       } catch (const tmpl::LimitError& e) {

@@ -2,6 +2,7 @@
 // access, `in`, iteration, len), transformers' tojson, and the
 // globals: range, namespace, dict, raise_exception, strftime_now.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -155,23 +156,35 @@ int64_t length(const Value& v) {
 
 namespace {
 
-void dump(const Value& v, const std::string* indent, bool ascii, bool sort, const std::string& item_sep,
-          const std::string& key_sep, int level, std::string& out) {
+// What one json.dumps call writes with.
+struct DumpOptions {
+  const std::string* indent;
+  bool ascii, sort;
+  std::string item_sep, key_sep;
+  std::string pad;  // with an indent: "\n" and the indent repeated, cut to a level's
+};
+
+void dump(const Value& v, DumpOptions& o, int level, std::string& out) {
   if (level > kMaxNesting) throw Error("maximum recursion depth exceeded while encoding a JSON object");
   auto newline = [&](int lvl) {
-    out += '\n';
-    for (int k = 0; k < lvl; ++k) out += *indent;
+    const std::size_t n = 1 + static_cast<std::size_t>(lvl) * o.indent->size();
+    while (o.pad.size() < n) o.pad += *o.indent;
+    out.append(o.pad, 0, n);
   };
   switch (v.kind) {
     case Kind::kNone: out += "null"; return;
     case Kind::kBool: out += v.b ? "true" : "false"; return;
-    case Kind::kInt: out += std::to_string(v.i); return;
+    case Kind::kInt: {
+      char b[24];
+      out.append(b, static_cast<std::size_t>(std::to_chars(b, b + sizeof b, v.i).ptr - b));
+      return;
+    }
     case Kind::kFloat:
       if (std::isnan(v.f)) out += "NaN";
       else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
       else append_float(v.f, out);
       return;
-    case Kind::kStr: json_quote(*v.s, out, ascii); return;
+    case Kind::kStr: json_quote(*v.s, out, o.ascii); return;
     case Kind::kList: {
       if (v.gen || v.view) break;
       const auto& items = v.list->items;
@@ -181,11 +194,11 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
       }
       out += '[';
       for (std::size_t k = 0; k < items.size(); ++k) {
-        if (k) out += item_sep;
-        if (indent) newline(level + 1);
-        dump(items[k], indent, ascii, sort, item_sep, key_sep, level + 1, out);
+        if (k) out += o.item_sep;
+        if (o.indent) newline(level + 1);
+        dump(items[k], o, level + 1, out);
       }
-      if (indent) newline(level);
+      if (o.indent) newline(level);
       out += ']';
       return;
     }
@@ -198,7 +211,7 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
       }
       // Sorted: an order over the items, else their own.
       std::vector<const std::pair<std::string, Value>*> order;
-      if (sort) {
+      if (o.sort) {
         // As Python's sorted() of the keys: numbers by value, and a TypeError
         // where two keys do not compare (a str and a number, None).
         for (const auto& kv : kvs) order.push_back(&kv);
@@ -211,14 +224,14 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
       }
       out += '{';
       for (std::size_t k = 0; k < kvs.size(); ++k) {
-        const auto& kv = sort ? *order[k] : kvs[k];
-        if (k) out += item_sep;
-        if (indent) newline(level + 1);
-        json_quote(key_json(kv.first), out, ascii);
-        out += key_sep;
-        dump(kv.second, indent, ascii, sort, item_sep, key_sep, level + 1, out);
+        const auto& kv = o.sort ? *order[k] : kvs[k];
+        if (k) out += o.item_sep;
+        if (o.indent) newline(level + 1);
+        json_quote(key_json(kv.first), out, o.ascii);
+        out += o.key_sep;
+        dump(kv.second, o, level + 1, out);
       }
-      if (indent) newline(level);
+      if (o.indent) newline(level);
       out += '}';
       return;
     }
@@ -231,10 +244,10 @@ void dump(const Value& v, const std::string* indent, bool ascii, bool sort, cons
 
 std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
                    const std::string* key_sep) {
-  std::string is = item_sep ? *item_sep : (indent ? "," : ", ");
-  std::string ks = key_sep ? *key_sep : ": ";
+  DumpOptions o{indent, ascii, sort_keys, item_sep ? *item_sep : (indent ? "," : ", "), key_sep ? *key_sep : ": ",
+                "\n"};
   std::string out;
-  dump(v, indent, ascii, sort_keys, is, ks, 0, out);
+  dump(v, o, 0, out);
   return out;
 }
 

@@ -483,6 +483,12 @@ Value eval(Interp& in, const Expr& e) {
       return call_value(in, f, args, callee.kind == EK::kName ? callee.name : "object");
     }
     case EK::kFilter: {
+      if (e.filter == &filter_length && e.a.size() == 1 && e.kw.empty()) {  // the subject borrowed, not copied
+        Value t;
+        const Value& subject = operand_ref(in, *e.a[0], t);
+        in.pos = e.pos;
+        return Value::integer(length(subject));
+      }
       Value subject = operand(in, *e.a[0]);
       Args args;
       eval_args(in, e, 1, args);

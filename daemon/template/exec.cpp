@@ -140,12 +140,18 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   Value loop;
   std::vector<std::pair<std::string, Value>>* d = nullptr;
   if (s.uses_loop) {
+    // Its attributes' names, made once (their values are set per iteration).
+    static const std::vector<std::pair<std::string, Value>> kAttrs = [] {
+      std::vector<std::pair<std::string, Value>> a;
+      for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+                            "previtem", "nextitem"})
+        a.emplace_back(k, Value());
+      return a;
+    }();
     loop = Value::new_dict();
     d = &loop.dict->items;
     d->reserve(12);
-    for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
-                          "previtem", "nextitem"})
-      d->emplace_back(k, Value());
+    d->assign(kAttrs.begin(), kAttrs.end());
     d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
                       int64_t i = loop_d->items[1].second.i;
@@ -374,7 +380,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);
-          if (tracking(in)) in.track->set_attr(obj, s.text);
+          if (tracking(in)) in.track->set_attr(obj, s.text, v);
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);

@@ -24,6 +24,8 @@ Value attr_path(const Value& obj, const std::string& path) {
   }
 }
 
+Value filter_length(Interp&, Value& v, Args&) { return Value::integer(length(v)); }
+
 namespace {
 
 // Case folding for sort/unique/dictsort when not case_sensitive.
@@ -38,7 +40,6 @@ Value f_default(Interp&, Value& v, Args& a) {
   if (v.is_undefined() || (boolean && !truthy(v))) return given(d) ? d : Value::str("");
   return v;
 }
-Value f_length(Interp&, Value& v, Args&) { return Value::integer(length(v)); }
 Value f_string(Interp&, Value& v, Args&) { return Value::str(soft_str(v)); }
 Value f_safe(Interp&, Value& v, Args&) { return v; }
 Value f_trim(Interp&, Value& v, Args& a) {
@@ -46,6 +47,10 @@ Value f_trim(Interp&, Value& v, Args& a) {
   std::optional<std::string> chars;
   if (c.is_str()) chars = *c.s;
   else if (given(c) && !c.is_none()) throw Error("strip arg must be None or str");
+  if (v.is_str()) {  // stripped in place: a str with nothing to strip is itself, not a copy
+    std::string_view r = py_strip(*v.s, chars, true, true);
+    return r.size() == v.s->size() ? v : Value::str(std::string(r));
+  }
   return Value::str(std::string(py_strip(soft_str(v), chars, true, true)));
 }
 Value f_upper(Interp&, Value& v, Args&) { return Value::str(py_upper(soft_str(v))); }
@@ -392,8 +397,8 @@ struct NamedFilter {
 constexpr NamedFilter kFilters[] = {
     {"default", f_default},
     {"d", f_default},
-    {"length", f_length},
-    {"count", f_length},
+    {"length", filter_length},
+    {"count", filter_length},
     {"string", f_string},
     {"safe", f_safe},
     {"trim", f_trim},

@@ -23,9 +23,9 @@ struct Tracker;  // resume.hpp
 struct Probe;
 
 // Whether the variable name `k` is `name`: most names in a scope differ in
-// length or first byte, which rules them out without a call to memcmp.
+// length or first byte, which rules them out at once.
 inline bool same_name(const std::string& k, std::string_view name) noexcept {
-  return k.size() == name.size() && (name.empty() || (k[0] == name[0] && k.compare(name) == 0));
+  return k.size() == name.size() && (name.empty() || (k[0] == name[0] && bytes_equal(k.data(), name.data(), k.size())));
 }
 
 struct Frame {
@@ -205,6 +205,9 @@ void require_hashable(const Value& v);
 // Iterates `v` as Python's for does (dict → keys); Undefined is empty.
 std::vector<Value> iterate(const Value& v);
 int64_t length(const Value& v);
+// The `length` (and `count`) filter: Value::integer(length(v)) (eval() reads
+// `x | length` without copying x).
+Value filter_length(Interp& in, Value& v, Args& a);
 // json.dumps(v, ensure_ascii, indent (null: None), separators, sort_keys).
 std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
                    const std::string* key_sep);

@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tokfeed::tmpl {
 
 bool py_isspace(uint32_t cp) noexcept {
@@ -322,6 +326,23 @@ void json_quote(std::string_view s, std::string& out, bool ensure_ascii) {
   const uint64_t del = ensure_ascii ? kOnes * 0x7F : 0;  // found below only under high_mask
   auto has_zero = [](uint64_t w) { return (w - kOnes) & ~w & kHighs; };
   for (std::size_t i = 0; i < s.size();) {
+#if defined(__SSE2__)
+    // Sixteen bytes at a time: a byte to escape sets its bit in the mask
+    // (at most 0x1f, '"', '\\', and under ensure_ascii DEL or the high bit).
+    if (i + 16 <= s.size()) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+      const __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
+      const __m128i quote = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')));
+      unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(control, quote)));
+      if (ensure_ascii)
+        mask |= static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(x, _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)))));
+      if (!mask) {
+        i += 16;
+        continue;
+      }
+      i += static_cast<std::size_t>(__builtin_ctz(mask));  // the first byte to escape
+    }
+#endif
     if (i + 8 <= s.size()) {
       uint64_t w;
       std::memcpy(&w, s.data() + i, 8);

@@ -200,8 +200,31 @@ void Tracker::operand_read(const Value& v) {
   spoil_all();
 }
 
-void Tracker::set_attr(const Value& ns, std::string_view name) {
-  ++effects;
+namespace {
+
+// Whether `a` and `b` are one value: the same scalar, an equal str, the
+// same object (a template tells no two of these apart).
+bool same_value(const Value& a, const Value& b) {
+  if (a.kind != b.kind || a.tuple != b.tuple || a.ns != b.ns || a.gen != b.gen || a.view != b.view) return false;
+  switch (a.kind) {
+    case Kind::kNone: return true;
+    case Kind::kBool: return a.b == b.b;
+    case Kind::kInt: return a.i == b.i;
+    case Kind::kFloat: return std::memcmp(&a.f, &b.f, sizeof a.f) == 0;
+    case Kind::kStr: return a.s.raw() == b.s.raw() || *a.s == *b.s;
+    case Kind::kUndefined:
+    case Kind::kFunc:
+    case Kind::kList:
+    case Kind::kDict: return a.s.raw() == b.s.raw();  // the same object (or hint)
+  }
+  return false;
+}
+
+}  // namespace
+
+void Tracker::set_attr(const Value& ns, std::string_view name, const Value& v) {
+  const Value* old = ns.dict->find(name);
+  if (!old || !same_value(*old, v)) ++effects;
   if (is_slot(ns)) slot_use(ns.dict.get(), name, SlotUse::kWrite);
 }
 
@@ -313,7 +336,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
       if (v.kind == given.kind && (v.kind <= Kind::kStr || v.s.raw() == given.s.raw())) continue;
     }
     int left = 4096;
-    if (holds(v, left)) m.held.push_back(i);
+    if (!holds(v, left)) continue;  // nor an iterator: the walk for one takes the same path
+    m.held.push_back(i);
     left = 4096;
     pass.iterators = pass.iterators || holds(v, left, kIterators);
   }

@@ -220,7 +220,9 @@ struct Tracker {
   }
   void operand_read(const Value& v);
   // A namespace's attribute set (Stmt `set ns.name`).
-  void set_attr(const Value& ns, std::string_view name);
+  // (To the value it holds already: no effect, nothing later statements see
+  // changes.)
+  void set_attr(const Value& ns, std::string_view name, const Value& v);
   // `v` tested for truth.
   void truth(const Value& v);
   // obj[key] read.
@@ -303,6 +305,7 @@ struct Probe {
   std::size_t k = 0;
   bool g = false;
   bool read_prompt = false;  // it read add_generation_prompt before the loop
+  std::size_t same = 0;      // resumed: the bytes of the full render's output it starts with
 };
 // add_generation_prompt read by name (eval.cpp).
 inline void prompt_read(Interp& in) {

@@ -198,7 +198,7 @@ void resume_at(const ResumeState& st, const ResumeState::Probed& found, std::siz
 }  // namespace
 
 bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
-  const Probe& probe = *in.probe;
+  Probe& probe = *in.probe;
   const ResumeState& st = *probe.state;
   if (&s != st.loops.front().stmt || in.frames.size() != 1 || in.out != in.root) return false;
   in.probe = nullptr;  // the first main loop: resumed from here, or rendered on in full
@@ -255,6 +255,7 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   const uint64_t steps = p->steps - e.steps + in.steps;
   if (steps >= in.max_steps) return false;  // the render in full says where it stops
   resume_at(st, found, k, probe.g, in);
+  probe.same = p->output;
   in.steps = steps;
   run_after_loop(in, st, *p, k);
   in.done = true;

@@ -111,11 +111,17 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
   if (provenance) {
     provenance->pieces.clear();
     provenance->seen.assign(provenance->messages.size(), 0);
+    // Built again only where `messages` changed since (the label rule's
+    // renders of one record share them).
     auto& sorted = provenance->sorted;
-    sorted.clear();
-    for (std::size_t k = 0; k < provenance->messages.size(); ++k)
-      sorted.emplace_back(provenance->messages[k], static_cast<uint32_t>(k));
-    std::sort(sorted.begin(), sorted.end());
+    const auto& messages = provenance->messages;
+    bool current = sorted.size() == messages.size();
+    for (std::size_t i = 0; current && i < sorted.size(); ++i) current = messages[sorted[i].second] == sorted[i].first;
+    if (!current) {
+      sorted.clear();
+      for (std::size_t k = 0; k < messages.size(); ++k) sorted.emplace_back(messages[k], static_cast<uint32_t>(k));
+      std::sort(sorted.begin(), sorted.end());
+    }
   }
   prepare(in);
   RenderBudget budget;
@@ -231,6 +237,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
 std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t k, bool g, const RenderLimits& limits,
                                             Spans* generation, Provenance* provenance) const {
   const ResumeState& st = *resumes.state;
+  resumes.same = 0;
   if (!(st.ready[k] & (g ? 2 : 1)) && k < st.probed.size() && st.probed[k].ok && (st.ready[k] & (g ? 8 : 4))) {
     // The render with the other prompt ran up to the loop, as this one would;
     // where the budget ends before the point, the render in full says where.
@@ -239,9 +246,11 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
     if (rec) max = std::min(max, rec->used_ < rec->max_steps_ ? rec->max_steps_ - rec->used_ : 0);
     if (probed_steps(st, k) >= max) return {};
     ++resumes.resumed;
-    return RenderRunner::run(
+    std::string out = RenderRunner::run(
         limits, generation, provenance, [&](Interp& in) { restore_probed(st, k, g, in); },
         [&](Interp& in) { run_after_loop(in, st, *st.probed[k].point, k); });
+    resumes.same = st.probed[k].point->output;
+    return out;  // moved into the optional
   }
   if (!(st.ready[k] & (g ? 2 : 1))) {
     // The render of messages[:k] runs up to the first main loop itself.
@@ -251,7 +260,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
         Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
     vars[st.prompt_var].second = Value::boolean(g);
     Probe probe{&st, k, g};
-    return RenderRunner::run(
+    std::string out = RenderRunner::run(
         limits, generation, provenance,
         [&](Interp& in) {
           in.frames[0].vars = std::move(vars);
@@ -261,12 +270,16 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
           exec(in, p_->body);
           resumes.resumed += in.done;
         });
+    resumes.same = probe.same;
+    return out;  // moved into the optional
   }
   if (const RecordScope* rec = tl_record; rec && rec->used_ + st.points[k].steps >= rec->max_steps_) return {};
   ++resumes.resumed;
-  return RenderRunner::run(
+  std::string out = RenderRunner::run(
       limits, generation, provenance, [&](Interp& in) { restore(st, k, g, in); },
       [&](Interp& in) { run_after_loop(in, st, k); });
+  resumes.same = st.points[k].output;
+  return out;
 }
 
 int64_t Provenance::index_of(const DictObj* d) const {

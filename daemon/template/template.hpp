@@ -109,6 +109,9 @@ struct Resumes {
   std::vector<uint8_t> want;           // in, per k in [0, n]: 1: render(messages[:k], false) wanted; 2: with the prompt
   std::shared_ptr<ResumeState> state;  // out
   mutable std::size_t resumed = 0;     // out: the renders resume() started from a point
+  // out: how many bytes at the start of the text resume() last returned
+  // were copied from the full render's (0: none, it rendered in full).
+  mutable std::size_t same = 0;
   // Whether render(messages[:k], g) can be resumed: from the point for k,
   // or, where the template read before its loop over the messages what the
   // prefix sees differently, from there if the prefix's state is then the

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -15,6 +16,32 @@
 #include <vector>
 
 namespace tokfeed::tmpl {
+
+// Whether a[0:n] == b[0:n]. Names and keys are short: up to 16 bytes they
+// are compared as two (possibly overlapping) words, without a call to
+// memcmp.
+inline bool bytes_equal(const char* a, const char* b, std::size_t n) noexcept {
+  if (n >= 8) {
+    if (n > 16) return std::memcmp(a, b, n) == 0;
+    uint64_t x, y, u, v;
+    std::memcpy(&x, a, 8);
+    std::memcpy(&y, b, 8);
+    std::memcpy(&u, a + n - 8, 8);
+    std::memcpy(&v, b + n - 8, 8);
+    return ((x ^ y) | (u ^ v)) == 0;
+  }
+  if (n >= 4) {
+    uint32_t x, y, u, v;
+    std::memcpy(&x, a, 4);
+    std::memcpy(&y, b, 4);
+    std::memcpy(&u, a + n - 4, 4);
+    std::memcpy(&v, b + n - 4, 4);
+    return ((x ^ y) | (u ^ v)) == 0;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
 
 // A render or load error; `where` is "line:column" when known.
 class Error : public std::runtime_error {
@@ -266,9 +293,9 @@ struct DictObj : RefCounted {
     index_size_ = 0;
   }
   // Whether the key `k` is `key`: keys of one length mostly differ in their
-  // first byte, which rules them out without a call to memcmp.
+  // first byte, which rules them out at once.
   static bool same_key(const std::string& k, std::string_view key) noexcept {
-    return k.size() == key.size() && (key.empty() || (k[0] == key[0] && k.compare(key) == 0));
+    return k.size() == key.size() && (key.empty() || (k[0] == key[0] && bytes_equal(k.data(), key.data(), k.size())));
   }
   const Value* find(std::string_view key) const {
     if (items.size() <= kLinear) {

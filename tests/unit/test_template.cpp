@@ -6,7 +6,9 @@
 #include <string>
 
 #include "template/json_value.hpp"
+#include "template/pystr.hpp"
 #include "template/template.hpp"
+#include "template/value.hpp"
 #include "chat/chat_jinja.hpp"
 
 using namespace tokfeed;
@@ -44,6 +46,108 @@ std::string render_error(const std::string& src, const std::string& ctx = "{}") 
 }
 
 }  // namespace
+
+TEST_CASE("bytes_equal: names and keys compared by words, every length and every differing byte") {
+  for (std::size_t n = 0; n <= 40; ++n) {
+    std::string a(n, 'x'), b(n, 'x');
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] = static_cast<char>('a' + i % 26);
+    INFO("n = " << n);
+    CHECK(tmpl::bytes_equal(a.data(), b.data(), n));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string c = b;
+      c[i] = static_cast<char>(c[i] ^ 0x20);
+      INFO("differs at " << i);
+      CHECK_FALSE(tmpl::bytes_equal(a.data(), c.data(), n));
+      CHECK(tmpl::bytes_equal(a.data(), c.data(), i));  // the bytes before it
+    }
+  }
+}
+
+TEST_CASE("json_quote: a byte to escape at every position of strings up to 40 bytes") {
+  // What json.dumps writes for each: the byte's escape, the rest as it is.
+  const std::pair<char, std::string> cases[] = {{'"', "\\\""},       {'\\', "\\\\"},      {'\n', "\\n"},
+                                                {'\x01', "\\u0001"}, {'\x1f', "\\u001f"}, {'\t', "\\t"}};
+  for (std::size_t n = 1; n <= 40; ++n)
+    for (std::size_t i = 0; i < n; ++i)
+      for (const auto& [c, escaped] : cases) {
+        std::string s(n, 'a');
+        s[i] = c;
+        std::string out;
+        tmpl::json_quote(s, out, false);
+        INFO("n = " << n << ", at " << i << ", byte " << static_cast<int>(c));
+        CHECK(out == "\"" + std::string(i, 'a') + escaped + std::string(n - i - 1, 'a') + "\"");
+      }
+  // Under ensure_ascii a non-ASCII character is escaped wherever it is;
+  // without, it is copied.
+  for (std::size_t i = 0; i < 30; ++i) {
+    std::string s = std::string(i, 'b') + "\xc3\xa9" + std::string(30 - i, 'b');
+    std::string ascii, plain;
+    tmpl::json_quote(s, ascii, true);
+    tmpl::json_quote(s, plain, false);
+    INFO("at " << i);
+    CHECK(ascii == "\"" + std::string(i, 'b') + "\\u00e9" + std::string(30 - i, 'b') + "\"");
+    CHECK(plain == "\"" + s + "\"");
+  }
+  // DEL: escaped under ensure_ascii alone (json.dumps' ASCII range is ' '..'~').
+  for (std::size_t i = 0; i < 30; ++i) {
+    std::string s = std::string(i, 'c') + "\x7f" + std::string(30 - i, 'c');
+    std::string ascii, plain;
+    tmpl::json_quote(s, ascii, true);
+    tmpl::json_quote(s, plain, false);
+    INFO("DEL at " << i);
+    CHECK(ascii == "\"" + std::string(i, 'c') + "\\u007f" + std::string(30 - i, 'c') + "\"");
+    CHECK(plain == "\"" + s + "\"");
+  }
+  std::string none;
+  tmpl::json_quote(std::string(37, 'z'), none, true);
+  CHECK(none == "\"" + std::string(37, 'z') + "\"");
+}
+
+TEST_CASE("trim and tojson(indent): what jinja2 and json.dumps give") {
+  CHECK(render("[{{ s | trim }}]", R"({"s": " a b \n"})") == "[a b]");
+  CHECK(render("[{{ s | trim }}]", R"({"s": "a b"})") == "[a b]");
+  CHECK(render("[{{ s | trim }}]", R"({"s": ""})") == "[]");
+  CHECK(render("[{{ s | trim('x') }}]", R"({"s": "xxaxbx"})") == "[axb]");
+  CHECK(render("[{{ s | trim('x') }}]", R"({"s": "ab"})") == "[ab]");
+  CHECK(render("[{{ 12 | trim }}]") == "[12]");
+  CHECK(render("{{ v | tojson(indent=2) }}", R"({"v": {"a": [1, {"b": null}], "c": {}, "d": -7}})") ==
+        "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {},\n  \"d\": -7\n}");
+  CHECK(render("{{ v | tojson(indent='\t') }}", R"({"v": [[1]]})") == "[\n\t[\n\t\t1\n\t]\n]");
+  CHECK(render("{{ v | tojson(indent=0) }}", R"({"v": [1, 2]})") == "[\n1,\n2\n]");
+}
+
+TEST_CASE("length and count: of the subject read in place, as Python's len()") {
+  CHECK(render("{{ xs | length }} {{ xs | count }} {{ s | length }} {{ d | length }} {{ nothing | length }}",
+               R"({"xs": [1, 2, 3], "s": "ab\u00e9", "d": {"a": 1}})") == "3 3 3 1 0");
+  CHECK(render("{{ (xs + [4]) | length }}{{ xs[1:] | length }}", R"({"xs": [1, 2, 3]})") == "42");
+  CHECK(render_error("{{ n | length }}", R"({"n": 5})").find("object of type 'int' has no len()") != std::string::npos);
+}
+
+TEST_CASE("provenance: a render after `messages` changed finds the messages anew") {
+  const tmpl::Template t = tmpl::Template::parse("{% for m in messages %}{{ m.content }}{% endfor %}");
+  const Value a = tmpl::parse_json(R"([{"content": "x"}, {"content": "yy"}])");
+  const Value b = tmpl::parse_json(R"([{"content": "zzz"}])");
+  tmpl::Provenance prov;
+  auto pieces = [&] {
+    std::string out;
+    for (const auto& p : prov.pieces)
+      out += std::to_string(p.message) + ":" + std::to_string(p.begin) + "-" + std::to_string(p.end) + " ";
+    return out;
+  };
+  prov.messages = {a.list->items[0].dict.get(), a.list->items[1].dict.get()};
+  CHECK(t.render({{"messages", a}}, tmpl::RenderLimits{}, nullptr, &prov) == "xyy");
+  CHECK(pieces() == "0:0-1 1:1-3 ");
+  CHECK(t.render({{"messages", a}}, tmpl::RenderLimits{}, nullptr, &prov) == "xyy");
+  CHECK(pieces() == "0:0-1 1:1-3 ");
+  // The same count of messages, in the other order: found by their new index.
+  prov.messages = {a.list->items[1].dict.get(), a.list->items[0].dict.get()};
+  CHECK(t.render({{"messages", a}}, tmpl::RenderLimits{}, nullptr, &prov) == "xyy");
+  CHECK(pieces() == "1:0-1 0:1-3 ");
+  // Another message in a slot of the same list.
+  prov.messages = {a.list->items[0].dict.get(), b.list->items[0].dict.get()};
+  CHECK(t.render({{"messages", b}}, tmpl::RenderLimits{}, nullptr, &prov) == "zzz");
+  CHECK(pieces() == "1:0-3 ");
+}
 
 TEST_CASE("whitespace control as transformers configures jinja2: trim_blocks, lstrip_blocks, - and +") {
   CHECK(render("{% if true %}\nA\n{% endif %}\nB") == "A\nB");

@@ -65,8 +65,9 @@ std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value
   const std::size_t n = messages.list->items.size();
   tmpl::Resumes resumes;
   resumes.want.assign(n + 1, 3);
+  std::string f;
   try {
-    t.render(v, limits, nullptr, &prov, &resumes);
+    f = t.render(v, limits, nullptr, &prov, &resumes);
   } catch (const tmpl::Error&) {
     return "fails";
   }
@@ -79,6 +80,12 @@ std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value
       Outcome resumed = outcome(t, vars, limits, messages, k, g, &resumes);
       if (resumes.resumed != before) ready += std::to_string(k) + (g ? "+" : "-");
       INFO("k = " << k << ", add_generation_prompt = " << g);
+      // The bytes resume() says the text starts with are the full render's
+      // (the label rule compares only what follows them); a render in full
+      // says none.
+      CHECK(resumes.same <= resumed.text.size());
+      CHECK(resumed.text.compare(0, resumes.same, f, 0, resumes.same) == 0);
+      if (resumes.resumed == before) CHECK(resumes.same == 0);
       CHECK(resumed.text == full.text);
       CHECK(resumed.error == full.error);
       CHECK(resumed.pieces == full.pieces);
@@ -102,6 +109,26 @@ TEST_CASE("resume: a plain loop resumes every prefix, the prompt after it includ
   CHECK(ready_for("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
                   "{% if add_generation_prompt %}<assistant>{% endif %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: a resumed render says how much of the full render's text it starts with") {
+  const Template t = Template::parse(
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}");
+  const Value messages = tmpl::parse_json(kFour);
+  tmpl::Vars v{{"messages", messages}, {"add_generation_prompt", Value::boolean(false)}};
+  tmpl::Resumes resumes;
+  resumes.want.assign(5, 3);
+  const std::string f = t.render(v, tmpl::RenderLimits{}, nullptr, nullptr, &resumes);
+  REQUIRE(f == "<user>a<assistant>b<user>c<assistant>d");
+  REQUIRE(resumes.ready(3, true));
+  CHECK(t.resume(resumes, 3, true, tmpl::RenderLimits{}).value() == "<user>a<assistant>b<user>c<assistant>");
+  CHECK(resumes.same == 26);  // the output before the iteration over message 3
+  REQUIRE(resumes.ready(1, false));
+  CHECK(t.resume(resumes, 1, false, tmpl::RenderLimits{}).value() == "<user>a");
+  CHECK(resumes.same == 7);
+  CHECK(t.resume(resumes, 0, false, tmpl::RenderLimits{}).value().empty());
+  CHECK(resumes.same == 0);
 }
 
 TEST_CASE("resume: what the prefixes read differently spoils exactly the prefixes that read it") {
@@ -174,6 +201,20 @@ TEST_CASE("resume: points of iterations that set nothing share their copies, unt
   CHECK(ready_for("{% set ns = namespace(it=none) %}{% for m in messages %}{% if loop.first %}"
                   "{% set ns.it = ['x', 'y', 'z'] | map('upper') %}{% elif loop.index0 == 1 %}"
                   "{{ ns.it | list | join }}{% endif %}{% endfor %}[{{ ns.it | list | join }}]",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+}
+
+TEST_CASE("resume: a namespace attribute set to the value it holds changes nothing") {
+  // ns.n is set in every iteration, to a new value in those over messages 0
+  // and 2 alone: the points after the others keep the copies before, those
+  // after a new value make new ones (each prefix prints its own value).
+  CHECK(ready_for("{% set ns = namespace(n=-1, s='a', l=[1]) %}{% for m in messages %}"
+                  "{% set ns.n = loop.index0 // 2 %}{% set ns.s = 'ab'[:1] %}{{ m.content }}{% endfor %}"
+                  "{{ ns.n }}{{ ns.s }}{% if add_generation_prompt %}G{% endif %}",
+                  kFour) == "0-0+1-1+2-2+3-3+");
+  // Another list with the same items is another value.
+  CHECK(ready_for("{% set ns = namespace(l=[0]) %}{% for m in messages %}{% if loop.index0 == 2 %}"
+                  "{% set ns.l = [0] %}{% endif %}{{ m.content }}{% endfor %}{{ ns.l }}",
                   kFour) == "0-0+1-1+2-2+3-3+");
 }
 
