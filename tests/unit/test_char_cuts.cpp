@@ -129,3 +129,57 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
   }
   CHECK(models >= 1);
 }
+
+TEST_CASE("char cuts: runs of CJK chars that tokens hold side by side give the heap loop's pieces") {
+  // Han, kana and Hangul runs as the split gives them, made of the chars
+  // that stand next to another in some token (so most boundaries meet the
+  // pair filter, and many are pairs of a token), mixed with fullwidth and CJK
+  // punctuation and 2-byte chars.
+  size_t models = 0;
+  for (const char* name : {"qwen3", "llama3", "deepseek_v3"}) {
+    CAPTURE(std::string(name));
+    const std::string path = tokenizer_json(name);
+    if (path.empty()) {
+      REQUIRE(std::string(name) != "qwen3");
+      continue;
+    }
+    ++models;
+    HfParts parts = load_hf_parts(path);
+    const BpeModel& m = *parts.model;
+    REQUIRE(m.merge_algorithm().starts_with("linear"));
+    std::vector<std::string> chars;
+    for (const std::string& t : non_ascii_tokens(m)) {
+      if (t.size() < 6) continue;
+      bool all3 = t.size() % 3 == 0;
+      for (size_t k = 0; all3 && k < t.size(); k += 3) all3 = (static_cast<unsigned char>(t[k]) & 0xF0) == 0xE0;
+      if (all3)
+        for (size_t k = 0; k < t.size(); k += 3) chars.push_back(t.substr(k, 3));
+    }
+    REQUIRE(chars.size() > 1000);
+    const std::vector<std::string> others = {"\xef\xbc\x8c", "\xe3\x80\x82", "\xe3\x80\x81", "\xef\xbc\x9a",
+                                             "\xe2\x80\x9c", "\xe2\x80\x9d", "\xc2\xb7",     "\xd0\xb0",
+                                             "\xe3\x80\x8a", "\xe3\x80\x8b", "\xef\xbf\xbd", "\xe3\x80\x80"};
+    std::mt19937 rng(7);
+    size_t bad = 0;
+    std::vector<WordPiece> cut, heap;
+    for (int i = 0; i < 40000; ++i) {
+      std::string w;
+      const size_t n = 1 + rng() % 24;
+      for (size_t k = 0; k < n; ++k) w += rng() % 16 == 0 ? others[rng() % others.size()] : chars[rng() % chars.size()];
+      cut.clear();
+      heap.clear();
+      m.tokenize(w, cut);
+      m.tokenize_heap(w, heap);
+      if (m.ignore_merges()) {
+        std::string tok;
+        for (unsigned char c : w) append_utf8(tok, byte_to_unicode()[c]);
+        if (const int32_t id = m.token_to_id(tok); id >= 0) heap = {{id, uint32_t(w.size())}};
+      }
+      bool ok = cut.size() == heap.size();
+      for (size_t k = 0; ok && k < heap.size(); ++k) ok = cut[k].id == heap[k].id && cut[k].len == heap[k].len;
+      if (!ok && bad++ < 3) FAIL_CHECK("word " << i << " '" << w << "' differs from the heap loop's pieces");
+    }
+    CHECK(bad == 0);
+  }
+  CHECK(models >= 1);
+}
