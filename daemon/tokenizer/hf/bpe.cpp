@@ -223,8 +223,12 @@ void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out
     merge_word(word, out);
     return;
   }
-  if (word.size() >= 4 &&
-      cuts_.for_each_part(word, [&](size_t b, size_t e, int32_t id) { merge_part(word.substr(b, e - b), id, out); }))
+  if (word.size() >= 4 && cuts_.for_each_part(word, [&](size_t b, size_t e, int32_t id) {
+        // One char that is a reachable token is its own BPE, which
+        // ignore_merges leaves as it is.
+        if (id >= 0) out.push_back({id, uint32_t(e - b)});
+        else merge_part(word.substr(b, e - b), out);
+      }))
     return;
   merge_linear(word, out);
 }
@@ -233,12 +237,7 @@ void BpeModel::merge_linear(std::string_view word, std::vector<WordPiece>& out) 
   if (!linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); })) merge_word(word, out);
 }
 
-void BpeModel::merge_part(std::string_view part, int32_t one_char, std::vector<WordPiece>& out) const {
-  // One char that is a reachable token: its BPE, which ignore_merges leaves as it is.
-  if (one_char >= 0) {
-    out.push_back({one_char, uint32_t(part.size())});
-    return;
-  }
+void BpeModel::merge_part(std::string_view part, std::vector<WordPiece>& out) const {
   // Under ignore_merges a part that is a token is not the word: its BPE is
   // not what the cache holds for it as a word.
   if (part.size() > WordCache::kMaxWordLen || (ignore_merges_ && whole_words_.find(part) >= 0)) {

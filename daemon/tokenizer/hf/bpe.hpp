@@ -108,10 +108,9 @@ class BpeModel {
                                                                  bool cacheable) const;
   // A word not in the cache: ignore_merges, then the linear or the heap merges.
   void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
-  // A part of a word cut where no token spans (char_cuts.hpp): its BPE, from
-  // the cache where it can be kept there; `one_char` is the token the part
-  // is when it is one char that is a reachable token, else -1.
-  void merge_part(std::string_view part, int32_t one_char, std::vector<WordPiece>& out) const;
+  // A part of a word cut where no token spans (char_cuts.hpp), but one char
+  // that is a reachable token: its BPE, from the cache where it can be kept there.
+  void merge_part(std::string_view part, std::vector<WordPiece>& out) const;
   void merge_linear(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();
 
