@@ -40,7 +40,8 @@ class CharCuts {
   // its bytes is the token.
   void build(const std::vector<std::string>& raw, const std::function<bool(int32_t)>& reachable);
 
-  // Calls part(begin, end, id) for each part of `word` in order, cutting
+  // Calls part(begin, end, id) for each part of `word` (at least 4 bytes:
+  // fewer hold no two chars of two or three bytes) in order, cutting
   // where allowed; id is the token a part made of one 2- or 3-byte char is
   // (its BPE), or -1 for any other part. Returns false, calling nothing,
   // where there is no cut.
@@ -88,15 +89,25 @@ class CharCuts {
   }
 
  private:
+  // A word of at least 4 bytes, with no loop over its last bytes: the
+  // chunks of 8, the last 8 overlapping them (4 and 4 below 8).
   static bool ascii(std::string_view word) {
-    uint64_t bits = 0;
-    size_t i = 0;
-    for (; i + 8 <= word.size(); i += 8) {
-      uint64_t v;
-      std::memcpy(&v, word.data() + i, 8);
-      bits |= v;
+    const char* p = word.data();
+    const size_t n = word.size();
+    uint64_t bits;
+    if (n < 8) {
+      uint32_t a, b;
+      std::memcpy(&a, p, 4);
+      std::memcpy(&b, p + n - 4, 4);
+      bits = a | b;
+    } else {
+      std::memcpy(&bits, p + n - 8, 8);
+      for (size_t i = 0; i + 8 < n; i += 8) {
+        uint64_t v;
+        std::memcpy(&v, p + i, 8);
+        bits |= v;
+      }
     }
-    for (; i < word.size(); ++i) bits |= static_cast<unsigned char>(word[i]);
     return (bits & 0x8080808080808080ull) == 0;
   }
   // The bytes at p[i, min(i + 3, n)), the first lowest, zero-padded.
