@@ -56,8 +56,7 @@ class CharCuts {
     // char iff it starts at begin.
     size_t prev_at = SIZE_MAX;
     uint32_t prev_key = 0;
-    while (i < n) {
-      const uint32_t v = load3(p, i, n);
+    auto step = [&](uint32_t v) __attribute__((always_inline)) {
       uint32_t key, len;
       if ((v & 0xC0C0F0u) == 0x8080E0u && (v & 0x200Fu) != 0) {
         key = v, len = 3;  // Han, kana, Hangul, CJK punctuation: most chars of the words that come here
@@ -66,7 +65,7 @@ class CharCuts {
       } else {
         prev_at = SIZE_MAX;
         i += 1;
-        continue;
+        return;
       }
       if (prev_at != SIZE_MAX && cut(word, i, prev_key, key)) {
         part(begin, i, prev_at == begin ? chars_[key_code_point(prev_key)] : -1);
@@ -75,7 +74,14 @@ class CharCuts {
       prev_at = i;
       prev_key = key;
       i += len;
+    };
+    // Four bytes read at a time while they are in the word; the last char
+    // or two (most often one of three bytes) from the bytes that are left.
+    for (uint32_t v; i + 4 <= n;) {
+      std::memcpy(&v, p + i, 4);
+      step(v & 0xFFFFFFu);
     }
+    while (i < n) step(load3(p, i, n));
     if (begin == 0) return false;
     part(begin, n, prev_at == begin ? chars_[key_code_point(prev_key)] : -1);
     return true;
@@ -89,34 +95,34 @@ class CharCuts {
   }
 
  private:
-  // A word of at least 4 bytes, with no loop over its last bytes: the
-  // chunks of 8, the last 8 overlapping them (4 and 4 below 8).
+  // Whether a word of at least 4 bytes is ASCII, with no loop over its last
+  // bytes: its first 8 and last 8 (4 and 4 below 8), then the 8-byte chunks
+  // between.
   static bool ascii(std::string_view word) {
+    constexpr uint64_t kHigh = 0x8080808080808080ull;
     const char* p = word.data();
     const size_t n = word.size();
-    uint64_t bits;
     if (n < 8) {
       uint32_t a, b;
       std::memcpy(&a, p, 4);
       std::memcpy(&b, p + n - 4, 4);
-      bits = a | b;
-    } else {
-      std::memcpy(&bits, p + n - 8, 8);
-      for (size_t i = 0; i + 8 < n; i += 8) {
-        uint64_t v;
-        std::memcpy(&v, p + i, 8);
-        bits |= v;
-      }
+      return ((a | b) & 0x80808080u) == 0;
     }
-    return (bits & 0x8080808080808080ull) == 0;
+    // A CJK word is done here.
+    uint64_t bits, last;
+    std::memcpy(&bits, p, 8);
+    std::memcpy(&last, p + n - 8, 8);
+    bits |= last;
+    if (bits & kHigh) return false;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      bits |= v;
+    }
+    return (bits & kHigh) == 0;
   }
   // The bytes at p[i, min(i + 3, n)), the first lowest, zero-padded.
   static uint32_t load3(const unsigned char* p, size_t i, size_t n) {
-    if (i + 4 <= n) {
-      uint32_t v;
-      std::memcpy(&v, p + i, 4);
-      return v & 0xFFFFFFu;
-    }
     uint32_t v = p[i];
     if (i + 1 < n) v |= uint32_t(p[i + 1]) << 8;
     if (i + 2 < n) v |= uint32_t(p[i + 2]) << 16;
