@@ -174,6 +174,15 @@ inline bool is_letter3(const ClassTable& t, const unsigned char* s, size_t j, si
          t.letter_block(s[j], s[j + 1]);
 }
 
+// Class of the three-byte char at i (s[i] is E0-EF), decoded as
+// multibyte_char_at does; length 0 where the bytes are not one.
+inline CharInfo char3_at(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
+  if (i + 3 > n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return {kInvalid, 0};
+  const char32_t cp = char32_t(s[i] & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+  if (cp < 0x800) return {kInvalid, 0};
+  return {t.get(cp), 3};  // surrogates are kInvalid in the table
+}
+
 // One match at i the general way (any char): its end, or `match` false
 // for a byte of invalid UTF-8, which no alternative matches.
 struct Step {
@@ -305,7 +314,7 @@ inline size_t FastSplit::scan(std::string_view subject, size_t i, Match&& match)
       CharInfo c;
       if (is_letter3(t, s, i, n)) {
         e = letters_tail(t, s, i + 3, n);
-      } else if ((s[i] & 0xF0) == 0xE0 && (c = multibyte_char_at(t, s, i, n), c.len == 3) &&
+      } else if ((s[i] & 0xF0) == 0xE0 && (c = char3_at(t, s, i, n), c.len == 3) &&
                  (c.cls == kOther || c.cls == kSpace)) {
         // Punctuation (U+3002) or a space (U+3000) before a letter; punctuation
         // before an ASCII space ends its run of 4., with the newlines after it.
