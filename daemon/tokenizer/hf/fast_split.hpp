@@ -101,7 +101,12 @@ inline size_t letters_tail(const ClassTable& t, const unsigned char* s, size_t i
   while (i + 4 <= n) {
     uint32_t v;
     std::memcpy(&v, s + i, 4);
-    if ((v & 0xC0C0F0u) != 0x8080E0u || !t.letter_block(uint8_t(v), uint8_t(v >> 8))) break;
+    if ((v & 0xC0C0F0u) != 0x8080E0u) break;
+    if (!t.letter_block(uint8_t(v), uint8_t(v >> 8))) {
+      // A block with other chars (CJK punctuation): the char's own class.
+      const char32_t cp = char32_t(v & 0x0F) << 12 | char32_t(v >> 2 & 0xFC0) | (v >> 16 & 0x3F);
+      if (cp < 0x800 || t.get(cp) != kLetter) return i;
+    }
     i += 3;
   }
   while (i < n) {
