@@ -184,3 +184,32 @@ TEST_CASE("char cuts: runs of CJK chars that tokens hold side by side give the h
   }
   CHECK(models >= 1);
 }
+
+TEST_CASE("char cuts: a fragment that starts with a char's last byte stops the cut it spans") {
+  // A small vocabulary: Hebrew he and alef (2 bytes each), Han zhong and
+  // wen (3 bytes each), and fragments that start with a char's last byte:
+  // "\x94\xd7" (he's last byte, alef's lead: it ends inside alef, so it is
+  // also a fragment of (c)) and "\xad\xe6\x96\x87" (zhong's last byte, all of
+  // wen: only (b) finds it).
+  const std::vector<std::string> raw = {"\xd7\x94",     "\xd7\x90", "\xe4\xb8\xad",
+                                        "\xe6\x96\x87", "\x94\xd7", "\xad\xe6\x96\x87"};
+  CharCuts cuts;
+  cuts.build(raw, [](int32_t) { return true; });
+  const auto parts = [&](const std::string& w) {
+    std::vector<std::string> out;
+    cuts.for_each_part(w, [&](size_t b, size_t e, int32_t) { out.push_back(w.substr(b, e - b)); });
+    return out;
+  };
+  // Spanned by a fragment: no cut.
+  CHECK(parts("\xd7\x94\xd7\x90").empty());
+  CHECK(parts("\xe4\xb8\xad\xe6\x96\x87").empty());
+  // The same chars the other way round, or a c2 whose bytes are not the
+  // fragment's: cut, each char a part (with its token).
+  CHECK(parts("\xd7\x90\xd7\x94") == std::vector<std::string>{"\xd7\x90", "\xd7\x94"});
+  CHECK(parts("\xe4\xb8\xad\xe6\x97\x87") == std::vector<std::string>{"\xe4\xb8\xad", "\xe6\x97\x87"});
+  CHECK(parts("\xe4\xb8\xad\xe6\x96\x88") == std::vector<std::string>{"\xe4\xb8\xad", "\xe6\x96\x88"});
+  CHECK(parts("\xe6\x96\x87\xe4\xb8\xad") == std::vector<std::string>{"\xe6\x96\x87", "\xe4\xb8\xad"});
+  std::vector<int32_t> ids;
+  cuts.for_each_part(std::string("\xd7\x90\xd7\x94"), [&](size_t, size_t, int32_t id) { ids.push_back(id); });
+  CHECK(ids == std::vector<int32_t>{1, 0});
+}

@@ -50,6 +50,10 @@ void CharCuts::build(const std::vector<std::string>& raw, const std::function<bo
     if (run == 1 && u(1) >= 0xC0) {
       tail1_[u(0) & 0x3F] |= uint64_t(1) << (u(1) - 0xC0);
       fragments_[kTail | 1u << 16 | u(0)].push_back(s);
+      // The byte after the lead, where it is a continuation byte (c2's
+      // second byte is one). A fragment that ends at or inside c2 also ends
+      // with the first byte or two of a char: the check of (c) finds it.
+      if (n > 2 && is_cont(t[2])) set(tail1x_, tail1x_bit(u(0), u(1), u(2)));
     } else if (run == 2 && n > 2 && u(2) >= 0xC0) {
       tail2_[(u(0) & 0x3F) << 6 | (u(1) & 0x3F)] |= uint64_t(1) << (u(2) - 0xC0);
       fragments_[kTail | 2u << 16 | u(0) << 8 | u(1)].push_back(s);

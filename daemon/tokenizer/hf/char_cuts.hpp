@@ -155,7 +155,9 @@ class CharCuts {
     // next byte is c2's lead byte. (c): a fragment ending with c2's first
     // byte, or its first two, whose byte before is c1's last one.
     const uint32_t lead = w[i] - 0xC0u, last = w[i - 1] & 0x3Fu;
-    if ((tail1_[last] >> lead & 1) && covers(kTail | 1u << 16 | w[i - 1], word, i, 1)) return true;
+    if ((tail1_[last] >> lead & 1) && test(tail1x_, tail1x_bit(w[i - 1], w[i], w[i + 1])) &&
+        covers(kTail | 1u << 16 | w[i - 1], word, i, 1))
+      return true;
     if (l1 == 3 && (tail2_[(w[i - 2] & 0x3Fu) << 6 | last] >> lead & 1) &&
         covers(kTail | 2u << 16 | uint32_t(w[i - 2]) << 8 | w[i - 1], word, i, 2))
       return true;
@@ -179,6 +181,13 @@ class CharCuts {
   // Both pieces of a 3-byte char at once: tail3_ by its last two bytes' low 6 bits,
   // tail1_ | tail2_; head3_ by its first two, head1_ | head2_.
   std::vector<uint64_t> tail3_ = std::vector<uint64_t>(4096), head3_ = std::vector<uint64_t>(1024);
+  // (b) with c1's last byte, finer: per c1's last byte, c2's lead and the
+  // byte after it (their low 6 bits), whether a fragment starts with them
+  // (one that ends inside c2 is found by (c) as well).
+  static uint32_t tail1x_bit(uint32_t last, uint32_t lead, uint32_t next) {
+    return (last & 0x3Fu) << 12 | (lead & 0x3Fu) << 6 | (next & 0x3Fu);
+  }
+  std::vector<uint64_t> tail1x_ = std::vector<uint64_t>(4096);
   std::vector<int32_t> chars_ = std::vector<int32_t>(65536, -1);  // by code point: a one-char part's token
   std::unordered_map<uint32_t, std::vector<std::string>> fragments_;
   std::vector<uint64_t> pairs_;
