@@ -78,8 +78,9 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
     std::mt19937 rng(11);
     size_t bad = 0;
     std::vector<WordPiece> cut, heap;
-    // Twice over the same words: the second pass finds parts in the cache.
-    for (int pass = 0; pass < 2; ++pass) {
+    // Three times over the same words: the second pass finds parts in the
+    // cache and keeps the cut words, the third finds those.
+    for (int pass = 0; pass < 3; ++pass) {
       rng.seed(11);
       for (int i = 0; i < 30000; ++i) {
         std::string w;
@@ -128,4 +129,87 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
     CHECK(bad == 0);
   }
   CHECK(models >= 1);
+}
+
+TEST_CASE("char cuts: runs of CJK chars that tokens hold side by side give the heap loop's pieces") {
+  // Han, kana and Hangul runs as the split gives them, made of the chars
+  // that stand next to another in some token (so most boundaries meet the
+  // pair filter, and many are pairs of a token), mixed with fullwidth and CJK
+  // punctuation and 2-byte chars.
+  size_t models = 0;
+  for (const char* name : {"qwen3", "llama3", "deepseek_v3"}) {
+    CAPTURE(std::string(name));
+    const std::string path = tokenizer_json(name);
+    if (path.empty()) {
+      REQUIRE(std::string(name) != "qwen3");
+      continue;
+    }
+    ++models;
+    HfParts parts = load_hf_parts(path);
+    const BpeModel& m = *parts.model;
+    REQUIRE(m.merge_algorithm().starts_with("linear"));
+    std::vector<std::string> chars;
+    for (const std::string& t : non_ascii_tokens(m)) {
+      if (t.size() < 6) continue;
+      bool all3 = t.size() % 3 == 0;
+      for (size_t k = 0; all3 && k < t.size(); k += 3) all3 = (static_cast<unsigned char>(t[k]) & 0xF0) == 0xE0;
+      if (all3)
+        for (size_t k = 0; k < t.size(); k += 3) chars.push_back(t.substr(k, 3));
+    }
+    REQUIRE(chars.size() > 1000);
+    const std::vector<std::string> others = {"\xef\xbc\x8c", "\xe3\x80\x82", "\xe3\x80\x81", "\xef\xbc\x9a",
+                                             "\xe2\x80\x9c", "\xe2\x80\x9d", "\xc2\xb7",     "\xd0\xb0",
+                                             "\xe3\x80\x8a", "\xe3\x80\x8b", "\xef\xbf\xbd", "\xe3\x80\x80"};
+    std::mt19937 rng(7);
+    size_t bad = 0;
+    std::vector<WordPiece> cut, heap;
+    for (int i = 0; i < 40000; ++i) {
+      std::string w;
+      const size_t n = 1 + rng() % 24;
+      for (size_t k = 0; k < n; ++k) w += rng() % 16 == 0 ? others[rng() % others.size()] : chars[rng() % chars.size()];
+      cut.clear();
+      heap.clear();
+      m.tokenize(w, cut);
+      m.tokenize_heap(w, heap);
+      if (m.ignore_merges()) {
+        std::string tok;
+        for (unsigned char c : w) append_utf8(tok, byte_to_unicode()[c]);
+        if (const int32_t id = m.token_to_id(tok); id >= 0) heap = {{id, uint32_t(w.size())}};
+      }
+      bool ok = cut.size() == heap.size();
+      for (size_t k = 0; ok && k < heap.size(); ++k) ok = cut[k].id == heap[k].id && cut[k].len == heap[k].len;
+      if (!ok && bad++ < 3) FAIL_CHECK("word " << i << " '" << w << "' differs from the heap loop's pieces");
+    }
+    CHECK(bad == 0);
+  }
+  CHECK(models >= 1);
+}
+
+TEST_CASE("char cuts: a fragment that starts with a char's last byte stops the cut it spans") {
+  // A small vocabulary: Hebrew he and alef (2 bytes each), Han zhong and
+  // wen (3 bytes each), and fragments that start with a char's last byte:
+  // "\x94\xd7" (he's last byte, alef's lead: it ends inside alef, so it is
+  // also a fragment of (c)) and "\xad\xe6\x96\x87" (zhong's last byte, all of
+  // wen: only (b) finds it).
+  const std::vector<std::string> raw = {"\xd7\x94",     "\xd7\x90", "\xe4\xb8\xad",
+                                        "\xe6\x96\x87", "\x94\xd7", "\xad\xe6\x96\x87"};
+  CharCuts cuts;
+  cuts.build(raw, [](int32_t) { return true; });
+  const auto parts = [&](const std::string& w) {
+    std::vector<std::string> out;
+    cuts.for_each_part(w, [&](size_t b, size_t e, int32_t) { out.push_back(w.substr(b, e - b)); });
+    return out;
+  };
+  // Spanned by a fragment: no cut.
+  CHECK(parts("\xd7\x94\xd7\x90").empty());
+  CHECK(parts("\xe4\xb8\xad\xe6\x96\x87").empty());
+  // The same chars the other way round, or a c2 whose bytes are not the
+  // fragment's: cut, each char a part (with its token).
+  CHECK(parts("\xd7\x90\xd7\x94") == std::vector<std::string>{"\xd7\x90", "\xd7\x94"});
+  CHECK(parts("\xe4\xb8\xad\xe6\x97\x87") == std::vector<std::string>{"\xe4\xb8\xad", "\xe6\x97\x87"});
+  CHECK(parts("\xe4\xb8\xad\xe6\x96\x88") == std::vector<std::string>{"\xe4\xb8\xad", "\xe6\x96\x88"});
+  CHECK(parts("\xe6\x96\x87\xe4\xb8\xad") == std::vector<std::string>{"\xe6\x96\x87", "\xe4\xb8\xad"});
+  std::vector<int32_t> ids;
+  cuts.for_each_part(std::string("\xd7\x90\xd7\x94"), [&](size_t, size_t, int32_t id) { ids.push_back(id); });
+  CHECK(ids == std::vector<int32_t>{1, 0});
 }

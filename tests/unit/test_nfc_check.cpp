@@ -133,6 +133,22 @@ TEST_CASE("nfc check: equals ICU's quick check on random strings, and what it pa
   CHECK(rejected > 5000);
 }
 
+TEST_CASE("nfc check: an overlong three-byte form is invalid bytes, not the char it spells") {
+  // E0 8D 80 spells U+0340, which NFC replaces (No); as invalid UTF-8 it is
+  // three chars of class 0 that NFC leaves. Alone, and after CJK text that
+  // fills the 16-byte chunks; CJK punctuation (U+3002, in a block that is not
+  // all Yes) and a combining mark out of order (U+093C after U+0316) for contrast.
+  const std::string han = "\xe4\xb8\xad\xe6\x96\x87\xe4\xb8\xad\xe6\x96\x87\xe4\xb8\xad\xe6\x96\x87";
+  for (const std::string& s :
+       {std::string("\xe0\x8d\x80"), han + "\xe0\x8d\x80" + han, han + "\xe3\x80\x82\xe0\x8d\x80"}) {
+    CHECK(nfc_quick_check(s));
+    CHECK(utf8proc_keeps(s));
+  }
+  CHECK(nfc_quick_check(han + "\xe3\x80\x82" + han));
+  CHECK_FALSE(nfc_quick_check(han + "\xcc\x96\xe0\xa4\xbc" + han));
+  CHECK_FALSE(nfc_quick_check(han + "\xcd\x80" + han));
+}
+
 TEST_CASE("nfc check: the golden and SFT texts it passes are their own NFC") {
   std::vector<fs::path> files;
   for (const char* name : {"qwen3", "sp32k"})

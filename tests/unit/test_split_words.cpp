@@ -167,6 +167,70 @@ TEST_CASE("split words: the word ends of the window path equal PCRE2's on random
   }
 }
 
+TEST_CASE("split words: the word ends equal PCRE2's on random CJK texts") {
+  // Mostly chars of three bytes (Han, kana, Hangul, CJK and fullwidth
+  // punctuation, the ideographic space U+3000, a Han char in a block that
+  // is not all letters), with what stands between their runs in CJK text:
+  // ASCII spaces, newlines and punctuation, runs of spaces, a letter, digits.
+  const std::vector<std::string> p = {"\xe4\xb8\xad",
+                                      "\xe6\x96\x87",
+                                      "\xe9\xbe\x8d",
+                                      "\xe3\x81\x82",
+                                      "\xe3\x82\xa2",
+                                      "\xea\xb0\x80",
+                                      "\xed\x95\x9c",
+                                      "\xe3\x80\x85",
+                                      "\xe3\x80\x82",
+                                      "\xef\xbc\x8c",
+                                      "\xe3\x80\x81",
+                                      "\xef\xbc\x9f",
+                                      "\xe2\x80\x9c",
+                                      "\xe2\x80\x9d",
+                                      "\xe3\x80\x8a",
+                                      "\xe3\x80\x80",
+                                      "\xe4\xb7\x80",
+                                      "\xef\xbc\x91",
+                                      "\xe2\x80\x83",
+                                      "\xe3\x83\xbc",
+                                      "\xc2\xb7",
+                                      " ",
+                                      "  ",
+                                      "    ",
+                                      "\n",
+                                      "\n\n",
+                                      "\r\n",
+                                      " \n ",
+                                      "\t",
+                                      "(",
+                                      "\"",
+                                      "'",
+                                      "-",
+                                      ".",
+                                      "a",
+                                      "Zh",
+                                      "7",
+                                      "2024",
+                                      "\xe2\x80\x94\xe2\x80\x94",
+                                      "\xc3\xa9",
+                                      "\xff",
+                                      "\xe4\xb8"};
+  const size_t cjk = 21;  // p[0, 21) are past ASCII and common
+  std::mt19937_64 rng(20261208);
+  for (const std::string& pattern : {kQwen, kLlama3}) {
+    Check c(pattern);
+    for (int round = 0; round < 8000; ++round) {
+      std::string s;
+      const size_t target = round % 4 == 0 ? 1 + rng() % 60 : 100 + rng() % 2000;
+      while (s.size() < target) {
+        const uint64_t r = rng();
+        s += p[r % 3 != 0 ? (r >> 8) % cjk : (r >> 8) % p.size()];
+      }
+      const std::string d = c.diff(s);
+      if (!d.empty()) FAIL(d << " in bytes " << hex(s));
+    }
+  }
+}
+
 TEST_CASE("split words: the word ends equal PCRE2's on the golden and SFT texts, as written and mutated") {
   std::vector<fs::path> files;
   for (const char* name : {"qwen3", "sp32k"})

@@ -203,30 +203,38 @@ const std::vector<WordPiece>& BpeModel::merge_and_keep(std::string_view word, Wo
                                                        bool cacheable) const {
   scratch_.clear();
   parts_kept_ = false;
-  merge_uncached(word, scratch_);
+  const bool cut = merge_uncached(word, scratch_);
   if (cacheable) {
     // Parts kept since the lookup may have taken its slot or grown the table.
     if (parts_kept_ && cache_.find(word, at, [](int32_t, uint32_t) {})) return scratch_;
-    cache_.insert(word, at, scratch_.data(), scratch_.size());
+    // A word cut in parts (a run of Han, kana or Hangul) is kept the second
+    // time it misses, as a long word: most occur once, and their parts are
+    // in the cache.
+    cache_.insert(word, at, scratch_.data(), scratch_.size(), cut);
   }
   return scratch_;
 }
 
-void BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
+bool BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
   if (ignore_merges_) {
     if (const int32_t id = whole_words_.find(word); id >= 0) {
       out.push_back({id, uint32_t(word.size())});
-      return;
+      return false;
     }
   }
   if (!linear_) {
     merge_word(word, out);
-    return;
+    return false;
   }
-  if (word.size() >= 4 &&
-      cuts_.for_each_part(word, [&](size_t b, size_t e) { merge_part(word.substr(b, e - b), out); }))
-    return;
+  if (word.size() >= 4 && cuts_.for_each_part(word, [&](size_t b, size_t e, int32_t id) {
+        // One char that is a reachable token is its own BPE, which
+        // ignore_merges leaves as it is.
+        if (id >= 0) out.push_back({id, uint32_t(e - b)});
+        else merge_part(word.substr(b, e - b), out);
+      }))
+    return true;
   merge_linear(word, out);
+  return false;
 }
 
 void BpeModel::merge_linear(std::string_view word, std::vector<WordPiece>& out) const {
@@ -238,10 +246,6 @@ void BpeModel::merge_part(std::string_view part, std::vector<WordPiece>& out) co
   // not what the cache holds for it as a word.
   if (part.size() > WordCache::kMaxWordLen || (ignore_merges_ && whole_words_.find(part) >= 0)) {
     merge_linear(part, out);
-    return;
-  }
-  if (const int32_t id = cuts_.single_char(part); id >= 0) {
-    out.push_back({id, uint32_t(part.size())});
     return;
   }
   WordCache::Lookup at;

@@ -106,10 +106,11 @@ class BpeModel {
   // A word the cache missed: its pieces, kept in the cache if `cacheable`.
   [[gnu::noinline]] const std::vector<WordPiece>& merge_and_keep(std::string_view word, WordCache::Lookup at,
                                                                  bool cacheable) const;
-  // A word not in the cache: ignore_merges, then the linear or the heap merges.
-  void merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
-  // A part of a word cut where no token spans (char_cuts.hpp): its BPE, from
-  // the cache where it can be kept there.
+  // A word not in the cache: ignore_merges, then the linear or the heap
+  // merges. True where it was cut in parts (char_cuts.hpp).
+  bool merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
+  // A part of a word cut where no token spans (char_cuts.hpp), but one char
+  // that is a reachable token: its BPE, from the cache where it can be kept there.
   void merge_part(std::string_view part, std::vector<WordPiece>& out) const;
   void merge_linear(std::string_view word, std::vector<WordPiece>& out) const;
   void init_linear();

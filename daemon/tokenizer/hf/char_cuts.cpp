@@ -21,12 +21,19 @@ uint32_t code_point(std::string_view t, size_t j, size_t len) {
   return len == 2 ? (at(0) & 0x1F) << 6 | (at(1) & 0x3F) : (at(0) & 0x0F) << 12 | (at(1) & 0x3F) << 6 | (at(2) & 0x3F);
 }
 
+// The key of the char (char_cuts.hpp): its bytes, the first lowest.
+uint32_t char_key(std::string_view t, size_t j, size_t len) {
+  uint32_t k = 0;
+  for (size_t b = 0; b < len; ++b) k |= uint32_t(static_cast<unsigned char>(t[j + b])) << (8 * b);
+  return k;
+}
+
 bool is_cont(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
 }  // namespace
 
 void CharCuts::build(const std::vector<std::string>& raw, const std::function<bool(int32_t)>& reachable) {
-  std::vector<uint64_t> pairs;  // c1 << 16 | c2
+  std::vector<uint64_t> pairs;  // key(c1) << 24 | key(c2)
   for (size_t id = 0; id < raw.size(); ++id) {
     const std::string& s = raw[id];
     if ((s.size() == 2 || s.size() == 3) && char_at(s, 0) == s.size() && reachable(int32_t(id)))
@@ -43,6 +50,10 @@ void CharCuts::build(const std::vector<std::string>& raw, const std::function<bo
     if (run == 1 && u(1) >= 0xC0) {
       tail1_[u(0) & 0x3F] |= uint64_t(1) << (u(1) - 0xC0);
       fragments_[kTail | 1u << 16 | u(0)].push_back(s);
+      // The byte after the lead, where it is a continuation byte (c2's
+      // second byte is one). A fragment that ends at or inside c2 also ends
+      // with the first byte or two of a char: the check of (c) finds it.
+      if (n > 2 && is_cont(t[2])) set(tail1x_, tail1x_bit(u(0), u(1), u(2)));
     } else if (run == 2 && n > 2 && u(2) >= 0xC0) {
       tail2_[(u(0) & 0x3F) << 6 | (u(1) & 0x3F)] |= uint64_t(1) << (u(2) - 0xC0);
       fragments_[kTail | 2u << 16 | u(0) << 8 | u(1)].push_back(s);
@@ -61,14 +72,16 @@ void CharCuts::build(const std::vector<std::string>& raw, const std::function<bo
       const size_t l1 = char_at(t, j);
       if (l1 == 0) continue;
       const size_t l2 = char_at(t, j + l1);
-      if (l2 != 0) pairs.push_back(uint64_t(code_point(t, j, l1)) << 16 | code_point(t, j + l1, l2));
+      if (l2 != 0) pairs.push_back(uint64_t(char_key(t, j, l1)) << 24 | char_key(t, j + l1, l2));
     }
   }
+  for (uint32_t k = 0; k < 4096; ++k) tail3_[k] = tail1_[k & 0x3F] | tail2_[k];
+  for (uint32_t k = 0; k < 1024; ++k) head3_[k] = head1_[0x20 | k >> 6] | head2_[k];
   size_t bits = 64;
   pair_shift_ = 58;
   while (bits < pairs.size() * 16) bits <<= 1, --pair_shift_;
   pairs_.assign(bits / 64, 0);
-  for (uint64_t p : pairs) set(pairs_, pair_bit(uint32_t(p >> 16), uint32_t(p & 0xFFFF)));
+  for (uint64_t p : pairs) set(pairs_, pair_bit(uint32_t(p >> 24), uint32_t(p & 0xFFFFFF)));
 }
 
 bool CharCuts::covers(uint32_t key, std::string_view word, size_t i, size_t piece) const {

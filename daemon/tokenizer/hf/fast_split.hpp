@@ -96,6 +96,19 @@ inline bool is_ascii_letter(unsigned char c) { return unsigned((c | 0x20) - 'a')
 // End of the run of \p{L} starting at i, where letters of any script may
 // continue it (after a char past ASCII, say).
 inline size_t letters_tail(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
+  // Three-byte letters of blocks of letters only (Han, kana, Hangul), each
+  // from one load of four bytes, while the text goes on past them.
+  while (i + 4 <= n) {
+    uint32_t v;
+    std::memcpy(&v, s + i, 4);
+    if ((v & 0xC0C0F0u) != 0x8080E0u) break;
+    if (!t.letter_block(uint8_t(v), uint8_t(v >> 8))) {
+      // A block with other chars (CJK punctuation): the char's own class.
+      const char32_t cp = char32_t(v & 0x0F) << 12 | char32_t(v >> 2 & 0xFC0) | (v >> 16 & 0x3F);
+      if (cp < 0x800 || t.get(cp) != kLetter) return i;
+    }
+    i += 3;
+  }
   while (i < n) {
     if (s[i] < 0x80) {
       if (!is_ascii_letter(s[i])) break;
@@ -166,11 +179,13 @@ inline bool is_letter3(const ClassTable& t, const unsigned char* s, size_t j, si
          t.letter_block(s[j], s[j + 1]);
 }
 
-// A char of three bytes at j that may stand before a letter run in one
-// match (punctuation such as U+3002, a space such as U+3000).
-inline bool is_prefix3(const ClassTable& t, const unsigned char* s, size_t j, size_t n) {
-  const CharInfo c = multibyte_char_at(t, s, j, n);
-  return c.len == 3 && (c.cls == kOther || c.cls == kSpace);
+// Class of the three-byte char at i (s[i] is E0-EF), decoded as
+// multibyte_char_at does; length 0 where the bytes are not one.
+inline CharInfo char3_at(const ClassTable& t, const unsigned char* s, size_t i, size_t n) {
+  if (i + 3 > n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return {kInvalid, 0};
+  const char32_t cp = char32_t(s[i] & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+  if (cp < 0x800) return {kInvalid, 0};
+  return {t.get(cp), 3};  // surrogates are kInvalid in the table
 }
 
 // One match at i the general way (any char): its end, or `match` false
@@ -237,7 +252,7 @@ inline size_t FastSplit::scan(std::string_view subject, size_t i, Match&& match)
   ByteMasks m;
   while (i < n) {
     size_t e = 0;
-    if (i - base <= 56 || s[i] < 0x80) {  // a char past ASCII needs no masks
+    if (s[i] < 0x80) {  // a char past ASCII is none of the window's matches
       if (i - base > 56) {
         base = i;
         m = classify(s + i, n - i);
@@ -280,27 +295,42 @@ inline size_t FastSplit::scan(std::string_view subject, size_t i, Match&& match)
           const size_t q = p + size_t(__builtin_ctzll(~(m.other >> p)));
           e = q == 64 || (m.high >> q & 1) ? run_end(t, s, base + q, n, kOther) : base + q;
           while (e < n && is_newline(s[e])) ++e;
+        } else if (is_letter3(t, s, i + 1, n)) {
+          e = letters_tail(t, s, i + 4, n);  // 2. with this char as the prefix
         }
-      } else if ((m.space & bit) && !(m.high & bit << 1)) {
+      } else if (m.space & bit) {
         // 5.-7. A run of spaces; where a byte past ASCII ends it, a Unicode space
-        // may go on or the next char be invalid.
+        // may go on or the next char be invalid, unless it is a letter of three bytes.
         const size_t q = o + 1 + size_t(__builtin_ctzll(~(m.space >> (o + 1))));
-        if (q < 64 && !(m.high >> q & 1)) {
+        const bool high = q < 64 && (m.high >> q & 1);
+        if (q < 64 && (!high || is_letter3(t, s, base + q, n))) {
           const uint64_t newlines = m.newline >> o & ((uint64_t(1) << (q - o)) - 1);
           // \s*[\r\n]+ up to the last newline; else \s+(?!\S) all of it at
-          // the end or for one space, else all but the last space.
+          // the end or for one space, else all but the last space; one space
+          // but CR or LF before a letter is 2.'s prefix.
           if (newlines != 0) e = i + size_t(64 - __builtin_clzll(newlines));
-          else e = base + q == n || q == o + 1 ? base + q : base + q - 1;
+          else if (!high) e = base + q == n || q == o + 1 ? base + q : base + q - 1;
+          else e = q == o + 1 ? letters_tail(t, s, base + q + 3, n) : base + q - 1;
         }
       }
     }
     if (e == 0) {
       // Three-byte chars (CJK) first: a letter, or punctuation before one, starts 2.
+      CharInfo c;
       if (is_letter3(t, s, i, n)) {
         e = letters_tail(t, s, i + 3, n);
-      } else if ((s[i] & 0xF0) == 0xE0 && is_letter3(t, s, i + 3, n) && is_prefix3(t, s, i, n)) {
-        e = letters_tail(t, s, i + 6, n);
-      } else {
+      } else if ((s[i] & 0xF0) == 0xE0 && (c = char3_at(t, s, i, n), c.len == 3) &&
+                 (c.cls == kOther || c.cls == kSpace)) {
+        // Punctuation (U+3002) or a space (U+3000) before a letter; punctuation
+        // before an ASCII space ends its run of 4., with the newlines after it.
+        if (is_letter3(t, s, i + 3, n)) {
+          e = letters_tail(t, s, i + 6, n);
+        } else if (c.cls == kOther && i + 3 < n && s[i + 3] < 0x80 && t.ascii(s[i + 3]) == kSpace) {
+          e = i + 3;
+          while (e < n && is_newline(s[e])) ++e;
+        }
+      }
+      if (e == 0) {
         const Step st = scalar_step(t, s, i, n, max_digits_);
         if (!st.match) {  // invalid UTF-8, matched by nothing: left between matches
           i = st.end;

@@ -157,10 +157,25 @@ bool nfc_quick_check(std::string_view text) {
       i += 2;
       continue;
     }
-    if ((c & 0xF0) == 0xE0 && i + 3 <= n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80 &&
-        t.block3_yes(c, s[i + 1])) {
-      last = 0;
+    if ((c & 0xF0) == 0xE0 && i + 3 <= n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
       i += 3;
+      if (t.block3_yes(c, s[i - 2])) {
+        last = 0;
+        continue;
+      }
+      // Decoded here as decode_utf8 does (CJK punctuation, general
+      // punctuation): an overlong form is invalid, a char of its own (its
+      // first byte) with class 0. (Surrogates, invalid too, are in blocks
+      // of 0 in the table: they passed above, as invalid bytes would.)
+      const char32_t cp = char32_t(c & 0x0F) << 12 | char32_t(s[i - 2] & 0x3F) << 6 | (s[i - 1] & 0x3F);
+      if (cp < 0x800) {
+        i -= 2;
+        last = 0;
+        continue;
+      }
+      const uint8_t ccc = t.get(cp);
+      if (ccc == NfcCheckTable::kNotYes || (ccc != 0 && last > ccc)) return false;
+      last = ccc;
       continue;
     }
     const DecodedChar d = decode_utf8(text, i);

@@ -43,9 +43,9 @@ void WordCache::grow() {
   }
 }
 
-void WordCache::insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n) {
+void WordCache::insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n, bool second_miss) {
   if (n == 0) return;  // nothing worth keeping (unknown chars without unk)
-  if (word.size() > kInlineKey) {
+  if (word.size() > kInlineKey || second_miss) {
     const uint64_t bit = at.hash >> (64 - kSeenBits);
     uint64_t& w = seen_[bit / 64];
     if ((w >> (bit % 64) & 1) == 0) {

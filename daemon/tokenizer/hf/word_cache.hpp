@@ -154,8 +154,9 @@ class WordCache {
   // run of Han characters up to the next punctuation, a long identifier)
   // occur once, and keeping them all would fill the table with words that
   // never hit, for the price of a key copy, a value copy and the table's
-  // growth each. A bit per hash remembers the first miss.
-  void insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n);
+  // growth each. A bit per hash remembers the first miss. `second_miss`:
+  // so for a word of any length.
+  void insert(std::string_view word, Lookup& at, const WordPiece* pieces, size_t n, bool second_miss = false);
 
  private:
   static constexpr uint8_t kOutOfLine = 0xFF;
