@@ -42,7 +42,7 @@ FIXED_NOW = datetime.datetime(2024, 7, 26)
 # jinja2 prints these with a memory address or a Python-internal name; the
 # engine cannot (and need not) match them.
 UNCOMPARABLE = ("object at 0x", "<generator object", "<function ", "<bound method", "<built-in", "<class ",
-                "<jinja2.", "<Macro ", "<property")
+                "<jinja2.", "<macro ", "<property")  # lower case
 
 
 class Timeout(Exception):
@@ -75,7 +75,8 @@ def jinja_render(src, ctx):
         raise
     except BaseException as e:  # noqa: BLE001 - any failure is a failed render
         return {"error": f"{type(e).__name__}: {e}"}
-    if any(u in text for u in UNCOMPARABLE) or len(text) > (16 << 20):
+    # Case-blind: a title or upper filter may have cased the repr.
+    if any(u in text.lower() for u in UNCOMPARABLE) or len(text) > (16 << 20):
         return None
     return {"text": text}
 
