@@ -13,25 +13,15 @@
 //   bench_miss_path tokenizer.json words.bin
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "cpu_seconds.hpp"
 #include "tokenizer/hf/bpe.hpp"
 #include "tokenizer/hf/hf_model.hpp"
 
 using namespace tokfeed::text::hf;
-
-namespace {
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -15,11 +15,11 @@
 #include <simdjson.h>
 
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cpu_seconds.hpp"
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/nfc_check.hpp"
 #include "tokenizer/hf/unicode.hpp"
@@ -57,12 +57,6 @@ struct Count {
     }
   }
   return c;
-}
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace

@@ -20,13 +20,13 @@
 #include <sentencepiece_processor.h>
 #include <simdjson.h>
 
-#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "cpu_seconds.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -38,12 +38,6 @@ std::vector<std::string> read_corpus(const std::string& path) {
   std::vector<std::string> texts;
   for (simdjson::dom::element e : parser.parse_many(json)) texts.emplace_back(std::string_view(e.get_string()));
   return texts;
-}
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
 using Encode = std::function<void(const std::string&, std::vector<int32_t>&)>;

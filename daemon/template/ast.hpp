@@ -69,6 +69,9 @@ struct Expr {
   bool prompt = false;
 };
 
+// The variable a set or filter block's filter chain is applied to (the
+// chain's subject; no identifier).
+inline constexpr std::string_view kBlockBody = "\001body";
 // The name of a call's `**kwargs` among its keyword arguments (no identifier).
 inline constexpr std::string_view kStarStar = "**";
 

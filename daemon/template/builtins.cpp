@@ -209,22 +209,19 @@ void dump(const Value& v, DumpOptions& o, int level, std::string& out) {
         out += "{}";
         return;
       }
-      // Sorted: an order over the items, else their own.
-      std::vector<const std::pair<std::string, Value>*> order;
+      // Sorted: the items by key as Python's sorted() compares them (numbers
+      // by value; a TypeError where two keys do not compare, a str and a
+      // number, None).
+      std::vector<std::pair<Value, const std::pair<std::string, Value>*>> order;
       if (o.sort) {
-        // As Python's sorted() of the keys: numbers by value, and a TypeError
-        // where two keys do not compare (a str and a number, None).
-        for (const auto& kv : kvs) order.push_back(&kv);
-        std::vector<std::pair<Value, const std::pair<std::string, Value>*>> keyed;
-        for (const auto* kv : order) keyed.emplace_back(key_value(kv->first), kv);
+        for (const auto& kv : kvs) order.emplace_back(key_value(kv.first), &kv);
         static const std::string kLess = "<";
-        std::stable_sort(keyed.begin(), keyed.end(),
+        std::stable_sort(order.begin(), order.end(),
                          [](const auto& a, const auto& b) { return compare_op(kLess, a.first, b.first); });
-        for (std::size_t k = 0; k < keyed.size(); ++k) order[k] = keyed[k].second;
       }
       out += '{';
       for (std::size_t k = 0; k < kvs.size(); ++k) {
-        const auto& kv = o.sort ? *order[k] : kvs[k];
+        const auto& kv = o.sort ? *order[k].second : kvs[k];
         if (k) out += o.item_sep;
         if (o.indent) newline(level + 1);
         json_quote(key_json(kv.first), out, o.ascii);

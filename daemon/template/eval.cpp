@@ -256,16 +256,32 @@ Value operand(Interp& in, const Expr& e) {
   return v;
 }
 
+}  // namespace
+
 void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out) {
   const std::size_t plain = e.a.size() - (e.star ? 1 : 0);
   for (std::size_t k = first; k < plain; ++k) out.pos.push_back(operand(in, *e.a[k]));
-  // Python evaluates f(a, k=v, *args, **kwargs) as a, args, v, kwargs.
-  if (e.star) add_star_args(operand(in, *e.a.back()), out);
+  // Python evaluates f(a, k=v, *args, **kwargs) as a, args, v, kwargs. What
+  // `*args` and `**kwargs` add is read as a whole, as a plain argument is.
+  if (e.star) {
+    const std::size_t from = out.pos.size();
+    add_star_args(operand(in, *e.a.back()), out);
+    if (tracking(in))
+      for (std::size_t k = from; k < out.pos.size(); ++k) in.track->operand(out.pos[k]);
+  }
   for (const auto& [name, x] : e.kw) {
-    if (name == kStarStar) add_star_kwargs(operand(in, *x), out);
-    else out.kw.emplace_back(name, operand(in, *x));
+    if (name != kStarStar) {
+      out.kw.emplace_back(name, operand(in, *x));
+      continue;
+    }
+    const std::size_t from = out.kw.size();
+    add_star_kwargs(operand(in, *x), out);
+    if (tracking(in))
+      for (std::size_t k = from; k < out.kw.size(); ++k) in.track->operand(out.kw[k].second);
   }
 }
+
+namespace {
 
 // Tests that read no more of a list than its type.
 bool reads_type_only(const Expr& e) {
@@ -581,8 +597,6 @@ Value eval(Interp& in, const Expr& e) {
 }
 
 void add_star_args(const Value& v, Args& out) {
-  if (!v.is_undefined() && !v.is_str() && !v.is_list() && !(v.is_dict() && !v.ns))
-    throw Error("argument after * must be an iterable, not " + std::string(type_name(v)));
   for (Value& x : iterate(v)) out.pos.push_back(std::move(x));
 }
 

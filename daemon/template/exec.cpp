@@ -397,10 +397,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         Value v = Value::str(std::move(body));
         if (s.filter) {
           FrameGuard g(in, false);
-          in.assign(
-              "\x01"
-              "body",
-              v);
+          in.assign(kBlockBody, v);
           v = eval(in, *s.filter);
         }
         in.assign(s.targets[0], std::move(v));
@@ -432,24 +429,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         const Expr& call = *s.exprs[0];
         Value f = eval(in, *call.a[0]);
         Args args;
-        const std::size_t plain = call.a.size() - (call.star ? 1 : 0);
-        for (std::size_t k = 1; k < plain; ++k) args.pos.push_back(eval(in, *call.a[k]));
-        // `*args` and `**kwargs` are read as a whole where tracked (their
-        // length decides the arguments).
-        const auto whole = [&](const Expr& x) {
-          Value v = eval(in, x);
-          if (tracking(in)) in.track->operand(v);
-          return v;
-        };
-        if (call.star) add_star_args(whole(*call.a.back()), args);
-        for (const auto& [name, x] : call.kw) {
-          if (name == kStarStar) add_star_kwargs(whole(*x), args);
-          else args.kw.emplace_back(name, eval(in, *x));
-        }
-        if (tracking(in)) {
-          for (const Value& v : args.pos) in.track->operand(v);
-          for (const auto& [name, v] : args.kw) in.track->operand(v);
-        }
+        eval_args(in, call, 1, args);
         args.kw.emplace_back("caller", caller);
         if (f.kind != Kind::kFunc) throw Error("'call' needs a macro");
         write(in, to_str(f.fn->call(in, args)));
@@ -460,10 +440,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
-        in.assign(
-            "\x01"
-            "body",
-            Value::str(std::move(body)));
+        in.assign(kBlockBody, Value::str(std::move(body)));
         write(in, to_str(eval(in, *s.filter)));
         break;
       }

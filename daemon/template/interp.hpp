@@ -169,6 +169,9 @@ void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow = n
 // and {% generation %} (a call block): what the body sets stays inside.
 std::string scoped_capture(Interp& in, const Body& body, Flow* flow = nullptr);
 
+// The arguments of call, filter or test `e`, from e.a[first] and e.kw, each
+// read as a whole where a render is tracked (resume.hpp).
+void eval_args(Interp& in, const Expr& e, std::size_t first, Args& out);
 // A call's `*args` and `**kwargs` (Expr::star, kStarStar), added to `out`
 // as Python adds them: the items of an iterable, the items of a mapping
 // with str keys that no keyword argument repeats.

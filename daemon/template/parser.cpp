@@ -217,14 +217,12 @@ class Parser : public ExprParser {
     return s;
   }
 
-  // `| f(args) | g` applied to the placeholder name U+0001 "body".
+  // `| f(args) | g` applied to the block body's placeholder variable, kBlockBody.
   ExprPtr filter_chain() {
     auto subject = std::make_unique<Expr>();
     subject->kind = EK::kName;
     subject->pos = cur().pos;
-    subject->name =
-        "\x01"
-        "body";
+    subject->name = kBlockBody;
     if (!is_op("|")) {
       // {% filter name %}: the first filter has no leading pipe.
       return filter(std::move(subject));

@@ -516,9 +516,7 @@ std::string key_of(const Value& v) {
     case Kind::kFloat:
       if (v.f == std::floor(v.f) && std::fabs(v.f) < 9e15) return "\x01i" + std::to_string(static_cast<int64_t>(v.f));
       {
-        std::string r =
-            "\x01"
-            "f";  // not "\x01f", which is one char, 0x1F
+        std::string r = "\001f";  // octal: "\x01f" would be one char, 0x1F
         append_float(v.f, r);
         return r;
       }

@@ -45,6 +45,27 @@ std::vector<std::string> non_ascii_tokens(const BpeModel& m) {
   return out;
 }
 
+// Whether the cut path (tokenize, parts kept in the word cache) gives `w`
+// the heap loop's pieces on the whole word, or under ignore_merges the
+// word's own token where it is one; `pieces` says what each gave.
+bool cut_equals_heap(const BpeModel& m, const std::string& w, std::string& pieces) {
+  std::vector<WordPiece> cut, heap;
+  m.tokenize(w, cut);
+  m.tokenize_heap(w, heap);
+  if (m.ignore_merges()) {
+    std::string tok;
+    for (unsigned char c : w) append_utf8(tok, byte_to_unicode()[c]);
+    if (const int32_t id = m.token_to_id(tok); id >= 0) heap = {{id, uint32_t(w.size())}};
+  }
+  bool ok = cut.size() == heap.size();
+  for (size_t k = 0; ok && k < heap.size(); ++k) ok = cut[k].id == heap[k].id && cut[k].len == heap[k].len;
+  pieces.clear();
+  for (const WordPiece& p : cut) pieces += std::to_string(p.id) + "/" + std::to_string(p.len) + " ";
+  pieces += "| heap ";
+  for (const WordPiece& p : heap) pieces += std::to_string(p.id) + "/" + std::to_string(p.len) + " ";
+  return ok;
+}
+
 }  // namespace
 
 TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, deepseek-v3)") {
@@ -77,7 +98,7 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
     REQUIRE(fragments.size() > 10);
     std::mt19937 rng(11);
     size_t bad = 0;
-    std::vector<WordPiece> cut, heap;
+    std::string pieces;
     // Three times over the same words: the second pass finds parts in the
     // cache and keeps the cut words, the third finds those.
     for (int pass = 0; pass < 3; ++pass) {
@@ -104,24 +125,9 @@ TEST_CASE("char cuts: cut words give the heap loop's pieces (qwen3, llama-3, dee
           else if (kind < 7) w += chars[rng() % chars.size()];
           else w.push_back(char(0x80 + rng() % 0x70));
         }
-        cut.clear();
-        heap.clear();
-        m.tokenize(w, cut);
-        m.tokenize_heap(w, heap);
-        // ignore_merges: a word that is a token is that token.
-        if (m.ignore_merges()) {
-          std::string tok;
-          for (unsigned char c : w) append_utf8(tok, byte_to_unicode()[c]);
-          if (const int32_t id = m.token_to_id(tok); id >= 0) heap = {{id, uint32_t(w.size())}};
-        }
-        bool ok = cut.size() == heap.size();
-        for (size_t k = 0; ok && k < heap.size(); ++k) ok = cut[k].id == heap[k].id && cut[k].len == heap[k].len;
-        if (!ok && bad++ < 3) {
-          std::string hex, pieces;
+        if (!cut_equals_heap(m, w, pieces) && bad++ < 3) {
+          std::string hex;
           for (unsigned char c : w) hex += std::to_string(c) + " ";
-          for (const WordPiece& p : cut) pieces += std::to_string(p.id) + "/" + std::to_string(p.len) + " ";
-          pieces += "| heap ";
-          for (const WordPiece& p : heap) pieces += std::to_string(p.id) + "/" + std::to_string(p.len) + " ";
           FAIL_CHECK("pass " << pass << " word " << i << " [" << hex << "] differs: " << pieces);
         }
       }
@@ -162,23 +168,12 @@ TEST_CASE("char cuts: runs of CJK chars that tokens hold side by side give the h
                                              "\xe3\x80\x8a", "\xe3\x80\x8b", "\xef\xbf\xbd", "\xe3\x80\x80"};
     std::mt19937 rng(7);
     size_t bad = 0;
-    std::vector<WordPiece> cut, heap;
+    std::string pieces;
     for (int i = 0; i < 40000; ++i) {
       std::string w;
       const size_t n = 1 + rng() % 24;
       for (size_t k = 0; k < n; ++k) w += rng() % 16 == 0 ? others[rng() % others.size()] : chars[rng() % chars.size()];
-      cut.clear();
-      heap.clear();
-      m.tokenize(w, cut);
-      m.tokenize_heap(w, heap);
-      if (m.ignore_merges()) {
-        std::string tok;
-        for (unsigned char c : w) append_utf8(tok, byte_to_unicode()[c]);
-        if (const int32_t id = m.token_to_id(tok); id >= 0) heap = {{id, uint32_t(w.size())}};
-      }
-      bool ok = cut.size() == heap.size();
-      for (size_t k = 0; ok && k < heap.size(); ++k) ok = cut[k].id == heap[k].id && cut[k].len == heap[k].len;
-      if (!ok && bad++ < 3) FAIL_CHECK("word " << i << " '" << w << "' differs from the heap loop's pieces");
+      if (!cut_equals_heap(m, w, pieces) && bad++ < 3) FAIL_CHECK("word " << i << " '" << w << "' differs: " << pieces);
     }
     CHECK(bad == 0);
   }

@@ -77,26 +77,18 @@ TEST_CASE("json_quote: a byte to escape at every position of strings up to 40 by
         INFO("n = " << n << ", at " << i << ", byte " << static_cast<int>(c));
         CHECK(out == "\"" + std::string(i, 'a') + escaped + std::string(n - i - 1, 'a') + "\"");
       }
-  // Under ensure_ascii a non-ASCII character is escaped wherever it is;
-  // without, it is copied.
-  for (std::size_t i = 0; i < 30; ++i) {
-    std::string s = std::string(i, 'b') + "\xc3\xa9" + std::string(30 - i, 'b');
-    std::string ascii, plain;
-    tmpl::json_quote(s, ascii, true);
-    tmpl::json_quote(s, plain, false);
-    INFO("at " << i);
-    CHECK(ascii == "\"" + std::string(i, 'b') + "\\u00e9" + std::string(30 - i, 'b') + "\"");
-    CHECK(plain == "\"" + s + "\"");
-  }
-  // DEL: escaped under ensure_ascii alone (json.dumps' ASCII range is ' '..'~').
-  for (std::size_t i = 0; i < 30; ++i) {
-    std::string s = std::string(i, 'c') + "\x7f" + std::string(30 - i, 'c');
-    std::string ascii, plain;
-    tmpl::json_quote(s, ascii, true);
-    tmpl::json_quote(s, plain, false);
-    INFO("DEL at " << i);
-    CHECK(ascii == "\"" + std::string(i, 'c') + "\\u007f" + std::string(30 - i, 'c') + "\"");
-    CHECK(plain == "\"" + s + "\"");
+  // Under ensure_ascii a non-ASCII character, and DEL (json.dumps' ASCII
+  // range is ' '..'~'), is escaped wherever it is; without, it is copied.
+  for (const auto& [c, escaped] : {std::pair<std::string, std::string>{"\xc3\xa9", "\\u00e9"}, {"\x7f", "\\u007f"}}) {
+    for (std::size_t i = 0; i < 30; ++i) {
+      std::string s = std::string(i, 'b') + c + std::string(30 - i, 'b');
+      std::string ascii, plain;
+      tmpl::json_quote(s, ascii, true);
+      tmpl::json_quote(s, plain, false);
+      INFO(escaped << " at " << i);
+      CHECK(ascii == "\"" + std::string(i, 'b') + escaped + std::string(30 - i, 'b') + "\"");
+      CHECK(plain == "\"" + s + "\"");
+    }
   }
   std::string none;
   tmpl::json_quote(std::string(37, 'z'), none, true);
