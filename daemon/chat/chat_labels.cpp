@@ -245,7 +245,8 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
         std::string fi = i + 1 == n ? full : r.render(i + 1, false);
         const std::size_t fi_same = i + 1 == n ? full.size() : r.same();
         if (starts_with(fi, p, std::min(p_same, fi_same)) && starts_with(full, fi, fi_same)) {
-          add_span(spans, p.size(), fi.size());
+          // An empty span trains nothing, not even a token it falls inside.
+          if (fi.size() > p.size()) add_span(spans, p.size(), fi.size());
           return true;
         }
       }

@@ -101,6 +101,7 @@ class Lexer {
   }
 
   // Whether s_[body...] is `\s*NAME\s*[-+]?%}`; sets `after` past it.
+  // jinja2 reads `{% raw +%}` as no raw tag (then an unknown tag).
   bool raw_tag(std::size_t body, std::string_view name, std::size_t& after) const {
     std::size_t i = body;
     while (i < s_.size() && ws(s_[i])) ++i;
@@ -108,7 +109,7 @@ class Lexer {
     i += name.size();
     if (i < s_.size() && name_char(s_[i])) return false;
     while (i < s_.size() && ws(s_[i])) ++i;
-    if (i < s_.size() && (s_[i] == '-' || s_[i] == '+')) ++i;
+    if (i < s_.size() && (s_[i] == '-' || (s_[i] == '+' && name != "raw"))) ++i;
     if (s_.compare(i, 2, "%}") != 0) return false;
     after = i + 2;
     return true;
@@ -122,9 +123,10 @@ class Lexer {
       std::size_t after;
       if (!raw_tag(body, "endraw", after)) continue;
       std::string text = s_.substr(content, i - content);
+      // jinja2 strips after `{% raw -%}`, but trim_blocks never applies
+      // to `{% raw %}` (its end tag takes the newline after it).
       if (open_mark == '-')
         text.erase(0, std::find_if(text.begin(), text.end(), [](char c) { return !ws(c); }) - text.begin());
-      else if (open_mark != '+' && !text.empty() && text[0] == '\n') text.erase(0, 1);
       if (mark == '-') {
         while (!text.empty() && ws(text.back())) text.pop_back();
       } else if (mark != '+') {

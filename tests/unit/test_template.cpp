@@ -254,6 +254,20 @@ std::vector<std::string> labels_of(const std::string& src, const std::string& re
 
 }  // namespace
 
+TEST_CASE("the label rule (b): an empty turn trains nothing") {
+  // The empty assistant turn's span under (b) is empty: no span at all, so
+  // that no token it would fall inside (here one holding ":" and the "\n"
+  // written because the turn is not last) is trained.
+  const char* glm =
+      "{% for m in messages %}{% if m.role == 'user' %}Q:{{ m.content }}{% elif m.role == 'assistant' %}\nA:"
+      "{{ m.content }}{% if not loop.last %}\n{% endif %}{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}\nA:{% endif %}";
+  std::string rec =
+      R"({"messages": [{"role": "user", "content": "U"}, {"role": "assistant", "content": ""},
+                       {"role": "user", "content": "V"}, {"role": "assistant", "content": "B"}]})";
+  CHECK(labels_of(glm, rec) == std::vector<std::string>{"B"});
+}
+
 TEST_CASE("the label rule (c): each turn as it stands in F, where the prefix rule fails") {
   // Earlier turns lose their reasoning: messages[1] fails (b) and trains its
   // own text less the generation prompt "assistant:"; messages[3] keeps (b).
