@@ -67,10 +67,10 @@ Value get_item(const Value& obj, const Value& key) {
         int64_t i = as_int(key), n = static_cast<int64_t>(py_len(s));
         if (i < 0) i += n;
         if (i < 0 || i >= n) return Value::undefined("string index");
-        if (n == static_cast<int64_t>(s.size())) return Value::str(std::string(1, s[static_cast<std::size_t>(i)]));
         std::string r;
-        utf8_append(code_points(s)[static_cast<std::size_t>(i)], r);
-        return Value::str(std::move(r));
+        if (n == static_cast<int64_t>(s.size())) r.assign(1, s[static_cast<std::size_t>(i)]);
+        else utf8_append(code_points(s)[static_cast<std::size_t>(i)], r);
+        return obj.markup ? markup(std::move(r)) : Value::str(std::move(r));  // Markup.__getitem__
       }
       if (key.is_str()) return get_attr(obj, *key.s);
       return Value::undefined();

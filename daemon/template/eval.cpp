@@ -51,7 +51,7 @@ Value repeat(const Value& seq, int64_t n) {
     if (seq.s->size() * static_cast<uint64_t>(n) > (1u << 26)) throw Error("string repetition too large");
     std::string r;
     for (int64_t k = 0; k < n; ++k) r += *seq.s;
-    return Value::str(std::move(r));
+    return seq.markup ? markup(std::move(r)) : Value::str(std::move(r));
   }
   if (seq.list->items.size() * static_cast<uint64_t>(n) > (1u << 22)) throw Error("list repetition too large");
   std::vector<Value> r;
@@ -77,6 +77,11 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     std::string r = to_str(a);
     append_str(b, r);
     return Value::str(std::move(r));
+  }
+  if ((c == '+' || c == '%') && !twice && (a.markup || b.markup)) {
+    bool done;
+    Value r = markup_binary(c, a, b, done);
+    if (done) return r;
   }
   if (c == '%' && a.is_str()) return Value::str(percent_format(*a.s, b));  // str.__mod__ takes any operand
   check_defined(a);
@@ -217,12 +222,12 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
       std::string r;
       r.reserve(idx.size());
       for (std::size_t k : idx) r += s[k];
-      return Value::str(std::move(r));
+      return obj.markup ? markup(std::move(r)) : Value::str(std::move(r));
     }
     std::vector<uint32_t> cps = code_points(s);
     std::string r;
     for (std::size_t k : slice_indices(static_cast<int64_t>(cps.size()), a, b, c)) utf8_append(cps[k], r);
-    return Value::str(std::move(r));
+    return obj.markup ? markup(std::move(r)) : Value::str(std::move(r));
   }
   if (obj.is_seq()) {
     std::vector<Value> r;
@@ -298,6 +303,21 @@ const Value& truth(Interp& in, const Value& v) {
 }
 
 }  // namespace
+
+Value markup_binary(char op, const Value& a, const Value& b, bool& done) {
+  done = false;
+  if (op == '+' && a.is_str() && b.is_str() && (a.markup || b.markup)) {
+    done = true;
+    std::string r = *markup_escape(a).s;
+    r += *markup_escape(b).s;
+    return markup(std::move(r));
+  }
+  if (op == '%' && a.is_str() && a.markup) {
+    done = true;
+    return markup(percent_format(*a.s, b, true));
+  }
+  return {};
+}
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
 bool compare_op(const std::string& op, const Value& a, const Value& b) { return compare(op, a, b); }

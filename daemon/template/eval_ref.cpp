@@ -49,7 +49,7 @@ bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std:
         in_buf = true;
       }
       append_str(r, buf);
-    } else if (r.is_str() && (in_buf || accp->is_str())) {
+    } else if (r.is_str() && !r.markup && (in_buf || (accp->is_str() && !accp->markup))) {
       if (!in_buf) {
         buf.resize(base);
         buf += *accp->s;

@@ -40,8 +40,15 @@ Value f_default(Interp&, Value& v, Args& a) {
   if (v.is_undefined() || (boolean && !truthy(v))) return given(d) ? d : Value::str("");
   return v;
 }
-Value f_string(Interp&, Value& v, Args&) { return Value::str(soft_str(v)); }
-Value f_safe(Interp&, Value& v, Args&) { return v; }
+// `r`, Markup where `v` is: jinja2's filters that call str methods on
+// soft_str(v) keep Markup Markup.
+Value like(const Value& v, Value r) {
+  r.markup = v.is_str() && v.markup;
+  return r;
+}
+Value f_string(Interp&, Value& v, Args&) { return v.is_str() ? v : Value::str(soft_str(v)); }
+// Markup(value): str() of anything, marked (markupsafe).
+Value f_safe(Interp&, Value& v, Args&) { return v.is_str() && v.markup ? v : markup(to_str(v)); }
 Value f_trim(Interp&, Value& v, Args& a) {
   const Value& c = arg(a, 0, "chars");
   std::optional<std::string> chars;
@@ -49,13 +56,13 @@ Value f_trim(Interp&, Value& v, Args& a) {
   else if (given(c) && !c.is_none()) throw Error("strip arg must be None or str");
   if (v.is_str()) {  // stripped in place: a str with nothing to strip is itself, not a copy
     std::string_view r = py_strip(*v.s, chars, true, true);
-    return r.size() == v.s->size() ? v : Value::str(std::string(r));
+    return r.size() == v.s->size() ? v : like(v, Value::str(std::string(r)));
   }
   return Value::str(std::string(py_strip(soft_str(v), chars, true, true)));
 }
-Value f_upper(Interp&, Value& v, Args&) { return Value::str(py_upper(soft_str(v))); }
-Value f_lower(Interp&, Value& v, Args&) { return Value::str(py_lower(soft_str(v))); }
-Value f_capitalize(Interp&, Value& v, Args&) { return Value::str(py_capitalize(soft_str(v))); }
+Value f_upper(Interp&, Value& v, Args&) { return like(v, Value::str(py_upper(soft_str(v)))); }
+Value f_lower(Interp&, Value& v, Args&) { return like(v, Value::str(py_lower(soft_str(v)))); }
+Value f_capitalize(Interp&, Value& v, Args&) { return like(v, Value::str(py_capitalize(soft_str(v)))); }
 Value f_title(Interp&, Value& v, Args&) {
   // jinja's title: the text split at runs of whitespace and '-', '(', '{',
   // '[', '<'; each piece's first character uppercased, the rest lowercased.
@@ -112,7 +119,7 @@ Value f_reverse(Interp&, Value& v, Args&) {
     std::vector<uint32_t> cps = code_points(*v.s);
     std::string r;
     for (auto it = cps.rbegin(); it != cps.rend(); ++it) utf8_append(*it, r);
-    return Value::str(std::move(r));
+    return like(v, Value::str(std::move(r)));
   }
   // reversed(value): an iterator; an iterator (not reversible) becomes a list.
   bool was_gen = v.gen;
@@ -184,19 +191,12 @@ Value f_tojson(Interp&, Value& v, Args& a) {
   return out;
 }
 
-Value f_escape(Interp&, Value& v, Args&) {
+// markupsafe's escape: Markup as it is; anything else str() escaped, as Markup.
+Value f_escape(Interp&, Value& v, Args&) { return markup_escape(v); }
+Value f_forceescape(Interp&, Value& v, Args&) {
   std::string out;
-  for (char c : soft_str(v)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return Value::str(std::move(out));
+  html_escape(to_str(v), out);
+  return markup(std::move(out));
 }
 // jinja2's indent: `s += "\n"` first, so only a string may be indented.
 Value f_indent(Interp&, Value& v, Args& a) {
@@ -219,16 +219,16 @@ Value f_indent(Interp&, Value& v, Args& a) {
     for (std::size_t k = 1; k < lines.size(); ++k) rv += "\n" + (lines[k].empty() ? "" : ind) + lines[k];
   }
   if (first) rv = ind + rv;
-  return Value::str(std::move(rv));
+  return like(v, Value::str(std::move(rv)));
 }
 Value f_format(Interp&, Value& v, Args& a) {
   if (!a.kw.empty() && !a.pos.empty()) throw Error("can't handle positional and keyword arguments at the same time");
   if (!a.kw.empty()) {
     Value d = Value::new_dict();
     for (auto& [k, x] : a.kw) d.dict->set(k, x);
-    return Value::str(percent_format(soft_str(v), d));
+    return binary_op("%", like(v, Value::str(soft_str(v))), d);
   }
-  return Value::str(percent_format(soft_str(v), Value::new_list(a.pos, true)));
+  return binary_op("%", like(v, Value::str(soft_str(v))), Value::new_list(a.pos, true));
 }
 // jinja2's wordcount: the runs of \w (str.isalnum or '_') characters.
 Value f_wordcount(Interp&, Value& v, Args&) {
@@ -247,10 +247,10 @@ Value f_center(Interp&, Value& v, Args& a) {
   if (given(w) && !int_like(w))
     throw Error("'" + std::string(type_name(w)) + "' object cannot be interpreted as an integer");
   int64_t width = given(w) ? as_int(w) : 80, len = static_cast<int64_t>(py_len(s));
-  if (width <= len) return Value::str(s);
+  if (width <= len) return like(v, Value::str(s));
   if (width > (64 << 20)) throw Error("the centered string would pass the output limit");
   std::size_t pad = static_cast<std::size_t>(width - len), left = pad / 2 + (pad & static_cast<std::size_t>(width) & 1);
-  return Value::str(std::string(left, ' ') + s + std::string(pad - left, ' '));
+  return like(v, Value::str(std::string(left, ' ') + s + std::string(pad - left, ' ')));
 }
 // jinja2's attr: Python's getattr only, so a dict's keys are not attributes
 // (a namespace's are), its methods are.
@@ -421,7 +421,7 @@ constexpr NamedFilter kFilters[] = {
     {"round", f_round},
     {"escape", f_escape},
     {"e", f_escape},
-    {"forceescape", f_escape},
+    {"forceescape", f_forceescape},
     {"indent", f_indent},
     {"format", f_format},
     {"wordcount", f_wordcount},

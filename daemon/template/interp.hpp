@@ -214,7 +214,13 @@ Value filter_length(Interp& in, Value& v, Args& a);
 // json.dumps(v, ensure_ascii, indent (null: None), separators, sort_keys).
 std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
                    const std::string* key_sep);
-std::string percent_format(const std::string& fmt, const Value& args);
+// `escape`: Markup's `%`, whose %s, %r and %a fields are HTML-escaped (a
+// Markup argument's %s field is not).
+std::string percent_format(const std::string& fmt, const Value& args, bool escape = false);
+// Markup's `+` (either operand Markup, both str: the other escaped) and
+// `Markup % args` (each argument escaped as markupsafe's helper does):
+// `done` false where neither applies.
+Value markup_binary(char op, const Value& a, const Value& b, bool& done);
 // Python's binary operator `op` (+ - * / // % ** ~) on template values.
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 // Python's comparison `op` (== != < > <= >= in notin) on template values.

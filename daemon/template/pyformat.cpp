@@ -103,7 +103,7 @@ std::string at_index(std::size_t i) { return " at index " + std::to_string(i); }
 
 }  // namespace
 
-std::string percent_format(const std::string& f, const Value& args) {
+std::string percent_format(const std::string& f, const Value& args, bool escape) {
   // CPython: a tuple gives the arguments; a mapping (anything subscriptable
   // but a tuple or a str) may be indexed by %(key)s and need not be used up.
   bool tuple = args.is_list() && args.tuple && !args.gen;
@@ -194,6 +194,11 @@ std::string percent_format(const std::string& f, const Value& args) {
         if (conv == 's') append_str(v, s);
         else if (conv == 'r') append_repr(v, s);
         else s = ascii_repr(v);
+        if (escape && !(conv == 's' && v.is_str() && v.markup)) {
+          std::string e;
+          html_escape(s, e);
+          s = std::move(e);
+        }
         if (sp.prec >= 0 && static_cast<int64_t>(py_len(s)) > sp.prec) {
           std::vector<uint32_t> cps = code_points(s);
           s.clear();

@@ -281,7 +281,46 @@ std::string str_format(const std::string& f, Args& a) {
 
 }  // namespace
 
+namespace {
+
+// Markup's str methods (markupsafe): the same text, Markup again, where
+// the method gives a str (or a list or tuple of them); `replace`'s new
+// text, a fill char, `join`'s items and `format`'s str arguments escaped.
+Value markup_method(const Value& obj, std::string_view name, Args& a) {
+  static constexpr std::string_view kMarked[] = {
+      "capitalize", "title",    "lower",        "upper",        "replace",   "ljust",      "rjust",
+      "lstrip",     "rstrip",   "center",       "strip",        "translate", "expandtabs", "swapcase",
+      "zfill",      "casefold", "removeprefix", "removesuffix", "partition", "rpartition", "format",
+      "join",       "split",    "rsplit",       "splitlines"};
+  if (std::find(std::begin(kMarked), std::end(kMarked), name) == std::end(kMarked)) return str_method(*obj.s, name, a);
+  auto escape_at = [&](std::size_t k) {
+    if (k < a.pos.size() && a.pos[k].is_str()) a.pos[k] = markup_escape(a.pos[k]);
+  };
+  if (name == "replace") escape_at(1);
+  else if (name == "ljust" || name == "rjust" || name == "center") escape_at(1);
+  else if (name == "format") {
+    for (Value& x : a.pos)
+      if (x.is_str()) x = markup_escape(x);
+    for (auto& [k, x] : a.kw)
+      if (x.is_str()) x = markup_escape(x);
+  } else if (name == "join" && !a.pos.empty()) {
+    std::vector<Value> items = iterate(a.pos[0]);
+    for (Value& x : items) x = markup_escape(x);
+    a.pos[0] = Value::new_list(std::move(items));
+  }
+  Value r = str_method(*obj.s, name, a);
+  if (r.is_str()) {
+    r.markup = true;
+  } else if (r.is_list()) {
+    for (Value& x : r.list->items) x.markup = x.is_str();
+  }
+  return r;
+}
+
+}  // namespace
+
 Value str_method(const Value& obj, std::string_view name, Args& a) {
+  if (obj.markup) return markup_method(obj, name, a);
   // strip, lstrip, rstrip that strip nothing: the same str, not a copy.
   if (name.size() <= 6 && name.ends_with("strip")) {
     const std::string& s = *obj.s;

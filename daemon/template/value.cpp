@@ -430,7 +430,11 @@ struct ReprEnter {
 
 void append_repr(const Value& v, std::string& out) {
   switch (v.kind) {
-    case Kind::kStr: py_repr(*v.s, out); return;
+    case Kind::kStr:
+      if (v.markup) out += "Markup(";
+      py_repr(*v.s, out);
+      if (v.markup) out += ')';
+      return;
     case Kind::kList: {
       if (v.gen) {
         out += "<generator object>";
@@ -549,6 +553,33 @@ std::string_view key_json(std::string_view key) {
   if (key.empty() || key[0] != '\x01') return key;
   if (key.size() > 1 && key[1] == 'n') return "null";
   return key.substr(std::min<std::size_t>(2, key.size()));
+}
+
+void html_escape(std::string_view s, std::string& out) {
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+}
+
+Value markup(std::string s) {
+  Value v = Value::str(std::move(s));
+  v.markup = true;
+  return v;
+}
+
+Value markup_escape(const Value& v) {
+  if (v.is_str() && v.markup) return v;
+  std::string out;
+  if (v.is_str()) html_escape(*v.s, out);
+  else html_escape(to_str(v), out);
+  return markup(std::move(out));
 }
 
 }  // namespace tokfeed::tmpl

@@ -194,6 +194,10 @@ struct Value {
   bool ns = false;     // a dict that is a namespace() (attribute assignment allowed)
   bool gen = false;    // a list that is a Python iterator (map, select, ...): truthy, no len, used up once iterated
   uint8_t view = 0;    // a list that is a dict view: 1 dict_keys, 2 dict_values, 3 dict_items (no index, no JSON)
+  // A str that is markupsafe's Markup (the `safe` and `escape` filters'):
+  // `+`, `%`, `*` and its str methods keep it Markup and escape the plain
+  // str operands and arguments they take in (value.cpp, markup_*).
+  bool markup = false;
   union {
     bool b;
     int64_t i;
@@ -210,16 +214,17 @@ struct Value {
   };
 
   Value() noexcept : i(0), s() {}
-  Value(const Value& o) noexcept : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), i(o.i), s(o.s) {}
+  Value(const Value& o) noexcept
+      : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), markup(o.markup), i(o.i), s(o.s) {}
   Value(Value&& o) noexcept
-      : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), i(o.i), s(std::move(o.s)) {}
+      : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), markup(o.markup), i(o.i), s(std::move(o.s)) {}
   Value& operator=(const Value& o) noexcept {
-    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, i = o.i;
+    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, markup = o.markup, i = o.i;
     s = o.s;  // whichever object o holds: every reference member is a RefBase
     return *this;
   }
   Value& operator=(Value&& o) noexcept {
-    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, i = o.i;
+    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, markup = o.markup, i = o.i;
     s = std::move(o.s);
     return *this;
   }
@@ -348,6 +353,12 @@ struct FuncObj : RefCounted {
 // recursion limit): deeper is an error, never a crash.
 constexpr int kMaxNesting = 1000;
 
+// markupsafe's escape(): & < > " ' as HTML entities, appended to `out`.
+void html_escape(std::string_view s, std::string& out);
+// Markup(s): the str `s` marked.
+Value markup(std::string s);
+// Markup.escape(v): `v` itself when it is Markup, else its str() escaped.
+Value markup_escape(const Value& v);
 // Python's type name, as errors name it.
 std::string_view type_name(const Value& v) noexcept;
 bool truthy(const Value& v) noexcept;
