@@ -2,6 +2,7 @@
 // (docs/data_model.md section 1.2).
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "template/budget.hpp"
@@ -112,6 +113,11 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
   }
   if (role == "tool_response" || role == "observation") role = "tool";
   if (const Value* r = m.dict->find("role"); !(r && r->is_str() && *r->s == role)) m.dict->set("role", str(role));
+  // transformers' _normalize_chat_messages: a key whose value is null is no
+  // key (`"content": null` beside tool calls is an undefined content).
+  auto& items = m.dict->items;
+  items.erase(std::remove_if(items.begin(), items.end(), [](const auto& kv) { return kv.second.is_none(); }),
+              items.end());
   placeholders(m, rules);
   add_aliased(m, out);
   return {};

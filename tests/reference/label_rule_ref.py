@@ -151,7 +151,9 @@ class Template:
 
     def render(self, msgs, tools, gen, pieces=None):
         """The text; `pieces` (a list) receives (begin, end, message index or None) in characters."""
-        chat = ctu._alias_reasoning_fields(ctu._plain_template_data(msgs))
+        # As apply_chat_template prepares them: null-valued keys dropped,
+        # plain JSON data, reasoning aliased.
+        chat = ctu._alias_reasoning_fields(ctu._plain_template_data(ctu._normalize_chat_messages(msgs)))
         self.prov.index = {id(m): i for i, m in enumerate(chat)}
         self.prov.stack = []
         self.prov.seen = set()

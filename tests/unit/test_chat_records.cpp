@@ -199,3 +199,23 @@ TEST_CASE("records: values still held keep their contents while later records re
   REQUIRE(held.size() > 100);
   for (const Held& h : held) CHECK(repr(h.part) == h.was);
 }
+
+TEST_CASE("records: a message key whose value is null is left out, as transformers' chat normalization does") {
+  text::RecordRules rules;
+  Mapped m = map(R"({"messages": [{"role": "user", "content": "q", "name": null},
+                     {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": null,
+                      "function": {"name": "f", "arguments": "{}"}}]}]})",
+                 rules);
+  REQUIRE(m.reason.empty());
+  const auto& msgs = m.messages.list->items;
+  REQUIRE(msgs.size() == 2);
+  CHECK(msgs[0].dict->items.size() == 2);
+  CHECK(msgs[0].dict->find("name") == nullptr);
+  CHECK(msgs[1].dict->find("content") == nullptr);
+  // Only the message's own keys: a null inside a tool call stays.
+  const Value* calls = msgs[1].dict->find("tool_calls");
+  REQUIRE((calls && calls->is_list()));
+  const Value* id = calls->list->items[0].dict->find("id");
+  REQUIRE(id != nullptr);
+  CHECK(id->is_none());
+}
