@@ -63,6 +63,9 @@ Value f_round(Interp&, Value& v, Args& a) {
   int64_t prec = given(p) ? as_int(p) : 0;
   double x = as_double(v), scale = std::pow(10.0, static_cast<double>(prec));
   if (method != "common") {
+    // An int times 10**p (p >= 0) is exact in Python, and so is its floor:
+    // the quotient is the int itself, correctly rounded to a float.
+    if (int_like(v) && prec >= 0) return Value::real(static_cast<double>(as_int(v)));
     // math.ceil/floor give an int (no -0.0), which `/` turns into a float.
     double r = method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale);
     if (!std::isfinite(r))
