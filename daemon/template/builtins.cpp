@@ -34,6 +34,16 @@ Value get_attr(const Value& obj, std::string_view name) {
     case Kind::kList:
       if (has_method(obj, name)) return method_attr(obj, name);
       return Value::undefined(std::string(name));
+    case Kind::kInt:
+    case Kind::kBool:  // Python's int (and bool) data attributes
+      if (name == "real" || name == "numerator") return Value::integer(as_int(obj));
+      if (name == "imag") return Value::integer(0);
+      if (name == "denominator") return Value::integer(1);
+      return Value::undefined(std::string(name));
+    case Kind::kFloat:
+      if (name == "real") return obj;
+      if (name == "imag") return Value::real(0.0);
+      return Value::undefined(std::string(name));
     default: return Value::undefined(std::string(name));
   }
 }

@@ -215,6 +215,18 @@ Value filter_length(Interp& in, Value& v, Args& a);
 std::string tojson(const Value& v, bool ascii, const std::string* indent, bool sort_keys, const std::string* item_sep,
                    const std::string* key_sep);
 std::string percent_format(const std::string& fmt, const Value& args);
+// C's printf of the finite |d| in conversion `conv` (e E f F g G) with
+// `prec` digits and `#` when `alt`: what CPython's float formatting gives.
+std::string float_digits(double d, char conv, int prec, bool alt);
+// Python's ascii(v): its repr with every non-ASCII code point escaped.
+std::string ascii_repr(const Value& v);
+// Python's format(v, spec): the format mini-language of int, bool, float
+// and str; other values take an empty spec alone (strformat.cpp).
+std::string format_value(const Value& v, std::string_view spec);
+// s.format(*args, **kwargs), or s.format_map(args.pos[0]) where `map`, as
+// jinja2's sandbox runs them: string.Formatter's fields, with attributes and
+// items looked up as the template's `.` and `[]` do.
+std::string str_format(const std::string& s, const Args& args, bool map);
 // Python's binary operator `op` (+ - * / // % ** ~) on template values.
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 // Python's comparison `op` (== != < > <= >= in notin) on template values.

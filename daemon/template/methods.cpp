@@ -30,12 +30,12 @@ class NameSet {
 };
 
 constexpr std::string_view kStrNames[] = {
-    "strip",        "lstrip",    "rstrip",     "split",        "rsplit",       "splitlines", "startswith", "endswith",
-    "upper",        "lower",     "title",      "capitalize",   "replace",      "find",       "rfind",      "index",
-    "rindex",       "count",     "join",       "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
-    "islower",      "partition", "rpartition", "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
-    "isnumeric",    "isdecimal", "swapcase",   "center",       "ljust",        "rjust",      "expandtabs", "istitle",
-    "isidentifier", "isascii",   "isprintable"};
+    "strip",        "lstrip",    "rstrip",      "split",        "rsplit",       "splitlines", "startswith", "endswith",
+    "upper",        "lower",     "title",       "capitalize",   "replace",      "find",       "rfind",      "index",
+    "rindex",       "count",     "join",        "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
+    "islower",      "partition", "rpartition",  "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
+    "isnumeric",    "isdecimal", "swapcase",    "center",       "ljust",        "rjust",      "expandtabs", "istitle",
+    "isidentifier", "isascii",   "isprintable", "format_map"};
 constexpr std::string_view kDictNames[] = {"get", "items", "keys", "values", "copy"};
 constexpr std::string_view kDictUnsafeNames[] = {"pop", "update", "setdefault", "clear", "popitem"};
 constexpr std::string_view kDictAllNames[] = {"get", "items",  "keys",       "values", "copy",

@@ -205,7 +205,10 @@ class Gen:
         if k == 26:
             return self.filt("str", s(), "format", *[self.e("any", d) for _ in range(r.randint(0, 2))])
         if k == 27:
-            return self.call("str", lit_str(r, r.choice(["{}-{}", "{0}{1}{0}", "{} ", "x{}y", "{a}", "{{}}{}"])), "format", self.e("any", d), self.e("any", d))
+            if r.random() < 0.15:
+                return self.call("str", lit_str(r, r.choice(["{a}", "{role}-{content!r:>9}", "{a:^7}", "{0}"])), "format_map", self.e("dict", d))
+            fmt = r.choice(["{}-{}", "{0}{1}{0}", "{} ", "x{}y", "{a}", "{{}}{}"]) if r.random() < 0.3 else self.brace_format()
+            return self.call("str", lit_str(r, fmt), "format", self.e("any", d), self.e(r.choice(["any", "int", "num", "str"]), d))
         if k == 28:
             return self.filt("str", self.filt("list", self.e("list", d), "map", r.choice(["'upper'", "'lower'", "'trim'", "'title'", "'capitalize'"])), "join", L())
         if k == 29:
@@ -243,6 +246,44 @@ class Gen:
         if k == 45:
             return self.N("str", "('%s' | format(", self.e("any", d), "))")
         return self.N("str", "strftime_now(", lit_str(r, r.choice(["%Y-%m-%d", "%d %b %Y", "%A", "%B %-d"])), ")")
+
+    def format_spec(self):
+        """A random str.format spec: [[fill]align][sign][#][0][width][,|_][.prec][type]."""
+        r = self.r
+        s = ""
+        if r.random() < 0.3:
+            s += r.choice(["", "*", "0", "ß"]) + r.choice("<>^=")
+        if r.random() < 0.3:
+            s += r.choice("+- ")
+        if r.random() < 0.15:
+            s += "#"
+        if r.random() < 0.2:
+            s += "0"
+        if r.random() < 0.5:
+            s += r.choice(["3", "8", "12"])
+        if r.random() < 0.2:
+            s += r.choice([",", "_"])
+        if r.random() < 0.3:
+            s += r.choice([".0", ".2", ".5"])
+        if r.random() < 0.6:
+            s += r.choice("sdbxXcefgG%n")
+        return s
+
+    def brace_format(self):
+        """A str.format string: auto or manual fields, conversions, specs (one nested)."""
+        r = self.r
+        manual = r.random() < 0.4
+        parts = []
+        for _ in range(r.randint(1, 3)):
+            name = str(r.randint(0, 1)) if manual else ""
+            if r.random() < 0.1:
+                name += r.choice(["[0]", ".role", "[role]", "[1]"])
+            conv = r.choice(["", "", "", "!r", "!s", "!a"])
+            spec = ""
+            if r.random() < 0.7:
+                spec = ":" + (self.format_spec() if r.random() < 0.9 else ">{" + ("1" if manual else "") + "}")
+            parts.append(r.choice(["", "x", "ß", "{{", "}}"]) + "{" + name + conv + spec + "}")
+        return "".join(parts)
 
     def pct_format(self):
         r = self.r
