@@ -33,6 +33,10 @@ Value get_attr(const Value& obj, std::string_view name) {
     case Kind::kStr:
     case Kind::kList:
       if (has_method(obj, name)) return method_attr(obj, name);
+      if (obj.is_range()) {
+        int k = name == "start" ? 0 : name == "stop" ? 1 : name == "step" ? 2 : -1;
+        if (k >= 0) return Value::integer(obj.list->range[k]);
+      }
       return Value::undefined(std::string(name));
     case Kind::kInt:
     case Kind::kBool:  // Python's int (and bool) data attributes
@@ -62,7 +66,7 @@ Value get_item(const Value& obj, const Value& key) {
       }
       return Value::undefined();
     case Kind::kList:
-      if (obj.gen || obj.view) return Value::undefined();
+      if (obj.gen || (obj.view && !obj.is_range())) return Value::undefined();
       if (int_like(key)) {
         int64_t i = as_int(key), n = static_cast<int64_t>(obj.list->items.size());
         if (i < 0) i += n;
@@ -91,7 +95,7 @@ Value get_item(const Value& obj, const Value& key) {
 void require_hashable(const Value& v) {
   if (v.is_list() && v.tuple) {
     for (const Value& x : v.list->items) require_hashable(x);
-  } else if ((v.is_list() && !v.gen) || (v.is_dict() && !v.ns)) {
+  } else if ((v.is_list() && !v.gen && !v.is_range()) || (v.is_dict() && !v.ns)) {
     throw Error("unhashable type: '" + std::string(type_name(v)) + "'");
   }
 }
@@ -258,6 +262,22 @@ std::string tojson(const Value& v, bool ascii, const std::string* indent, bool s
   return out;
 }
 
+namespace {}  // namespace
+
+Value make_range(int64_t start, int64_t stop, int64_t step, Interp* in) {
+  std::vector<Value> out;
+  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+    if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    out.push_back(Value::integer(k));
+    if (in && (out.size() & 63) == 0) in->step(in->pos);  // building a long range costs steps too
+    if (k > 0 ? step > INT64_MAX - k : step < INT64_MIN - k) break;
+  }
+  Value r = Value::new_list(std::move(out));
+  r.view = kRangeView;
+  r.list->range[0] = start, r.list->range[1] = stop, r.list->range[2] = step;
+  return r;
+}
+
 namespace {
 
 Value fn_range(Interp& in, Args& a) {
@@ -269,13 +289,7 @@ Value fn_range(Interp& in, Args& a) {
   else start = as_int(a.pos[0]), stop = as_int(a.pos[1]);
   if (a.pos.size() == 3) step = as_int(a.pos[2]);
   if (step == 0) throw Error("range() arg 3 must not be zero");
-  std::vector<Value> out;
-  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-    if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-    out.push_back(Value::integer(k));
-    if ((out.size() & 63) == 0) in.step(in.pos);  // building a long range costs steps too
-  }
-  return Value::new_list(std::move(out));
+  return make_range(start, stop, step, &in);
 }
 
 Value fn_namespace(Interp&, Args& a) {

@@ -199,6 +199,9 @@ bool unsafe_method(const Value& obj, std::string_view name);
 // obj.name read as an attribute where has_method(obj, name): the bound
 // method, or undefined for an unsafe one.
 Value method_attr(const Value& obj, std::string_view name);
+// range(start, stop, step) (step != 0) as the sandbox caps it; its length
+// costs steps of `in` where given.
+Value make_range(int64_t start, int64_t stop, int64_t step, Interp* in);
 // Python semantics shared by filters and the evaluator.
 Value get_item(const Value& obj, const Value& key);
 Value get_attr(const Value& obj, std::string_view name);

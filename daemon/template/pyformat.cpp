@@ -111,7 +111,7 @@ std::string percent_format(const std::string& f, const Value& args) {
   // CPython: a tuple gives the arguments; a mapping (anything subscriptable
   // but a tuple or a str) may be indexed by %(key)s and need not be used up.
   bool tuple = args.is_list() && args.tuple && !args.gen;
-  bool mapping = !tuple && (args.is_seq() || (args.is_dict() && !args.ns) || args.is_undefined());
+  bool mapping = !tuple && (args.is_seq() || args.is_range() || (args.is_dict() && !args.ns) || args.is_undefined());
   const std::vector<Value>* items = tuple ? &args.list->items : nullptr;
   std::size_t next = 0;
   bool single_used = false;

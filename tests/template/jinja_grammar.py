@@ -430,7 +430,8 @@ class Gen:
         if k == 7:
             return self.filt("list", self.e("dict", d), "dictsort", *r.choice([[], ["true"], ["by='value'"], ["reverse=true"]]))
         if k == 8:
-            return self.N("list", "range(", *self.join_nodes([self.e("int", 3) for _ in range(r.randint(1, 3))]), ")|list")
+            rng = self.N("list", "range(", *self.join_nodes([self.e("int", 3) for _ in range(r.randint(1, 3))]), ")")
+            return r.choice([self.N("list", rng, "|list"), rng, self.N("list", rng, "[", r.choice(["1:", "::-1", "::2", ":-1"]), "]")])
         if k == 9:
             return self.N("list", "(", L(), ")[", r.choice(["1:", ":2", "::-1", "-2:", "1:-1", "::2", ":"]), "]")
         if k == 10:
@@ -613,7 +614,7 @@ class Gen:
         parts = [self.tag_split(head, src, *cond)]
         body = self.body(depth + 1)
         if r.random() < 0.5:
-            body.insert(r.randint(0, len(body)), self.N("stmt", "{{ ", r.choice(["loop.index", "loop.first", "loop.last", "loop.revindex0", "loop.length", "loop.previtem", "loop.nextitem", "loop.cycle('a', 'b')", "loop.index0", "loop.depth0"]), " }}"))
+            body.insert(r.randint(0, len(body)), self.N("stmt", "{{ ", r.choice(["loop.index", "loop.first", "loop.last", "loop.revindex0", "loop.length", "loop.previtem", "loop.nextitem", "loop.cycle('a', 'b')", "loop.index0", "loop.depth0", f"loop.changed({var})", f"loop.changed({var}, loop.first)"]), " }}"))
         parts += body
         self.in_loop -= 1
         self.loopvars.pop()
