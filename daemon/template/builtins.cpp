@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
+#include "template/resume.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -37,6 +39,8 @@ Value get_attr(const Value& obj, std::string_view name) {
         int k = name == "start" ? 0 : name == "stop" ? 1 : name == "step" ? 2 : -1;
         if (k >= 0) return Value::integer(obj.list->range[k]);
       }
+      if (obj.tuple && obj.list->group && (name == "grouper" || name == "list"))
+        return obj.list->items[name == "grouper" ? 0 : 1];
       return Value::undefined(std::string(name));
     case Kind::kInt:
     case Kind::kBool:  // Python's int (and bool) data attributes
@@ -333,17 +337,81 @@ Value fn_strftime(Interp& in, Args& a) {
   return Value::str(std::string(buf, n));
 }
 
+// A cycler or joiner changed state: what a resume point cannot restore
+// (resume.hpp), so every prefix not yet passed is rendered in full.
+void spoil_resume(Interp& in) {
+  if (in.track && in.track->watching) in.track->spoil_now(static_cast<int64_t>(in.track->n));
+}
+
+// jinja2's cycler(*items): an object (a namespace the template cannot
+// assign to) with `items`, `pos`, `current`, `next()` and `reset()`. Its
+// methods hold it: the render empties it at its end (Interp::namespaces).
+Value fn_cycler(Interp& in, Args& a) {
+  if (!a.kw.empty()) throw Error("Cycler.__init__() got an unexpected keyword argument '" + a.kw[0].first + "'");
+  if (a.pos.empty()) throw Error("at least one item has to be provided");
+  Value c = Value::new_dict();
+  c.ns = true;
+  c.view = kCyclerView;
+  Ref<DictObj> self = c.dict;
+  self->set("items", Value::new_list(a.pos, true));
+  self->set("pos", Value::integer(0));
+  self->set("current", a.pos[0]);
+  auto move_to = [](DictObj& d, int64_t pos) {
+    const Value& items = *d.find("items");
+    d.set("pos", Value::integer(pos));
+    d.set("current", items.list->items[static_cast<std::size_t>(pos)]);
+  };
+  self->set("next", Value::func("next", [self, move_to](Interp& in2, Args& args) -> Value {
+              if (!args.pos.empty() || !args.kw.empty()) throw Error("Cycler.next() takes 1 positional argument");
+              spoil_resume(in2);
+              Value rv = *self->find("current");
+              int64_t n = static_cast<int64_t>(self->find("items")->list->items.size());
+              move_to(*self, (self->find("pos")->i + 1) % n);
+              return rv;
+            }));
+  self->set("reset", Value::func("reset", [self, move_to](Interp& in2, Args& args) -> Value {
+              if (!args.pos.empty() || !args.kw.empty()) throw Error("Cycler.reset() takes 1 positional argument");
+              spoil_resume(in2);
+              move_to(*self, 0);
+              return Value::none();
+            }));
+  in.namespaces.push_back(self);
+  return c;
+}
+
+// jinja2's joiner(sep=", "): a function giving "" the first time, then sep.
+Value fn_joiner(Interp&, Args& a) {
+  Value sep = Value::str(", ");
+  if (a.pos.size() + a.kw.size() > 1) throw Error("Joiner.__init__() takes from 1 to 2 positional arguments");
+  if (!a.pos.empty()) sep = a.pos[0];
+  for (auto& [k, v] : a.kw) {
+    if (k != "sep") throw Error("Joiner.__init__() got an unexpected keyword argument '" + k + "'");
+    sep = v;
+  }
+  auto used = std::make_shared<bool>(false);
+  return Value::func("joiner", [sep, used](Interp& in, Args& args) -> Value {
+    if (!args.pos.empty() || !args.kw.empty()) throw Error("Joiner.__call__() takes 1 positional argument");
+    spoil_resume(in);
+    if (*used) return sep;
+    *used = true;
+    return Value::str("");
+  });
+}
+
 }  // namespace
 
 Value global_function(std::string_view name) {
   static const Value range = Value::func("range", fn_range), ns = Value::func("namespace", fn_namespace),
                      dict = Value::func("dict", fn_dict), raise = Value::func("raise_exception", fn_raise),
-                     strf = Value::func("strftime_now", fn_strftime);
+                     strf = Value::func("strftime_now", fn_strftime), cycler = Value::func("cycler", fn_cycler),
+                     joiner = Value::func("joiner", fn_joiner);
   if (name == "range") return range;
   if (name == "namespace") return ns;
   if (name == "dict") return dict;
   if (name == "raise_exception") return raise;
   if (name == "strftime_now") return strf;
+  if (name == "cycler") return cycler;
+  if (name == "joiner") return joiner;
   return Value::undefined();
 }
 

@@ -399,7 +399,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         }
         if (!s.text.empty()) {
           Value obj = in.lookup(s.targets[0]);
-          if (!(obj.is_dict() && obj.ns))
+          if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);

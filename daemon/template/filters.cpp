@@ -439,6 +439,11 @@ constexpr NamedFilter kFilters[] = {
     {"truncate", f_truncate},
     {"batch", f_batch},
     {"slice", f_slice},
+    {"groupby", f_groupby},
+    {"filesizeformat", f_filesizeformat},
+    {"xmlattr", f_xmlattr},
+    {"urlencode", f_urlencode},
+    {"striptags", f_striptags},
 };
 
 }  // namespace

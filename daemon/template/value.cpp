@@ -82,6 +82,7 @@ class Recycler {
         const std::size_t cap = o->items.capacity() * sizeof(Value);
         if (cap > kMaxBuffer) return false;
         o->items.clear();  // keeps what the items held, where it may
+        o->group = false;
         if (t.count >= kMaxObjects || t.bytes + cap > kMaxBytes) return false;
         open(t);
         t.lists.push(o);
@@ -474,6 +475,10 @@ void append_repr(const Value& v, std::string& out) {
       return;
     }
     case Kind::kDict: {
+      if (v.ns && v.view == kCyclerView) {
+        out += "<jinja2.utils.Cycler object>";
+        return;
+      }
       if (v.ns) out += "<Namespace ";
       ReprEnter guard(v.dict.get());
       if (guard.again) {

@@ -188,7 +188,8 @@ struct Args {
   std::vector<std::pair<std::string, Value>> kw;
 };
 
-constexpr uint8_t kRangeView = 4;  // Value::view of a range
+constexpr uint8_t kRangeView = 4;   // Value::view of a range
+constexpr uint8_t kCyclerView = 1;  // Value::view of a namespace that is a cycler() (no attribute assignment)
 
 struct Value {
   Kind kind = Kind::kUndefined;
@@ -285,6 +286,9 @@ struct ListObj : RefCounted {
   ListObj() noexcept : RefCounted(Type::kList) {}
   std::vector<Value> items;
   int64_t range[3] = {0, 0, 1};  // a range's start, stop, step (Value::view == kRangeView)
+  // A groupby item (jinja2's _GroupTuple): a 2-tuple whose items are also
+  // its attributes `grouper` and `list`.
+  bool group = false;
 };
 
 // An insertion-ordered dict with string keys (what JSON and templates build).

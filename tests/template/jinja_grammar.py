@@ -118,7 +118,13 @@ class Gen:
         i = lambda: self.e("int", d)  # noqa: E731
         small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
         L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
-        k = r.randint(0, 58)
+        k = r.randint(0, 61)
+        if k == 59:
+            return self.filt("str", self.e(r.choice(["int", "num", "str"]), d), "filesizeformat", *r.choice([[], ["true"], ["binary=false"]]))
+        if k == 60:
+            return self.filt("str", self.e(r.choice(["str", "dict", "list", "any"]), d), r.choice(["urlencode", "striptags"]))
+        if k == 61:
+            return self.filt("str", self.e("dict", d), "xmlattr", *r.choice([[], ["false"]]))
         if k == 47:
             return self.N("str", "(", s(), ").", r.choice(["find", "rfind", "count", "index"]), "(", L(), ", ", small(), *([", ", small()] if r.random() < 0.5 else []), ")|string")
         if k == 48:
@@ -412,7 +418,11 @@ class Gen:
     def e_list(self, d):
         r = self.r
         L = lambda: self.e("list", d)  # noqa: E731
-        k = r.randint(0, 24)
+        k = r.randint(0, 25)
+        if k == 25:
+            g = self.filt("list", r.choice(["messages", "zs", L()]), "groupby", *r.choice([["'role'"], ["'content'"], ["attribute='role', case_sensitive=true"], ["'missing', 'z'"], ["0"]]))
+            return r.choice([g, self.filt("list", self.filt("list", g, "map", "attribute='grouper'"), "list"),
+                             self.filt("list", self.filt("list", self.filt("list", g, "map", "attribute='list'"), "map", "'length'"), "list")])
         if k == 0:
             return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"]])), "list")
         if k == 1:
