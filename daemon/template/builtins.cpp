@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
+#include "template/resume.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -33,6 +35,22 @@ Value get_attr(const Value& obj, std::string_view name) {
     case Kind::kStr:
     case Kind::kList:
       if (has_method(obj, name)) return method_attr(obj, name);
+      if (obj.is_range()) {
+        int k = name == "start" ? 0 : name == "stop" ? 1 : name == "step" ? 2 : -1;
+        if (k >= 0) return Value::integer(obj.list->range[k]);
+      }
+      if (obj.tuple && obj.list->group && (name == "grouper" || name == "list"))
+        return obj.list->items[name == "grouper" ? 0 : 1];
+      return Value::undefined(std::string(name));
+    case Kind::kInt:
+    case Kind::kBool:  // Python's int (and bool) data attributes
+      if (name == "real" || name == "numerator") return Value::integer(as_int(obj));
+      if (name == "imag") return Value::integer(0);
+      if (name == "denominator") return Value::integer(1);
+      return Value::undefined(std::string(name));
+    case Kind::kFloat:
+      if (name == "real") return obj;
+      if (name == "imag") return Value::real(0.0);
       return Value::undefined(std::string(name));
     default: return Value::undefined(std::string(name));
   }
@@ -52,7 +70,7 @@ Value get_item(const Value& obj, const Value& key) {
       }
       return Value::undefined();
     case Kind::kList:
-      if (obj.gen || obj.view) return Value::undefined();
+      if (obj.gen || (obj.view && !obj.is_range())) return Value::undefined();
       if (int_like(key)) {
         int64_t i = as_int(key), n = static_cast<int64_t>(obj.list->items.size());
         if (i < 0) i += n;
@@ -81,7 +99,7 @@ Value get_item(const Value& obj, const Value& key) {
 void require_hashable(const Value& v) {
   if (v.is_list() && v.tuple) {
     for (const Value& x : v.list->items) require_hashable(x);
-  } else if ((v.is_list() && !v.gen) || (v.is_dict() && !v.ns)) {
+  } else if ((v.is_list() && !v.gen && !v.is_range()) || (v.is_dict() && !v.ns)) {
     throw Error("unhashable type: '" + std::string(type_name(v)) + "'");
   }
 }
@@ -248,6 +266,22 @@ std::string tojson(const Value& v, bool ascii, const std::string* indent, bool s
   return out;
 }
 
+namespace {}  // namespace
+
+Value make_range(int64_t start, int64_t stop, int64_t step, Interp* in) {
+  std::vector<Value> out;
+  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+    if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    out.push_back(Value::integer(k));
+    if (in && (out.size() & 63) == 0) in->step(in->pos);  // building a long range costs steps too
+    if (k > 0 ? step > INT64_MAX - k : step < INT64_MIN - k) break;
+  }
+  Value r = Value::new_list(std::move(out));
+  r.view = kRangeView;
+  r.list->range[0] = start, r.list->range[1] = stop, r.list->range[2] = step;
+  return r;
+}
+
 namespace {
 
 Value fn_range(Interp& in, Args& a) {
@@ -259,13 +293,7 @@ Value fn_range(Interp& in, Args& a) {
   else start = as_int(a.pos[0]), stop = as_int(a.pos[1]);
   if (a.pos.size() == 3) step = as_int(a.pos[2]);
   if (step == 0) throw Error("range() arg 3 must not be zero");
-  std::vector<Value> out;
-  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-    if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-    out.push_back(Value::integer(k));
-    if ((out.size() & 63) == 0) in.step(in.pos);  // building a long range costs steps too
-  }
-  return Value::new_list(std::move(out));
+  return make_range(start, stop, step, &in);
 }
 
 Value fn_namespace(Interp&, Args& a) {
@@ -309,17 +337,81 @@ Value fn_strftime(Interp& in, Args& a) {
   return Value::str(std::string(buf, n));
 }
 
+// A cycler or joiner changed state: what a resume point cannot restore
+// (resume.hpp), so every prefix not yet passed is rendered in full.
+void spoil_resume(Interp& in) {
+  if (in.track && in.track->watching) in.track->spoil_now(static_cast<int64_t>(in.track->n));
+}
+
+// jinja2's cycler(*items): an object (a namespace the template cannot
+// assign to) with `items`, `pos`, `current`, `next()` and `reset()`. Its
+// methods hold it: the render empties it at its end (Interp::namespaces).
+Value fn_cycler(Interp& in, Args& a) {
+  if (!a.kw.empty()) throw Error("Cycler.__init__() got an unexpected keyword argument '" + a.kw[0].first + "'");
+  if (a.pos.empty()) throw Error("at least one item has to be provided");
+  Value c = Value::new_dict();
+  c.ns = true;
+  c.view = kCyclerView;
+  Ref<DictObj> self = c.dict;
+  self->set("items", Value::new_list(a.pos, true));
+  self->set("pos", Value::integer(0));
+  self->set("current", a.pos[0]);
+  auto move_to = [](DictObj& d, int64_t pos) {
+    const Value& items = *d.find("items");
+    d.set("pos", Value::integer(pos));
+    d.set("current", items.list->items[static_cast<std::size_t>(pos)]);
+  };
+  self->set("next", Value::func("next", [self, move_to](Interp& in2, Args& args) -> Value {
+              if (!args.pos.empty() || !args.kw.empty()) throw Error("Cycler.next() takes 1 positional argument");
+              spoil_resume(in2);
+              Value rv = *self->find("current");
+              int64_t n = static_cast<int64_t>(self->find("items")->list->items.size());
+              move_to(*self, (self->find("pos")->i + 1) % n);
+              return rv;
+            }));
+  self->set("reset", Value::func("reset", [self, move_to](Interp& in2, Args& args) -> Value {
+              if (!args.pos.empty() || !args.kw.empty()) throw Error("Cycler.reset() takes 1 positional argument");
+              spoil_resume(in2);
+              move_to(*self, 0);
+              return Value::none();
+            }));
+  in.namespaces.push_back(self);
+  return c;
+}
+
+// jinja2's joiner(sep=", "): a function giving "" the first time, then sep.
+Value fn_joiner(Interp&, Args& a) {
+  Value sep = Value::str(", ");
+  if (a.pos.size() + a.kw.size() > 1) throw Error("Joiner.__init__() takes from 1 to 2 positional arguments");
+  if (!a.pos.empty()) sep = a.pos[0];
+  for (auto& [k, v] : a.kw) {
+    if (k != "sep") throw Error("Joiner.__init__() got an unexpected keyword argument '" + k + "'");
+    sep = v;
+  }
+  auto used = std::make_shared<bool>(false);
+  return Value::func("joiner", [sep, used](Interp& in, Args& args) -> Value {
+    if (!args.pos.empty() || !args.kw.empty()) throw Error("Joiner.__call__() takes 1 positional argument");
+    spoil_resume(in);
+    if (*used) return sep;
+    *used = true;
+    return Value::str("");
+  });
+}
+
 }  // namespace
 
 Value global_function(std::string_view name) {
   static const Value range = Value::func("range", fn_range), ns = Value::func("namespace", fn_namespace),
                      dict = Value::func("dict", fn_dict), raise = Value::func("raise_exception", fn_raise),
-                     strf = Value::func("strftime_now", fn_strftime);
+                     strf = Value::func("strftime_now", fn_strftime), cycler = Value::func("cycler", fn_cycler),
+                     joiner = Value::func("joiner", fn_joiner);
   if (name == "range") return range;
   if (name == "namespace") return ns;
   if (name == "dict") return dict;
   if (name == "raise_exception") return raise;
   if (name == "strftime_now") return strf;
+  if (name == "cycler") return cycler;
+  if (name == "joiner") return joiner;
   return Value::undefined();
 }
 

@@ -178,14 +178,15 @@ bool compare(const std::string& op, const Value& a, const Value& b) {
   return op.size() == 1 ? less(b, a) : !less(a, b);  // > >=
 }
 
-// Python's slice indices for a sequence of `n` items.
-std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step) {
+// Python's slice.indices(n): the first index, the end and the step.
+void slice_bounds(int64_t n, const Value& start, const Value& stop, const Value& step, int64_t& b, int64_t& e,
+                  int64_t& st) {
   auto num = [](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.is_none() || v.is_undefined()) return std::nullopt;
     if (!int_like(v)) throw Error(std::string("slice ") + what + " must be an integer or None");
     return as_int(v);
   };
-  int64_t st = num(step, "step").value_or(1);
+  st = num(step, "step").value_or(1);
   if (st == 0) throw Error("slice step cannot be zero");
   auto clamp = [&](std::optional<int64_t> x, int64_t dflt) {
     if (!x) return dflt;
@@ -194,8 +195,14 @@ std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Valu
     if (st > 0) return std::clamp<int64_t>(v, 0, n);
     return std::clamp<int64_t>(v, -1, n - 1);
   };
-  int64_t b = clamp(num(start, "start"), st > 0 ? 0 : n - 1);
-  int64_t e = clamp(num(stop, "stop"), st > 0 ? n : -1);
+  b = clamp(num(start, "start"), st > 0 ? 0 : n - 1);
+  e = clamp(num(stop, "stop"), st > 0 ? n : -1);
+}
+
+// Python's slice indices for a sequence of `n` items.
+std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step) {
+  int64_t b, e, st;
+  slice_bounds(n, start, stop, step, b, e, st);
   std::vector<std::size_t> idx;
   if (st > 0)
     for (int64_t k = b; k < e; k += st) idx.push_back(static_cast<std::size_t>(k));
@@ -209,7 +216,8 @@ std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Valu
 Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
   check_defined(obj);
   if (obj.is_dict() && !obj.ns) throw Error("unhashable type: 'slice'");
-  if (!obj.is_str() && !obj.is_seq()) throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
+  if (!obj.is_str() && !obj.is_seq() && !obj.is_range())
+    throw Error("'" + std::string(type_name(obj)) + "' object is not subscriptable");
   for (const Value* v : {&a, &b, &c})
     if (!v->is_none() && !int_like(*v))
       throw Error("slice indices must be integers or None or have an __index__ method");
@@ -228,6 +236,12 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     std::string r;
     for (std::size_t k : slice_indices(static_cast<int64_t>(cps.size()), a, b, c)) utf8_append(cps[k], r);
     return obj.markup ? markup(std::move(r)) : Value::str(std::move(r));
+  }
+  if (obj.is_range()) {  // range(start + b*step, start + e*step, step*st)
+    int64_t lo, hi, st;
+    slice_bounds(static_cast<int64_t>(obj.list->items.size()), a, b, c, lo, hi, st);
+    const int64_t* r = obj.list->range;
+    return make_range(r[0] + lo * r[2], r[0] + hi * r[2], r[2] * st, nullptr);
   }
   if (obj.is_seq()) {
     std::vector<Value> r;

@@ -1,5 +1,7 @@
 // Statements: output, control flow, assignment, macros.
+#include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "template/interp.hpp"
 #include "template/resume.hpp"
@@ -138,6 +140,15 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   const int64_t n = static_cast<int64_t>(items.size());
   // `loop`, made only where the body may read it.
   Value loop;
+  // What loop.changed() saw last, emptied when the loop ends (it may hold
+  // `loop` itself: no reference cycle outlives the loop).
+  std::shared_ptr<std::optional<std::vector<Value>>> changed_state;
+  struct ChangedReset {
+    std::shared_ptr<std::optional<std::vector<Value>>>& p;
+    ~ChangedReset() {
+      if (p) p->reset();
+    }
+  } changed_reset{changed_state};
   std::vector<std::pair<std::string, Value>>* d = nullptr;
   if (s.uses_loop) {
     // Its attributes' names, made once (their values are set per iteration).
@@ -150,12 +161,24 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     }();
     loop = Value::new_dict();
     d = &loop.dict->items;
-    d->reserve(12);
+    d->reserve(13);
     d->assign(kAttrs.begin(), kAttrs.end());
     d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
                       int64_t i = loop_d->items[1].second.i;
                       return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
+                    }));
+    // loop.changed(*values): whether they differ from the last call's (true the first time).
+    changed_state = std::make_shared<std::optional<std::vector<Value>>>();
+    d->emplace_back("changed", Value::func("loop.changed", [last = changed_state](Interp&, Args& a) -> Value {
+                      if (!a.kw.empty()) throw Error("changed() got an unexpected keyword argument");
+                      auto& prev = *last;
+                      if (prev && prev->size() == a.pos.size() &&
+                          std::equal(a.pos.begin(), a.pos.end(), prev->begin(),
+                                     [](const Value& x, const Value& y) { return equal(x, y); }))
+                        return Value::boolean(false);
+                      prev = a.pos;
+                      return Value::boolean(true);
                     }));
     in.assign("loop", loop);
     if (main) in.track->loop = loop.dict.get();
@@ -376,7 +399,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from) {
         }
         if (!s.text.empty()) {
           Value obj = in.lookup(s.targets[0]);
-          if (!(obj.is_dict() && obj.ns))
+          if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);

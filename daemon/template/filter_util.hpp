@@ -54,5 +54,11 @@ Value f_sum(Interp&, Value& v, Args& a);
 Value f_truncate(Interp&, Value& v, Args& a);
 Value f_batch(Interp&, Value& v, Args& a);
 Value f_slice(Interp&, Value& v, Args& a);
+// Filters defined in filters_text.cpp.
+Value f_groupby(Interp&, Value& v, Args& a);
+Value f_filesizeformat(Interp&, Value& v, Args& a);
+Value f_xmlattr(Interp&, Value& v, Args& a);
+Value f_urlencode(Interp&, Value& v, Args& a);
+Value f_striptags(Interp&, Value& v, Args& a);
 
 }  // namespace tokfeed::tmpl

@@ -256,9 +256,8 @@ Value f_center(Interp&, Value& v, Args& a) {
 // (a namespace's are), its methods are.
 Value f_attr(Interp&, Value& v, Args& a) {
   std::string name = soft_str(arg(a, 0, "name"));
-  if (v.is_undefined() || (v.is_dict() && v.ns)) return get_attr(v, name);
-  if (has_method(v, name)) return method_attr(v, name);
-  return Value::undefined(name);
+  if (v.is_dict() && !v.ns) return has_method(v, name) ? method_attr(v, name) : Value::undefined(name);
+  return get_attr(v, name);  // a dict's keys are no attributes; the rest reads as `.name`
 }
 
 // select/reject/selectattr/rejectattr share this. As in jinja2, a false
@@ -440,6 +439,11 @@ constexpr NamedFilter kFilters[] = {
     {"truncate", f_truncate},
     {"batch", f_batch},
     {"slice", f_slice},
+    {"groupby", f_groupby},
+    {"filesizeformat", f_filesizeformat},
+    {"xmlattr", f_xmlattr},
+    {"urlencode", f_urlencode},
+    {"striptags", f_striptags},
 };
 
 }  // namespace

@@ -199,6 +199,9 @@ bool unsafe_method(const Value& obj, std::string_view name);
 // obj.name read as an attribute where has_method(obj, name): the bound
 // method, or undefined for an unsafe one.
 Value method_attr(const Value& obj, std::string_view name);
+// range(start, stop, step) (step != 0) as the sandbox caps it; its length
+// costs steps of `in` where given.
+Value make_range(int64_t start, int64_t stop, int64_t step, Interp* in);
 // Python semantics shared by filters and the evaluator.
 Value get_item(const Value& obj, const Value& key);
 Value get_attr(const Value& obj, std::string_view name);
@@ -221,6 +224,18 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
 // `Markup % args` (each argument escaped as markupsafe's helper does):
 // `done` false where neither applies.
 Value markup_binary(char op, const Value& a, const Value& b, bool& done);
+// C's printf of the finite |d| in conversion `conv` (e E f F g G) with
+// `prec` digits and `#` when `alt`: what CPython's float formatting gives.
+std::string float_digits(double d, char conv, int prec, bool alt);
+// Python's ascii(v): its repr with every non-ASCII code point escaped.
+std::string ascii_repr(const Value& v);
+// Python's format(v, spec): the format mini-language of int, bool, float
+// and str; other values take an empty spec alone (strformat.cpp).
+std::string format_value(const Value& v, std::string_view spec);
+// s.format(*args, **kwargs), or s.format_map(args.pos[0]) where `map`, as
+// jinja2's sandbox runs them: string.Formatter's fields, with attributes and
+// items looked up as the template's `.` and `[]` do.
+std::string str_format(const std::string& s, const Args& args, bool map);
 // Python's binary operator `op` (+ - * / // % ** ~) on template values.
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 // Python's comparison `op` (== != < > <= >= in notin) on template values.

@@ -30,12 +30,12 @@ class NameSet {
 };
 
 constexpr std::string_view kStrNames[] = {
-    "strip",        "lstrip",    "rstrip",     "split",        "rsplit",       "splitlines", "startswith", "endswith",
-    "upper",        "lower",     "title",      "capitalize",   "replace",      "find",       "rfind",      "index",
-    "rindex",       "count",     "join",       "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
-    "islower",      "partition", "rpartition", "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
-    "isnumeric",    "isdecimal", "swapcase",   "center",       "ljust",        "rjust",      "expandtabs", "istitle",
-    "isidentifier", "isascii",   "isprintable"};
+    "strip",        "lstrip",    "rstrip",      "split",        "rsplit",       "splitlines", "startswith", "endswith",
+    "upper",        "lower",     "title",       "capitalize",   "replace",      "find",       "rfind",      "index",
+    "rindex",       "count",     "join",        "isdigit",      "isalpha",      "isalnum",    "isspace",    "isupper",
+    "islower",      "partition", "rpartition",  "removeprefix", "removesuffix", "casefold",   "format",     "zfill",
+    "isnumeric",    "isdecimal", "swapcase",    "center",       "ljust",        "rjust",      "expandtabs", "istitle",
+    "isidentifier", "isascii",   "isprintable", "format_map"};
 constexpr std::string_view kDictNames[] = {"get", "items", "keys", "values", "copy"};
 constexpr std::string_view kDictUnsafeNames[] = {"pop", "update", "setdefault", "clear", "popitem"};
 constexpr std::string_view kDictAllNames[] = {"get", "items",  "keys",       "values", "copy",
@@ -92,7 +92,7 @@ Value dict_method(const Value& d, std::string_view name, Args& a) {
 }
 
 Value list_method(const Value& l, std::string_view name, Args& a) {
-  arity(l.tuple ? "tuple" : "list", name, a, name == "copy" ? 0 : 1, name == "index" ? 3 : name == "copy" ? 0 : 1);
+  arity(type_name(l), name, a, name == "copy" ? 0 : 1, name == "index" && !l.is_range() ? 3 : name == "copy" ? 0 : 1);
   if (name == "copy") return Value::new_list(l.list->items, l.tuple);
   const Value& x = arg(a, 0);
   int64_t n = 0;
@@ -129,7 +129,7 @@ bool has_method(const Value& obj, std::string_view name) {
     case Kind::kStr: return in_set(kStrMethods, name);
     case Kind::kDict: return !obj.ns && in_set(kDictAll, name);
     case Kind::kList:
-      if (obj.tuple) return obj.is_seq() && (name == "index" || name == "count");
+      if (obj.tuple || obj.is_range()) return (obj.is_seq() || obj.is_range()) && (name == "index" || name == "count");
       return obj.is_seq() && (in_set(kListMethods, name) || in_set(kListUnsafe, name));
     default: return false;
   }
@@ -162,7 +162,7 @@ Value call_method(Interp&, const Value& obj, std::string_view name, Args& a, boo
       if (in_set(kDictUnsafe, name)) unsafe(obj, name);
       break;
     case Kind::kList:
-      if (!obj.is_seq() || (obj.tuple && !has_method(obj, name))) break;
+      if (!(obj.is_seq() || obj.is_range()) || ((obj.tuple || obj.is_range()) && !has_method(obj, name))) break;
       if (in_set(kListMethods, name)) return list_method(obj, name, a);
       if (in_set(kListUnsafe, name)) unsafe(obj, name);
       break;

@@ -72,17 +72,25 @@ void format_float(const Spec& sp, char conv, double d, std::string& out) {
     pad(s, sign, body, out, true);
     return;
   }
-  std::string fmt = sp.alt ? "%#.*" : "%.*";
-  fmt += conv;
-  int prec = sp.prec < 0 ? 6 : static_cast<int>(sp.prec);
-  int n = std::snprintf(nullptr, 0, fmt.c_str(), prec, std::fabs(d));
-  body.resize(static_cast<std::size_t>(n) + 1);
-  std::snprintf(body.data(), body.size(), fmt.c_str(), prec, std::fabs(d));
-  body.resize(static_cast<std::size_t>(n));
+  body = float_digits(std::fabs(d), conv, sp.prec < 0 ? 6 : static_cast<int>(sp.prec), sp.alt);
   pad(sp, sign, body, out, true);
 }
 
-// ascii(): repr with every non-ASCII code point escaped.
+std::string at_index(std::size_t i) { return " at index " + std::to_string(i); }
+
+}  // namespace
+
+std::string float_digits(double d, char conv, int prec, bool alt) {
+  std::string fmt = alt ? "%#.*" : "%.*";
+  fmt += conv;
+  std::string body;
+  int n = std::snprintf(nullptr, 0, fmt.c_str(), prec, d);
+  body.resize(static_cast<std::size_t>(n) + 1);
+  std::snprintf(body.data(), body.size(), fmt.c_str(), prec, d);
+  body.resize(static_cast<std::size_t>(n));
+  return body;
+}
+
 std::string ascii_repr(const Value& v) {
   std::string r, out;
   append_repr(v, r);
@@ -99,15 +107,11 @@ std::string ascii_repr(const Value& v) {
   return out;
 }
 
-std::string at_index(std::size_t i) { return " at index " + std::to_string(i); }
-
-}  // namespace
-
 std::string percent_format(const std::string& f, const Value& args, bool escape) {
   // CPython: a tuple gives the arguments; a mapping (anything subscriptable
   // but a tuple or a str) may be indexed by %(key)s and need not be used up.
   bool tuple = args.is_list() && args.tuple && !args.gen;
-  bool mapping = !tuple && (args.is_seq() || (args.is_dict() && !args.ns) || args.is_undefined());
+  bool mapping = !tuple && (args.is_seq() || args.is_range() || (args.is_dict() && !args.ns) || args.is_undefined());
   const std::vector<Value>* items = tuple ? &args.list->items : nullptr;
   std::size_t next = 0;
   bool single_used = false;

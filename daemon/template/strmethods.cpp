@@ -238,47 +238,6 @@ std::string repeat(std::string_view fill, int64_t n) {
   return r;
 }
 
-// "{} {0} {name}" with str() of each argument.
-std::string str_format(const std::string& f, Args& a) {
-  std::string out;
-  std::size_t auto_idx = 0;
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    char c = f[i];
-    if (c == '{' && i + 1 < f.size() && f[i + 1] == '{') {
-      out += '{';
-      ++i;
-    } else if (c == '}' && i + 1 < f.size() && f[i + 1] == '}') {
-      out += '}';
-      ++i;
-    } else if (c == '}') {
-      throw Error("Single '}' encountered in format string");
-    } else if (c == '{') {
-      std::size_t e = f.find('}', i);
-      if (e == std::string::npos) throw Error("Single '{' encountered in format string");
-      std::string field = f.substr(i + 1, e - i - 1);
-      if (field.find_first_of(":!.[{") != std::string::npos) throw Error("unsupported format field '{" + field + "}'");
-      const Value* v = nullptr;
-      if (field.empty()) {
-        if (auto_idx >= a.pos.size()) throw Error("Replacement index out of range for positional args tuple");
-        v = &a.pos[auto_idx++];
-      } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-        std::size_t k = std::stoul(field);
-        if (k >= a.pos.size()) throw Error("Replacement index out of range for positional args tuple");
-        v = &a.pos[k];
-      } else {
-        for (auto& [k, x] : a.kw)
-          if (k == field) v = &x;
-        if (!v) throw Error("KeyError: '" + field + "'");
-      }
-      append_str(*v, out);
-      i = e;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 namespace {
@@ -335,7 +294,7 @@ Value str_method(const Value& obj, std::string_view name, Args& a) {
 }
 
 Value str_method(const std::string& s, std::string_view name, Args& a) {
-  if (name == "format") return Value::str(str_format(s, a));
+  if (name == "format" || name == "format_map") return Value::str(str_format(s, a, name == "format_map"));
   const Sig* sig = nullptr;
   for (const Sig& x : kSigs)
     if (x.name == name) {

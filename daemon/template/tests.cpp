@@ -27,7 +27,7 @@ bool t_iterable(Interp&, const Value& v, Args&) {
   return v.is_undefined() || v.is_str() || v.is_list() || (v.is_dict() && !v.ns);
 }
 bool t_sequence(Interp&, const Value& v, Args&) {
-  return v.is_undefined() || v.is_str() || v.is_seq() || (v.is_dict() && !v.ns);
+  return v.is_undefined() || v.is_str() || v.is_seq() || v.is_range() || (v.is_dict() && !v.ns);
 }
 // jinja2's Undefined has __call__ (it raises), so it is callable.
 bool t_callable(Interp&, const Value& v, Args&) { return v.kind == Kind::kFunc || v.is_undefined(); }

@@ -82,6 +82,7 @@ class Recycler {
         const std::size_t cap = o->items.capacity() * sizeof(Value);
         if (cap > kMaxBuffer) return false;
         o->items.clear();  // keeps what the items held, where it may
+        o->group = false;
         if (t.count >= kMaxObjects || t.bytes + cap > kMaxBytes) return false;
         open(t);
         t.lists.push(o);
@@ -237,7 +238,7 @@ std::string_view type_name(const Value& v) noexcept {
     case Kind::kFloat: return "float";
     case Kind::kStr: return "str";
     case Kind::kList:
-      if (v.view) return v.view == 1 ? "dict_keys" : v.view == 2 ? "dict_values" : "dict_items";
+      if (v.view) return v.view == 1 ? "dict_keys" : v.view == 2 ? "dict_values" : v.view == 3 ? "dict_items" : "range";
       return v.gen ? "generator" : v.tuple ? "tuple" : "list";
     case Kind::kDict: return v.ns ? "Namespace" : "dict";
     case Kind::kFunc: return "function";
@@ -287,6 +288,12 @@ bool equal(const Value& a, const Value& b) {
     case Kind::kStr: return *a.s == *b.s;
     case Kind::kList: {
       if (a.gen || b.gen) return a.list == b.list;
+      if (a.is_range() || b.is_range()) {  // ranges equal as sequences, nothing else
+        if (a.view != b.view) return false;
+        const auto &x = a.list->items, &y = b.list->items;
+        return x.size() == y.size() &&
+               std::equal(x.begin(), x.end(), y.begin(), [](const Value& p, const Value& q) { return p.i == q.i; });
+      }
       if (a.view || b.view) {  // keys and items compare as sets, values by identity
         if (a.view != b.view || a.view == 2) return a.list == b.list;
         const auto &x = a.list->items, &y = b.list->items;
@@ -440,6 +447,13 @@ void append_repr(const Value& v, std::string& out) {
         out += "<generator object>";
         return;
       }
+      if (v.is_range()) {
+        const int64_t* r = v.list->range;
+        out += "range(" + std::to_string(r[0]) + ", " + std::to_string(r[1]);
+        if (r[2] != 1) out += ", " + std::to_string(r[2]);
+        out += ')';
+        return;
+      }
       if (v.view) {  // dict_keys([...]), as Python prints a view
         Value plain = v;
         plain.view = 0;
@@ -465,6 +479,10 @@ void append_repr(const Value& v, std::string& out) {
       return;
     }
     case Kind::kDict: {
+      if (v.ns && v.view == kCyclerView) {
+        out += "<jinja2.utils.Cycler object>";
+        return;
+      }
       if (v.ns) out += "<Namespace ";
       ReprEnter guard(v.dict.get());
       if (guard.again) {

@@ -188,12 +188,18 @@ struct Args {
   std::vector<std::pair<std::string, Value>> kw;
 };
 
+constexpr uint8_t kRangeView = 4;   // Value::view of a range
+constexpr uint8_t kCyclerView = 1;  // Value::view of a namespace that is a cycler() (no attribute assignment)
+
 struct Value {
   Kind kind = Kind::kUndefined;
   bool tuple = false;  // a list that is a Python tuple (repr with parentheses)
   bool ns = false;     // a dict that is a namespace() (attribute assignment allowed)
   bool gen = false;    // a list that is a Python iterator (map, select, ...): truthy, no len, used up once iterated
-  uint8_t view = 0;    // a list that is a dict view: 1 dict_keys, 2 dict_values, 3 dict_items (no index, no JSON)
+  // A list that is a dict view (1 dict_keys, 2 dict_values, 3 dict_items: no
+  // index, no JSON) or a range (kRangeView: indexable, sliceable into a
+  // range, not JSON; ListObj::range holds its start, stop and step).
+  uint8_t view = 0;
   // A str that is markupsafe's Markup (the `safe` and `escape` filters'):
   // `+`, `%`, `*` and its str methods keep it Markup and escape the plain
   // str operands and arguments they take in (value.cpp, markup_*).
@@ -271,6 +277,7 @@ struct Value {
   bool is_none() const { return kind == Kind::kNone; }
   bool is_str() const { return kind == Kind::kStr; }
   bool is_list() const { return kind == Kind::kList; }
+  bool is_range() const { return kind == Kind::kList && view == kRangeView; }
   // A list or tuple proper: indexable, sliceable (not an iterator or a view).
   bool is_seq() const { return kind == Kind::kList && !gen && !view; }
   bool is_dict() const { return kind == Kind::kDict; }
@@ -283,6 +290,10 @@ static_assert(sizeof(Value) == 24, "a Value is a tag, a scalar and one reference
 struct ListObj : RefCounted {
   ListObj() noexcept : RefCounted(Type::kList) {}
   std::vector<Value> items;
+  int64_t range[3] = {0, 0, 1};  // a range's start, stop, step (Value::view == kRangeView)
+  // A groupby item (jinja2's _GroupTuple): a 2-tuple whose items are also
+  // its attributes `grouper` and `list`.
+  bool group = false;
 };
 
 // An insertion-ordered dict with string keys (what JSON and templates build).

@@ -19,6 +19,7 @@ Needs transformers: run it with ${TOKFEED_HF_PYTHON}.
 """
 import argparse
 import datetime
+import html
 import json
 import os
 import signal
@@ -75,8 +76,10 @@ def jinja_render(src, ctx):
         raise
     except BaseException as e:  # noqa: BLE001 - any failure is a failed render
         return {"error": f"{type(e).__name__}: {e}"}
-    # Case-blind: a title or upper filter may have cased the repr.
-    if any(u in text.lower() for u in UNCOMPARABLE) or len(text) > (16 << 20):
+    # Case-blind: a title or upper filter may have cased the repr; and
+    # escaped, where an escape or striptags filter went over it.
+    low = text.lower()
+    if any(u in low or u in html.unescape(low) for u in UNCOMPARABLE) or len(text) > (16 << 20):
         return None
     return {"text": text}
 

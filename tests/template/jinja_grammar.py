@@ -118,7 +118,13 @@ class Gen:
         i = lambda: self.e("int", d)  # noqa: E731
         small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
         L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
-        k = r.randint(0, 58)
+        k = r.randint(0, 61)
+        if k == 59:
+            return self.filt("str", self.e(r.choice(["int", "num", "str"]), d), "filesizeformat", *r.choice([[], ["true"], ["binary=false"]]))
+        if k == 60:
+            return self.filt("str", self.e(r.choice(["str", "dict", "list", "any"]), d), r.choice(["urlencode", "striptags"]))
+        if k == 61:
+            return self.filt("str", self.e("dict", d), "xmlattr", *r.choice([[], ["false"]]))
         if k == 47:
             return self.N("str", "(", s(), ").", r.choice(["find", "rfind", "count", "index"]), "(", L(), ", ", small(), *([", ", small()] if r.random() < 0.5 else []), ")|string")
         if k == 48:
@@ -205,7 +211,10 @@ class Gen:
         if k == 26:
             return self.filt("str", s(), "format", *[self.e("any", d) for _ in range(r.randint(0, 2))])
         if k == 27:
-            return self.call("str", lit_str(r, r.choice(["{}-{}", "{0}{1}{0}", "{} ", "x{}y", "{a}", "{{}}{}"])), "format", self.e("any", d), self.e("any", d))
+            if r.random() < 0.15:
+                return self.call("str", lit_str(r, r.choice(["{a}", "{role}-{content!r:>9}", "{a:^7}", "{0}"])), "format_map", self.e("dict", d))
+            fmt = r.choice(["{}-{}", "{0}{1}{0}", "{} ", "x{}y", "{a}", "{{}}{}"]) if r.random() < 0.3 else self.brace_format()
+            return self.call("str", lit_str(r, fmt), "format", self.e("any", d), self.e(r.choice(["any", "int", "num", "str"]), d))
         if k == 28:
             return self.filt("str", self.filt("list", self.e("list", d), "map", r.choice(["'upper'", "'lower'", "'trim'", "'title'", "'capitalize'"])), "join", L())
         if k == 29:
@@ -243,6 +252,44 @@ class Gen:
         if k == 45:
             return self.N("str", "('%s' | format(", self.e("any", d), "))")
         return self.N("str", "strftime_now(", lit_str(r, r.choice(["%Y-%m-%d", "%d %b %Y", "%A", "%B %-d"])), ")")
+
+    def format_spec(self):
+        """A random str.format spec: [[fill]align][sign][#][0][width][,|_][.prec][type]."""
+        r = self.r
+        s = ""
+        if r.random() < 0.3:
+            s += r.choice(["", "*", "0", "ß"]) + r.choice("<>^=")
+        if r.random() < 0.3:
+            s += r.choice("+- ")
+        if r.random() < 0.15:
+            s += "#"
+        if r.random() < 0.2:
+            s += "0"
+        if r.random() < 0.5:
+            s += r.choice(["3", "8", "12"])
+        if r.random() < 0.2:
+            s += r.choice([",", "_"])
+        if r.random() < 0.3:
+            s += r.choice([".0", ".2", ".5"])
+        if r.random() < 0.6:
+            s += r.choice("sdbxXcefgG%n")
+        return s
+
+    def brace_format(self):
+        """A str.format string: auto or manual fields, conversions, specs (one nested)."""
+        r = self.r
+        manual = r.random() < 0.4
+        parts = []
+        for _ in range(r.randint(1, 3)):
+            name = str(r.randint(0, 1)) if manual else ""
+            if r.random() < 0.1:
+                name += r.choice(["[0]", ".role", "[role]", "[1]"])
+            conv = r.choice(["", "", "", "!r", "!s", "!a"])
+            spec = ""
+            if r.random() < 0.7:
+                spec = ":" + (self.format_spec() if r.random() < 0.9 else ">{" + ("1" if manual else "") + "}")
+            parts.append(r.choice(["", "x", "ß", "{{", "}}"]) + "{" + name + conv + spec + "}")
+        return "".join(parts)
 
     def pct_format(self):
         r = self.r
@@ -371,7 +418,11 @@ class Gen:
     def e_list(self, d):
         r = self.r
         L = lambda: self.e("list", d)  # noqa: E731
-        k = r.randint(0, 24)
+        k = r.randint(0, 25)
+        if k == 25:
+            g = self.filt("list", r.choice(["messages", "zs", L()]), "groupby", *r.choice([["'role'"], ["'content'"], ["attribute='role', case_sensitive=true"], ["'missing', 'z'"], ["0"]]))
+            return r.choice([g, self.filt("list", self.filt("list", g, "map", "attribute='grouper'"), "list"),
+                             self.filt("list", self.filt("list", self.filt("list", g, "map", "attribute='list'"), "map", "'length'"), "list")])
         if k == 0:
             return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"]])), "list")
         if k == 1:
@@ -389,7 +440,8 @@ class Gen:
         if k == 7:
             return self.filt("list", self.e("dict", d), "dictsort", *r.choice([[], ["true"], ["by='value'"], ["reverse=true"]]))
         if k == 8:
-            return self.N("list", "range(", *self.join_nodes([self.e("int", 3) for _ in range(r.randint(1, 3))]), ")|list")
+            rng = self.N("list", "range(", *self.join_nodes([self.e("int", 3) for _ in range(r.randint(1, 3))]), ")")
+            return r.choice([self.N("list", rng, "|list"), rng, self.N("list", rng, "[", r.choice(["1:", "::-1", "::2", ":-1"]), "]")])
         if k == 9:
             return self.N("list", "(", L(), ")[", r.choice(["1:", ":2", "::-1", "-2:", "1:-1", "::2", ":"]), "]")
         if k == 10:
@@ -572,7 +624,7 @@ class Gen:
         parts = [self.tag_split(head, src, *cond)]
         body = self.body(depth + 1)
         if r.random() < 0.5:
-            body.insert(r.randint(0, len(body)), self.N("stmt", "{{ ", r.choice(["loop.index", "loop.first", "loop.last", "loop.revindex0", "loop.length", "loop.previtem", "loop.nextitem", "loop.cycle('a', 'b')", "loop.index0", "loop.depth0"]), " }}"))
+            body.insert(r.randint(0, len(body)), self.N("stmt", "{{ ", r.choice(["loop.index", "loop.first", "loop.last", "loop.revindex0", "loop.length", "loop.previtem", "loop.nextitem", "loop.cycle('a', 'b')", "loop.index0", "loop.depth0", f"loop.changed({var})", f"loop.changed({var}, loop.first)"]), " }}"))
         parts += body
         self.in_loop -= 1
         self.loopvars.pop()
