@@ -118,7 +118,15 @@ class Gen:
         i = lambda: self.e("int", d)  # noqa: E731
         small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
         L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
-        k = r.randint(0, 61)
+        k = r.randint(0, 63)
+        if k >= 62:
+            # Markup inside an expression: its +, %, * and str methods escape
+            # the plain str they take in.
+            m = self.filt("str", s(), r.choice(["safe", "e", "escape", "forceescape"]))
+            if k == 62:
+                return self.N("str", "(", m, r.choice([" + ", " ~ "]), s(), ")") if r.random() < 0.5 else self.N("str", "(", s(), " + ", m, ")")
+            return self.N("str", "(", m, ")", r.choice([".upper()", ".replace('a', '<')", ".strip()", "[1:]", " * 2", ".split()|join('|')",
+                                                      " | upper", " | trim", " | center(7)", " | format(" + "'<'" + ")", ".join(['<', '&'])", "|string"]))
         if k == 59:
             return self.filt("str", self.e(r.choice(["int", "num", "str"]), d), "filesizeformat", *r.choice([[], ["true"], ["binary=false"]]))
         if k == 60:
@@ -519,7 +527,7 @@ class Gen:
         r = self.r
         t = t or r.choice(["str", "str", "str", "int", "num", "bool", "list", "dict", "any"])
         # escape/safe give markupsafe's Markup, whose operators escape their
-        # other operand: only as the last filter of an output here.
+        # other operand (e_str also makes Markup inside expressions).
         tail = r.choice(["", "", "", "", "", "", " | escape", " | e", " | safe", " | forceescape"])
         return self.N("stmt", r.choice(["{{ ", "{{- ", "{{ "]), self.e(t, depth), tail, r.choice([" }}", " }}", " -}}"]))
 
@@ -592,6 +600,13 @@ class Gen:
             self.scope["any"] += [a, b]
             return self.N("stmt", self.tag_split(f"set {a}, {b} = ", self.e("any", 2), ", ", self.e("any", 2)))
         if k == 19:
+            if r.random() < 0.5:
+                # raw blocks: whitespace control on both tags, newlines and
+                # blanks next to them (trim_blocks, lstrip_blocks).
+                ws = lambda: r.choice(["", "\n", "  ", "\n  ", "  \n", "\n\n"])  # noqa: E731
+                open_ = r.choice(["{% raw %}", "{%- raw %}", "{% raw -%}", "{%+ raw %}", "{%- raw -%}"])
+                close = r.choice(["{% endraw %}", "{%- endraw %}", "{% endraw -%}", "{%+ endraw %}", "{% endraw +%}"])
+                return self.N("stmt", ws() + open_ + ws() + r.choice(["{{ x }}", "a", "{% if %}", ""]) + ws() + close + ws())
             return self.N("stmt", r.choice(["{# comment #}", "{#- c -#}", "{% raw %}{{ x }}{% endraw %}", "\n{#\n#}\n"]))
         return self.out()
 
