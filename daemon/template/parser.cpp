@@ -172,7 +172,10 @@ class Parser : public ExprParser {
       ++i_;
       s->exprs.back() = expr(true);
     }
-    if (is_name("recursive")) fail(cur().pos, "unsupported construct: recursive for loops");
+    if (is_name("recursive")) {
+      ++i_;
+      s->recursive = true;
+    }
     expect_block_end();
     ++loop_depth_;
     s->bodies.push_back(body({"else", "endfor"}));
