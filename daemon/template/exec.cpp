@@ -241,7 +241,12 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   const bool track = in.provenance && s.targets.size() == 1;
   bool bound = false;
   if (track) in.iteration_bound = &bound;
+  // The scope's size once `loop` and the targets are in it: each iteration
+  // starts with those alone, as jinja2 runs the body (what an iteration
+  // sets is not there in the next one).
+  std::size_t keep = SIZE_MAX;
   for (auto i = static_cast<int64_t>(from); i < n; ++i) {
+    if (in.frames[frame].vars.size() > keep) in.frames[frame].vars.resize(keep);
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
@@ -271,6 +276,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     } else {
       assign_targets(in, s.targets, item);
     }
+    if (keep == SIZE_MAX) keep = in.frames[frame].vars.size();
     if (track) {
       int64_t m = message_index(in, item);
       in.message = m >= 0 ? m : message_guard.saved;

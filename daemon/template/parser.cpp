@@ -12,6 +12,19 @@ namespace {
 
 void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
 bool reads(const Body& body, std::string_view name);
+
+// Whether a statement in `body` assigns the name `loop` (a set, set block
+// or for target; a with's are parameters), at any depth.
+bool assigns_loop(const Body& body) {
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    bool stores = (s.kind == SK::kSet && s.text.empty()) || s.kind == SK::kSetBlock || s.kind == SK::kFor;
+    if (stores && std::find(s.targets.begin(), s.targets.end(), "loop") != s.targets.end()) return true;
+    for (const Body& b : s.bodies)
+      if (assigns_loop(b)) return true;
+  }
+  return false;
+}
 void optimize(Body& body);
 
 class Parser : public ExprParser {
@@ -187,6 +200,10 @@ class Parser : public ExprParser {
       s->has_else = true;
     }
     end_tag();
+    // jinja2 refuses any assignment to `loop` inside a for statement.
+    if (std::find(s->targets.begin(), s->targets.end(), "loop") != s->targets.end() ||
+        std::any_of(s->bodies.begin(), s->bodies.end(), [](const Body& b) { return assigns_loop(b); }))
+      fail(p, "can't assign to special loop variable in for-loop target");
     return s;
   }
 

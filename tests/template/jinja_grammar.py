@@ -554,6 +554,8 @@ class Gen:
             name = self.fresh("v")
             t = r.choice(["str", "int", "list", "dict", "num", "bool"])
             node = self.N("stmt", self.tag_split(f"set {name} = ", self.e(t, 1)))
+            if self.in_loop and r.random() < 0.3:  # what an iteration set is gone in the next one
+                node = self.N("stmt", "{{ " + name + " is defined }}", node)
             self.scope.setdefault(t, []).append(name)
             return node
         if k == 13:
