@@ -199,6 +199,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
       return a;
     }();
     loop = Value::new_dict();
+    loop.view = kLoopView;
     d = &loop.dict->items;
     d->reserve(14);
     d->assign(kAttrs.begin(), kAttrs.end());
