@@ -13,6 +13,26 @@ namespace {
 void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
 bool reads(const Body& body, std::string_view name);
 
+// A call with a keyword argument repeated: Python's SyntaxError when jinja2
+// compiles what its optimizer left, so not where folding removed the call
+// (`true or f(a=1, a=2)`).
+void check_repeated_keywords(const Expr* e) {
+  if (!e) return;
+  for (std::size_t i = 0; i < e->kw.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (e->kw[i].first == e->kw[j].first)
+        throw Error(where(e->pos) + ": keyword argument repeated: " + e->kw[i].first);
+  for (const auto& x : e->a) check_repeated_keywords(x.get());
+  for (const auto& [k, x] : e->kw) check_repeated_keywords(x.get());
+}
+void check_repeated_keywords(const Body& body) {
+  for (const auto& sp : body) {
+    for (const auto& x : sp->exprs) check_repeated_keywords(x.get());
+    check_repeated_keywords(sp->filter.get());
+    for (const Body& b : sp->bodies) check_repeated_keywords(b);
+  }
+}
+
 // Whether a statement in `body` assigns the name `loop` (a set, set block
 // or for target; a with's are parameters), at any depth.
 bool assigns_loop(const Body& body) {
@@ -38,6 +58,7 @@ class Parser : public ExprParser {
     p.has_generation = has_generation_;
     check_names(p.body, false, p.warnings);
     optimize(p.body);
+    check_repeated_keywords(p.body);
     return p;
   }
 
