@@ -72,6 +72,8 @@ struct Expr {
 // The variable a set or filter block's filter chain is applied to (the
 // chain's subject; no identifier).
 inline constexpr std::string_view kBlockBody = "\001body";
+// The key of a recursive loop's `loop` that calling it runs (no identifier).
+inline constexpr std::string_view kLoopCall = "\001call";
 // The name of a call's `**kwargs` among its keyword arguments (no identifier).
 inline constexpr std::string_view kStarStar = "**";
 
@@ -105,6 +107,7 @@ struct Stmt {
   std::vector<Body> bodies;          // kIf: one per condition (+ else); kFor: body, else; others: body
   ExprPtr filter;                    // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)
   bool has_else = false;
+  bool recursive = false;  // kFor: `recursive` (the body may call loop(items))
   // kMacro: whether the body reads `varargs`, `kwargs`, `caller` (jinja2
   // then accepts extra positional arguments, unknown keywords, a caller).
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;

@@ -264,6 +264,8 @@ Value unary(bool neg, const Value& v) {
 
 Value call_value(Interp& in, const Value& f, Args& args, const std::string& what) {
   if (f.kind == Kind::kFunc) return f.fn->call(in, args);
+  if (f.is_dict() && !f.ns)  // a recursive loop's `loop`
+    if (const Value* c = f.dict->find(kLoopCall)) return c->fn->call(in, args);
   if (f.is_undefined()) throw Error("'" + (f.s ? *f.s : what) + "' is undefined");
   throw Error("'" + std::string(type_name(f)) + "' object is not callable");
 }

@@ -51,7 +51,8 @@ struct FrameGuard {
   ~FrameGuard() { in.frames.pop_back(); }
 };
 
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from = 0);
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from = 0,
+               int64_t depth = 0);
 
 // Which message `item` is (-1: none), for provenance.
 int64_t message_index(const Interp& in, const Value& item) {
@@ -81,6 +82,38 @@ void bind_iteration(Interp& in, const Value& v) {
   in.provenance->seen[static_cast<std::size_t>(m)] = 1;
 }
 
+Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth);
+
+// loop(items) in a recursive loop whose scope is in.frames[base]: the loop
+// run again over `items` one level deeper, its output returned. As jinja2
+// compiles the loop to a function, the run sees the scopes the loop
+// statement sees (the caller's, from `base` up, are set aside meanwhile).
+Value recurse(Interp& in, const Stmt& s, const Value& items, int64_t depth, std::size_t base) {
+  if (in.depth >= 100) throw Error("maximum recursion depth exceeded in a recursive loop");
+  struct Restore {
+    Interp& in;
+    std::size_t base;
+    std::string* out;
+    std::vector<Frame> hidden;
+    ~Restore() {
+      in.out = out;
+      in.frames.resize(std::min(in.frames.size(), base));
+      for (Frame& f : hidden) in.frames.push_back(std::move(f));
+      --in.depth;
+    }
+  } restore{in, base, in.out, {}};
+  ++in.depth;
+  if (in.frames.size() > base) {
+    auto from = in.frames.begin() + static_cast<std::ptrdiff_t>(base);
+    restore.hidden.assign(std::make_move_iterator(from), std::make_move_iterator(in.frames.end()));
+    in.frames.erase(from, in.frames.end());
+  }
+  std::string buf;
+  in.out = &buf;
+  run_loop(in, s, items, false, depth);
+  return Value::str(std::move(buf));
+}
+
 Flow exec_for(Interp& in, const Stmt& s) {
   Value seq = eval(in, *s.exprs[0]);
   if (seq.is_none() || seq.kind == Kind::kInt || seq.kind == Kind::kFloat || seq.kind == Kind::kBool ||
@@ -88,6 +121,12 @@ Flow exec_for(Interp& in, const Stmt& s) {
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
   if (in.probe && prefix_at_loop(in, s, seq)) return Flow::kNormal;  // resumed: the render is done
   const bool main = tracking(in) && in.track->enter_loop(in, s, seq);
+  return run_loop(in, s, seq, main, 0);
+}
+
+// The loop `s` over `seq`: its filter, its iterations and its else body, at
+// recursion depth `depth` (a recursive loop's loop(items) runs it again).
+Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth) {
   // A list proper is iterated in place: no template changes its items, and
   // `seq` keeps it alive while the loop runs.
   std::vector<Value> all;
@@ -112,7 +151,7 @@ Flow exec_for(Interp& in, const Stmt& s) {
   bool completed = false;
   {
     FrameGuard guard(in, false);
-    if (!items->empty()) completed = loop_body(in, s, *items, main);
+    if (!items->empty()) completed = loop_body(in, s, *items, main, 0, depth);
   }
   if (main) in.track->loop_ended(in);
   if (!completed && s.has_else) {
@@ -136,7 +175,7 @@ void set_bool(Value& v, bool x) {
 // the end of the body.
 // `main`: the loop over the messages that resume points are taken in.
 // `from`: the first iteration run (a render resumed inside the loop).
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from) {
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from, int64_t depth) {
   const int64_t n = static_cast<int64_t>(items.size());
   // `loop`, made only where the body may read it.
   Value loop;
@@ -160,8 +199,9 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
       return a;
     }();
     loop = Value::new_dict();
+    loop.view = kLoopView;
     d = &loop.dict->items;
-    d->reserve(13);
+    d->reserve(14);
     d->assign(kAttrs.begin(), kAttrs.end());
     d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
@@ -180,6 +220,14 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
                       prev = a.pos;
                       return Value::boolean(true);
                     }));
+    if (s.recursive) {
+      d->emplace_back(std::string(kLoopCall),
+                      Value::func("loop", [&s, depth, base = in.frames.size() - 1](Interp& in2, Args& a) -> Value {
+                        if (a.pos.size() != 1 || !a.kw.empty())
+                          throw Error("loop() takes exactly one argument (" + std::to_string(a.pos.size()) + " given)");
+                        return recurse(in2, s, a.pos[0], depth + 1, base);
+                      }));
+    }
     in.assign("loop", loop);
     if (main) in.track->loop = loop.dict.get();
   }
@@ -194,7 +242,12 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   const bool track = in.provenance && s.targets.size() == 1;
   bool bound = false;
   if (track) in.iteration_bound = &bound;
+  // The scope's size once `loop` and the targets are in it: each iteration
+  // starts with those alone, as jinja2 runs the body (what an iteration
+  // sets is not there in the next one).
+  std::size_t keep = SIZE_MAX;
   for (auto i = static_cast<int64_t>(from); i < n; ++i) {
+    if (in.frames[frame].vars.size() > keep) in.frames[frame].vars.resize(keep);
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
@@ -207,8 +260,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
       set_bool(dv[4].second, i == 0);
       set_bool(dv[5].second, i == n - 1);
       set_int(dv[6].second, n);
-      set_int(dv[7].second, 1);
-      set_int(dv[8].second, 0);
+      set_int(dv[7].second, depth + 1);
+      set_int(dv[8].second, depth);
       dv[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : no_previtem;
       dv[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : no_nextitem;
     }
@@ -224,6 +277,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     } else {
       assign_targets(in, s.targets, item);
     }
+    if (keep == SIZE_MAX) keep = in.frames[frame].vars.size();
     if (track) {
       int64_t m = message_index(in, item);
       in.message = m >= 0 ? m : message_guard.saved;

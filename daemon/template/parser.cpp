@@ -12,6 +12,39 @@ namespace {
 
 void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
 bool reads(const Body& body, std::string_view name);
+
+// A call with a keyword argument repeated: Python's SyntaxError when jinja2
+// compiles what its optimizer left, so not where folding removed the call
+// (`true or f(a=1, a=2)`).
+void check_repeated_keywords(const Expr* e) {
+  if (!e) return;
+  for (std::size_t i = 0; i < e->kw.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (e->kw[i].first == e->kw[j].first)
+        throw Error(where(e->pos) + ": keyword argument repeated: " + e->kw[i].first);
+  for (const auto& x : e->a) check_repeated_keywords(x.get());
+  for (const auto& [k, x] : e->kw) check_repeated_keywords(x.get());
+}
+void check_repeated_keywords(const Body& body) {
+  for (const auto& sp : body) {
+    for (const auto& x : sp->exprs) check_repeated_keywords(x.get());
+    check_repeated_keywords(sp->filter.get());
+    for (const Body& b : sp->bodies) check_repeated_keywords(b);
+  }
+}
+
+// Whether a statement in `body` assigns the name `loop` (a set, set block
+// or for target; a with's are parameters), at any depth.
+bool assigns_loop(const Body& body) {
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    bool stores = (s.kind == SK::kSet && s.text.empty()) || s.kind == SK::kSetBlock || s.kind == SK::kFor;
+    if (stores && std::find(s.targets.begin(), s.targets.end(), "loop") != s.targets.end()) return true;
+    for (const Body& b : s.bodies)
+      if (assigns_loop(b)) return true;
+  }
+  return false;
+}
 void optimize(Body& body);
 
 class Parser : public ExprParser {
@@ -25,6 +58,7 @@ class Parser : public ExprParser {
     p.has_generation = has_generation_;
     check_names(p.body, false, p.warnings);
     optimize(p.body);
+    check_repeated_keywords(p.body);
     return p;
   }
 
@@ -172,7 +206,10 @@ class Parser : public ExprParser {
       ++i_;
       s->exprs.back() = expr(true);
     }
-    if (is_name("recursive")) fail(cur().pos, "unsupported construct: recursive for loops");
+    if (is_name("recursive")) {
+      ++i_;
+      s->recursive = true;
+    }
     expect_block_end();
     ++loop_depth_;
     s->bodies.push_back(body({"else", "endfor"}));
@@ -184,6 +221,10 @@ class Parser : public ExprParser {
       s->has_else = true;
     }
     end_tag();
+    // jinja2 refuses any assignment to `loop` inside a for statement.
+    if (std::find(s->targets.begin(), s->targets.end(), "loop") != s->targets.end() ||
+        std::any_of(s->bodies.begin(), s->bodies.end(), [](const Body& b) { return assigns_loop(b); }))
+      fail(p, "can't assign to special loop variable in for-loop target");
     return s;
   }
 

@@ -312,9 +312,7 @@ void ExprParser::call_args(Expr& c) {
       }
     } else if (cur().kind == Tok::kName && peek().kind == Tok::kOp && peek().text == "=") {
       if (c.star || star2) fail(cur().pos, "invalid syntax for function call expression");
-      std::string k = t_[i_].text;
-      for (const auto& [name, x] : c.kw)
-        if (name == k) fail(cur().pos, "keyword argument repeated: " + k);
+      std::string k = t_[i_].text;  // a repeated one fails once folding is done (check_repeated_keywords)
       i_ += 2;
       c.kw.emplace_back(std::move(k), expr(true));
     } else {

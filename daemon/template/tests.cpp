@@ -22,7 +22,7 @@ bool t_integer(Interp&, const Value& v, Args&) { return v.kind == Kind::kInt; }
 bool t_float(Interp&, const Value& v, Args&) { return v.kind == Kind::kFloat; }
 bool t_number(Interp&, const Value& v, Args&) { return v.is_number(); }
 bool t_string(Interp&, const Value& v, Args&) { return v.is_str(); }
-bool t_mapping(Interp&, const Value& v, Args&) { return v.is_dict() && !v.ns; }
+bool t_mapping(Interp&, const Value& v, Args&) { return v.is_dict() && !v.ns && !v.view; }
 bool t_iterable(Interp&, const Value& v, Args&) {
   return v.is_undefined() || v.is_str() || v.is_list() || (v.is_dict() && !v.ns);
 }

@@ -479,6 +479,15 @@ void append_repr(const Value& v, std::string& out) {
       return;
     }
     case Kind::kDict: {
+      if (!v.ns && v.view == kLoopView) {  // jinja2's LoopContext repr
+        const Value *i = v.dict->find("index"), *n = v.dict->find("length");
+        out += "<LoopContext ";
+        if (i) append_str(*i, out);
+        out += '/';
+        if (n) append_str(*n, out);
+        out += '>';
+        return;
+      }
       if (v.ns && v.view == kCyclerView) {
         out += "<jinja2.utils.Cycler object>";
         return;

@@ -189,6 +189,7 @@ struct Args {
 };
 
 constexpr uint8_t kRangeView = 4;   // Value::view of a range
+constexpr uint8_t kLoopView = 2;    // Value::view of a dict that is a for loop's `loop` (printed <LoopContext i/n>)
 constexpr uint8_t kCyclerView = 1;  // Value::view of a namespace that is a cycler() (no attribute assignment)
 
 struct Value {

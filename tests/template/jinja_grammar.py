@@ -535,7 +535,14 @@ class Gen:
         r = self.r
         if depth > 3:
             return r.choice([self.text, self.out])()
-        k = r.randint(0, 20)
+        k = r.randint(0, 21)
+        if k == 21:  # a recursive loop over nested lists
+            var = self.fresh("rv")
+            cond = [" if ", self.e("bool", 1)] if r.random() < 0.2 else []
+            head = self.tag_split(f"for {var} in ", self.e("list", 1), *cond, " recursive")
+            inner = f"{{{{ loop.depth }}}}:{{{{ {var} }}}}" + self.tag(f"if {var} is iterable and {var} is not string") + \
+                f"({{{{ loop({var}) }}}})" + self.tag("endif")
+            return self.N("stmt", head, inner, *self.body(depth + 2), self.tag("endfor"))
         if k <= 3:
             return self.text()
         if k <= 8:
@@ -555,6 +562,8 @@ class Gen:
             name = self.fresh("v")
             t = r.choice(["str", "int", "list", "dict", "num", "bool"])
             node = self.N("stmt", self.tag_split(f"set {name} = ", self.e(t, 1)))
+            if self.in_loop and r.random() < 0.3:  # what an iteration set is gone in the next one
+                node = self.N("stmt", "{{ " + name + " is defined }}", node)
             self.scope.setdefault(t, []).append(name)
             return node
         if k == 13:

@@ -160,17 +160,19 @@ TEST_CASE("resume: what the prefixes read differently spoils exactly the prefixe
 }
 
 TEST_CASE("resume: inside the loop, the last iteration runs in the loop's scope as F had it") {
-  // Sets in the loop's scope carry from one iteration to the next; a
-  // namespace changed by the iterations before; loop.cycle, previtem.
+  // What an iteration sets is gone at the next one's start (as jinja2 runs
+  // loops); a namespace changed by the iterations before; loop.cycle,
+  // previtem.
   CHECK(ready_for("{% set ns = namespace(n=0) %}{% for m in messages %}{% if loop.first %}{% set p = '^' %}{% endif %}"
                   "{{ p }}{{ loop.cycle('x', 'y') }}{{ loop.previtem.content if loop.previtem }}{% set p = m.content %}"
                   "{% set ns.n = ns.n + loop.index %}{% if not loop.last %},{% endif %}{% endfor %}{{ ns.n }}"
                   "{% if add_generation_prompt %}G{% endif %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
-  // A macro defined in the loop's scope: no point inside the loop.
+  // A macro defined in the loop's scope is gone at the next iteration's
+  // start too: points inside the loop, as for any.
   CHECK(ready_for("{% for m in messages %}{% macro f() %}{{ m.content }}{% endmacro %}{{ f() }}"
                   "{% if loop.last %}.{% endif %}{% endfor %}",
-                  kFour) == "0-0+1-1+");
+                  kFour) == "0-0+1-1+2-2+3-3+");
 }
 
 TEST_CASE("resume: state the loop mutates after a resume point is the point's") {
