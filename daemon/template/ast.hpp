@@ -119,6 +119,11 @@ struct Stmt {
   // kFor: whether the body may read `loop` (by name, or through a macro or
   // call block defined in it); where not, no `loop` is made.
   bool uses_loop = true;
+  // kFor: whether `loop` needs its `changed` method (the template names
+  // `changed` somewhere: an attribute, a key, a string); where not, none is
+  // made (it holds state of its own). A name built at render time
+  // (`loop | attr('chan' ~ 'ged')`) finds none.
+  bool uses_changed = true;
 };
 
 }  // namespace tokfeed::tmpl

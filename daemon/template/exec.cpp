@@ -209,17 +209,19 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
                       return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
                     }));
     // loop.changed(*values): whether they differ from the last call's (true the first time).
-    changed_state = std::make_shared<std::optional<std::vector<Value>>>();
-    d->emplace_back("changed", Value::func("loop.changed", [last = changed_state](Interp&, Args& a) -> Value {
-                      if (!a.kw.empty()) throw Error("changed() got an unexpected keyword argument");
-                      auto& prev = *last;
-                      if (prev && prev->size() == a.pos.size() &&
-                          std::equal(a.pos.begin(), a.pos.end(), prev->begin(),
-                                     [](const Value& x, const Value& y) { return equal(x, y); }))
-                        return Value::boolean(false);
-                      prev = a.pos;
-                      return Value::boolean(true);
-                    }));
+    if (s.uses_changed) {
+      changed_state = std::make_shared<std::optional<std::vector<Value>>>();
+      d->emplace_back("changed", Value::func("loop.changed", [last = changed_state](Interp&, Args& a) -> Value {
+                        if (!a.kw.empty()) throw Error("changed() got an unexpected keyword argument");
+                        auto& prev = *last;
+                        if (prev && prev->size() == a.pos.size() &&
+                            std::equal(a.pos.begin(), a.pos.end(), prev->begin(),
+                                       [](const Value& x, const Value& y) { return equal(x, y); }))
+                          return Value::boolean(false);
+                        prev = a.pos;
+                        return Value::boolean(true);
+                      }));
+    }
     if (s.recursive) {
       d->emplace_back(std::string(kLoopCall),
                       Value::func("loop", [&s, depth, base = in.frames.size() - 1](Interp& in2, Args& a) -> Value {

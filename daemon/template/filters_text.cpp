@@ -33,20 +33,6 @@ std::vector<Value> attribute_parts(const Value& attr) {
   return parts;
 }
 
-// markupsafe's escape of str(v).
-void append_escaped(std::string_view s, std::string& out) {
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-}
-
 // jinja2's url_quote: str() of the value in UTF-8, every byte but
 // letters, digits and `_.-~` (and `/` unless for a query string) as %XX;
 // spaces as `+` in a query string.
@@ -230,9 +216,9 @@ Value f_xmlattr(Interp&, Value& v, Args& a) {
       throw Error("Invalid character in attribute name: " + r);
     }
     if (!out.empty()) out += ' ';
-    append_escaped(*key.s, out);
+    html_escape(*key.s, out);
     out += "=\"";
-    append_escaped(to_str(x), out);
+    html_escape(to_str(x), out);
     out += '"';
   }
   if ((!given(autospace) || truthy(autospace)) && !out.empty()) out.insert(0, " ");

@@ -551,6 +551,21 @@ void optimize(Body& body) {
 
 }  // namespace
 
-Parsed parse(std::string_view source) { return Parser(lex(source)).run(); }
+namespace {
+
+void no_changed(Body& body) {
+  for (auto& s : body) {
+    if (s->kind == SK::kFor) s->uses_changed = false;
+    for (Body& b : s->bodies) no_changed(b);
+  }
+}
+
+}  // namespace
+
+Parsed parse(std::string_view source) {
+  Parsed p = Parser(lex(source)).run();
+  if (source.find("changed") == std::string_view::npos) no_changed(p.body);
+  return p;
+}
 
 }  // namespace tokfeed::tmpl
