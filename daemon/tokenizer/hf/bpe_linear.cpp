@@ -179,6 +179,9 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
     unit_[b] = int32_t(first[0]);
     for (int c = 0; c < 256; ++c) top2_[size_t(b) << 8 | size_t(c)] = child(first, uint8_t(c));
   }
+  byte_pairs_.assign(size_t(1) << 16, kNoMerge);
+  for (int b = 0; b < 256; ++b)
+    for (int c = 0; c < 256; ++c) byte_pairs_[size_t(b) << 8 | size_t(c)] = merge_of(unit_[b], unit_[c]);
   cands_.resize(longest + 1);
   return true;
 }
