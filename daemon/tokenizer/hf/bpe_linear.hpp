@@ -93,8 +93,11 @@ class LinearBpe {
   // places in the list, so no two pairs share one, and the lowest such
   // value is the lowest rank); a byte pair's comes from a dense table, a
   // later pair's from the merge table, and the two lookups after a merge do
-  // not depend on each other. Most words the cache misses are this short.
-  static constexpr size_t kShortMax = 16;
+  // not depend on each other. Nearly all words the cache misses are this
+  // short (unseen English: 94% up to 12 bytes, 99% up to 16); up to 24
+  // bytes its scans of the pairs, quadratic in the word, cost less than the
+  // search's cache misses.
+  static constexpr size_t kShortMax = 24;
   template <class Emit>
   void encode_short(std::string_view word, Emit&& emit) const {
     const size_t n = word.size();
