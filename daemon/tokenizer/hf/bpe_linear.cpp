@@ -110,6 +110,13 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     lin->bytes_ += raw[id];
   }
   lin->offsets_[raw.size()] = uint32_t(lin->bytes_.size());
+  {
+    std::vector<std::pair<uint64_t, Merge>> canonical;
+    for (size_t id = 0; id < raw.size(); ++id)
+      if (reachable[id] && tok[id].birth >= 0)
+        canonical.push_back({MergeTable::key(tok[id].left, tok[id].right), Merge{tok[id].birth, int32_t(id)}});
+    lin->canonical_.build(canonical);
+  }
   if (!lin->build_trie(raw, reachable, why)) return nullptr;
   return lin;
 }
