@@ -9,8 +9,11 @@
 //            trained on the word;
 //   hot:     the same, with nothing read between: tables and branches hot.
 // Prints CPU ns per word (the process's CPU time; pin it with taskset).
+// With `short`, words up to LinearBpe::kShortMax bytes take the short merge
+// loop (LinearBpe::encode_short), as the tokenizer's own path does; without,
+// every word takes the search.
 //
-//   bench_miss_path tokenizer.json words.bin
+//   bench_miss_path tokenizer.json words.bin [short]
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -24,8 +27,8 @@
 using namespace tokfeed::text::hf;
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: bench_miss_path tokenizer.json words.bin (from missed_words.py)\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: bench_miss_path tokenizer.json words.bin (from missed_words.py) [short]\n");
     return 2;
   }
   HfParts parts = load_hf_parts(argv[1]);
@@ -50,8 +53,11 @@ int main(int argc, char** argv) {
   const auto read_lines = [&](size_t count) {
     for (size_t i = 0; i < count; ++i) sink += uint8_t(lines[(k++ * 2654435761u) % (lines.size() / 64) * 64]);
   };
+  const bool short_loop = argc == 4 && std::string(argv[3]) == "short";
   const auto encode = [&](const std::string& w) {
-    lin->encode(w, [&](int32_t id, uint32_t) { sink += uint32_t(id); });
+    if (short_loop && w.size() <= LinearBpe::kShortMax)
+      lin->encode_short(w, [&](int32_t id, uint32_t) { sink += uint32_t(id); });
+    else lin->encode(w, [&](int32_t id, uint32_t) { sink += uint32_t(id); });
   };
   // Every other word for the first condition, so that it meets each word
   // for the first time (as the unseen method does: the pair memo holds only

@@ -52,6 +52,16 @@ std::vector<WordPiece> run(const BpeModel& m, const std::string& word, bool heap
   return out;
 }
 
+// The word through the linear search alone and, up to kShortMax bytes,
+// the short merge loop alone (tokenize takes one or the other).
+std::vector<WordPiece> run_linear(const BpeModel& m, const std::string& word, bool short_loop) {
+  std::vector<WordPiece> out;
+  const auto emit = [&](int32_t id, uint32_t len) { out.push_back({id, len}); };
+  if (short_loop) m.linear()->encode_short(word, emit);
+  else m.linear()->encode(word, emit);
+  return out;
+}
+
 bool same(const std::vector<WordPiece>& a, const std::vector<WordPiece>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -108,9 +118,12 @@ TEST_CASE("bpe linear: random consistent merge lists give the heap's pieces on e
     ++linear_models;
     size_t checked = 0, bad = 0;
     each_string("abc", 9, [&](const std::string& s) {
-      auto lin = run(m, s, false), heap = run(m, s, true);
+      const auto heap = run(m, s, true);
+      for (const auto& [what, got] :
+           {std::pair{"tokenize", run(m, s, false)}, std::pair{"linear", run_linear(m, s, false)},
+            std::pair{"short", run_linear(m, s, true)}})
+        if (!same(got, heap) && bad++ < 3) FAIL_CHECK(s << ": " << what << " " << show(got) << " heap " << show(heap));
       ++checked;
-      if (!same(lin, heap) && bad++ < 3) FAIL_CHECK(s << ": linear " << show(lin) << " heap " << show(heap));
     });
     CHECK(bad == 0);
     CHECK(checked == 29523);
@@ -148,8 +161,11 @@ TEST_CASE("bpe linear: random merge lists in any order, tokens made by several m
     if (m.merge_algorithm() != "linear") ++irregular_models;
     size_t bad = 0;
     each_string("abc", 8, [&](const std::string& s) {
-      auto lin = run(m, s, false), heap = run(m, s, true);
-      if (!same(lin, heap) && bad++ < 3) FAIL_CHECK(s << ": linear " << show(lin) << " heap " << show(heap));
+      const auto heap = run(m, s, true);
+      for (const auto& [what, got] :
+           {std::pair{"tokenize", run(m, s, false)}, std::pair{"linear", run_linear(m, s, false)},
+            std::pair{"short", run_linear(m, s, true)}})
+        if (!same(got, heap) && bad++ < 3) FAIL_CHECK(s << ": " << what << " " << show(got) << " heap " << show(heap));
     });
     CHECK(bad == 0);
   }
@@ -164,6 +180,8 @@ TEST_CASE("bpe linear: runs of one token, where the leftmost equal pair merges f
     const std::string s(n, 'a');
     CAPTURE(n);
     CHECK(show(run(m, s, false)) == show(run(m, s, true)));
+    CHECK(show(run_linear(m, s, false)) == show(run(m, s, true)));
+    if (n <= LinearBpe::kShortMax) CHECK(show(run_linear(m, s, true)) == show(run(m, s, true)));
   }
 }
 
@@ -216,8 +234,13 @@ TEST_CASE("bpe linear: qwen3 and llama-3 take it and agree with the heap on rand
       } else {
         w = std::string(len, units[rng() % units.size()][0]);
       }
-      auto lin = run(m, w, false), heap = run(m, w, true);
-      if (!same(lin, heap) && bad++ < 3) FAIL_CHECK("word " << i << ": linear " << show(lin) << " heap " << show(heap));
+      const auto heap = run(m, w, true);
+      auto lin = run(m, w, false);
+      if (!same(lin, heap) && bad++ < 3)
+        FAIL_CHECK("word " << i << ": tokenize " << show(lin) << " heap " << show(heap));
+      lin = run_linear(m, w, w.size() <= LinearBpe::kShortMax);
+      if (!same(lin, heap) && bad++ < 3)
+        FAIL_CHECK("word " << i << ": encoder " << show(lin) << " heap " << show(heap));
     }
     CHECK(bad == 0);
   }
@@ -234,13 +257,26 @@ TEST_CASE("bpe linear: vocabularies outside its preconditions keep the heap and 
   late.vocab.emplace(to_token("abc"), 999);
   BpeModel later(std::move(late), "late");
   CHECK(later.merge_algorithm() == "linear (1 irregular tokens)");
-  each_string("abc", 8,
-              [&](const std::string& s) { CHECK_MESSAGE(show(run(later, s, false)) == show(run(later, s, true)), s); });
+  each_string("abc", 8, [&](const std::string& s) {
+    CHECK_MESSAGE(show(run(later, s, false)) == show(run(later, s, true)), s);
+    CHECK_MESSAGE(show(run_linear(later, s, false)) == show(run(later, s, true)), s);
+    CHECK_MESSAGE(show(run_linear(later, s, true)) == show(run(later, s, true)), s);
+  });
   // A byte without a token.
   BpeConfig holes = config_with({{"a", "b"}});
   holes.vocab.erase(byte_token(0xff));
   BpeModel holed(std::move(holes), "holes");
   CHECK(holed.merge_algorithm() == "heap: byte 255 has no token");
+  // Ranks that are not the merges' places (two pairs of one rank, as
+  // sentencepiece's scores give): the short loop could not order them.
+  BpeConfig tied = config_with({{"a", "b"}, {"b", "c"}, {"ab", "c"}});
+  tied.merge_ranks = {0, 0, 1};
+  BpeModel tied_ranks(std::move(tied), "tied");
+  CHECK(tied_ranks.merge_algorithm() == "heap: merge ranks are not the merges' places in the list");
+  CHECK(tied_ranks.linear() == nullptr);
+  std::vector<WordPiece> tied_out;
+  tied_ranks.tokenize("abc", tied_out);
+  CHECK(show(tied_out) == show(run(tied_ranks, "abc", true)));
   // Not byte-level.
   BpeConfig chars;
   chars.vocab = {{"a", 0}, {"b", 1}, {"ab", 2}};
@@ -296,7 +332,8 @@ TEST_CASE("bpe linear: under ignore_merges (llama-3) every token's bytes as a wo
 TEST_CASE("bpe linear: every token is found in the trie, and words of tokens side by side give the heap's pieces") {
   // The trie (its two-byte table, its children compared at once) and the
   // compatibility walk, through the linear encoder alone (no word cache, no
-  // cuts between chars): each token's own bytes, then 60,000 words made of
+  // cuts between chars), and the short merge loop alone (its byte-pair
+  // table, its merges in rank order): each token's own bytes, then 60,000 words made of
   // vocabulary tokens side by side with a random byte now and then, on three
   // real vocabularies, each word against the heap loop.
   int vocabularies = 0;
@@ -334,13 +371,24 @@ TEST_CASE("bpe linear: every token is found in the trie, and words of tokens sid
       REQUIRE(lin->encode(w, [&](int32_t id, uint32_t len) { lin_out.push_back({id, len}); }));
       return lin_out;
     };
-    size_t reachable = 0, bad = 0;
+    // The short merge loop on the same words, where they are short enough.
+    const auto short_loop = [&](const std::string& w) {
+      lin_out.clear();
+      lin->encode_short(w, [&](int32_t id, uint32_t len) { lin_out.push_back({id, len}); });
+      return lin_out;
+    };
+    size_t reachable = 0, bad = 0, shorts = 0;
     for (const std::string& raw : raws) {
       heap_out.clear();
       m.tokenize_heap(raw, heap_out);
       reachable += heap_out.size() == 1;
       if (!same(linear(raw), heap_out) && bad++ < 3) FAIL_CHECK(show(lin_out) << " heap " << show(heap_out));
+      if (raw.size() > LinearBpe::kShortMax) continue;
+      ++shorts;
+      if (!same(short_loop(raw), heap_out) && bad++ < 3)
+        FAIL_CHECK("short " << show(lin_out) << " heap " << show(heap_out));
     }
+    CHECK(shorts > raws.size() * 9 / 10);
     CHECK(reachable > raws.size() * 9 / 10);
     std::mt19937 rng(60000);
     for (int i = 0; i < 60000; ++i) {
@@ -354,6 +402,8 @@ TEST_CASE("bpe linear: every token is found in the trie, and words of tokens sid
       m.tokenize_heap(w, heap_out);
       if (!same(linear(w), heap_out) && bad++ < 3)
         FAIL_CHECK("word " << i << ": " << show(lin_out) << " heap " << show(heap_out));
+      if (w.size() <= LinearBpe::kShortMax && !same(short_loop(w), heap_out) && bad++ < 3)
+        FAIL_CHECK("word " << i << ": short " << show(lin_out) << " heap " << show(heap_out));
     }
     CHECK(bad == 0);
   }

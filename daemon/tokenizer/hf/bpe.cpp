@@ -158,16 +158,21 @@ void BpeModel::init_linear() {
     for (size_t id = 0; id < raw.size(); ++id)
       if (id_valid_[id] && !byte_level_to_raw(id_to_token_[id], raw[id])) raw[id].clear();
     std::vector<LinearBpe::MergeSpec> specs(merge_pairs_.size());
-    for (size_t rank = 0; rank < merge_pairs_.size(); ++rank) {
+    for (size_t rank = 0; rank < merge_pairs_.size() && why.empty(); ++rank) {
       const auto [a, b] = merge_pairs_[rank];
       const Merge* m = merges_.find(a, b);
+      // Each pair ranked by its (last) place in the list: no two pairs share
+      // a rank (the short merge loop orders merges by rank alone).
+      if (m->rank < int32_t(rank) || size_t(m->rank) >= merge_pairs_.size() ||
+          merge_pairs_[size_t(m->rank)] != merge_pairs_[rank])
+        why = "merge ranks are not the merges' places in the list";
       // A pair listed twice keeps its last rank.
       specs[rank] = m->rank == int32_t(rank) ? LinearBpe::MergeSpec{a, b, m->new_id} : LinearBpe::MergeSpec{-1, -1, -1};
     }
     auto heap = [this](std::string_view bytes, std::vector<WordPiece>& out, int32_t(&last)[2]) {
       merge_word(bytes, out, &last);
     };
-    linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, heap, why);
+    if (why.empty()) linear_ = LinearBpe::build(raw, specs, merges_, byte_unit_id_, heap, why);
     if (linear_) cuts_.build(raw, [&](int32_t id) { return linear_->reachable(id); });
   }
   merge_pairs_.clear();
@@ -238,6 +243,12 @@ bool BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out
 }
 
 void BpeModel::merge_linear(std::string_view word, std::vector<WordPiece>& out) const {
+  // Short words (most of those the cache misses): the merges one at a time,
+  // whose lookups miss the cache less than the search's trie walk does.
+  if (word.size() <= LinearBpe::kShortMax) {
+    linear_->encode_short(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); });
+    return;
+  }
   if (!linear_->encode(word, [&](int32_t id, uint32_t len) { out.push_back({id, len}); })) merge_word(word, out);
 }
 

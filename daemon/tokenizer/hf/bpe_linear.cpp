@@ -110,6 +110,13 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     lin->bytes_ += raw[id];
   }
   lin->offsets_[raw.size()] = uint32_t(lin->bytes_.size());
+  {
+    std::vector<std::pair<uint64_t, Merge>> canonical;
+    for (size_t id = 0; id < raw.size(); ++id)
+      if (reachable[id] && tok[id].birth >= 0)
+        canonical.push_back({MergeTable::key(tok[id].left, tok[id].right), Merge{tok[id].birth, int32_t(id)}});
+    lin->canonical_.build(canonical);
+  }
   if (!lin->build_trie(raw, reachable, why)) return nullptr;
   return lin;
 }
@@ -179,6 +186,9 @@ bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vecto
     unit_[b] = int32_t(first[0]);
     for (int c = 0; c < 256; ++c) top2_[size_t(b) << 8 | size_t(c)] = child(first, uint8_t(c));
   }
+  byte_pairs_.assign(size_t(1) << 16, kNoMerge);
+  for (int b = 0; b < 256; ++b)
+    for (int c = 0; c < 256; ++c) byte_pairs_[size_t(b) << 8 | size_t(c)] = merge_of(unit_[b], unit_[c]);
   cands_.resize(longest + 1);
   return true;
 }

@@ -87,6 +87,53 @@ class LinearBpe {
     return true;
   }
 
+  // Words up to kShortMax bytes: the merges applied one at a time, the
+  // lowest rank first (the leftmost among equals), as the heap loop does.
+  // Each pair's merge is kept as rank << 32 | new id (ranks are the merges'
+  // places in the list, so no two pairs share one, and the lowest such
+  // value is the lowest rank); a byte pair's comes from a dense table, a
+  // later pair's from the merge table, and the two lookups after a merge do
+  // not depend on each other. Nearly all words the cache misses are this
+  // short (unseen English: 94% up to 12 bytes, 99% up to 16); up to 24
+  // bytes its scans of the pairs, quadratic in the word, cost less than the
+  // search's cache misses.
+  static constexpr size_t kShortMax = 24;
+  template <class Emit>
+  void encode_short(std::string_view word, Emit&& emit) const {
+    const size_t n = word.size();
+    const auto* w = reinterpret_cast<const uint8_t*>(word.data());
+    int32_t id[kShortMax];
+    uint32_t len[kShortMax];
+    uint64_t pair[kShortMax];  // the merge of (id[i], id[i + 1]), or kNoMerge
+    for (size_t i = 0; i < n; ++i) {
+      id[i] = unit_[w[i]];
+      len[i] = 1;
+    }
+    for (size_t i = 0; i + 1 < n; ++i) pair[i] = byte_pairs_[size_t(w[i]) << 8 | w[i + 1]];
+    size_t m = n;
+    while (m > 1) {
+      size_t best = 0;
+      uint64_t low = pair[0];
+      for (size_t i = 1; i + 1 < m; ++i) {
+        const bool lt = pair[i] < low;
+        low = lt ? pair[i] : low;
+        best = lt ? i : best;
+      }
+      if (low == kNoMerge) break;
+      id[best] = int32_t(uint32_t(low));
+      len[best] += len[best + 1];
+      for (size_t i = best + 1; i + 1 < m; ++i) {
+        id[i] = id[i + 1];
+        len[i] = len[i + 1];
+        pair[i] = pair[i + 1];
+      }
+      --m;
+      if (best > 0) pair[best - 1] = merge_of(id[best - 1], id[best]);
+      if (best + 1 < m) pair[best] = merge_of(id[best], id[best + 1]);
+    }
+    for (size_t i = 0; i < m; ++i) emit(id[i], len[i]);
+  }
+
   // BPE of bytes(a) + bytes(b) is [a, b] (both reachable). Answers are kept
   // in a small direct-mapped table: text repeats its token pairs.
   bool compatible(int32_t a, int32_t b) const {
@@ -99,6 +146,11 @@ class LinearBpe {
   }
 
  private:
+  static constexpr uint64_t kNoMerge = ~uint64_t(0);
+  uint64_t merge_of(int32_t a, int32_t b) const {
+    const Merge* m = canonical_.find(a, b);
+    return m != nullptr ? uint64_t(uint32_t(m->rank)) << 32 | uint32_t(m->new_id) : kNoMerge;
+  }
   struct Tree {
     int32_t birth;        // rank of its canonical split; -1 for a unit
     int32_t left, right;  // the canonical split's parts (-1 for a unit)
@@ -159,6 +211,12 @@ class LinearBpe {
   HugeVector<uint32_t> dense_;     // 256 children (or kNone) per node with many
   int32_t unit_[256];              // the token of each byte
   std::vector<uint32_t> top2_;     // the node of each first two bytes (b0 << 8 | b1), or kNone
+  // Each reachable token's canonical split only: the only merges the heap
+  // loop ever applies (a piece it forms is the BPE of its own bytes, so its
+  // last merge is its canonical split), so the lowest of these pairs is the
+  // lowest of all. Llama-3 lists 280,147 merges for 128,000 tokens.
+  MergeTable canonical_;
+  HugeVector<uint64_t> byte_pairs_;  // merge_of(unit_[b0], unit_[b1]) at b0 << 8 | b1
 
   // 4096 answers (32 KiB, in the cache): the pairs asked again are mostly
   // those of the last few words; a table of 65,536 answered hardly more of
