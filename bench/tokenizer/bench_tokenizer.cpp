@@ -102,7 +102,8 @@ void usage(const char* argv0) {
                "                   each corpus (unseen text); without it, warm on the corpus and\n"
                "                   report the best pass (hot cache)\n"
                "  --seconds S      hot mode: time at least S seconds, 3 passes at least (default 2)\n"
-               "  --dump-ids FILE  write the timed corpus's ids, one JSON array per line\n"
+               "  --dump-ids FILE  write the timed corpus's ids, one JSON array per line (tokfeed's:\n"
+               "                   --hf's, else --sp's own encoder's)\n"
                "  --offsets        tokfeed's encoders give each token's byte range too (Tokenizer::encode)\n",
                argv0);
 }
@@ -161,12 +162,12 @@ int main(int argc, char** argv) {
       }
       Measured m = measure(
           texts, warm_texts, seconds, [&](const std::string& t, std::vector<int32_t>& ids) { sp.Encode(t, &ids); },
-          hf_path.empty() ? dump : nullptr);
+          nullptr);
       std::printf("RESULT %s sentencepiece %.2f %zu\n", name.c_str(), m.mbps, m.tokens);
       // tokfeed's sentencepiece tokenizer: its own BPE encoder where the model allows.
       auto tok = tokfeed::text::load_tokenizer("sentencepiece", sp_path);
       if (&path == &corpora.front()) std::fprintf(stderr, "tokfeed-sp engine: %s\n", tok->engine().c_str());
-      m = measure(texts, warm_texts, seconds, ids_of(*tok, offsets), nullptr);
+      m = measure(texts, warm_texts, seconds, ids_of(*tok, offsets), hf_path.empty() ? dump : nullptr);
       std::printf("RESULT %s tokfeed-sp %.2f %zu\n", name.c_str(), m.mbps, m.tokens);
     }
     std::fflush(stdout);
