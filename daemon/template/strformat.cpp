@@ -475,6 +475,13 @@ struct Formatter {
 
 }  // namespace
 
+namespace {
+
+// The presentation types that format any number as a float.
+bool float_type(char t) { return t == 'e' || t == 'E' || t == 'f' || t == 'F' || t == 'g' || t == 'G' || t == '%'; }
+
+}  // namespace
+
 std::string format_value(const Value& v, std::string_view spec) {
   std::string_view tname = type_name(v);
   if (spec.empty()) {
@@ -493,33 +500,12 @@ std::string format_value(const Value& v, std::string_view spec) {
     case Kind::kBool: {
       FSpec f = parse_spec(spec, 'd', '>', tname);
       int64_t n = v.kind == Kind::kBool ? v.b : v.i;
-      switch (f.type) {
-        case 'e':
-        case 'E':
-        case 'f':
-        case 'F':
-        case 'g':
-        case 'G':
-        case '%': return format_float(static_cast<double>(n), f);
-        default: return format_int(n, f, tname);
-      }
+      return float_type(f.type) ? format_float(static_cast<double>(n), f) : format_int(n, f, tname);
     }
     case Kind::kFloat: {
       FSpec f = parse_spec(spec, 0, '>', tname);
-      switch (f.type) {
-        case 0:
-        case 'e':
-        case 'E':
-        case 'f':
-        case 'F':
-        case 'g':
-        case 'G':
-        case 'n':
-        case '%': return format_float(v.f, f);
-        default:
-          throw Error("Unknown format code '" + type_char(f.type) + "' for object of type '" + std::string(tname) +
-                      "'");
-      }
+      if (f.type == 0 || f.type == 'n' || float_type(f.type)) return format_float(v.f, f);
+      throw Error("Unknown format code '" + type_char(f.type) + "' for object of type '" + std::string(tname) + "'");
     }
     default: throw Error("unsupported format string passed to " + std::string(tname) + ".__format__");
   }
