@@ -78,12 +78,15 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     append_str(b, r);
     return Value::str(std::move(r));
   }
-  if ((c == '+' || c == '%') && !twice && (a.markup || b.markup)) {
-    bool done;
-    Value r = markup_binary(c, a, b, done);
-    if (done) return r;
+  if (c == '+' && a.is_str() && b.is_str() && (a.markup || b.markup)) {  // Markup's +: the plain str escaped
+    std::string r = *markup_escape(a).s;
+    r += *markup_escape(b).s;
+    return markup(std::move(r));
   }
-  if (c == '%' && a.is_str()) return Value::str(percent_format(*a.s, b));  // str.__mod__ takes any operand
+  if (c == '%' && a.is_str()) {  // str.__mod__ takes any operand; Markup's escapes the fields
+    std::string r = percent_format(*a.s, b, a.markup);
+    return a.markup ? markup(std::move(r)) : Value::str(std::move(r));
+  }
   check_defined(a);
   check_defined(b);
   const char* o = op.c_str();
@@ -319,21 +322,6 @@ const Value& truth(Interp& in, const Value& v) {
 }
 
 }  // namespace
-
-Value markup_binary(char op, const Value& a, const Value& b, bool& done) {
-  done = false;
-  if (op == '+' && a.is_str() && b.is_str() && (a.markup || b.markup)) {
-    done = true;
-    std::string r = *markup_escape(a).s;
-    r += *markup_escape(b).s;
-    return markup(std::move(r));
-  }
-  if (op == '%' && a.is_str() && a.markup) {
-    done = true;
-    return markup(percent_format(*a.s, b, true));
-  }
-  return {};
-}
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) { return arith(op, a, b); }
 bool compare_op(const std::string& op, const Value& a, const Value& b) { return compare(op, a, b); }

@@ -220,10 +220,6 @@ std::string tojson(const Value& v, bool ascii, const std::string* indent, bool s
 // `escape`: Markup's `%`, whose %s, %r and %a fields are HTML-escaped (a
 // Markup argument's %s field is not).
 std::string percent_format(const std::string& fmt, const Value& args, bool escape = false);
-// Markup's `+` (either operand Markup, both str: the other escaped) and
-// `Markup % args` (each argument escaped as markupsafe's helper does):
-// `done` false where neither applies.
-Value markup_binary(char op, const Value& a, const Value& b, bool& done);
 // C's printf of the finite |d| in conversion `conv` (e E f F g G) with
 // `prec` digits and `#` when `alt`: what CPython's float formatting gives.
 std::string float_digits(double d, char conv, int prec, bool alt);

@@ -515,6 +515,14 @@ bool may_read_loop(const Body& body) {
   return false;
 }
 
+// Every for loop in `body` makes no loop.changed (Stmt::uses_changed).
+void no_changed(Body& body) {
+  for (auto& s : body) {
+    if (s->kind == SK::kFor) s->uses_changed = false;
+    for (Body& b : s->bodies) no_changed(b);
+  }
+}
+
 void optimize(Body& body) {
   std::string sink;
   Interp in;
@@ -546,17 +554,6 @@ void optimize(Body& body) {
       s.text = to_str(v);
       s.exprs.clear();
     }
-  }
-}
-
-}  // namespace
-
-namespace {
-
-void no_changed(Body& body) {
-  for (auto& s : body) {
-    if (s->kind == SK::kFor) s->uses_changed = false;
-    for (Body& b : s->bodies) no_changed(b);
   }
 }
 

@@ -238,10 +238,6 @@ std::string repeat(std::string_view fill, int64_t n) {
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // Markup's str methods (markupsafe): the same text, Markup again, where
 // the method gives a str (or a list or tuple of them); `replace`'s new
 // text, a fill char, `join`'s items and `format`'s str arguments escaped.
@@ -255,9 +251,9 @@ Value markup_method(const Value& obj, std::string_view name, Args& a) {
   auto escape_at = [&](std::size_t k) {
     if (k < a.pos.size() && a.pos[k].is_str()) a.pos[k] = markup_escape(a.pos[k]);
   };
-  if (name == "replace") escape_at(1);
-  else if (name == "ljust" || name == "rjust" || name == "center") escape_at(1);
-  else if (name == "format") {
+  if (name == "replace" || name == "ljust" || name == "rjust" || name == "center") {
+    escape_at(1);  // the new text, the fill char
+  } else if (name == "format") {
     for (Value& x : a.pos)
       if (x.is_str()) x = markup_escape(x);
     for (auto& [k, x] : a.kw)

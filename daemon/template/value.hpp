@@ -203,7 +203,7 @@ struct Value {
   uint8_t view = 0;
   // A str that is markupsafe's Markup (the `safe` and `escape` filters'):
   // `+`, `%`, `*` and its str methods keep it Markup and escape the plain
-  // str operands and arguments they take in (value.cpp, markup_*).
+  // str operands and arguments they take in (eval.cpp arith, strmethods.cpp).
   bool markup = false;
   union {
     bool b;
