@@ -33,7 +33,7 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
     text::RenderOptions opts;
     opts.tmpl = cfg.tokenizer.tmpl;
     opts.default_system = cfg.tokenizer.default_system;
-    opts.last_assistant_only = cfg.batch.last_assistant_only;
+    opts.loss = cfg.batch.loss;
     text::Conversation conv;
     text::Rendered rendered;
     std::string out;
@@ -43,7 +43,7 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
       const text::RecordRules& r = rules[data.dataset_of(i)];
       if (r.chat) {  // a model's own template (docs/chat_templates.md)
         std::string why = text::record_to_chat(data.record(i), r, false, messages, tools);
-        if (why.empty()) why = text::render_labeled(*r.chat, messages, tools, r.last_assistant, rendered);
+        if (why.empty()) why = text::render_labeled(*r.chat, messages, tools, r.loss, rendered);
         if (!why.empty()) throw std::runtime_error(data.where(i) + ": " + why);
       } else {
         text::parse_record(data.record(i), r, conv);

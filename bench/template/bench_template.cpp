@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
       for (const std::string& rec : records) {
         auto t0 = Clock::now();
         std::string why = text::record_to_chat(rec, rules, false, msgs, tools);
-        if (why.empty()) why = text::render_labeled(*spec, msgs, tools, false, r);
+        if (why.empty()) why = text::render_labeled(*spec, msgs, tools, text::Loss::kAllAssistant, r);
         auto t1 = Clock::now();
         if (!why.empty()) continue;  // a refused record: no tokenizing
         toks.clear();

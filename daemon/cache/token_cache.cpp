@@ -87,7 +87,7 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   h.field(cfg.tokenizer.chat ? "jinja\n" + cfg.tokenizer.chat->key
                              : "built-in\n" + text::builtin_template_source(cfg.tokenizer.tmpl));
   h.field(cfg.tokenizer.default_system ? "1" + *cfg.tokenizer.default_system : "0");
-  h.field(cfg.batch.last_assistant_only ? "last_assistant" : "all_assistant");
+  h.field(std::string(text::loss_name(cfg.batch.loss)));
   h.field(std::to_string(cfg.batch.max_length));
   h.field(truncation_name(cfg.batch.truncation));
   for (std::size_t i = 0; i < cfg.datasets.size(); ++i) {

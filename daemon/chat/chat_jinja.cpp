@@ -183,7 +183,7 @@ std::string check_chat_record(std::string_view json, const RecordRules& rules, b
   static thread_local tmpl::Value messages, tools;
   static thread_local Rendered rendered;
   std::string reason = record_to_chat(json, rules, padded, messages, tools);
-  if (reason.empty()) reason = render_labeled(*rules.chat, messages, tools, rules.last_assistant, rendered);
+  if (reason.empty()) reason = render_labeled(*rules.chat, messages, tools, rules.loss, rendered);
   return reason;
 }
 

@@ -22,7 +22,7 @@ struct ChatSpec {
   tmpl::Vars globals;  // special tokens and template_kwargs, as apply_chat_template passes them
   tmpl::RenderLimits limits;
   // Built-in templates mark one {% generation %} block per assistant message,
-  // so last_assistant keeps the last block.
+  // so loss = "last_assistant" keeps the last block.
   bool one_block_per_turn = false;
   std::string key;  // what decides the output, for cache keys
 };
@@ -56,8 +56,8 @@ bool builtin_reads_reasoning(Template t) noexcept;
 // Renders `messages` (and `tools`, None when absent) and marks the trained
 // byte spans (docs/data_model.md section 2). Returns the bad-record reason, or
 // an empty string.
-std::string render_labeled(const ChatSpec& spec, const tmpl::Value& messages, const tmpl::Value& tools,
-                           bool last_assistant, Rendered& out);
+std::string render_labeled(const ChatSpec& spec, const tmpl::Value& messages, const tmpl::Value& tools, Loss loss,
+                           Rendered& out);
 
 // A record → the template's `messages` and `tools` (docs/data_model.md
 // section 1.2): HF/OpenAI messages pass through; ShareGPT and ms-swift agent

@@ -6,7 +6,9 @@
 // (c) where (b) fails, the message trains its own text in F (the output
 //     written while the template iterated over it), less the generation
 //     prompt's text at its start;
-// a message's own "loss": true/false overrides the rule for that message.
+// a message's own "loss": true/false overrides the rule for that message;
+// loss = "all" trains the whole rendering but for the messages that say
+// "loss": false.
 #include <algorithm>
 #include <cstring>
 
@@ -167,18 +169,23 @@ void subtract(std::vector<Span>& spans, std::size_t b, std::size_t e) {
 
 }  // namespace
 
-std::string render_labeled(const ChatSpec& spec, const Value& messages, const Value& tools, bool last_assistant,
-                           Rendered& out) {
+std::string render_labeled(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, Rendered& out) {
   out.text.clear();
   out.trained.clear();
   tmpl::ReuseScope reuse;  // what the rule allocates around the renders reuses their small blocks
   tmpl::MemoScope memo;    // the renders of this record share their tojson
   const auto& msgs = messages.list->items;
   const std::size_t n = msgs.size();
-  const bool generation = spec.tmpl.has_generation();
+  const bool last_assistant = loss == Loss::kLastAssistant;
+  // loss = "all": the whole rendering trains, {% generation %} blocks or not
+  // (TRL's assistant_only_loss=False); the rule places only the messages
+  // that untrain themselves.
+  const bool whole = loss == Loss::kAll;
+  const bool generation = !whole && spec.tmpl.has_generation();
 
   // Which messages train: assistant messages (the last one only under
-  // last_assistant), unless the message says otherwise.
+  // last_assistant; every message under all), unless the message says
+  // otherwise.
   std::size_t last = n;
   for (std::size_t i = 0; i < n; ++i)
     if (role_of(msgs[i]) == "assistant") last = i;
@@ -186,7 +193,7 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   bool overrides = false;
   for (std::size_t i = 0; i < n; ++i) {
     bool assistant = role_of(msgs[i]) == "assistant";
-    train[i] = assistant && (!last_assistant || i == last);
+    train[i] = whole || (assistant && (!last_assistant || i == last));
     if (auto l = loss_of(msgs[i])) {
       overrides |= *l != static_cast<bool>(train[i]);
       train[i] = *l;
@@ -194,15 +201,16 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   }
   // Under (a), the blocks alone decide, but for last_assistant or a switch.
   const bool last_block = spec.one_block_per_turn && last_assistant && !overrides;
-  const bool regions = !generation || (!last_block && (last_assistant || overrides));
+  const bool regions = whole ? overrides : !generation || (!last_block && (last_assistant || overrides));
 
   // The prefix renders the rule will ask for: for each message it places,
   // P and U (messages[:i]), and Fi (messages[:i+1]).
   std::vector<uint8_t> want(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const bool assistant = role_of(msgs[i]) == "assistant";
-    const bool placed_by_rule =
-        generation ? regions && !last_block && static_cast<bool>(train[i]) != assistant : static_cast<bool>(train[i]);
+    const bool placed_by_rule = whole        ? !train[i]
+                                : generation ? regions && !last_block && static_cast<bool>(train[i]) != assistant
+                                             : static_cast<bool>(train[i]);
     if (!placed_by_rule) continue;
     want[i] |= 3;
     want[i + 1] |= 1;
@@ -261,7 +269,7 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
                role_of(msgs[i]) +
                "): the prefix rule fails there, and the template writes no text while iterating over it (it "
                "reaches messages by index, or collects its output in a variable); use a template with "
-               "{% generation %} blocks, or loss = \"last_assistant\"";
+               "{% generation %} blocks, or loss = \"last_assistant\" or \"all\"";
       return false;
     }
     spans = own[i];
@@ -293,7 +301,14 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   };
 
   std::vector<Span> spans;
-  if (generation) {
+  if (whole) {
+    if (!full.empty()) add_span(out.trained, 0, full.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (train[i]) continue;
+      if (!region(i, spans)) return reason;
+      for (Span sp : spans) subtract(out.trained, sp.begin, sp.end);
+    }
+  } else if (generation) {
     for (auto [b, e] : gen) add_span(out.trained, b, e);
     if (last_block) {
       // Built-in templates: the last block is the last assistant's.

@@ -67,8 +67,7 @@ void render(const Conversation& conv, const RenderOptions& opts, Rendered& out) 
     spec = builtin_chat_spec(opts.tmpl, opts.default_system);
     spec_opts = opts;
   }
-  std::string reason =
-      render_labeled(*spec, conversation_messages(conv), tmpl::Value::none(), opts.last_assistant_only, out);
+  std::string reason = render_labeled(*spec, conversation_messages(conv), tmpl::Value::none(), opts.loss, out);
   if (!reason.empty()) throw std::runtime_error(reason);  // the built-in templates accept every valid conversation
 }
 

@@ -31,7 +31,7 @@ struct Rendered {
 struct RenderOptions {
   Template tmpl = Template::kChatml;
   std::optional<std::string> default_system;  // overrides the template's own default
-  bool last_assistant_only = false;
+  Loss loss = Loss::kAllAssistant;
 };
 
 // Renders `conv` (already validated by parse_record) into `out`.

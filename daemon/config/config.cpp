@@ -397,8 +397,7 @@ JobConfig load_config(const std::string& path) {
     c.batch.truncation = t == "right"  ? text::Truncation::kRight
                          : t == "left" ? text::Truncation::kLeft
                                        : text::Truncation::kDrop;
-    c.batch.last_assistant_only =
-        s.choice("loss", "all_assistant", {"all_assistant", "last_assistant"}) == "last_assistant";
+    text::parse_loss(s.choice("loss", "all_assistant", {"all_assistant", "last_assistant", "all"}), c.batch.loss);
     c.batch.keep_untrained = s.boolean("keep_untrained", false);
     c.batch.dtype = s.choice("dtype", "int64", {"int64", "int32"}) == "int64" ? shm::Dtype::kInt64 : shm::Dtype::kInt32;
     s.check_unknown();
@@ -560,8 +559,7 @@ std::string describe(const JobConfig& c) {
       "[batch]\nsize = {}\nmax_length = {}\npadding = \"{}\"\ntruncation = \"{}\"\nloss = \"{}\"\nkeep_untrained = {}\n"
       "dtype = \"{}\"\n",
       c.batch.size, c.batch.max_length, padding_name(c.batch.padding), truncation_name(c.batch.truncation),
-      c.batch.last_assistant_only ? "last_assistant" : "all_assistant", c.batch.keep_untrained,
-      c.batch.dtype == shm::Dtype::kInt64 ? "int64" : "int32");
+      text::loss_name(c.batch.loss), c.batch.keep_untrained, c.batch.dtype == shm::Dtype::kInt64 ? "int64" : "int32");
   if (is_packed(c.batch.padding))
     out += fmt::format("pack_window = {}\ntokens = {}\n", c.batch.pack_window, c.batch.tokens);
   out += fmt::format("[schedule]\nepochs = {}\nshuffle = {}\nseed = {}\ndrop_last = {}\n", c.schedule.epochs,

@@ -70,7 +70,7 @@ struct BatchConfig {
   uint32_t max_length = 2048;
   Padding padding = Padding::kLongest;
   text::Truncation truncation = text::Truncation::kRight;
-  bool last_assistant_only = false;
+  text::Loss loss = text::Loss::kAllAssistant;
   // Keep samples with no trained token after truncation (TRL drops them; so
   // does tokfeed unless asked).
   bool keep_untrained = false;

@@ -48,7 +48,7 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules, cons
   h.field("columns");
   for (const auto& [k, v] : rules.columns) h.field(k), h.field(v);
   if (rules.max_bytes) h.field(fmt::format("max_bytes {}", rules.max_bytes));
-  if (rules.chat) h.field("chat template"), h.field(rules.chat->key), h.field(rules.last_assistant ? "last" : "all");
+  if (rules.chat) h.field("chat template"), h.field(rules.chat->key), h.field(std::string(text::loss_name(rules.loss)));
   return h.hex() + ".tfx";
 }
 
@@ -84,7 +84,7 @@ text::RecordRules record_rules(const JobConfig& cfg, std::size_t dataset) {
     r.tool_chat = text::builtin_chat_spec(cfg.tokenizer.tmpl, cfg.tokenizer.default_system);
     r.tool_reasoning = text::builtin_reads_reasoning(cfg.tokenizer.tmpl);
   }
-  r.last_assistant = cfg.batch.last_assistant_only;
+  r.loss = cfg.batch.loss;
   return r;
 }
 

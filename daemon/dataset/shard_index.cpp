@@ -55,7 +55,7 @@ std::string check(std::string_view rec, const text::RecordRules& rules, bool pad
   if (text::tool_record(rec, rules, padded, messages, tools)) {
     if (rules.defer_render) return {};
     tmpl::RecordScope budget(rules.tool_chat->limits);
-    return text::render_labeled(*rules.tool_chat, messages, tools, rules.last_assistant, rendered);
+    return text::render_labeled(*rules.tool_chat, messages, tools, rules.loss, rendered);
   }
   return text::check_record(rec, rules, padded);
 }

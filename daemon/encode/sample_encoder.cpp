@@ -11,7 +11,7 @@ SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const te
   for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules_.push_back(record_rules(cfg, d));
   render_.tmpl = cfg.tokenizer.tmpl;
   render_.default_system = cfg.tokenizer.default_system;
-  render_.last_assistant_only = cfg.batch.last_assistant_only;
+  render_.loss = cfg.batch.loss;
 }
 
 std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
@@ -20,10 +20,10 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
     tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
     std::string reason = text::record_to_chat(data_.record(rec), rules, false, messages_, tools_);
     if (!reason.empty()) return reason;
-    return text::render_labeled(*rules.chat, messages_, tools_, rules.last_assistant, out);
+    return text::render_labeled(*rules.chat, messages_, tools_, rules.loss, out);
   }
   if (text::tool_record(data_.record(rec), rules, false, messages_, tools_))
-    return text::render_labeled(*rules.tool_chat, messages_, tools_, rules.last_assistant, out);
+    return text::render_labeled(*rules.tool_chat, messages_, tools_, rules.loss, out);
   std::string reason = text::parse_record(data_.record(rec), rules, conv_);
   if (reason.empty()) text::render(conv_, render_, out);
   return reason;

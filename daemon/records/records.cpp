@@ -17,6 +17,25 @@ std::string_view role_name(Role r) noexcept {
   return "?";
 }
 
+std::string_view loss_name(Loss l) noexcept {
+  switch (l) {
+    case Loss::kAllAssistant: return "all_assistant";
+    case Loss::kLastAssistant: return "last_assistant";
+    case Loss::kAll: return "all";
+  }
+  return "?";
+}
+
+bool parse_loss(std::string_view name, Loss& out) noexcept {
+  for (Loss l : {Loss::kAllAssistant, Loss::kLastAssistant, Loss::kAll}) {
+    if (loss_name(l) == name) {
+      out = l;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string_view format_name(Format f) noexcept {
   switch (f) {
     case Format::kAuto: return "auto";

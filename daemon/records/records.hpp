@@ -21,6 +21,13 @@ struct Message {
 };
 using Conversation = std::vector<Message>;
 
+// Which tokens train ([batch] loss, docs/data_model.md 2.2): every
+// assistant turn, the last one only, or the whole rendering.
+enum class Loss : uint8_t { kAllAssistant, kLastAssistant, kAll };
+std::string_view loss_name(Loss l) noexcept;
+// Returns false for an unknown name.
+bool parse_loss(std::string_view name, Loss& out) noexcept;
+
 enum class Format : uint8_t { kAuto, kMessages, kShareGpt, kAlpaca, kQueryResponse };
 std::string_view format_name(Format f) noexcept;
 // Returns false for an unknown name.
@@ -44,7 +51,7 @@ struct RecordRules {
   std::shared_ptr<const ChatSpec> tool_chat;
   // tool_chat also takes a record whose message has reasoning (qwen3).
   bool tool_reasoning = false;
-  bool last_assistant = false;
+  Loss loss = Loss::kAllAssistant;
   // The supervisor's index (docs/reliability.md): records that `chat` or
   // `tool_chat` would render are only read (their messages converted), and
   // rendered later in a forked child; the rest are checked as usual.

@@ -22,7 +22,8 @@ REPLACED = (
     ("padding_free", "[batch] padding", '"padding_free"'),
     ("pad_to_multiple_of", "[batch] padding", '"longest" or "max_length"'),
     ("assistant_only_loss", "[tokenizer] chat_template and [batch] loss",
-     "labels come from the template's {% generation %} blocks, else each assistant turn"),
+     '"all_assistant" trains the template\'s {% generation %} blocks, else each assistant turn; '
+     '"all" every token, as assistant_only_loss=False'),
     ("completion_only_loss", "[batch] loss", "only assistant turns are trained"),
     ("dataset_text_field", "[[datasets]] format and columns", "which fields a record is read from"),
     ("dataset_num_proc", "[workers] count", "the daemon's tokenizing workers"),

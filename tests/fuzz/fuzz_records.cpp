@@ -4,7 +4,7 @@
 // arbitrary bytes (deeply nested JSON included).
 //
 // The first input byte picks the record format, whether a default system
-// prompt is set, loss on the last assistant turn only, and placeholders;
+// prompt is set, the loss mode (all assistant turns, the last one, all), and placeholders;
 // the rest is the record's JSON text. Beyond "no crash", it checks what the
 // batch builder relies on: trained spans ascending, non-overlapping, and
 // inside the rendered text; and that check_record (what the dataset index
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RenderOptions opts;
     opts.tmpl = t;
     if (mode & 0x10) opts.default_system = "You are terse.";
-    opts.last_assistant_only = (mode & 0x20) != 0;
+    opts.loss = (mode & 0x20) ? Loss::kLastAssistant : (mode & 0x80) ? Loss::kAll : Loss::kAllAssistant;
     Rendered out;
     render(conv, opts, out);
     uint32_t prev = 0;

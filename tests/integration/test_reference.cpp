@@ -54,6 +54,12 @@ TEST_CASE("chatml, two ranks, drop truncation, last assistant, int32, drop_last"
               {0, 1});
 }
 
+TEST_CASE("loss = all: every token of the rendering, built-in templates") {
+  check_equal(job(data_path("sft/mixed-300.jsonl"), "llama2", "[batch]\nsize = 4\nloss = \"all\"\n"));
+  check_equal(job(data_path("sft/mixed-300.jsonl"), "qwen2_5",
+                  "[batch]\nsize = 3\nmax_length = 256\nloss = \"all\"\n[schedule]\nshuffle = false\n"));
+}
+
 TEST_CASE("qwen2_5 over a JSON array with placeholders, three ranks, two epochs, default system") {
   check_equal(job(data_path("sft/self_cognition.json"), "qwen2_5",
                   "default_system = \"You are a test.\"\n[schedule]\nepochs = 2\n[ranks]\nworld_size = 3\n",

@@ -3,7 +3,9 @@ same records (assistant_only_loss with TRL's own training template,
 max_length with truncation_mode="keep_start", fully masked examples dropped),
 and the daemon, given the same template, max_length, truncation = "right"
 and the default keep_untrained = false, serves the same samples in the same
-order with the same input_ids and labels.
+order with the same input_ids and labels. Then TRL's default,
+assistant_only_loss=False (every token of the conversation trained), with
+Qwen2.5's own template, against the daemon's loss = "all".
 
 Needs TOKFEED_HF_PYTHON (transformers, trl, datasets) and ../shared's
 qwen2_5_training template; skips without them.
@@ -26,6 +28,7 @@ from tokfeed_testlib import BUILD_DIR, SOURCE_DIR, TOKFEEDCTL, TOKFEEDD
 
 SHARED = os.path.normpath(os.path.join(SOURCE_DIR, "..", "shared"))
 TRAINING = os.path.join(SHARED, "templates", "qwen2_5_training", "tokenizer_config.json")
+PLAIN = os.path.join(SHARED, "templates", "Qwen-Qwen2.5-7B-Instruct", "tokenizer_config.json")
 QWEN = os.path.join(BUILD_DIR, "test-data", "qwen3", "tokenizer.json")
 DATA = os.path.join(SOURCE_DIR, "tests", "data", "sft", "messages-100.jsonl")
 MAX_LENGTH = 160
@@ -61,10 +64,12 @@ def serve_and_dump(tmp, job_body):
 @unittest.skipIf(transformers is None, "needs transformers and trl (run with TOKFEED_HF_PYTHON)")
 @unittest.skipUnless(os.path.exists(TRAINING) and os.path.exists(QWEN), "needs ../shared/templates and qwen3")
 class TrlPreparation(unittest.TestCase):
-    def test_same_samples_ids_and_labels_as_sft_trainer(self):
+    def compare(self, template_path, assistant_only_loss, loss):
+        """TRL's prepared samples against the daemon's, with the template at
+        `template_path`; returns how many examples TRL dropped."""
         tmp = tempfile.mkdtemp(prefix="tokfeed-parity-")
         try:
-            with open(TRAINING) as f:
+            with open(template_path) as f:
                 template = json.load(f)["chat_template"]
             tok = transformers.PreTrainedTokenizerFast(tokenizer_file=QWEN, eos_token="<|im_end|>",
                                                        pad_token="<|endoftext|>")
@@ -73,7 +78,8 @@ class TrlPreparation(unittest.TestCase):
                 records = [json.loads(line) for line in f if line.strip()]
             ds = datasets.Dataset.from_list([{"messages": r["messages"]} for r in records])
             args = trl.SFTConfig(output_dir=os.path.join(tmp, "out"), report_to=[], use_cpu=True,
-                                 max_length=MAX_LENGTH, assistant_only_loss=True, truncation_mode="keep_start")
+                                 max_length=MAX_LENGTH, assistant_only_loss=assistant_only_loss,
+                                 truncation_mode="keep_start")
             cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
             trainer = trl.SFTTrainer(model=transformers.Qwen2ForCausalLM(cfg), args=args, train_dataset=ds,
@@ -87,11 +93,12 @@ path = "{DATA}"
 type = "hf"
 path = "{QWEN}"
 template = "jinja"
-chat_template = "{TRAINING}"
+chat_template = "{template_path}"
 [batch]
 size = 1
 max_length = {MAX_LENGTH}
 truncation = "right"
+loss = "{loss}"
 [schedule]
 shuffle = false
 [workers]
@@ -101,13 +108,23 @@ count = 1
             dropped = len(records) - len(want)
             print(f"TRL kept {len(want)} of {len(records)} examples ({dropped} fully masked at max_length "
                   f"{MAX_LENGTH}); tokfeed served {len(got)}")
-            self.assertGreater(dropped, 0, "the test should have fully masked examples")
             self.assertEqual(len(got), len(want))
             for k, (g, w) in enumerate(zip(got, want)):
                 self.assertEqual(g[0], w[0], f"sample {k}: input_ids")
                 self.assertEqual(g[1], w[1], f"sample {k}: labels")
+            return dropped
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_same_samples_ids_and_labels_as_sft_trainer(self):
+        dropped = self.compare(TRAINING, assistant_only_loss=True, loss="all_assistant")
+        self.assertGreater(dropped, 0, "the test should have fully masked examples")
+
+    @unittest.skipUnless(os.path.exists(PLAIN), "needs ../shared/templates/Qwen-Qwen2.5-7B-Instruct")
+    def test_whole_conversation_as_trl_default(self):
+        # assistant_only_loss=False trains every token, the system prompt
+        # Qwen2.5's template adds included: nothing is dropped.
+        self.assertEqual(self.compare(PLAIN, assistant_only_loss=False, loss="all"), 0)
 
 
 if __name__ == "__main__":

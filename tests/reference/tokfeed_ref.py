@@ -388,7 +388,7 @@ def load_config(path):
         "template": tuple(DEFAULT_SYSTEM),
         "padding": PADDINGS,
         "truncation": ("right", "left", "drop"),
-        "loss": ("all_assistant", "last_assistant"),
+        "loss": ("all_assistant", "last_assistant", "all"),
     }
     for key, allowed in checks.items():
         if cfg[key] not in allowed:
@@ -1301,6 +1301,8 @@ def render(conv, cfg):
         system, rest = _system_and_rest(conv, template, cfg["default_system"])
         RENDERERS[template](rest, system, r)
     per_turn = r.spans
+    if cfg["loss"] == "all":  # every byte of the text (spec 2.2)
+        per_turn = [[(0, r.pos)]] if r.pos else []
     if cfg["loss"] == "last_assistant":
         per_turn = per_turn[-1:]
     return r.text(), [s for turn in per_turn for s in turn]

@@ -93,12 +93,12 @@ TEST_CASE("bounded encoding keeps exactly the tokens and labels of the whole tex
 
   for (const Case& k : cases) {
     int bounded = 0, tried = 0, trained_kept = 0;
-    for (bool last_only : {false, true}) {
+    for (Loss loss : {Loss::kAllAssistant, Loss::kLastAssistant, Loss::kAll}) {
       for (std::size_t from : {std::size_t{0}, std::size_t{140}}) {
         Rendered r;
         RenderOptions o;
         o.tmpl = k.tmpl;
-        o.last_assistant_only = last_only;
+        o.loss = loss;
         render(join(convs, from, 60), o, r);
         REQUIRE(r.text.size() > 60000);
         for (uint32_t max_length : {1u, 64u, 700u, 3000u})

@@ -232,22 +232,54 @@ TEST_CASE("the label rule: prefix rule, loss switches, last_assistant") {
                       {"role": "user", "content": "U2", "loss": true}, {"role": "assistant", "content": "B", "loss": false},
                       {"role": "assistant", "content": "C"}]})";
   REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
-  REQUIRE(text::render_labeled(spec, msgs, tools, false, r) == "");
+  REQUIRE(text::render_labeled(spec, msgs, tools, text::Loss::kAllAssistant, r) == "");
   CHECK(trained(r) == std::vector<std::string>{"A<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
-  REQUIRE(text::render_labeled(spec, msgs, tools, true, r) == "");
+  REQUIRE(text::render_labeled(spec, msgs, tools, text::Loss::kLastAssistant, r) == "");
   CHECK(trained(r) == std::vector<std::string>{"<|im_start|>user\nU2<|im_end|>\n", "C<|im_end|>\n"});
+  // loss = "all": the whole rendering but the region of the message that says "loss": false
+  // ("B<|im_end|>\n", as (b) places it); the generation prompt before it stays trained.
+  REQUIRE(text::render_labeled(spec, msgs, tools, text::Loss::kAll, r) == "");
+  CHECK(trained(r) ==
+        std::vector<std::string>{
+            "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n<|im_start|>user\nU2<|im_end|>"
+            "\n<|im_start|>assistant\n",
+            "<|im_start|>assistant\nC<|im_end|>\n"});
+}
+
+TEST_CASE("loss = \"all\": the whole rendering, generation blocks or not") {
+  text::RecordRules rules;
+  Value msgs, tools;
+  text::Rendered r;
+  std::string rec =
+      R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                       {"role": "assistant", "content": "A"}]})";
+  REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
+  text::ChatSpec plain = spec_of(kChatml);
+  REQUIRE(text::render_labeled(plain, msgs, tools, text::Loss::kAll, r) == "");
+  CHECK(trained(r) == std::vector<std::string>{r.text});
+  CHECK(r.text ==
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n");
+  // Blocks mark what all_assistant trains; under all they change nothing.
+  text::ChatSpec blocks = spec_of(
+      "{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' %}{% generation %}{{ m.content }}"
+      "{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}");
+  REQUIRE(text::render_labeled(blocks, msgs, tools, text::Loss::kAllAssistant, r) == "");
+  CHECK(trained(r) == std::vector<std::string>{"A"});
+  REQUIRE(text::render_labeled(blocks, msgs, tools, text::Loss::kAll, r) == "");
+  CHECK(trained(r) == std::vector<std::string>{"<system>S<user>U<assistant>A"});
 }
 
 namespace {
 
 // Renders `rec` under `src` and returns the trained texts, or the reason.
 std::vector<std::string> labels_of(const std::string& src, const std::string& rec, bool last_assistant = false) {
+  const text::Loss loss = last_assistant ? text::Loss::kLastAssistant : text::Loss::kAllAssistant;
   text::ChatSpec spec = spec_of(src);
   text::RecordRules rules;
   Value msgs, tools;
   text::Rendered r;
   REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
-  std::string why = text::render_labeled(spec, msgs, tools, last_assistant, r);
+  std::string why = text::render_labeled(spec, msgs, tools, loss, r);
   if (!why.empty()) return {"refused: " + why};
   return trained(r);
 }

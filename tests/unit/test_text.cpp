@@ -160,7 +160,7 @@ TEST_CASE("chat templates render the model's text and mark the trained spans") {
   render(c, o, r);
   CHECK(r.text == "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] U2 [/INST] A2 </s>");
   o.tmpl = Template::kChatml;
-  o.last_assistant_only = true;
+  o.loss = Loss::kLastAssistant;
   render(c, o, r);
   CHECK(r.text ==
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
@@ -168,7 +168,7 @@ TEST_CASE("chat templates render the model's text and mark the trained spans") {
   REQUIRE(r.trained.size() == 1);
   CHECK(r.text.substr(r.trained[0].begin, r.trained[0].end - r.trained[0].begin) == "A2<|im_end|>\n");
   o.tmpl = Template::kQwen2_5;
-  o.last_assistant_only = false;
+  o.loss = Loss::kAllAssistant;
   render(Conversation{{Role::kUser, "U"}, {Role::kAssistant, "A"}}, o, r);
   CHECK(r.text.rfind("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.", 0) ==
         0);
@@ -202,7 +202,7 @@ TEST_CASE("qwen3: no default system, history loses its reasoning, the final answ
        {Role::kAssistant, "<think>a</think>x"},
        {Role::kUser, "<tool_response>1</tool_response>"},
        {Role::kAssistant, "\n<think>\n\nb\n</think>y"}};
-  o.last_assistant_only = true;
+  o.loss = Loss::kLastAssistant;
   render(c, o, r);
   CHECK(r.text ==
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
