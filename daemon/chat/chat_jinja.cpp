@@ -3,6 +3,9 @@
 // tokens; template_kwargs; the fixed instant strftime_now formats.
 #include "chat/chat_jinja.hpp"
 
+#include <simdjson.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -34,8 +37,11 @@ std::optional<std::string> token_text(const Value* v) {
   return std::nullopt;
 }
 
+constexpr std::string_view kSpecialTokens[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                               "pad_token", "cls_token", "mask_token"};
+
 void add_special_tokens(const Value& cfg, tmpl::Vars& out) {
-  for (const char* k : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+  for (std::string_view k : kSpecialTokens) {
     if (auto t = token_text(cfg.dict->find(k))) out.emplace_back(k, Value::str(*t));
   }
   if (const Value* a = cfg.dict->find("additional_special_tokens"); a && a->is_list() && !a->list->items.empty()) {
@@ -77,14 +83,55 @@ std::string template_in_config(const Value& cfg, const std::string& path, const 
                            "); set [tokenizer] chat_template_name");
 }
 
-Value load_config_json(const std::string& path) {
-  Value cfg;
-  try {
-    cfg = tmpl::parse_json(read_file(path));
-  } catch (const tmpl::Error& e) {
-    throw std::runtime_error(path + ": " + e.what());
+// A value's JSON text (this simdjson has raw_json for objects and arrays only).
+simdjson::simdjson_result<std::string_view> raw_json(simdjson::ondemand::value v) {
+  simdjson::ondemand::json_type type;
+  if (auto err = v.type().get(type)) return err;
+  if (type == simdjson::ondemand::json_type::object) {
+    simdjson::ondemand::object o;
+    if (auto err = v.get_object().get(o)) return err;
+    return o.raw_json();
   }
-  if (!cfg.is_dict()) throw std::runtime_error(path + ": expected a JSON object");
+  if (type == simdjson::ondemand::json_type::array) {
+    simdjson::ondemand::array a;
+    if (auto err = v.get_array().get(a)) return err;
+    return a.raw_json();
+  }
+  return v.raw_json_token();
+}
+
+// tokenizer_config.json's fields that the template gets: chat_template and
+// the special tokens. The others are skipped unread, as transformers gives
+// none of them to the template: HF writes model_max_length as the integer
+// 10^30, past what the DOM parser and the engine's 64-bit ints hold.
+Value load_config_json(const std::string& path) {
+  simdjson::padded_string json(read_file(path));
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object obj;
+  auto malformed = [&](simdjson::error_code err) {
+    return std::runtime_error(path + ": malformed JSON: " + simdjson::error_message(err));
+  };
+  if (auto err = parser.iterate(json).get(doc)) throw malformed(err);
+  if (auto err = doc.get_object().get(obj))
+    throw err == simdjson::INCORRECT_TYPE ? std::runtime_error(path + ": expected a JSON object") : malformed(err);
+  Value cfg = Value::new_dict();
+  for (auto member : obj) {
+    simdjson::ondemand::field f;
+    std::string_view key, raw;
+    if (auto err = std::move(member).get(f)) throw malformed(err);
+    if (auto err = f.unescaped_key().get(key)) throw malformed(err);
+    if (key != "chat_template" && key != "additional_special_tokens" &&
+        std::find(std::begin(kSpecialTokens), std::end(kSpecialTokens), key) == std::end(kSpecialTokens))
+      continue;
+    std::string name(key);
+    if (auto err = raw_json(f.value()).get(raw)) throw malformed(err);
+    try {
+      cfg.dict->set(name, tmpl::parse_json(raw));  // the last of duplicate keys, as json.loads
+    } catch (const tmpl::Error& e) {
+      throw std::runtime_error(path + ": field '" + name + "': " + e.what());
+    }
+  }
   return cfg;
 }
 

@@ -6,6 +6,8 @@
 // detail each.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -218,4 +220,42 @@ TEST_CASE("records: a message key whose value is null is left out, as transforme
   const Value* id = calls->list->items[0].dict->find("id");
   REQUIRE(id != nullptr);
   CHECK(id->is_none());
+}
+
+TEST_CASE("chat template: a tokenizer_config.json with integers past 64 bits loads; the template gets its specials") {
+  // HF writes model_max_length as the integer 10^30; transformers gives the
+  // template only chat_template's text and the special tokens.
+  const fs::path dir = fs::temp_directory_path() / ("tokfeed-cfg-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"model_max_length": 1000000000000000019884624838656,
+    "added_tokens_decoder": {"0": {"content": "<s>", "n": 18446744073709551616}},
+    "bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>", "chat_template": "old",
+    "additional_special_tokens": ["<a>", {"content": "<b>"}], "extra": [-99999999999999999999],
+    "chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}|{{ additional_special_tokens | join(',') }}"})";
+  std::ofstream(dir / "tokenizer.json") << "{}";
+  text::ChatSource src;
+  src.path = (dir / "tokenizer_config.json").string();
+  src.instant = "2024-07-26";
+  auto spec = text::load_chat_template(src);
+  tmpl::Vars vars = spec->globals;
+  Value msg = Value::new_dict();
+  msg.dict->set("role", Value::str("user"));
+  msg.dict->set("content", Value::str("hi"));
+  vars.emplace_back("messages", Value::new_list({msg}));
+  CHECK(spec->tmpl.render(vars, spec->limits) == "<s>hi</s>|<a>,<b>");  // the last chat_template, as json.loads
+  auto found = text::auto_chat_template((dir / "tokenizer.json").string());
+  CHECK(found == dir.string());
+  // Malformed JSON is still refused, naming the file.
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "x", "bos_token": )";
+  CHECK_THROWS_WITH_AS(text::load_chat_template(src), doctest::Contains("tokenizer_config.json: malformed JSON"),
+                       std::runtime_error);
+  fs::remove_all(dir);
+  // Llama-3's own tokenizer_config.json (model_max_length 10^30), where ../shared has it.
+  const fs::path llama = fs::path(TOKFEED_SHARED_DIR) / "tokenizers/llama3/tokenizer_config.json";
+  if (!fs::exists(llama)) return;
+  src.path = llama.string();
+  auto l = text::load_chat_template(src);
+  bool bos = false;
+  for (const auto& [k, v] : l->globals) bos |= k == "bos_token" && v.is_str() && *v.s == "<|begin_of_text|>";
+  CHECK(bos);
 }
