@@ -259,3 +259,54 @@ TEST_CASE("chat template: a tokenizer_config.json with integers past 64 bits loa
   for (const auto& [k, v] : l->globals) bos |= k == "bos_token" && v.is_str() && *v.s == "<|begin_of_text|>";
   CHECK(bos);
 }
+
+TEST_CASE("records: an integer of 2^63 or more is a bad record, not a float that prints as another number") {
+  // json.loads gives Python's int 9223372036854775808 and tojson prints it
+  // so; a double would print 9.223372036854776e+18.
+  text::RecordRules rules;
+  const std::string tail = R"(}}}]}, {"role": "tool", "content": "r"}, {"role": "assistant", "content": "a"}]})";
+  const std::string head =
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [
+         {"type": "function", "function": {"name": "f", "arguments": {"x": )";
+  Mapped fits = map(head + "9223372036854775807" + tail, rules);
+  REQUIRE(fits.reason.empty());
+  const Value& args = *fits.messages.list->items[1]
+                           .dict->find("tool_calls")
+                           ->list->items[0]
+                           .dict->find("function")
+                           ->dict->find("arguments");
+  CHECK(args.dict->find("x")->kind == Kind::kInt);
+  for (const char* n : {"9223372036854775808", "18446744073709551615"}) {
+    Mapped big = map(head + n + tail, rules);
+    CHECK(big.reason ==
+          std::string("the integer ") + n + " is beyond the engine's 64-bit integers (Python's are unbounded)");
+  }
+  // In the tools, kept from a record before or not.
+  const std::string msgs = R"("messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])";
+  for (int i = 0; i < 2; ++i) {
+    Mapped t = map(
+        R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"max": 18446744073709551615}}}], )" +
+            msgs + "}",
+        rules);
+    CHECK(t.reason.find("beyond the engine's 64-bit integers") != std::string::npos);
+  }
+}
+
+TEST_CASE("records: a tool that is not an object is a bad record, as apply_chat_template refuses it") {
+  // transformers takes a tool as a JSON schema (a dict) or a function and
+  // raises for anything else: a list of JSON strings, one per tool, included.
+  text::RecordRules rules;
+  const std::string msgs = R"("messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])";
+  for (const char* tools :
+       {R"(["{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"])",
+        R"([{"type": "function", "function": {"name": "f"}}, 1])", R"("[{\"name\": \"f\"}, [\"g\"]]")", R"([null])"}) {
+    Mapped m = map("{\"tools\": " + std::string(tools) + ", " + msgs + "}", rules);
+    CHECK(m.reason.find("expected an object (a tool's JSON schema)") != std::string::npos);
+    CHECK(m.reason.find("field 'tools[") == 0);
+  }
+  for (const char* tools : {"[]", R"([{"name": "f"}])", R"("[{\"name\": \"f\"}]")"}) {
+    Mapped m = map("{\"tools\": " + std::string(tools) + ", " + msgs + "}", rules);
+    CHECK(m.reason.empty());
+    CHECK(m.tools.is_list());
+  }
+}
