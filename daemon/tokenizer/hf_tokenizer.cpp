@@ -27,6 +27,11 @@ HfTokenizer::HfTokenizer(HfParts parts, bool fused) : p_(std::move(parts)) {
 
 std::string HfTokenizer::engine() const {
   std::string e = "hf; BPE merges: " + p_.model->merge_algorithm();
+  if (p_.pre_tokenizer) {
+    std::vector<std::string> regexes;
+    p_.pre_tokenizer->describe_regexes(regexes);
+    for (const std::string& r : regexes) e += "; " + r;
+  }
   if (word_split_) e += "; split and merges fused";
   if (metaspace_words_) e += "; words cut before each \u2581 run";
   e += "; " + describe_huge_page_use();  // of the process's tokenizer tables

@@ -1,5 +1,5 @@
 // The hand-written split matcher (text/hf/fast_split.hpp) against PCRE2
-// (Regex with hand_written = false), on the Qwen and Llama-3 patterns: every
+// (Regex with RegexEngine::kPcre2), on the Qwen and Llama-3 patterns: every
 // golden text, the SFT texts, and random strings built from the chars where
 // the regex's alternatives meet (contractions, case folds, newlines, Unicode
 // spaces, digits, marks, invalid UTF-8). Matches must be identical.
@@ -36,7 +36,7 @@ using Matches = std::vector<std::pair<uint32_t, uint32_t>>;
 
 struct Pair {
   Regex fast, pcre;
-  explicit Pair(const std::string& p) : fast(p, "fast", true), pcre(p, "pcre2", false) {}
+  explicit Pair(const std::string& p) : fast(p, "fast"), pcre(p, "pcre2", tokfeed::text::hf::RegexEngine::kPcre2) {}
   // Empty when both agree, else a description of the first difference.
   std::string diff(std::string_view s) const {
     Matches a, b;

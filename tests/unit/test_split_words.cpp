@@ -1,6 +1,6 @@
 // FastSplit::word_ends, the fused tokenizer's split (ASCII windows taken
 // from bit masks, the rest match by match), against PCRE2 (Regex with
-// hand_written = false) on the Qwen and Llama-3 patterns: the word ends must
+// RegexEngine::kPcre2) on the Qwen and Llama-3 patterns: the word ends must
 // be PCRE2's matches, with the bytes between two matches (invalid UTF-8) as
 // words of their own. Texts: random mixes of the chars where the regex's
 // alternatives meet, mostly ASCII so that the window path decides most
@@ -36,7 +36,8 @@ const std::string kLlama3 =
 struct Check {
   std::unique_ptr<FastSplit> fast;
   Regex pcre;
-  explicit Check(const std::string& p) : fast(FastSplit::for_pattern(p)), pcre(p, "pcre2", false) {
+  explicit Check(const std::string& p)
+      : fast(FastSplit::for_pattern(p)), pcre(p, "pcre2", tokfeed::text::hf::RegexEngine::kPcre2) {
     REQUIRE(fast != nullptr);
   }
   // Empty when word_ends gives PCRE2's words, else where they first differ.

@@ -126,6 +126,9 @@ class PreTokenizer {
   virtual const FastSplit* word_split() const { return nullptr; }
   // True when it leaves the spans and their text as they are.
   virtual bool passes_through() const { return false; }
+  // For the load log: which path each of its regexes takes ("Split: matcher
+  // (7 branches, 10 atoms)"), appended to `out`.
+  virtual void describe_regexes(std::vector<std::string>& /*out*/) const {}
 };
 
 class SplitPreTokenizer final : public PreTokenizer {
@@ -136,6 +139,7 @@ class SplitPreTokenizer final : public PreTokenizer {
   const FastSplit* word_split() const override {
     return behavior_ == SplitBehavior::kIsolated && !invert_ ? regex_->fast() : nullptr;
   }
+  void describe_regexes(std::vector<std::string>& out) const override { out.push_back("Split: " + regex_->path()); }
 
  private:
   std::unique_ptr<Regex> regex_;
@@ -175,6 +179,9 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
       : add_prefix_space_(add_prefix_space), regex_(std::move(gpt2_regex)) {}
   void pre_tokenize(PreTokenized& pt) const override;
   bool passes_through() const override { return !add_prefix_space_ && !regex_; }
+  void describe_regexes(std::vector<std::string>& out) const override {
+    if (regex_) out.push_back("ByteLevel split: " + regex_->path());
+  }
 
  private:
   bool add_prefix_space_;
@@ -213,6 +220,9 @@ class SequencePreTokenizer final : public PreTokenizer {
   }
   const FastSplit* word_split() const override;
   bool passes_through() const override;
+  void describe_regexes(std::vector<std::string>& out) const override {
+    for (const auto& s : steps_) s->describe_regexes(out);
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;

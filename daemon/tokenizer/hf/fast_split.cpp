@@ -23,7 +23,7 @@ ClassTable::ClassTable() {
   const std::pair<const char*, Class> classes[] = {{"\\s+", kSpace}, {"\\p{N}+", kNumber}, {"\\p{L}+", kLetter}};
   for (const auto& [pattern, cls] : classes) {
     runs.clear();
-    Regex(pattern, "character classes", false).find_all(all, runs);
+    Regex(pattern, "character classes", RegexEngine::kPcre2).find_all(all, runs);
     for (auto [b, e] : runs)
       for (size_t i = b; i < e;) {
         DecodedChar d = decode_utf8(all, i);

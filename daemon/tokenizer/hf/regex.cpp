@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "tokenizer/hf/fast_split.hpp"
+#include "tokenizer/hf/general_split.hpp"
 #include "tokenizer/hf/regex_unicode.hpp"
 #include "tokenizer/hf/unicode.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -91,8 +92,11 @@ std::string regex_escape(std::string_view literal) {
   return out;
 }
 
-Regex::Regex(const std::string& pattern, const std::string& where, bool hand_written) {
-  if (hand_written && (fast_ = FastSplit::for_pattern(pattern))) return;
+Regex::Regex(const std::string& pattern, const std::string& where, RegexEngine engine) {
+  if (engine == RegexEngine::kAny && (fast_ = FastSplit::for_pattern(pattern))) {
+    path_ = "hand-written";
+    return;
+  }
   std::string translated = onig_to_pcre2(pattern);
   int err = 0;
   PCRE2_SIZE err_offset = 0;
@@ -104,7 +108,13 @@ Regex::Regex(const std::string& pattern, const std::string& where, bool hand_wri
     throw TokenizerError(where + ": regex '" + pattern + "' does not compile: " + reinterpret_cast<const char*>(msg) +
                          " at offset " + std::to_string(err_offset));
   }
+  std::string why = "not asked for";
+  if (engine != RegexEngine::kPcre2 && (general_ = GeneralSplit::compile(translated, why))) {
+    path_ = "matcher (" + general_->summary() + ")";
+    return;
+  }
   jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
+  path_ = std::string(jit_ ? "PCRE2 JIT" : "PCRE2") + " (" + why + ")";
   match_data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
   // Long runs (a megabyte of spaces) need more than the default 32 KiB JIT stack.
   match_context_ = pcre2_match_context_create(nullptr);
@@ -122,6 +132,10 @@ Regex::~Regex() {
 void Regex::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
   if (fast_) {
     fast_->find_all(subject, out);
+    return;
+  }
+  if (general_) {
+    general_->find_all(subject, out);
     return;
   }
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());

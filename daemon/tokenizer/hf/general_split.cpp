@@ -1,0 +1,596 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "tokenizer/hf/general_split.hpp"
+
+#include <pcre2.h>
+
+#include <cctype>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "tokenizer/hf/unicode.hpp"
+
+namespace tokfeed::text::hf {
+
+struct GeneralSplit::Item {
+  enum Kind : uint8_t { kAtom, kGroup, kAhead, kNotAhead, kLineStart, kLineEnd };
+  Kind kind = kAtom;
+  uint64_t bit = 0;  // kAtom: its bit
+  uint32_t min = 1, max = 1;
+  std::vector<std::vector<Item>> alts;  // kGroup, kAhead, kNotAhead
+};
+
+// The rest of a sequence to match after the one at hand (a group's
+// alternative continues with what follows the group).
+struct GeneralSplit::Cont {
+  const Item* it;
+  const Item* end;
+  const Cont* next;
+};
+
+GeneralSplit::~GeneralSplit() = default;
+
+namespace {
+
+using Item = GeneralSplit::Item;
+using Seq = std::vector<Item>;
+constexpr size_t kFail = SIZE_MAX;
+constexpr uint32_t kMany = UINT32_MAX;
+
+// An atom as PCRE2 reads it: its pattern text and whether caseless.
+struct AtomKey {
+  std::string text;
+  bool caseless;
+  bool operator<(const AtomKey& o) const { return caseless != o.caseless ? caseless < o.caseless : text < o.text; }
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view p) : p_(p) {}
+
+  bool parse(std::vector<Seq>& branches) {
+    branches = alternatives(false);
+    if (!ok()) return false;
+    if (i_ != p_.size()) return fail("unbalanced ')'");
+    return true;
+  }
+  bool ok() const { return why_.empty(); }
+  const std::string& why() const { return why_; }
+  const std::vector<AtomKey>& atoms() const { return atoms_; }
+
+ private:
+  bool fail(const std::string& what) {
+    if (why_.empty()) why_ = what + " at offset " + std::to_string(i_);
+    return false;
+  }
+
+  std::vector<Seq> alternatives(bool caseless) {
+    std::vector<Seq> alts;
+    for (;;) {
+      alts.push_back(sequence(caseless));
+      if (!ok()) return alts;
+      if (i_ < p_.size() && p_[i_] == '|') {
+        ++i_;
+        continue;
+      }
+      return alts;
+    }
+  }
+
+  Seq sequence(bool caseless) {
+    Seq seq;
+    while (ok() && i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')') {
+      Item item;
+      if (!atom(caseless, item)) return seq;
+      if (!quantifier(item)) return seq;
+      seq.push_back(std::move(item));
+    }
+    return seq;
+  }
+
+  uint64_t atom_bit(size_t begin, size_t end, bool caseless) {
+    AtomKey key{std::string(p_.substr(begin, end - begin)), caseless};
+    for (size_t k = 0; k < atoms_.size(); ++k)
+      if (!(atoms_[k] < key) && !(key < atoms_[k])) return uint64_t(1) << k;
+    if (atoms_.size() == 64) {
+      fail("more than 64 distinct atoms");
+      return 0;
+    }
+    atoms_.push_back(std::move(key));
+    return uint64_t(1) << (atoms_.size() - 1);
+  }
+
+  // One UTF-8 char from i_ (the pattern is valid UTF-8: PCRE2 compiled it).
+  void skip_char() {
+    const unsigned char c = static_cast<unsigned char>(p_[i_]);
+    i_ += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    if (i_ > p_.size()) i_ = p_.size();
+  }
+
+  // Past "{...}" at i_, if there.
+  bool skip_braces() {
+    if (i_ >= p_.size() || p_[i_] != '{') return false;
+    const size_t close = p_.find('}', i_);
+    if (close == std::string_view::npos) return fail("unclosed '{'");
+    i_ = close + 1;
+    return true;
+  }
+
+  bool class_set() {  // i_ at '['
+    ++i_;
+    if (i_ < p_.size() && p_[i_] == '^') ++i_;
+    if (i_ < p_.size() && p_[i_] == ']') ++i_;
+    while (i_ < p_.size()) {
+      const char c = p_[i_];
+      if (c == ']') {
+        ++i_;
+        return true;
+      }
+      if (c == '[' && i_ + 1 < p_.size() && (p_[i_ + 1] == ':' || p_[i_ + 1] == '.' || p_[i_ + 1] == '=')) {
+        const size_t close = p_.find(std::string{p_[i_ + 1], ']'}, i_ + 2);
+        if (close == std::string_view::npos) return fail("unclosed POSIX class");
+        i_ = close + 2;
+        continue;
+      }
+      if (c == '\\') {
+        if (i_ + 1 >= p_.size()) return fail("'\\' at the end");
+        const char e = p_[i_ + 1];
+        if (e == 'Q' || e == 'E' || e == 'N' || e == 'c' || (e >= '0' && e <= '9'))
+          return fail("escape \\" + std::string(1, e));
+        i_ += 2;
+        if (e == 'x' || e == 'p' || e == 'P' || e == 'o') {
+          if (i_ < p_.size() && p_[i_] == '{') {
+            if (!skip_braces()) return false;
+          } else if (e == 'p' || e == 'P') {
+            ++i_;
+          } else if (e == 'o') {
+            return fail("escape \\o");
+          }
+        } else if (static_cast<unsigned char>(e) >= 0x80) {
+          --i_;
+          skip_char();
+        }
+        continue;
+      }
+      skip_char();
+    }
+    return fail("unclosed '['");
+  }
+
+  bool atom(bool caseless, Item& item) {
+    const size_t begin = i_;
+    const char c = p_[i_];
+    if (c == '(') {
+      ++i_;
+      Item::Kind kind = Item::kGroup;
+      bool inner_caseless = caseless;
+      if (i_ < p_.size() && p_[i_] == '?') {
+        const std::string_view rest = p_.substr(i_ + 1);
+        if (rest.substr(0, 1) == ":") {
+          i_ += 2;
+        } else if (rest.substr(0, 2) == "i:") {
+          i_ += 3;
+          inner_caseless = true;
+        } else if (rest.substr(0, 1) == "=") {
+          i_ += 2;
+          kind = Item::kAhead;
+        } else if (rest.substr(0, 1) == "!") {
+          i_ += 2;
+          kind = Item::kNotAhead;
+        } else {
+          return fail("group '(?" + std::string(rest.substr(0, 2)) + "'");
+        }
+      }
+      item.kind = kind;
+      item.alts = alternatives(inner_caseless);
+      if (!ok()) return false;
+      if (i_ >= p_.size() || p_[i_] != ')') return fail("unclosed '('");
+      ++i_;
+      return true;
+    }
+    if (c == '^' || c == '$') {
+      ++i_;
+      item.kind = c == '^' ? Item::kLineStart : Item::kLineEnd;
+      return true;
+    }
+    if (c == '*' || c == '+' || c == '?' || c == '{') return fail("quantifier with nothing before it");
+    if (c == '[') {
+      if (!class_set()) return false;
+    } else if (c == '\\') {
+      if (i_ + 1 >= p_.size()) return fail("'\\' at the end");
+      const char e = p_[i_ + 1];
+      i_ += 2;
+      switch (e) {
+        case 'p':
+        case 'P':
+          if (i_ < p_.size() && p_[i_] == '{') {
+            if (!skip_braces()) return false;
+          } else {
+            ++i_;
+          }
+          break;
+        case 'x':
+          if (i_ < p_.size() && p_[i_] == '{') {
+            if (!skip_braces()) return false;
+          } else {
+            for (int k = 0; k < 2 && i_ < p_.size() && std::isxdigit(static_cast<unsigned char>(p_[i_])); ++k) ++i_;
+          }
+          break;
+        case 'd':
+        case 'D':
+        case 'w':
+        case 'W':
+        case 's':
+        case 'S':
+        case 'h':
+        case 'H':
+        case 'v':
+        case 'V':
+        case 't':
+        case 'n':
+        case 'r':
+        case 'f':
+        case 'e':
+        case 'a': break;
+        default:
+          if (std::isalnum(static_cast<unsigned char>(e))) return fail("escape \\" + std::string(1, e));
+          if (static_cast<unsigned char>(e) >= 0x80) {
+            --i_;
+            skip_char();
+          }
+      }
+    } else {
+      skip_char();  // `.` or a literal char
+    }
+    item.kind = Item::kAtom;
+    item.bit = atom_bit(begin, i_, caseless);
+    return ok();
+  }
+
+  bool number(uint32_t& v) {
+    const size_t b = i_;
+    uint64_t x = 0;
+    while (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9' && x < 100000) x = x * 10 + uint64_t(p_[i_++] - '0');
+    v = uint32_t(x);
+    return i_ > b && x < 65536;
+  }
+
+  bool quantifier(Item& item) {
+    if (i_ >= p_.size()) return true;
+    uint32_t min = 1, max = 1;
+    const char c = p_[i_];
+    if (c == '?') {
+      min = 0;
+      ++i_;
+    } else if (c == '*') {
+      min = 0, max = kMany;
+      ++i_;
+    } else if (c == '+') {
+      max = kMany;
+      ++i_;
+    } else if (c == '{') {
+      ++i_;
+      if (!number(min)) return fail("'{' that is no quantifier");
+      max = min;
+      if (i_ < p_.size() && p_[i_] == ',') {
+        ++i_;
+        max = kMany;
+        if (i_ < p_.size() && p_[i_] != '}' && !number(max)) return fail("'{' that is no quantifier");
+      }
+      if (i_ >= p_.size() || p_[i_] != '}' || max < min) return fail("'{' that is no quantifier");
+      ++i_;
+    } else {
+      return true;
+    }
+    if (i_ < p_.size() && (p_[i_] == '?' || p_[i_] == '+')) return fail("lazy or possessive quantifier");
+    if (item.kind == Item::kGroup) {
+      if (max != 1) return fail("repeated group");
+    } else if (item.kind != Item::kAtom) {
+      return fail("quantified assertion");
+    }
+    item.min = min;
+    item.max = max;
+    return true;
+  }
+
+  std::string_view p_;
+  size_t i_ = 0;
+  std::string why_;
+  std::vector<AtomKey> atoms_;
+};
+
+// Whether a sequence can match the empty string, and the atoms it can begin with.
+bool nullable(const Seq& seq, uint64_t& first);
+
+bool nullable(const Item& it, uint64_t& first) {
+  switch (it.kind) {
+    case Item::kAtom: first |= it.bit; return it.min == 0;
+    case Item::kGroup: {
+      bool any = it.min == 0;
+      for (const Seq& a : it.alts) any |= nullable(a, first);
+      return any;
+    }
+    default: return true;  // assertions take no char
+  }
+}
+
+bool nullable(const Seq& seq, uint64_t& first) {
+  for (const Item& it : seq)
+    if (!nullable(it, first)) return false;
+  return true;
+}
+
+// Every code point once, in order, as UTF-8 (surrogates left out).
+const std::string& all_code_points() {
+  static const std::string all = [] {
+    std::string s;
+    s.reserve(0x110000 * 4);
+    for (char32_t cp = 0; cp < 0x110000; ++cp)
+      if (cp < 0xD800 || cp > 0xDFFF) append_utf8(s, cp);
+    return s;
+  }();
+  return all;
+}
+
+constexpr uint32_t kCompileOptions = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE;
+
+// The code points an atom matches, as PCRE2 says: the runs of atom+
+// over every code point. Kept per process (loads of the same tokenizer, the
+// atoms many patterns share).
+const std::vector<char32_t>& atom_members(const AtomKey& key, bool& ok) {
+  static std::mutex mu;
+  static std::map<AtomKey, std::vector<char32_t>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  std::vector<char32_t> members;
+  const std::string pattern = (key.caseless ? "(?i)" : "") + key.text + "+";  // one atom, repeated
+  int err = 0;
+  PCRE2_SIZE err_offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), kCompileOptions, &err,
+                                   &err_offset, nullptr);
+  static const std::vector<char32_t> none;
+  if (code == nullptr) {
+    ok = false;
+    return none;
+  }
+  const bool jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+  const std::string& all = all_code_points();
+  const auto* s = reinterpret_cast<PCRE2_SPTR>(all.data());
+  size_t start = 0;
+  while (start < all.size()) {
+    const int rc = jit ? pcre2_jit_match(code, s, all.size(), start, 0, md, nullptr)
+                       : pcre2_match(code, s, all.size(), start, 0, md, nullptr);
+    if (rc < 0) {
+      if (rc != PCRE2_ERROR_NOMATCH) ok = false;
+      break;
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    if (ov[1] <= ov[0]) {  // an atom matches one char
+      ok = false;
+      break;
+    }
+    for (size_t i = ov[0]; i < ov[1];) {
+      const DecodedChar d = decode_utf8(all, i);
+      members.push_back(d.cp);
+      i += d.len;
+    }
+    start = ov[1];
+  }
+  pcre2_match_data_free(md);
+  pcre2_code_free(code);
+  if (!ok) return none;
+  return cache.emplace(key, std::move(members)).first->second;
+}
+
+}  // namespace
+
+std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, std::string& why) {
+  uint32_t newline = 0;
+  pcre2_config(PCRE2_CONFIG_NEWLINE, &newline);
+  Parser parser(pattern);
+  std::unique_ptr<GeneralSplit> g(new GeneralSplit());
+  if (!parser.parse(g->branches_)) {
+    why = parser.why();
+    return nullptr;
+  }
+  if (g->branches_.size() > 64) {
+    why = "more than 64 branches";
+    return nullptr;
+  }
+  if (newline != PCRE2_NEWLINE_LF &&
+      (pattern.find('^') != std::string_view::npos || pattern.find('$') != std::string_view::npos)) {
+    why = "anchors with a newline convention other than LF";
+    return nullptr;
+  }
+  std::vector<uint64_t> firsts;
+  for (const Seq& b : g->branches_) {
+    uint64_t first = 0;
+    if (nullable(b, first)) {
+      why = "the pattern can match the empty string";
+      return nullptr;
+    }
+    firsts.push_back(first);
+  }
+  // Atoms of every code point, then the distinct sets of them.
+  const auto& atoms = parser.atoms();
+  std::vector<uint64_t> cp_bits(0x110000, 0);
+  for (size_t k = 0; k < atoms.size(); ++k) {
+    bool ok = true;
+    const auto& members = atom_members(atoms[k], ok);
+    if (!ok) {
+      why = "PCRE2 does not take atom '" + atoms[k].text + "' alone";
+      return nullptr;
+    }
+    for (char32_t cp : members) cp_bits[cp] |= uint64_t(1) << k;
+  }
+  std::unordered_map<uint64_t, uint8_t> ids;
+  g->bits_.push_back(0);  // id 0: no char (the end, invalid UTF-8, a surrogate)
+  std::vector<uint8_t> full(0x110000, 0);
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    auto [it, added] = ids.emplace(cp_bits[cp], uint8_t(g->bits_.size()));
+    if (added) {
+      if (g->bits_.size() == 256) {
+        why = "more than 255 distinct sets of atoms";
+        return nullptr;
+      }
+      g->bits_.push_back(cp_bits[cp]);
+    }
+    full[cp] = it->second;
+  }
+  g->table_ = CodePointTable(full);
+  for (int c = 0; c < 128; ++c) {
+    g->ascii_id_[c] = full[size_t(c)];
+    g->ascii_bits_[c] = cp_bits[size_t(c)];
+  }
+  g->starts_.assign(g->bits_.size(), 0);
+  for (size_t id = 0; id < g->bits_.size(); ++id)
+    for (size_t b = 0; b < firsts.size(); ++b)
+      if (g->bits_[id] & firsts[b]) g->starts_[id] |= uint64_t(1) << b;
+  g->atoms_ = atoms.size();
+  return g;
+}
+
+std::string GeneralSplit::summary() const {
+  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms";
+}
+
+inline uint8_t GeneralSplit::id_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
+  len = 1;
+  if (i >= n) {
+    len = 0;
+    return 0;
+  }
+  const unsigned char b0 = s[i];
+  if (b0 < 0x80) return ascii_id_[b0];
+  const size_t left = n - i;
+  auto cont = [&](size_t k) { return k < left && (s[i + k] & 0xC0) == 0x80; };
+  if ((b0 & 0xF0) == 0xE0) {
+    if (cont(1) && cont(2)) {
+      const char32_t cp = char32_t(b0 & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+      if (cp >= 0x800) {  // surrogates have id 0
+        len = 3;
+        return table_.get(cp);
+      }
+    }
+  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
+    if (cont(1)) {
+      len = 2;
+      return table_.get(char32_t(b0 & 0x1F) << 6 | (s[i + 1] & 0x3F));
+    }
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    if (cont(1) && cont(2) && cont(3)) {
+      const char32_t cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
+                          (s[i + 3] & 0x3F);
+      if (cp >= 0x10000 && cp <= 0x10FFFF) {
+        len = 4;
+        return table_.get(cp);
+      }
+    }
+  }
+  return 0;
+}
+
+size_t GeneralSplit::match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n,
+                           size_t pos) const {
+  for (;;) {
+    if (it == end) {
+      if (k == nullptr) return pos;
+      it = k->it;
+      end = k->end;
+      k = k->next;
+      continue;
+    }
+    switch (it->kind) {
+      case Item::kAtom: {
+        const uint64_t bit = it->bit;
+        size_t p = pos;
+        uint32_t count = 0;
+        while (count < it->max && p < n) {
+          if (s[p] < 0x80) {
+            if (!(ascii_bits_[s[p]] & bit)) break;
+            ++p;
+          } else {
+            uint32_t len;
+            if (!(bits_[id_at(s, p, n, len)] & bit)) break;
+            p += len;
+          }
+          ++count;
+        }
+        if (count < it->min) return kFail;
+        if (it + 1 == end && k == nullptr) return p;
+        if (count == it->min) {
+          pos = p;
+          ++it;
+          continue;
+        }
+        // Greedy: the longest run first, then one char less at a time (the
+        // run's chars are well-formed UTF-8).
+        for (;;) {
+          const size_t r = match(it + 1, end, k, s, n, p);
+          if (r != kFail) return r;
+          if (count == it->min) return kFail;
+          do --p;
+          while ((s[p] & 0xC0) == 0x80);
+          --count;
+        }
+      }
+      case Item::kGroup: {
+        const Cont rest{it + 1, end, k};
+        for (const Seq& a : it->alts) {
+          const size_t r = match(a.data(), a.data() + a.size(), &rest, s, n, pos);
+          if (r != kFail) return r;
+        }
+        if (it->min != 0) return kFail;
+        ++it;
+        continue;
+      }
+      case Item::kAhead:
+      case Item::kNotAhead: {
+        bool found = false;
+        for (const Seq& a : it->alts)
+          if (match(a.data(), a.data() + a.size(), nullptr, s, n, pos) != kFail) {
+            found = true;
+            break;
+          }
+        if (found != (it->kind == Item::kAhead)) return kFail;
+        ++it;
+        continue;
+      }
+      case Item::kLineStart:
+        if (pos != 0 && !(s[pos - 1] == '\n' && pos != n)) return kFail;
+        ++it;
+        continue;
+      case Item::kLineEnd:
+        if (pos != n && s[pos] != '\n') return kFail;
+        ++it;
+        continue;
+    }
+  }
+}
+
+void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+  const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
+  const size_t n = subject.size();
+  size_t i = 0;
+  while (i < n) {
+    uint32_t len;
+    const uint8_t id = id_at(s, i, n, len);
+    size_t e = kFail;
+    for (uint64_t c = starts_[id]; c != 0; c &= c - 1) {
+      const Seq& b = branches_[size_t(__builtin_ctzll(c))];
+      e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
+      if (e != kFail) break;
+    }
+    if (e == kFail) {
+      i += len;
+      continue;
+    }
+    out.emplace_back(uint32_t(i), uint32_t(e));
+    i = e;
+  }
+}
+
+}  // namespace tokfeed::text::hf

@@ -1,0 +1,67 @@
+// A matcher for the shape split regexes of tokenizer.json files have, for
+// any pattern of that shape (fast_split.hpp takes Qwen's and Llama-3's
+// alone): an alternation of branches, each a sequence of
+//   - single-char atoms: a literal char, a [...] set, \p{..}, \s, \d, \w
+//     and the like, `.`; caseless inside (?i:...);
+//   - each with a greedy quantifier (?, *, +, {m}, {m,}, {m,n});
+//   - groups (?:...), (...) or (?i:...) of alternatives of the same, once
+//     or with `?`;
+//   - lookaheads (?=...) and (?!...) of the same;
+//   - the line anchors ^ and $ (PCRE2_MULTILINE, newline LF).
+// It works on the pattern as Regex hands it to PCRE2 (onig_to_pcre2's
+// output) and gives the matches PCRE2 gives: leftmost-first alternation,
+// greedy quantifiers that give back chars one by one, invalid UTF-8 matched
+// by nothing, matches iterated as Regex::find_all does. Which code points
+// each atom matches is read from PCRE2 itself, once per atom, into a table
+// of class sets per code point, so both paths agree on every code point
+// (caseless sets included: `(?i:s)` matches U+017F).
+//
+// compile() declines (Regex then keeps PCRE2) a pattern with anything else:
+// lazy or possessive quantifiers, quantified groups but `?`, lookbehinds,
+// backreferences, \b and the other escapes of no single char, inline flags
+// but (?i:...), a pattern that can match the empty string, more than 64
+// distinct atoms or branches, more than 255 distinct sets of atoms.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/hf/code_point_table.hpp"
+
+namespace tokfeed::text::hf {
+
+class GeneralSplit {
+ public:
+  // The matcher for `pcre2_pattern`, or null with the reason in `why`.
+  static std::unique_ptr<GeneralSplit> compile(std::string_view pcre2_pattern, std::string& why);
+  ~GeneralSplit();
+
+  // Appends the [begin, end) of every match in `subject`, as Regex::find_all.
+  void find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const;
+
+  // "N branches, K atoms".
+  std::string summary() const;
+
+  struct Item;
+  struct Cont;
+
+ private:
+  GeneralSplit() = default;
+  // The char at p: its set id (0: the end, or a byte of invalid UTF-8), its length.
+  uint8_t id_at(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
+  size_t match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n, size_t pos) const;
+
+  std::vector<std::vector<Item>> branches_;
+  uint64_t ascii_bits_[128] = {};
+  uint8_t ascii_id_[128] = {};
+  std::vector<uint64_t> bits_;    // the atoms of each set id
+  std::vector<uint64_t> starts_;  // the branches a char of each set id may start
+  CodePointTable table_;          // set id of each code point
+  size_t atoms_ = 0;
+};
+
+}  // namespace tokfeed::text::hf

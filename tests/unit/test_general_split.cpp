@@ -1,0 +1,355 @@
+// The general split matcher (text/hf/general_split.hpp) against PCRE2
+// (Regex with RegexEngine::kPcre2): the split patterns of every tokenizer
+// in the shared directory, tekken's, o200k's, GPT-2's, Qwen's and Llama-3's
+// (the general matcher, not the hand-written one), hand-made patterns that
+// need backtracking into quantifiers and groups, lookaheads and anchors, and
+// mutations of all of them (quantifiers changed, classes swapped); on the
+// golden and SFT texts and on random strings made of the chars where the
+// classes meet. Matches must be identical.
+#include <doctest/doctest.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tokenizer/hf/general_split.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
+#include "tokenizer/hf/regex.hpp"
+#include "tokenizer/hf/unicode.hpp"
+
+namespace fs = std::filesystem;
+using tokfeed::text::hf::append_utf8;
+using tokfeed::text::hf::GeneralSplit;
+using tokfeed::text::hf::Regex;
+using tokfeed::text::hf::RegexEngine;
+
+namespace {
+
+using Matches = std::vector<std::pair<uint32_t, uint32_t>>;
+
+const std::string kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const std::string kTekken =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?["
+    "\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
+const std::string kO200k =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|"
+    "'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|"
+    "'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const std::string kLlama3 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
+const std::string kDeepSeek =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|"
+    "\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+
+// Patterns made for the matcher's corners: backtracking into a run that
+// the next atom overlaps, into a group's alternatives, bounded repeats,
+// lookaheads of several chars, anchors, caseless literals, `.`, escapes.
+const std::vector<std::string> kCorners = {
+    "\\p{L}*\\p{Ll}\\p{L}|\\s+$|\\S",
+    "(?:ab|a)(?:bc|c)?d?|.",
+    "[a-z]{2,4}(?=\\d)|\\d{2}|\\p{N}|\\p{L}|\\s",
+    "^\\s+|\\s+$|\\s|\\S+",
+    "(?i:straße|kelvin|s)+?|x",  // lazy: declined
+    "(?i:straße|kelvin|s|k)|[^\\s]+|\\s+(?!\\S|$)|\\s",
+    "\\w+|\\W",
+    "\\d+(?:\\.\\d+)?|[^\\d\\s]+|\\s+",
+    "(?!\\p{Lu})\\p{L}+|\\p{Lu}|.|\\n",
+    "\\p{Lu}?\\p{Ll}+(?=\\s|$)|[\\p{L}\\p{M}]+|\\p{P}+|\\s*\\n+|\\s+(?=\\s)|\\s+|.",
+    "[\\x{4e00}-\\x{9fa5}]+|[\\x41-\\x5A]{1,2}|\\h+|\\v+|[^\\h\\v]",
+    "(a|b|ab)(c|bcd)(d*)|.",
+    "[[:alpha:]]+|[[:^alpha:]]",
+    "\\t|\\.|\\-+|\\\\|/|\\x{20}+|[^\\t.\\\\/ -]+",
+};
+
+// Mutations: each rewrite of one spot of the pattern.
+std::vector<std::string> mutations(const std::string& p) {
+  std::vector<std::string> out;
+  auto each = [&](const std::string& from, const std::string& to) {
+    for (size_t at = p.find(from); at != std::string::npos; at = p.find(from, at + 1)) {
+      if (at > 0 && p[at - 1] == '\\') continue;
+      out.push_back(p.substr(0, at) + to + p.substr(at + from.size()));
+    }
+  };
+  each("+", "*");
+  each("*", "+");
+  each("?", "*");
+  each("+", "{2,}");
+  each("*", "{0,2}");
+  each("{1,3}", "{2,3}");
+  each("{1,3}", "+");
+  each("\\p{L}", "\\p{N}");
+  each("\\p{N}", "\\p{L}");
+  each("\\p{Lu}", "\\p{Ll}");
+  each("\\p{Ll}", "\\p{Lu}");
+  each("\\s", "\\S");
+  each("(?!\\S)", "(?=\\S)");
+  each("(?!\\S)", "$");
+  each("(?i:", "(?:");
+  each("[\\r\\n]", "[\\r\\n\\p{Zs}]");
+  return out;
+}
+
+struct Pair {
+  Regex general, pcre;
+  explicit Pair(const std::string& p)
+      : general(p, "general", RegexEngine::kGeneral), pcre(p, "pcre2", RegexEngine::kPcre2) {}
+  std::string diff(std::string_view s) const {
+    Matches a, b;
+    general.find_all(s, a);
+    pcre.find_all(s, b);
+    if (a == b) return "";
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    auto show = [&](const Matches& m) {
+      return i < m.size() ? std::to_string(m[i].first) + "-" + std::to_string(m[i].second) : std::string("none");
+    };
+    return "match " + std::to_string(i) + ": matcher " + show(a) + ", PCRE2 " + show(b);
+  }
+};
+
+std::string hex(std::string_view s) {
+  std::string h;
+  for (unsigned char c : s) h += "0123456789abcdef"[c >> 4], h += "0123456789abcdef"[c & 15], h += ' ';
+  return h;
+}
+
+void string_leaves(simdjson::dom::element e, const std::function<void(std::string_view)>& f) {
+  if (e.is_string()) f(std::string_view(e.get_string()));
+  else if (e.is_array())
+    for (auto x : e.get_array()) string_leaves(x, f);
+  else if (e.is_object())
+    for (auto kv : e.get_object()) string_leaves(kv.value, f);
+}
+
+std::vector<std::string> jsonl_texts(const fs::path& path) {
+  std::vector<std::string> texts;
+  std::ifstream in(path);
+  simdjson::dom::parser parser;
+  std::string line;
+  while (std::getline(in, line))
+    if (auto doc = parser.parse(line); !doc.error())
+      string_leaves(doc.value(), [&](std::string_view s) { texts.emplace_back(s); });
+  return texts;
+}
+
+// The Split patterns of every tokenizer.json in the shared directory.
+std::vector<std::string> shared_split_patterns() {
+  std::vector<std::string> out;
+  const fs::path dir = fs::path(TOKFEED_SHARED_DIR) / "tokenizers";
+  if (!fs::exists(dir)) return out;
+  simdjson::dom::parser parser;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const fs::path json = e.path() / "tokenizer.json";
+    if (!fs::exists(json)) continue;
+    simdjson::dom::element doc;
+    if (parser.load(json.string()).get(doc)) continue;
+    std::function<void(simdjson::dom::element)> walk = [&](simdjson::dom::element x) {
+      if (x.is_object()) {
+        std::string_view type, regex;
+        if (!x["type"].get(type) && type == "Split" && !x["pattern"]["Regex"].get(regex)) out.emplace_back(regex);
+        for (auto kv : x.get_object())
+          if (kv.key != "model" && kv.key != "added_tokens") walk(kv.value);
+      } else if (x.is_array()) {
+        for (auto y : x.get_array()) walk(y);
+      }
+    };
+    walk(doc["pre_tokenizer"]);
+  }
+  return out;
+}
+
+std::vector<std::string> main_patterns() {
+  std::vector<std::string> p = {kGpt2, kTekken, kO200k, kLlama3, kDeepSeek};
+  for (const std::string& s : shared_split_patterns()) p.push_back(s);
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  for (const std::string& s : p)
+    if (seen.insert(s).second) out.push_back(s);
+  return out;
+}
+
+// Pieces random strings are made of: letters of each case (Lu, Ll, Lt, Lm,
+// Lo), marks, digits of several kinds, every kind of space, CR and LF,
+// punctuation and symbols, CJK and kana, contractions with the chars that
+// fold to their letters (ſ, K, İ), invalid UTF-8.
+std::vector<std::string> alphabet() {
+  std::vector<std::string> a = {"a",    "Z",    "k",  "K",   "s",   "S",  "x",   "'",  "'s", "'S",    "'t",  "'re",
+                                "'RE",  "'ve",  "'m", "'ll", "'lL", "'d", "'D",  "'x", " ",  "  ",    "\t",  "\n",
+                                "\r\n", "\r",   "\v", "\f",  "0",   "7",  "123", "(",  ".",  ",",     "!",   "$",
+                                "+",    "_",    "-",  "\"",  "\\",  "/",  "/\n", "#",  "@",  "ab",    "abc", "bcd",
+                                "d",    "Kelv", "ss", "ß",   "İ",   "ı",  "é",   "É",  "ſ",  "straß", "\n ", " \n"};
+  for (char32_t cp : {0x85u,   0xA0u,    0x1680u,  0x180Eu, 0x2000u, 0x2009u,   0x200Bu, 0x2028u, 0x2029u, 0x202Fu,
+                      0x205Fu, 0x3000u,  0xFEFFu,  0x0301u, 0x0308u, 0x093Fu,   0x0660u, 0x00B2u, 0x00BDu, 0x2167u,
+                      0x3007u, 0x4E00u,  0x4E2Du,  0x9FA5u, 0x9FA6u, 0x3040u,   0x3042u, 0x30A2u, 0x30FFu, 0x3002u,
+                      0xFF0Cu, 0x1F600u, 0x1F468u, 0x200Du, 0xE000u, 0x10FFFFu, 0x01C5u, 0x02B0u, 0x0E3Fu, 0x00ADu,
+                      0x0000u, 0x001Fu,  0x007Fu,  0x212Au, 0x017Fu, 0x0130u,   0x1E9Eu, 0x03A3u, 0x03C2u, 0x0391u}) {
+    std::string s;
+    append_utf8(s, cp);
+    a.push_back(s);
+  }
+  for (const char* bad :
+       {"\x80", "\xBF", "\xC0\x80", "\xC1", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE4\xB8", "\xF0\x9F", "\xFF", "\xFE"})
+    a.emplace_back(bad);
+  return a;
+}
+
+std::string random_string(std::mt19937_64& rng, const std::vector<std::string>& a, int max_pieces) {
+  std::string s;
+  const int len = int(rng() % uint64_t(max_pieces));
+  for (int k = 0; k < len; ++k) {
+    const uint64_t r = rng();
+    if (r % 10 == 0) {
+      const char32_t cp = char32_t((r >> 8) % 0x110000);
+      if (cp >= 0xD800 && cp <= 0xDFFF) s += "\xED\xA0\x80";
+      else append_utf8(s, cp);
+    } else if (r % 10 == 1) {
+      s.push_back(char(r >> 8));
+    } else {
+      s += a[(r >> 8) % a.size()];
+    }
+  }
+  return s;
+}
+
+// Random strings on `p`; the first difference, or "".
+std::string random_diff(const Pair& p, uint64_t seed, int rounds) {
+  std::mt19937_64 rng(seed);
+  static const std::vector<std::string> a = alphabet();
+  for (int round = 0; round < rounds; ++round) {
+    const std::string s = random_string(rng, a, round % 4 == 0 ? 64 : 16);
+    if (std::string d = p.diff(s); !d.empty()) return d + " in bytes " + hex(s);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("general split: takes the split patterns of today's tokenizers, declines what it cannot match") {
+  for (const std::string& p : main_patterns()) {
+    Regex r(p, "t", RegexEngine::kGeneral);
+    CAPTURE(p);
+    CAPTURE(r.path());
+    CHECK(r.general() != nullptr);
+  }
+  // Declined, with the reason in the path.
+  const std::pair<const char*, const char*> declined[] = {
+      {"\\p{L}+?", "lazy or possessive quantifier"},
+      {"\\p{L}++", "lazy or possessive quantifier"},
+      {"(?<=a)b", "group '(?<='"},
+      {"(a)\\1", "escape \\1"},
+      {"\\bfoo", "escape \\b"},
+      {"(?:ab)+", "repeated group"},
+      {"a|\\s*", "can match the empty string"},
+      {"(?i)abc", "group '(?i)'"},
+  };
+  for (auto [p, why] : declined) {
+    CAPTURE(p);
+    Regex r(p, "t");
+    CAPTURE(r.path());
+    CHECK(r.general() == nullptr);
+    CHECK(r.path().find(why) != std::string::npos);
+    CHECK(r.path().rfind("PCRE2", 0) == 0);
+  }
+  CHECK(Regex(kTekken, "t").path() == "matcher (7 branches, 10 atoms)");
+  CHECK(Regex(kLlama3, "t").path() == "hand-written");
+}
+
+TEST_CASE("general split: small cases, as HF tokenizers splits them") {
+  auto pieces = [](const std::string& pattern, std::string_view s) {
+    Regex r(pattern, "t");
+    REQUIRE(r.general() != nullptr);
+    Matches m;
+    r.find_all(s, m);
+    std::vector<std::string> out;
+    for (auto [b, e] : m) out.emplace_back(s.substr(b, e - b));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  CHECK(pieces(kTekken, "HTTPServer isOK") == V{"HTTPServer", " is", "OK"});
+  CHECK(pieces(kO200k, "THEY'RE won't") == V{"THEY'RE", " won't"});
+  CHECK(pieces(kO200k, "12345") == V{"123", "45"});
+  CHECK(pieces(kGpt2, "  it's\n\n x") == V{" ", " it", "'s", "\n\n", " x"});
+  CHECK(pieces(kDeepSeek, "a.b,Cd 12") == V{"a", ".b", ",Cd", " "});
+  CHECK(pieces("\\p{N}{1,3}", "12345") == V{"123", "45"});
+  CHECK(pieces(kTekken, "a/\n/b") == V{"a", "/\n/", "b"});
+}
+
+TEST_CASE("general split: identical to PCRE2 on the golden and SFT texts") {
+  std::vector<fs::path> files;
+  for (const char* name : {"qwen3", "sp32k"})
+    files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
+  for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft"))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  const fs::path shared = fs::path(TOKFEED_SHARED_DIR) / "golden";
+  if (fs::exists(shared))
+    for (const auto& e : fs::directory_iterator(shared)) files.push_back(e.path());
+  std::vector<std::string> texts;
+  for (const auto& f : files)
+    for (std::string& t : jsonl_texts(f)) texts.push_back(std::move(t));
+  CHECK(texts.size() > 3000);
+  for (const std::string& pattern : main_patterns()) {
+    Pair p(pattern);
+    REQUIRE(p.general.general() != nullptr);
+    for (const std::string& t : texts)
+      if (std::string d = p.diff(t); !d.empty()) FAIL_CHECK(pattern << ": " << d << " in " << t.substr(0, 120));
+  }
+}
+
+TEST_CASE("general split: identical to PCRE2 on random strings, for the patterns, corner cases and mutations") {
+  size_t general = 0, declined = 0;
+  uint64_t seed = 20261206;
+  for (const std::string& pattern : main_patterns()) {
+    Pair p(pattern);
+    CAPTURE(pattern);
+    CHECK(random_diff(p, ++seed, 30000) == "");
+  }
+  std::vector<std::string> variants = kCorners;
+  for (const std::string& p : main_patterns())
+    for (std::string& m : mutations(p)) variants.push_back(std::move(m));
+  for (const std::string& c : kCorners)
+    for (std::string& m : mutations(c)) variants.push_back(std::move(m));
+  for (const std::string& pattern : variants) {
+    std::unique_ptr<Pair> made;
+    try {
+      made = std::make_unique<Pair>(pattern);
+    } catch (const std::exception&) {
+      continue;  // a mutation PCRE2 does not compile
+    }
+    const Pair& p = *made;
+    CAPTURE(pattern);
+    if (p.general.general() == nullptr) {
+      ++declined;
+      continue;
+    }
+    ++general;
+    CHECK(random_diff(p, ++seed, 3000) == "");
+  }
+  MESSAGE(general << " variants matched by the general matcher, " << declined << " declined");
+  CHECK(general > 150);
+}
+
+TEST_CASE("general split: the load log names each split's path") {
+  const fs::path deepseek = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / "deepseek_v3" / "tokenizer.json";
+  const fs::path qwen = fs::path(TOKFEED_SHARED_DIR) / "tokenizers" / "qwen3" / "tokenizer.json";
+  if (!fs::exists(deepseek) || !fs::exists(qwen)) return;
+  const std::string e = tokfeed::text::load_hf_tokenizer(deepseek.string())->engine();
+  MESSAGE(e);
+  CHECK(e.find("; Split: matcher (1 branches, 1 atoms); Split: matcher (1 branches, 1 atoms); Split: matcher (6 "
+               "branches, ") != std::string::npos);
+  const std::string q = tokfeed::text::load_hf_tokenizer(qwen.string())->engine();
+  MESSAGE(q);
+  CHECK(q.find("; Split: hand-written") != std::string::npos);
+}
