@@ -200,8 +200,7 @@ bool detail::same_json(dom::element e, const Value& v) {
     case element_type::NULL_VALUE: return v.kind == tmpl::Kind::kNone;
     case element_type::BOOL: return v.kind == tmpl::Kind::kBool && v.b == e.get_bool().value_unsafe();
     case element_type::INT64: return v.kind == tmpl::Kind::kInt && v.i == e.get_int64().value_unsafe();
-    case element_type::UINT64:
-      return v.kind == tmpl::Kind::kFloat && same_bits(v.f, static_cast<double>(e.get_uint64().value_unsafe()));
+    case element_type::UINT64: return false;  // from_json refuses it
     case element_type::DOUBLE: return v.kind == tmpl::Kind::kFloat && same_bits(v.f, e.get_double().value_unsafe());
     case element_type::STRING: return v.kind == tmpl::Kind::kStr && *v.s == e.get_string().value_unsafe();
     case element_type::ARRAY: {
@@ -278,7 +277,12 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root))
     return std::string("malformed JSON: ") + simdjson::error_message(err);
   if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
-  Value rec = record_fields(root.get_object().value_unsafe(), rules);
+  Value rec;
+  try {
+    rec = record_fields(root.get_object().value_unsafe(), rules);
+  } catch (const tmpl::Error& e) {
+    return e.what();
+  }
   tools = Value::none();
   if (const Value* t = field(rec, rules, "tools")) {
     if (t->is_str()) {

@@ -8,7 +8,8 @@ Value from_json(simdjson::dom::element e) {
     case element_type::NULL_VALUE: return Value::none();
     case element_type::BOOL: return Value::boolean(e.get_bool().value_unsafe());
     case element_type::INT64: return Value::integer(e.get_int64().value_unsafe());
-    case element_type::UINT64: return Value::real(static_cast<double>(e.get_uint64().value_unsafe()));
+    case element_type::UINT64:  // past INT64_MAX: Python's int, past the engine's (loud, not a float)
+      throw Error("integer " + std::to_string(e.get_uint64().value_unsafe()) + " is past 64 bits");
     case element_type::DOUBLE: return Value::real(e.get_double().value_unsafe());
     case element_type::STRING: return Value::recycled_str(e.get_string().value_unsafe());
     case element_type::ARRAY: {
