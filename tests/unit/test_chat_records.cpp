@@ -16,6 +16,7 @@
 
 #include "chat/chat_jinja.hpp"
 #include "chat/record_tools.hpp"
+#include "template/json_value.hpp"
 
 using namespace tokfeed;
 using tmpl::Kind;
@@ -220,6 +221,39 @@ TEST_CASE("records: a message key whose value is null is left out, as transforme
   const Value* id = calls->list->items[0].dict->find("id");
   REQUIRE(id != nullptr);
   CHECK(id->is_none());
+}
+
+TEST_CASE("records: an integer past INT64_MAX is a bad record that says so, never a float") {
+  // Python's int holds 2^64 - 1 and prints it whole; the engine's ints are
+  // 64-bit, so it refuses the record (docs/chat_templates.md, known differences).
+  text::RecordRules rules;
+  auto& cache = text::detail::ToolsCache::local();
+  cache.clear();
+  Mapped big = map(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a",
+                   "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"id": 18446744073709551615}}}]}]})",
+                   rules);
+  CHECK(big.reason ==
+        "the integer 18446744073709551615 is beyond the engine's 64-bit integers (Python's are unbounded)");
+  Mapped max = map(R"({"messages": [{"role": "user", "content": "q", "n": 9223372036854775807}]})", rules);
+  REQUIRE(max.reason.empty());
+  const Value* n = max.messages.list->items[0].dict->find("n");
+  REQUIRE(n != nullptr);
+  CHECK(n->kind == Kind::kInt);
+  CHECK(n->i == INT64_MAX);
+  // Tools kept from the record before, whose float has the integer's value as
+  // a double, do not stand in for it.
+  const std::string conv = R"("messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])";
+  Mapped f =
+      map("{" + conv + R"(, "tools": [{"type": "function", "function": {"name": "f", "d": 1.8446744073709552e19}}]})",
+          rules);
+  REQUIRE(f.reason.empty());
+  Mapped i =
+      map("{" + conv + R"(, "tools": [{"type": "function", "function": {"name": "f", "d": 18446744073709551615}}]})",
+          rules);
+  CHECK(i.reason == "the integer 18446744073709551615 is beyond the engine's 64-bit integers (Python's are unbounded)");
+  CHECK_THROWS_WITH_AS(
+      tmpl::parse_json("[18446744073709551615]"),
+      "the integer 18446744073709551615 is beyond the engine's 64-bit integers (Python's are unbounded)", tmpl::Error);
 }
 
 TEST_CASE("chat template: a tokenizer_config.json with integers past 64 bits loads; the template gets its specials") {
