@@ -20,9 +20,15 @@ namespace hf {
 
 HfTokenizer::HfTokenizer(HfParts parts, bool fused) : p_(std::move(parts)) {
   nfc_ = dynamic_cast<const NfcNormalizer*>(p_.normalizer.get()) != nullptr;
-  if (fused && (p_.normalizer == nullptr || nfc_) && p_.normalized_added.empty() && p_.pre_tokenizer)
-    word_split_ = p_.pre_tokenizer->word_split();
+  // Text NFC leaves as it is, or any text where the normalizer does nothing:
+  // added tokens matched after normalizing match it as it is.
+  const bool as_is = p_.normalizer == nullptr || p_.normalizer->is_identity() || nfc_;
+  if (fused && as_is && p_.pre_tokenizer) word_split_ = p_.pre_tokenizer->word_split();
   metaspace_words_ = fused && p_.model->words_end_before_metaspace();
+  if (fused && word_split_ == nullptr && !metaspace_words_ && as_is && p_.pre_tokenizer &&
+      !p_.pre_tokenizer->word_regexes(word_regexes_))
+    word_regexes_.clear();
+  level_matches_.resize(word_regexes_.size());
 }
 
 std::string HfTokenizer::engine() const {
@@ -33,6 +39,7 @@ std::string HfTokenizer::engine() const {
     for (const std::string& r : regexes) e += "; " + r;
   }
   if (word_split_) e += "; split and merges fused";
+  if (!word_regexes_.empty()) e += "; splits and merges fused";
   if (metaspace_words_) e += "; words cut before each \u2581 run";
   e += "; " + describe_huge_page_use();  // of the process's tokenizer tables
   return e;
@@ -228,8 +235,40 @@ void HfTokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) c
 template <class T>
 bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<T>& out) const {
   const std::string_view piece = text.substr(begin, end - begin);
-  if (word_split_ == nullptr || (nfc_ && !nfc_quick_check(piece))) return false;
+  if ((word_split_ == nullptr && word_regexes_.empty()) || (nfc_ && !nfc_quick_check(piece))) return false;
+  if (p_.normalized_added.empty()) {
+    encode_word_run(text, begin, end, out);
+    return true;
+  }
+  // The text is its own normalized form: added tokens matched after
+  // normalizing are matched in it.
+  normalized_splits_.clear();
+  p_.normalized_added.split(piece, normalized_splits_);
+  for (const AddedSplit& s : normalized_splits_) {
+    if (s.begin >= s.end) continue;
+    if (s.id < 0) encode_word_run(text, begin + s.begin, begin + s.end, out);
+    else if constexpr (std::is_same_v<T, Token>) out.push_back({s.id, begin + s.begin, begin + s.end});
+    else out.push_back(s.id);
+  }
+  return true;
+}
+
+template <class T>
+void HfTokenizer::encode_word_run(std::string_view text, uint32_t begin, uint32_t end, std::vector<T>& out) const {
+  const std::string_view piece = text.substr(begin, end - begin);
   const BpeModel& model = *p_.model;
+  if (word_split_ == nullptr) {
+    // The regexes' words, all of them, then a batch at a time.
+    word_ends_.clear();
+    regex_word_ends(piece, 0, 0);
+    uint32_t first = 0;
+    for (size_t i = 0; i < word_ends_.size(); i += kBatch) {
+      const size_t k = std::min(kBatch, word_ends_.size() - i);
+      encode_batch(model, piece, begin, text.data() + text.size(), first, word_ends_.data() + i, k, out);
+      first = word_ends_[i + k - 1];
+    }
+    return;
+  }
   // A batch of words at a time: their ends from the split, then their pieces.
   uint32_t ends[kBatch];
   uint32_t first = 0;
@@ -238,7 +277,25 @@ bool HfTokenizer::encode_words(std::string_view text, uint32_t begin, uint32_t e
     encode_batch(model, piece, begin, text.data() + text.size(), first, ends, k, out);
     first = ends[k - 1];
   }
-  return true;
+}
+
+void HfTokenizer::regex_word_ends(std::string_view s, size_t level, uint32_t base) const {
+  if (level == word_regexes_.size()) {
+    word_ends_.push_back(base + uint32_t(s.size()));
+    return;
+  }
+  // Every match and every piece between two matches is a piece (Isolated);
+  // empty ones are dropped.
+  auto& m = level_matches_[level];
+  m.clear();
+  word_regexes_[level]->find_all(s, m);
+  uint32_t prev = 0;
+  for (auto [b, e] : m) {
+    if (prev < b) regex_word_ends(s.substr(prev, b - prev), level + 1, base + prev);
+    if (b < e) regex_word_ends(s.substr(b, e - b), level + 1, base + b);
+    prev = e;
+  }
+  if (prev < s.size()) regex_word_ends(s.substr(prev), level + 1, base + prev);
 }
 
 void HfTokenizer::encode_piece(std::string_view text, uint32_t begin, uint32_t end, std::vector<Token>& out) const {

@@ -349,6 +349,7 @@ TEST_CASE("general split: the load log names each split's path") {
   MESSAGE(e);
   CHECK(e.find("; Split: matcher (1 branches, 1 atoms); Split: matcher (1 branches, 1 atoms); Split: matcher (6 "
                "branches, ") != std::string::npos);
+  CHECK(e.find("; splits and merges fused") != std::string::npos);
   const std::string q = tokfeed::text::load_hf_tokenizer(qwen.string())->engine();
   MESSAGE(q);
   CHECK(q.find("; Split: hand-written") != std::string::npos);

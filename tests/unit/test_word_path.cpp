@@ -38,7 +38,8 @@ std::vector<std::string> golden_texts() {
 }
 
 // Strings from pieces where the split's alternatives meet, NFC changes
-// text, and UTF-8 goes wrong.
+// text, UTF-8 goes wrong, and added tokens (DeepSeek-V3's <｜User｜> and
+// <|EOT|> are matched after normalizing).
 std::string random_text(std::mt19937& rng) {
   static const std::vector<std::string> units = {"a",
                                                  "Z",
@@ -79,7 +80,11 @@ std::string random_text(std::mt19937& rng) {
                                                  "\xe5\x80",
                                                  "\xe0\x80\x80",
                                                  "\xef\xbc\x8c",
-                                                 "\xe0\xa4\xa8\xe0\xa4\xbc"};
+                                                 "\xe0\xa4\xa8\xe0\xa4\xbc",
+                                                 "<\xef\xbd\x9cUser\xef\xbd\x9c>",
+                                                 " <|EOT|> ",
+                                                 "\xe3\x82\xa2\xe3\x82\xa4",
+                                                 "1234567"};
   std::string s;
   const size_t n = rng() % 30;
   for (size_t i = 0; i < n; ++i) s += units[rng() % units.size()];
@@ -105,7 +110,7 @@ bool same(const std::vector<Token>& a, const std::vector<Token>& b) {
 TEST_CASE("word path: fused split and merges equal the general pipeline, ids and offsets; encode_ids its ids") {
   const auto golden = golden_texts();
   REQUIRE(golden.size() == 3011);
-  for (const char* name : {"qwen3", "llama3", "sp32k-hf"}) {
+  for (const char* name : {"qwen3", "llama3", "sp32k-hf", "deepseek_v3"}) {
     const std::string path = tokenizer_json(name);
     if (path.empty()) {
       MESSAGE("skipped: no " << name << " tokenizer.json");
@@ -145,7 +150,7 @@ TEST_CASE("word path: long texts, batch after batch, cold and hot, through the c
   // batch), each encoded three times: words missed, then found in their
   // home slot or past it (and moved there). Ids and offsets against the
   // general pipeline, and encode_ids' ids after what its output held.
-  for (const char* name : {"qwen3", "llama3"}) {
+  for (const char* name : {"qwen3", "llama3", "deepseek_v3"}) {
     const std::string path = tokenizer_json(name);
     if (path.empty()) {
       MESSAGE("skipped: no " << name << " tokenizer.json");

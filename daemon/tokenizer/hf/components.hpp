@@ -18,6 +18,8 @@ class Normalizer {
  public:
   virtual ~Normalizer() = default;
   virtual void normalize(NormalizedText& text) const = 0;
+  // True when it leaves every text as it is (an empty Sequence).
+  virtual bool is_identity() const { return false; }
 };
 
 class NfcNormalizer final : public Normalizer {
@@ -89,6 +91,11 @@ class SequenceNormalizer final : public Normalizer {
   void normalize(NormalizedText& text) const override {
     for (const auto& s : steps_) s->normalize(text);
   }
+  bool is_identity() const override {
+    for (const auto& s : steps_)
+      if (!s->is_identity()) return false;
+    return true;
+  }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> steps_;
@@ -126,6 +133,12 @@ class PreTokenizer {
   virtual const FastSplit* word_split() const { return nullptr; }
   // True when it leaves the spans and their text as they are.
   virtual bool passes_through() const { return false; }
+  // When this pre-tokenizer amounts to splits by regexes alone, one after
+  // the other, each keeping every match and every piece between matches as
+  // a piece of its own, the text untouched: appends those regexes in order
+  // and returns true (HfTokenizer then takes the words of the last split and
+  // tokenizes them, with no span lists).
+  virtual bool word_regexes(std::vector<const Regex*>& /*out*/) const { return false; }
   // For the load log: which path each of its regexes takes ("Split: matcher
   // (7 branches, 10 atoms)"), appended to `out`.
   virtual void describe_regexes(std::vector<std::string>& /*out*/) const {}
@@ -140,6 +153,11 @@ class SplitPreTokenizer final : public PreTokenizer {
     return behavior_ == SplitBehavior::kIsolated && !invert_ ? regex_->fast() : nullptr;
   }
   void describe_regexes(std::vector<std::string>& out) const override { out.push_back("Split: " + regex_->path()); }
+  bool word_regexes(std::vector<const Regex*>& out) const override {
+    if (behavior_ != SplitBehavior::kIsolated || invert_) return false;
+    out.push_back(regex_.get());
+    return true;
+  }
 
  private:
   std::unique_ptr<Regex> regex_;
@@ -182,6 +200,11 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   void describe_regexes(std::vector<std::string>& out) const override {
     if (regex_) out.push_back("ByteLevel split: " + regex_->path());
   }
+  bool word_regexes(std::vector<const Regex*>& out) const override {
+    if (add_prefix_space_) return false;
+    if (regex_) out.push_back(regex_.get());
+    return true;
+  }
 
  private:
   bool add_prefix_space_;
@@ -222,6 +245,11 @@ class SequencePreTokenizer final : public PreTokenizer {
   bool passes_through() const override;
   void describe_regexes(std::vector<std::string>& out) const override {
     for (const auto& s : steps_) s->describe_regexes(out);
+  }
+  bool word_regexes(std::vector<const Regex*>& out) const override {
+    for (const auto& s : steps_)
+      if (!s->word_regexes(out)) return false;
+    return true;
   }
 
  private:

@@ -4,6 +4,8 @@
 #include <pcre2.h>
 
 #include <cctype>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -15,7 +17,7 @@ namespace tokfeed::text::hf {
 struct GeneralSplit::Item {
   enum Kind : uint8_t { kAtom, kGroup, kAhead, kNotAhead, kLineStart, kLineEnd };
   Kind kind = kAtom;
-  uint64_t bit = 0;  // kAtom: its bit
+  uint64_t bit = 0;  // kAtom: its bit; kAhead, kNotAhead: the bit of their one atom, if that is all they hold
   uint32_t min = 1, max = 1;
   std::vector<std::vector<Item>> alts;  // kGroup, kAhead, kNotAhead
 };
@@ -413,6 +415,17 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     }
     firsts.push_back(first);
   }
+  // Lookaheads of one char, (?!\S): a check of its bits.
+  std::function<void(std::vector<Seq>&)> mark = [&](std::vector<Seq>& alts) {
+    for (Seq& seq : alts)
+      for (Item& it : seq) {
+        mark(it.alts);
+        if ((it.kind == Item::kAhead || it.kind == Item::kNotAhead) && it.alts.size() == 1 && it.alts[0].size() == 1 &&
+            it.alts[0][0].kind == Item::kAtom && it.alts[0][0].min == 1 && it.alts[0][0].max == 1)
+          it.bit = it.alts[0][0].bit;
+      }
+  };
+  mark(g->branches_);
   // Atoms of every code point, then the distinct sets of them.
   const auto& atoms = parser.atoms();
   std::vector<uint64_t> cp_bits(0x110000, 0);
@@ -449,6 +462,11 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
   for (size_t id = 0; id < g->bits_.size(); ++id)
     for (size_t b = 0; b < firsts.size(); ++b)
       if (g->bits_[id] & firsts[b]) g->starts_[id] |= uint64_t(1) << b;
+  g->ascii_starts_none_ = true;
+  for (int c = 0; c < 128; ++c) {
+    g->ascii_starts_[c] = g->starts_[g->ascii_id_[c]];
+    if (g->ascii_starts_[c] != 0) g->ascii_starts_none_ = false;
+  }
   g->atoms_ = atoms.size();
   return g;
 }
@@ -549,6 +567,11 @@ size_t GeneralSplit::match(const Item* it, const Item* end, const Cont* k, const
       }
       case Item::kAhead:
       case Item::kNotAhead: {
+        if (it->bit != 0) {
+          if (((bits_at(s, pos, n) & it->bit) != 0) != (it->kind == Item::kAhead)) return kFail;
+          ++it;
+          continue;
+        }
         bool found = false;
         for (const Seq& a : it->alts)
           if (match(a.data(), a.data() + a.size(), nullptr, s, n, pos) != kFail) {
@@ -571,15 +594,29 @@ size_t GeneralSplit::match(const Item* it, const Item* end, const Cont* k, const
   }
 }
 
+inline uint64_t GeneralSplit::bits_at(const unsigned char* s, size_t p, size_t n) const {
+  if (p < n && s[p] < 0x80) return ascii_bits_[s[p]];
+  uint32_t len;
+  return bits_[id_at(s, p, n, len)];
+}
+
 void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
   size_t i = 0;
   while (i < n) {
-    uint32_t len;
-    const uint8_t id = id_at(s, i, n, len);
+    // Past the chars no branch starts with: ASCII ones from a table, 8 at a
+    // time where no ASCII char starts one.
+    if (ascii_starts_none_) {
+      uint64_t v;
+      while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
+    }
+    while (i < n && s[i] < 0x80 && ascii_starts_[s[i]] == 0) ++i;
+    if (i >= n) break;
+    uint32_t len = 1;
+    const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
     size_t e = kFail;
-    for (uint64_t c = starts_[id]; c != 0; c &= c - 1) {
+    for (uint64_t c = starts; c != 0; c &= c - 1) {
       const Seq& b = branches_[size_t(__builtin_ctzll(c))];
       e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
       if (e != kFail) break;

@@ -54,13 +54,17 @@ class GeneralSplit {
   // The char at p: its set id (0: the end, or a byte of invalid UTF-8), its length.
   uint8_t id_at(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
   size_t match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n, size_t pos) const;
+  // The bits of the atoms the char at p is in (0 at the end, or a byte of invalid UTF-8).
+  uint64_t bits_at(const unsigned char* s, size_t p, size_t n) const;
 
   std::vector<std::vector<Item>> branches_;
   uint64_t ascii_bits_[128] = {};
   uint8_t ascii_id_[128] = {};
-  std::vector<uint64_t> bits_;    // the atoms of each set id
-  std::vector<uint64_t> starts_;  // the branches a char of each set id may start
-  CodePointTable table_;          // set id of each code point
+  uint64_t ascii_starts_[128] = {};  // the branches an ASCII char may start
+  bool ascii_starts_none_ = false;   // no ASCII char starts a match
+  std::vector<uint64_t> bits_;       // the atoms of each set id
+  std::vector<uint64_t> starts_;     // the branches a char of each set id may start
+  CodePointTable table_;             // set id of each code point
   size_t atoms_ = 0;
 };
 

@@ -51,12 +51,24 @@ class HfTokenizer final : public Tokenizer {
   // the general path.
   template <class T>
   bool encode_words(std::string_view text, uint32_t begin, uint32_t end, std::vector<T>& out) const;
+  // The fused path on text[begin, end), which holds no added token.
+  template <class T>
+  void encode_word_run(std::string_view text, uint32_t begin, uint32_t end, std::vector<T>& out) const;
+  // Appends the ends (plus `base`) of the words of `s`, split by
+  // word_regexes_ from `level` on.
+  void regex_word_ends(std::string_view s, size_t level, uint32_t base) const;
 
   HfParts p_;
   // Set when the pipeline is NFC or nothing, then the hand-written split
-  // alone, with no added token matched after normalizing: text that NFC
-  // leaves as it is takes encode_words.
+  // alone: text that NFC leaves as it is takes encode_words (added tokens
+  // matched after normalizing are matched in it as it is).
   const FastSplit* word_split_ = nullptr;
+  // Else, with the same conditions, the regexes the pre-tokenizer amounts
+  // to (pre_tokenizer.word_regexes): text that NFC leaves as it is takes
+  // encode_words, its words those of the regexes one after the other.
+  std::vector<const Regex*> word_regexes_;
+  mutable std::vector<std::vector<std::pair<uint32_t, uint32_t>>> level_matches_;
+  mutable std::vector<uint32_t> word_ends_;
   bool nfc_ = false;
   // Spans are cut before each run of "▁" (BpeModel::words_end_before_metaspace),
   // so that words repeat and the word cache holds them.
