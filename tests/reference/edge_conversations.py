@@ -345,6 +345,11 @@ def messages_record(g, feats):
         for m in msgs:
             if r.random() < 0.5:
                 m[r.choice(["name", "tool_calls", "reasoning_content", "weight"])] = None
+    if "legacy_function_call" in feats:  # OpenAI's older form: function_call, role function
+        call = g.tool_call("search", args_str=True, wrapper=False, with_id=False)
+        msgs += [{"role": "assistant", "content": None, "function_call": call},
+                 {"role": "function", "name": "search", "content": g.text()},
+                 {"role": "assistant", "content": g.text()}]
     if "missing_role" in feats:
         del r.choice(msgs)["role"]
     rec = {"messages": msgs}
@@ -446,7 +451,7 @@ COMBOS = [
     set(),
     {"numbers"}, {"numbers", "system"}, {"odd_tools"}, {"odd_tools", "calls"}, {"odd_calls", "calls"},
     {"odd_calls", "reasoning"}, {"roles"}, {"roles", "system"}, {"odd_content"}, {"names"}, {"names", "system"},
-    {"system_parts", "system"}, {"tools_strings"}, {"missing_role"}, {"many_turns"}, {"many_turns", "calls", "reasoning"},
+    {"system_parts", "system"}, {"tools_strings"}, {"missing_role"}, {"legacy_function_call"}, {"many_turns"}, {"many_turns", "calls", "reasoning"},
 ]
 FEATURES = sorted(set().union(*COMBOS))
 
