@@ -16,6 +16,7 @@
 #include "tokenizer/hf/fast_split.hpp"
 #include "tokenizer/hf/regex.hpp"
 #include "tokenizer/hf/unicode.hpp"
+#include "regex_pair.hpp"
 
 namespace fs = std::filesystem;
 using tokfeed::text::hf::append_utf8;
@@ -32,24 +33,10 @@ const std::string kLlama3 =
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
-using Matches = std::vector<std::pair<uint32_t, uint32_t>>;
+using tokfeed::text::hf::testing::Matches;
 
-struct Pair {
-  Regex fast, pcre;
-  explicit Pair(const std::string& p) : fast(p, "fast"), pcre(p, "pcre2", tokfeed::text::hf::RegexEngine::kPcre2) {}
-  // Empty when both agree, else a description of the first difference.
-  std::string diff(std::string_view s) const {
-    Matches a, b;
-    fast.find_all(s, a);
-    pcre.find_all(s, b);
-    if (a == b) return "";
-    size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    auto show = [&](const Matches& m) {
-      return i < m.size() ? std::to_string(m[i].first) + "-" + std::to_string(m[i].second) : std::string("none");
-    };
-    return "match " + std::to_string(i) + ": hand-written " + show(a) + ", PCRE2 " + show(b);
-  }
+struct Pair : tokfeed::text::hf::testing::RegexPair {
+  explicit Pair(const std::string& p) : RegexPair(p, tokfeed::text::hf::RegexEngine::kAny, "hand-written") {}
 };
 
 std::vector<std::string> jsonl_texts(const fs::path& path) {

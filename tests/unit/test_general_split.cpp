@@ -22,6 +22,7 @@
 #include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/hf/regex.hpp"
 #include "tokenizer/hf/unicode.hpp"
+#include "regex_pair.hpp"
 
 namespace fs = std::filesystem;
 using tokfeed::text::hf::append_utf8;
@@ -31,7 +32,7 @@ using tokfeed::text::hf::RegexEngine;
 
 namespace {
 
-using Matches = std::vector<std::pair<uint32_t, uint32_t>>;
+using tokfeed::text::hf::testing::Matches;
 
 const std::string kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const std::string kTekken =
@@ -102,22 +103,8 @@ std::vector<std::string> mutations(const std::string& p) {
   return out;
 }
 
-struct Pair {
-  Regex general, pcre;
-  explicit Pair(const std::string& p)
-      : general(p, "general", RegexEngine::kGeneral), pcre(p, "pcre2", RegexEngine::kPcre2) {}
-  std::string diff(std::string_view s) const {
-    Matches a, b;
-    general.find_all(s, a);
-    pcre.find_all(s, b);
-    if (a == b) return "";
-    size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    auto show = [&](const Matches& m) {
-      return i < m.size() ? std::to_string(m[i].first) + "-" + std::to_string(m[i].second) : std::string("none");
-    };
-    return "match " + std::to_string(i) + ": matcher " + show(a) + ", PCRE2 " + show(b);
-  }
+struct Pair : tokfeed::text::hf::testing::RegexPair {
+  explicit Pair(const std::string& p) : RegexPair(p, RegexEngine::kGeneral, "matcher") {}
 };
 
 std::string hex(std::string_view s) {
@@ -302,7 +289,7 @@ TEST_CASE("general split: identical to PCRE2 on the golden and SFT texts") {
   CHECK(texts.size() > 3000);
   for (const std::string& pattern : main_patterns()) {
     Pair p(pattern);
-    REQUIRE(p.general.general() != nullptr);
+    REQUIRE(p.matcher.general() != nullptr);
     for (const std::string& t : texts)
       if (std::string d = p.diff(t); !d.empty()) FAIL_CHECK(pattern << ": " << d << " in " << t.substr(0, 120));
   }
@@ -330,7 +317,7 @@ TEST_CASE("general split: identical to PCRE2 on random strings, for the patterns
     }
     const Pair& p = *made;
     CAPTURE(pattern);
-    if (p.general.general() == nullptr) {
+    if (p.matcher.general() == nullptr) {
       ++declined;
       continue;
     }
