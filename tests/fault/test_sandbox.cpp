@@ -160,9 +160,10 @@ TEST_CASE("a 10k-turn conversation is a bad record within its step budget, and S
     require_equal(got, clean, "10k turns");
   }
   {
-    // Eight of them, and SIGTERM while the supervisor works through them.
+    // 64 of them, and SIGTERM while the supervisor works through them (an
+    // idle machine works through eight in under the 500 ms waited below).
     std::string many;
-    for (int i = 0; i < 8; ++i) many += turns;
+    for (int i = 0; i < 64; ++i) many += turns;
     std::string path = write(dir, "many.jsonl", many);
     Daemon d(write_job(dir, job(path, base), "many"), socket_of(dir, "many"));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
