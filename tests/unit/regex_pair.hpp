@@ -1,8 +1,14 @@
-// One split pattern through two of Regex's engines at once, for the tests
-// that hold a matcher to PCRE2 (test_fast_split.cpp, test_general_split.cpp).
+// What the tests that hold a split matcher to PCRE2 share
+// (test_fast_split.cpp, test_general_split.cpp): one pattern through two of
+// Regex's engines at once, and the texts they compare on.
 #pragma once
 
+#include <simdjson.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,5 +41,37 @@ struct RegexPair {
     return "match " + std::to_string(i) + ": " + name + " " + show(a) + ", PCRE2 " + show(b);
   }
 };
+
+// Every string of every line of a JSONL file, nested ones included.
+inline std::vector<std::string> jsonl_texts(const std::filesystem::path& path) {
+  std::vector<std::string> texts;
+  std::ifstream in(path);
+  simdjson::dom::parser parser;
+  std::string line;
+  std::function<void(simdjson::dom::element)> leaves = [&](simdjson::dom::element e) {
+    if (e.is_string()) texts.emplace_back(std::string_view(e.get_string()));
+    else if (e.is_array())
+      for (auto x : e.get_array()) leaves(x);
+    else if (e.is_object())
+      for (auto kv : e.get_object()) leaves(kv.value);
+  };
+  while (std::getline(in, line))
+    if (auto doc = parser.parse(line); !doc.error()) leaves(doc.value());
+  return texts;
+}
+
+// The golden texts and SFT data of the repository, and ../shared's golden texts where it has them.
+inline std::vector<std::filesystem::path> golden_and_sft_files() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  for (const char* name : {"qwen3", "sp32k"})
+    files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
+  for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft"))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  const fs::path shared = fs::path(TOKFEED_SHARED_DIR) / "golden";
+  if (fs::exists(shared))
+    for (const auto& e : fs::directory_iterator(shared)) files.push_back(e.path());
+  return files;
+}
 
 }  // namespace tokfeed::text::hf::testing

@@ -33,28 +33,13 @@ const std::string kLlama3 =
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
+using tokfeed::text::hf::testing::golden_and_sft_files;
+using tokfeed::text::hf::testing::jsonl_texts;
 using tokfeed::text::hf::testing::Matches;
 
 struct Pair : tokfeed::text::hf::testing::RegexPair {
   explicit Pair(const std::string& p) : RegexPair(p, tokfeed::text::hf::RegexEngine::kAny, "hand-written") {}
 };
-
-std::vector<std::string> jsonl_texts(const fs::path& path) {
-  std::vector<std::string> texts;
-  std::ifstream in(path);
-  simdjson::dom::parser parser;
-  std::string line;
-  std::function<void(simdjson::dom::element)> leaves = [&](simdjson::dom::element e) {
-    if (e.is_string()) texts.emplace_back(std::string_view(e.get_string()));
-    else if (e.is_array())
-      for (auto x : e.get_array()) leaves(x);
-    else if (e.is_object())
-      for (auto kv : e.get_object()) leaves(kv.value);
-  };
-  while (std::getline(in, line))
-    if (auto doc = parser.parse(line); !doc.error()) leaves(doc.value());
-  return texts;
-}
 
 // Pieces random strings are made of.
 std::vector<std::string> alphabet() {
@@ -111,14 +96,7 @@ TEST_CASE("fast split: small cases, as HF tokenizers 0.23.3 splits them") {
 }
 
 TEST_CASE("fast split: identical to PCRE2 on the golden and SFT texts") {
-  std::vector<fs::path> files;
-  for (const char* name : {"qwen3", "sp32k"})
-    files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
-  for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft"))
-    if (e.path().extension() == ".jsonl") files.push_back(e.path());
-  const fs::path shared = fs::path(TOKFEED_SHARED_DIR) / "golden";
-  if (fs::exists(shared))
-    for (const auto& e : fs::directory_iterator(shared)) files.push_back(e.path());
+  const std::vector<fs::path> files = golden_and_sft_files();
   for (const std::string& pattern : {kQwen, kLlama3}) {
     Pair p(pattern);
     size_t texts = 0;

@@ -32,6 +32,8 @@ using tokfeed::text::hf::RegexEngine;
 
 namespace {
 
+using tokfeed::text::hf::testing::golden_and_sft_files;
+using tokfeed::text::hf::testing::jsonl_texts;
 using tokfeed::text::hf::testing::Matches;
 
 const std::string kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -111,25 +113,6 @@ std::string hex(std::string_view s) {
   std::string h;
   for (unsigned char c : s) h += "0123456789abcdef"[c >> 4], h += "0123456789abcdef"[c & 15], h += ' ';
   return h;
-}
-
-void string_leaves(simdjson::dom::element e, const std::function<void(std::string_view)>& f) {
-  if (e.is_string()) f(std::string_view(e.get_string()));
-  else if (e.is_array())
-    for (auto x : e.get_array()) string_leaves(x, f);
-  else if (e.is_object())
-    for (auto kv : e.get_object()) string_leaves(kv.value, f);
-}
-
-std::vector<std::string> jsonl_texts(const fs::path& path) {
-  std::vector<std::string> texts;
-  std::ifstream in(path);
-  simdjson::dom::parser parser;
-  std::string line;
-  while (std::getline(in, line))
-    if (auto doc = parser.parse(line); !doc.error())
-      string_leaves(doc.value(), [&](std::string_view s) { texts.emplace_back(s); });
-  return texts;
 }
 
 // The Split patterns of every tokenizer.json in the shared directory.
@@ -275,14 +258,7 @@ TEST_CASE("general split: small cases, as HF tokenizers splits them") {
 }
 
 TEST_CASE("general split: identical to PCRE2 on the golden and SFT texts") {
-  std::vector<fs::path> files;
-  for (const char* name : {"qwen3", "sp32k"})
-    files.push_back(fs::path(TOKFEED_TEST_DATA) / "golden" / (name + std::string(".jsonl")));
-  for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft"))
-    if (e.path().extension() == ".jsonl") files.push_back(e.path());
-  const fs::path shared = fs::path(TOKFEED_SHARED_DIR) / "golden";
-  if (fs::exists(shared))
-    for (const auto& e : fs::directory_iterator(shared)) files.push_back(e.path());
+  const std::vector<fs::path> files = golden_and_sft_files();
   std::vector<std::string> texts;
   for (const auto& f : files)
     for (std::string& t : jsonl_texts(f)) texts.push_back(std::move(t));
