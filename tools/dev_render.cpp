@@ -1,6 +1,7 @@
 // tokfeedd render: what the chat template makes of each valid record of a
-// job's dataset, one JSON string per line (tests/reference/render_check.py
-// compares it with the model's own Jinja chat_template).
+// job's dataset, one JSON string per line (null: a record checked when read
+// and found bad); tests/reference/render_check.py compares it with the
+// model's own Jinja chat_template.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -11,8 +12,9 @@
 #include "dev.hpp"
 #include "cache/record_check.hpp"
 #include "dataset/dataset.hpp"
-#include "chat/chat_jinja.hpp"
 #include "chat/chat_template.hpp"
+#include "encode/sample_encoder.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "tokfeed/proto/frame.hpp"
 
 namespace tokfeed::dev {
@@ -28,29 +30,20 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
     JobConfig cfg = load_config(config);
     Dataset data(cfg);
     check_records(cfg, data);
-    std::vector<text::RecordRules> rules;
-    for (std::size_t d = 0; d < cfg.datasets.size(); ++d) rules.push_back(record_rules(cfg, d));
-    text::RenderOptions opts;
-    opts.tmpl = cfg.tokenizer.tmpl;
-    opts.default_system = cfg.tokenizer.default_system;
-    opts.loss = cfg.batch.loss;
-    text::Conversation conv;
+    auto tok = text::load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path);
+    SampleEncoder enc(cfg, data, *tok);  // a worker's render: templates, plain-text records
     text::Rendered rendered;
     std::string out;
     uint64_t n = limit ? std::min(*limit, data.size()) : data.size();
-    tmpl::Value messages, tools;
     for (uint64_t i = 0; i < n; ++i) {
-      const text::RecordRules& r = rules[data.dataset_of(i)];
-      if (r.chat) {  // a model's own template (docs/chat_templates.md)
-        std::string why = text::record_to_chat(data.record(i), r, false, messages, tools);
-        if (why.empty()) why = text::render_labeled(*r.chat, messages, tools, r.loss, rendered);
-        if (!why.empty()) throw std::runtime_error(data.where(i) + ": " + why);
-      } else {
-        text::parse_record(data.record(i), r, conv);
-        text::render(conv, opts, rendered);
-      }
       out.clear();
-      append_json_string(out, rendered.text);
+      if (std::string why = enc.render(i, rendered); why.empty()) {
+        append_json_string(out, rendered.text);
+      } else if (!data.checked_at_start(i)) {
+        out += "null";  // a record checked when read, found bad: left out where it lands
+      } else {
+        throw std::runtime_error(data.where(i) + ": " + why);
+      }
       out += '\n';
       std::fwrite(out.data(), 1, out.size(), stdout);
     }

@@ -84,6 +84,7 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   }
   h.field(text::template_name(cfg.tokenizer.tmpl));
   h.field("labels: one rule (generation blocks, else the prefix rule)");
+  h.field("plain text: post_processor specials, eos appended, trained past the prompt's common prefix");
   h.field(cfg.tokenizer.chat ? "jinja\n" + cfg.tokenizer.chat->key
                              : "built-in\n" + text::builtin_template_source(cfg.tokenizer.tmpl));
   h.field(cfg.tokenizer.default_system ? "1" + *cfg.tokenizer.default_system : "0");

@@ -226,12 +226,19 @@ bool tool_record(std::string_view json, const RecordRules& rules, bool padded, t
   return false;
 }
 
+std::string render_chat_record(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
+                               tmpl::Value& tools, Rendered& out) {
+  std::size_t prompt = 0;
+  std::string reason = record_to_chat(json, rules, padded, messages, tools, &prompt);
+  if (!reason.empty()) return reason;
+  if (prompt) return render_completion(*rules.chat, messages, tools, prompt, rules.loss, out);
+  return render_labeled(*rules.chat, messages, tools, rules.loss, out);
+}
+
 std::string check_chat_record(std::string_view json, const RecordRules& rules, bool padded) {
   static thread_local tmpl::Value messages, tools;
   static thread_local Rendered rendered;
-  std::string reason = record_to_chat(json, rules, padded, messages, tools);
-  if (reason.empty()) reason = render_labeled(*rules.chat, messages, tools, rules.loss, rendered);
-  return reason;
+  return render_chat_record(json, rules, padded, messages, tools, rendered);
 }
 
 }  // namespace tokfeed::text

@@ -169,6 +169,27 @@ void subtract(std::vector<Span>& spans, std::size_t b, std::size_t e) {
 
 }  // namespace
 
+std::string render_completion(const ChatSpec& spec, const Value& messages, const Value& tools, std::size_t prompt,
+                              Loss loss, Rendered& out) {
+  out.text.clear();
+  out.trained.clear();
+  out.prompt.reset();
+  tmpl::ReuseScope reuse;
+  tmpl::MemoScope memo;
+  Renderer r(spec, messages, tools, false);
+  try {
+    out.text = r.render_full(nullptr, {});
+    // TRL's labels: the tokens past those the prompt's own render (with the
+    // generation prompt) shares; loss = "all" (completion_only_loss=False)
+    // trains every token.
+    if (loss != Loss::kAll) out.prompt = r.render(prompt, true);
+  } catch (const tmpl::Error& e) {
+    return "template " + spec.name + ": " + e.what();
+  }
+  out.trained.push_back({0, static_cast<uint32_t>(out.text.size())});
+  return {};
+}
+
 std::string render_labeled(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, Rendered& out) {
   out.text.clear();
   out.trained.clear();

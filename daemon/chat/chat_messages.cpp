@@ -124,8 +124,10 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
 }
 
 // `messages` (role/content) or ShareGPT's `conversations` (from/value).
-std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages) {
-  const std::string_view name = sharegpt ? "conversations" : "messages";
+// `name`: the field, in reasons ("messages", "conversations" by default).
+std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages,
+                  std::string_view name = {}) {
+  if (name.empty()) name = sharegpt ? "conversations" : "messages";
   if (!list.is_list()) return "field '" + std::string(name) + "': expected an array";
   Value result = Value::recycled_list();
   std::vector<Value>& out = result.list->items;
@@ -264,8 +266,9 @@ Value conversation_messages(const Conversation& conv) {
   return Value::new_list(std::move(out));
 }
 
-std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages,
-                           Value& tools) {
+std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages, Value& tools,
+                           std::size_t* prompt_messages) {
+  if (prompt_messages) *prompt_messages = 0;
   // The previous record's values are freed first: their objects are kept
   // for this record's (Value::recycled_*), their other blocks for what the
   // record allocates here and in its renders (tmpl::ReuseScope).
@@ -304,6 +307,29 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   if (f == Format::kAuto) {
     if (field(rec, rules, "messages")) f = Format::kMessages;
     else if (field(rec, rules, "conversations")) f = Format::kShareGpt;
+    else if (!(field(rec, rules, "instruction") && field(rec, rules, "output")) &&
+             !(field(rec, rules, "query") && field(rec, rules, "response")) && field(rec, rules, "prompt") &&
+             field(rec, rules, "completion"))
+      f = Format::kPromptCompletion;
+  }
+  if (f == Format::kPromptCompletion) {
+    // Conversational prompt/completion (section 1.3): the prompt's messages,
+    // then the completion's.
+    const Value* prompt = field(rec, rules, "prompt");
+    const Value* completion = field(rec, rules, "completion");
+    if (!prompt) return "field 'prompt' is missing";
+    if (!completion) return "field 'completion' is missing";
+    if (!prompt->is_list() || !completion->is_list())
+      return "field '" + std::string(prompt->is_list() ? "completion" : "prompt") +
+             "': expected a list of messages, as the other one is (or both strings)";
+    Value tail;
+    if (auto e = turns(*prompt, false, rules, messages, "prompt"); !e.empty()) return e;
+    if (auto e = turns(*completion, false, rules, tail, "completion"); !e.empty()) return e;
+    const std::size_t n = messages.list->items.size();
+    for (Value& m : tail.list->items) messages.list->items.push_back(std::move(m));
+    if (prompt_messages) *prompt_messages = n;
+    else return "a conversational prompt/completion record is read by its own rule (section 1.3)";
+    return {};
   }
   if (f == Format::kMessages || f == Format::kShareGpt) {
     const char* key = f == Format::kMessages ? "messages" : "conversations";

@@ -26,6 +26,15 @@ struct Span {
 struct Rendered {
   std::string text;
   std::vector<Span> trained;  // ascending, non-overlapping
+  // A plain-text record (docs/data_model.md 1.3): `text` is tokenized as
+  // tokenizer(text) is, between the special tokens the tokenizer adds
+  // around a sequence.
+  bool plain = false;
+  // A prompt/completion record (1.3): labels by token, not by span: every
+  // token trains but those it shares from the start with the tokenization
+  // of `prompt` (TRL's common prefix); a plain record without a prompt
+  // trains every token.
+  std::optional<std::string> prompt;
 };
 
 struct RenderOptions {

@@ -24,12 +24,39 @@ class SpanCursor {
   std::size_t i_ = 0;
 };
 
+// How many leading tokens of `tokens` (a plain record's) the tokenization
+// of `prompt` shares: TRL's common_prefix_length.
+// `plain`: the prompt is tokenized with the special tokens, as the sample.
+std::size_t prompt_prefix(const Tokenizer& tok, const std::string& prompt, bool plain,
+                          const std::vector<Token>& tokens) {
+  static thread_local std::vector<Token> p;
+  if (plain) {
+    plain_tokens(tok, prompt, p);
+  } else {
+    p.clear();
+    tok.encode(prompt, p);
+  }
+  std::size_t k = 0;
+  while (k < p.size() && k < tokens.size() && p[k].id == tokens[k].id) ++k;
+  return k;
+}
+
 }  // namespace
+
+void plain_tokens(const Tokenizer& tok, std::string_view text, std::vector<Token>& out) {
+  const SequenceSpecials& s = tok.sequence_specials();
+  out.clear();
+  for (int32_t id : s.before) out.push_back({id, 0, 0});
+  tok.encode(text, out);
+  const auto end = static_cast<uint32_t>(text.size());
+  for (int32_t id : s.after) out.push_back({id, end, end});
+}
 
 void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
                    std::vector<Token>& scratch) {
   scratch.clear();
-  tok.encode(r.text, scratch);
+  if (r.plain) plain_tokens(tok, r.text, scratch);
+  else tok.encode(r.text, scratch);
   out.ids.clear();
   out.labels.clear();
   out.truncated = out.dropped = out.all_masked = false;
@@ -45,7 +72,20 @@ void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length,
     count = max_length;
     if (trunc == Truncation::kLeft) first = n - max_length;
   }
-  emit_tokens(scratch, first, count, r.trained, out);
+  if (r.prompt) emit_plain_tokens(scratch, first, count, prompt_prefix(tok, *r.prompt, r.plain, scratch), out);
+  else if (r.plain) emit_plain_tokens(scratch, first, count, 0, out);
+  else emit_tokens(scratch, first, count, r.trained, out);
+}
+
+void emit_plain_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count, std::size_t untrained,
+                       EncodedSample& out) {
+  out.ids.resize(count);
+  out.labels.resize(count);
+  for (std::size_t i = first; i < first + count; ++i) {
+    out.ids[i - first] = tokens[i].id;
+    out.labels[i - first] = i >= untrained ? tokens[i].id : kIgnoreIndex;
+  }
+  out.all_masked = first + count <= untrained;
 }
 
 void emit_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count,

@@ -21,7 +21,9 @@ struct EncodedSample {
   bool all_masked = false;  // no label survives truncation
 };
 
-// Tokenizes `r` and labels every token that overlaps a trained span.
+// Tokenizes `r` and labels every token that overlaps a trained span (a
+// record with a prompt, or a plain-text one: every token past the prompt's
+// common prefix).
 // `scratch` is reused across calls to avoid allocation.
 void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
                    std::vector<Token>& scratch);
@@ -31,5 +33,13 @@ void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length,
 // Tokens must be in text order, as encode() gives them.
 void emit_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count,
                  const std::vector<Span>& trained, EncodedSample& out);
+
+// A plain-text record's tokens: the tokenizer's special tokens around the
+// sequence (empty ranges at its start and end) and the text's, in `out`.
+void plain_tokens(const Tokenizer& tok, std::string_view text, std::vector<Token>& out);
+// The same as emit_tokens, labelled by index (a plain-text record, a record
+// with a prompt): tokens[i] trains when i >= untrained.
+void emit_plain_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count, std::size_t untrained,
+                       EncodedSample& out);
 
 }  // namespace tokfeed::text

@@ -234,8 +234,10 @@ DatasetConfig read_dataset(const std::string& file, Section& s) {
     if (stat(d.path.c_str(), &st) != 0) s.fail("path", "file not found: " + d.path);
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) s.fail("path", "not a regular file or a directory: " + d.path);
   }
-  text::parse_format(s.choice("format", "auto", {"auto", "messages", "sharegpt", "alpaca", "query_response"}),
-                     d.format);
+  text::parse_format(
+      s.choice("format", "auto",
+               {"auto", "messages", "sharegpt", "alpaca", "query_response", "prompt_completion", "text"}),
+      d.format);
   d.skip_bad = s.choice("on_bad_record", "skip", {"skip", "fail"}) == "skip";
   // Unset: JSONL checked when read, Parquet and Arrow at start (under
   // on_bad_record = "fail" all at start).

@@ -43,6 +43,7 @@ std::string index_name(const ShardBytes& b, const text::RecordRules& rules, cons
                              std::min(b.size() - head, kEdgeBytes)));
   }
   h.field(text::format_name(rules.format));
+  h.field("formats: messages sharegpt alpaca query_response prompt_completion text");
   h.field(rules.require_alternation ? "alternate" : "any order");
   for (const auto& [k, v] : rules.placeholders) h.field(k), h.field(v);
   h.field("columns");

@@ -44,11 +44,15 @@ void render_fault(std::string_view rec) {
 std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
   static thread_local tmpl::Value messages, tools;
   static thread_local text::Rendered rendered;
+  static thread_local text::PlainRecord plain;
+  // A plain-text record: no template renders it.
+  if (std::string reason; text::plain_record(rec, rules, padded, plain, reason)) return reason;
 #ifdef TOKFEED_FAULT_HOOKS
   if (rules.renders() && !rules.defer_render) render_fault(rec);
 #endif
   if (rules.chat) {
-    if (rules.defer_render) return text::record_to_chat(rec, rules, padded, messages, tools);
+    std::size_t prompt = 0;
+    if (rules.defer_render) return text::record_to_chat(rec, rules, padded, messages, tools, &prompt);
     tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
     return text::check_chat_record(rec, rules, padded);
   }

@@ -103,8 +103,15 @@ std::size_t prev_cut(std::string_view t, std::size_t from, std::size_t lowest) {
 
 bool encode_bounded(const text::Tokenizer& tok, const text::Rendered& r, uint32_t max_length, text::Truncation trunc,
                     text::EncodedSample& out, std::vector<text::Token>& scratch, std::vector<text::Token>& check) {
+  // A prompt is matched against the whole tokenization.
+  if (r.prompt) return false;
+  static const text::SequenceSpecials kNone;
+  const text::SequenceSpecials& specials = r.plain ? tok.sequence_specials() : kNone;
+  // The special tokens on the kept side: the text gives the rest.
+  const std::size_t kept_specials = trunc == text::Truncation::kLeft ? specials.after.size() : specials.before.size();
+  if (kept_specials >= max_length) return false;
   // One token more than is kept: it proves the whole is longer.
-  const std::size_t need = std::size_t{max_length} + 1;
+  const std::size_t need = std::size_t{max_length} + 1 - kept_specials;
   const bool ok = trunc == text::Truncation::kLeft ? tail(tok, r.text, need, scratch, check)
                                                    : head(tok, r.text, need, scratch, check);
   if (!ok) return false;
@@ -116,6 +123,21 @@ bool encode_bounded(const text::Tokenizer& tok, const text::Rendered& r, uint32_
     return true;
   }
   out.truncated = true;
+  if (r.plain) {
+    // The kept tokens: the specials before and the text's first ones
+    // (right), or the text's last ones and the specials after (left).
+    const auto end = static_cast<uint32_t>(r.text.size());
+    if (trunc == text::Truncation::kLeft) {
+      scratch.erase(scratch.begin());
+      for (int32_t id : specials.after) scratch.push_back({id, end, end});
+    } else {
+      scratch.pop_back();
+      for (std::size_t i = specials.before.size(); i-- > 0;)
+        scratch.insert(scratch.begin(), {specials.before[i], 0, 0});
+    }
+    text::emit_plain_tokens(scratch, 0, max_length, 0, out);
+    return true;
+  }
   text::emit_tokens(scratch, trunc == text::Truncation::kLeft ? 1 : 0, max_length, r.trained, out);
   return true;
 }

@@ -12,19 +12,43 @@ SampleEncoder::SampleEncoder(const JobConfig& cfg, const Dataset& data, const te
   render_.tmpl = cfg.tokenizer.tmpl;
   render_.default_system = cfg.tokenizer.default_system;
   render_.loss = cfg.batch.loss;
+  eos_ = tok.eos_token();
+}
+
+std::string SampleEncoder::render_plain(const text::PlainRecord& p, text::Rendered& out) const {
+  try {
+    tok_.sequence_specials();  // a post-processor tokfeed cannot read refuses every plain record
+  } catch (const text::TokenizerError& e) {
+    return e.what();
+  }
+  // As TRL adds it: the end-of-sequence text after the text or completion,
+  // unless it ends with it.
+  const bool add_eos = eos_ && !eos_->empty() && !p.text.ends_with(*eos_);
+  out.text.clear();
+  if (p.prompt) out.text = *p.prompt;
+  out.text += p.text;
+  if (add_eos) out.text += *eos_;
+  out.trained.assign(1, {0, static_cast<uint32_t>(out.text.size())});
+  out.plain = true;
+  // loss = "all": the prompt trains too (TRL's completion_only_loss=False).
+  if (p.prompt && cfg_.batch.loss != text::Loss::kAll) out.prompt = p.prompt;
+  return {};
 }
 
 std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
   const text::RecordRules& rules = rules_[data_.dataset_of(rec)];
+  out.plain = false;
+  out.prompt.reset();
+  std::string reason;
+  if (text::plain_record(data_.record(rec), rules, false, plain_, reason))
+    return reason.empty() ? render_plain(plain_, out) : reason;
   if (rules.chat) {
     tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
-    std::string reason = text::record_to_chat(data_.record(rec), rules, false, messages_, tools_);
-    if (!reason.empty()) return reason;
-    return text::render_labeled(*rules.chat, messages_, tools_, rules.loss, out);
+    return text::render_chat_record(data_.record(rec), rules, false, messages_, tools_, out);
   }
   if (text::tool_record(data_.record(rec), rules, false, messages_, tools_))
     return text::render_labeled(*rules.tool_chat, messages_, tools_, rules.loss, out);
-  std::string reason = text::parse_record(data_.record(rec), rules, conv_);
+  reason = text::parse_record(data_.record(rec), rules, conv_);
   if (reason.empty()) text::render(conv_, render_, out);
   return reason;
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"
@@ -29,6 +31,9 @@ class SampleEncoder {
   std::string render(uint64_t rec, text::Rendered& out);
 
  private:
+  // A plain-text record's text (docs/data_model.md 1.3).
+  std::string render_plain(const text::PlainRecord& p, text::Rendered& out) const;
+
   const JobConfig& cfg_;
   const Dataset& data_;
   const text::Tokenizer& tok_;
@@ -36,7 +41,9 @@ class SampleEncoder {
   text::RenderOptions render_;
   // Reused across samples, so the steady state allocates nothing.
   text::Conversation conv_;
-  tmpl::Value messages_, tools_;  // a model's template
+  text::PlainRecord plain_;
+  std::optional<std::string> eos_;  // the tokenizer's end-of-sequence text
+  tmpl::Value messages_, tools_;    // a model's template
   text::Rendered rendered_;
   std::vector<text::Token> tokens_;
   std::vector<text::Token> check_;  // bounded encoding's second part

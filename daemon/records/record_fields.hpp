@@ -44,21 +44,31 @@ enum class Key : uint8_t {
   kQuery,
   kResponse,
   kHistory,
-  kSystem
+  kSystem,
+  kPrompt,
+  kCompletion,
+  kText
 };
-constexpr std::size_t kKeys = 9;
-constexpr std::string_view kKeyNames[kKeys] = {"messages", "conversations", "instruction", "input", "output",
-                                               "query",    "response",      "history",     "system"};
+constexpr std::size_t kKeys = 12;
+constexpr std::string_view kKeyNames[kKeys] = {"messages", "conversations", "instruction", "input",
+                                               "output",   "query",         "response",    "history",
+                                               "system",   "prompt",        "completion",  "text"};
 
 constexpr std::size_t idx(Key k) { return static_cast<std::size_t>(k); }
 
 // The index of the Key named `k`, or kKeys.
 inline std::size_t key_of(std::string_view k) {
   switch (k.size()) {
+    case 4: return is(k, "text") ? idx(Key::kText) : kKeys;
     case 5: return is(k, "input") ? idx(Key::kInput) : is(k, "query") ? idx(Key::kQuery) : kKeys;
-    case 6: return is(k, "output") ? idx(Key::kOutput) : is(k, "system") ? idx(Key::kSystem) : kKeys;
+    case 6:
+      return is(k, "output")   ? idx(Key::kOutput)
+             : is(k, "system") ? idx(Key::kSystem)
+             : is(k, "prompt") ? idx(Key::kPrompt)
+                               : kKeys;
     case 7: return is(k, "history") ? idx(Key::kHistory) : kKeys;
     case 8: return is(k, "messages") ? idx(Key::kMessages) : is(k, "response") ? idx(Key::kResponse) : kKeys;
+    case 10: return is(k, "completion") ? idx(Key::kCompletion) : kKeys;
     case 11: return is(k, "instruction") ? idx(Key::kInstruction) : kKeys;
     case 13: return is(k, "conversations") ? idx(Key::kConversations) : kKeys;
     default: return kKeys;

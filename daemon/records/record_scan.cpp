@@ -459,6 +459,8 @@ bool Scan::accepts(std::string_view json, const RecordRules& rules) {
       turns_.push_back({Role::kAssistant, r->str, {}});
       break;
     }
+    case Format::kPromptCompletion:
+    case Format::kText:  // plain text: the full parser reads it
     case Format::kAuto: return false;
   }
   if (!rules.placeholders.empty()) {

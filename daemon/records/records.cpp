@@ -43,12 +43,15 @@ std::string_view format_name(Format f) noexcept {
     case Format::kShareGpt: return "sharegpt";
     case Format::kAlpaca: return "alpaca";
     case Format::kQueryResponse: return "query_response";
+    case Format::kPromptCompletion: return "prompt_completion";
+    case Format::kText: return "text";
   }
   return "?";
 }
 
 bool parse_format(std::string_view name, Format& out) noexcept {
-  for (Format f : {Format::kAuto, Format::kMessages, Format::kShareGpt, Format::kAlpaca, Format::kQueryResponse}) {
+  for (Format f : {Format::kAuto, Format::kMessages, Format::kShareGpt, Format::kAlpaca, Format::kQueryResponse,
+                   Format::kPromptCompletion, Format::kText}) {
     if (format_name(f) == name) {
       out = f;
       return true;
@@ -253,7 +256,45 @@ Format detect(const Fields& obj) {
   dom::element e2;
   if (obj.get(Key::kInstruction, e) && obj.get(Key::kOutput, e2)) return Format::kAlpaca;
   if (obj.get(Key::kQuery, e) && obj.get(Key::kResponse, e2)) return Format::kQueryResponse;
+  if (obj.get(Key::kPrompt, e) && obj.get(Key::kCompletion, e2)) return Format::kPromptCompletion;
+  if (obj.get(Key::kText, e)) return Format::kText;
   return Format::kAuto;
+}
+
+bool is_plain(Format f) { return f == Format::kPromptCompletion || f == Format::kText; }
+
+// A plain-text record's strings, as views into the parser's buffer: the
+// prompt (prompt_completion only) and the text or completion.
+struct PlainView {
+  std::optional<std::string_view> prompt;
+  std::string_view text;
+  bool lists = false;  // prompt and completion are lists: a conversational record
+};
+
+std::string parse_plain(const Fields& obj, Format f, PlainView& out) {
+  dom::element e;
+  auto required = [&](Key k, std::string_view& s) -> std::string {
+    const std::string name(kKeyNames[idx(k)]);
+    if (!obj.get(k, e)) return "field '" + name + "' is missing";
+    if (e.is_array() && f == Format::kPromptCompletion) {
+      out.lists = true;
+      return "field '" + name +
+             "': a list of messages (a conversational prompt/completion) is rendered by a model's template: set "
+             "[tokenizer] template = \"auto\" or \"jinja\", or give the conversation as 'messages'";
+    }
+    return string_field(e, name, s);
+  };
+  if (f == Format::kText) {
+    if (auto err = required(Key::kText, out.text); !err.empty()) return err;
+    if (out.text.empty()) return "field 'text' is empty";
+    return {};
+  }
+  std::string_view prompt;
+  if (auto err = required(Key::kPrompt, prompt); !err.empty()) return err;
+  out.prompt = prompt;
+  if (auto err = required(Key::kCompletion, out.text); !err.empty()) return err;
+  if (out.text.empty()) return "field 'completion' is empty";
+  return {};
 }
 
 std::string parse_list_field(const Fields& obj, bool sharegpt, Turns& out) {
@@ -266,9 +307,11 @@ std::string parse_list_field(const Fields& obj, bool sharegpt, Turns& out) {
   return parse_turn_list(list, sharegpt, out);
 }
 
-// Parses `json` into turns by its format. The views live until the parser's
-// next parse (one parser per thread).
-std::string parse_turns(std::string_view json, const RecordRules& rules, bool padded, Turns& out) {
+// Parses `json` into turns by its format (a plain-text record: its text or
+// completion as one assistant turn, `plain` set). The views live until the
+// parser's next parse (one parser per thread).
+std::string parse_turns(std::string_view json, const RecordRules& rules, bool padded, Turns& out, bool* plain = nullptr,
+                        PlainView* view = nullptr) {
   static_assert(kParsePadding >= simdjson::SIMDJSON_PADDING);
   out.clear();
   static thread_local dom::parser parser;
@@ -285,9 +328,20 @@ std::string parse_turns(std::string_view json, const RecordRules& rules, bool pa
     case Format::kShareGpt: return parse_list_field(fields, true, out);
     case Format::kAlpaca: return parse_alpaca(fields, out);
     case Format::kQueryResponse: return parse_query_response(fields, out);
+    case Format::kPromptCompletion:
+    case Format::kText: {
+      if (plain) *plain = true;
+      PlainView v;
+      std::string e = parse_plain(fields, f, v);
+      if (view) *view = v;
+      if (!e.empty()) return e;
+      out.push_back({Role::kAssistant, v.text, {}});
+      return {};
+    }
     case Format::kAuto: break;
   }
-  return "unrecognized record: expected 'messages', 'conversations', 'instruction'+'output' or 'query'+'response'";
+  return "unrecognized record: expected 'messages', 'conversations', 'instruction'+'output', 'query'+'response', "
+         "'prompt'+'completion' or 'text'";
 }
 
 void materialize(const Turns& turns, const RecordRules& rules, Conversation& out) {
@@ -309,7 +363,9 @@ std::string check_conversation(const Conversation& c, bool require_alternation) 
 
 std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded) {
   static thread_local Turns turns;
-  std::string reason = parse_turns(json, rules, padded, turns);
+  bool plain = false;
+  std::string reason = parse_turns(json, rules, padded, turns, &plain);
+  if (reason.empty() && plain) reason = "a plain-text record (prompt/completion or text) has no conversation";
   if (!reason.empty()) {
     out.clear();
     return reason;
@@ -325,8 +381,15 @@ std::string check_record(std::string_view json, const RecordRules& rules, bool p
   if (padded && detail::scan_accepts(json, rules)) return {};
   static thread_local Turns turns;
   static thread_local Conversation scratch;
-  std::string reason = parse_turns(json, rules, padded, turns);
+  bool plain = false;
+  std::string reason = parse_turns(json, rules, padded, turns, &plain);
   if (!reason.empty()) return reason;
+  if (plain) {
+    // No template reads it: its text only has to stay non-empty.
+    if (rules.placeholders.empty()) return {};
+    materialize(turns, rules, scratch);
+    return scratch[0].content.empty() ? "the text is empty once placeholders are applied" : "";
+  }
   if (!rules.placeholders.empty()) {
     // A placeholder can change whether a turn is empty: check the text as
     // it will be rendered.
@@ -334,6 +397,36 @@ std::string check_record(std::string_view json, const RecordRules& rules, bool p
     return check_conversation(scratch, rules.require_alternation);
   }
   return check_turns(turns, rules.require_alternation, [](const TurnView& t) { return t.empty(); });
+}
+
+bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason) {
+  if (rules.format != Format::kAuto && !is_plain(rules.format)) return false;
+  // Under auto most records are conversations: one that cannot name a plain
+  // format's key (no renames, no escapes) is not parsed here.
+  if (rules.format == Format::kAuto && rules.columns.empty() && json.find("\"text\"") == std::string_view::npos &&
+      json.find("\"prompt\"") == std::string_view::npos && json.find("\\u") == std::string_view::npos)
+    return false;
+  static thread_local Turns turns;
+  bool plain = false;
+  PlainView view;
+  reason = parse_turns(json, rules, padded, turns, &plain, &view);
+  // A conversational prompt/completion: the model's template renders it.
+  if (view.lists && rules.chat) return false;
+  if (!plain) {
+    // Not a plain record under auto (a malformed one is not either: the
+    // conversation path gives its reason).
+    if (rules.format == Format::kAuto) return false;
+    return true;
+  }
+  if (!reason.empty()) return true;
+  auto text = [&](std::string_view s) {
+    return rules.placeholders.empty() ? std::string(s) : apply_placeholders(s, rules.placeholders);
+  };
+  out.text = text(view.text);
+  out.prompt.reset();
+  if (view.prompt) out.prompt = text(*view.prompt);
+  if (out.text.empty()) reason = "the text is empty once placeholders are applied";
+  return true;
 }
 
 }  // namespace tokfeed::text

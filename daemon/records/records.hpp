@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,7 +29,7 @@ std::string_view loss_name(Loss l) noexcept;
 // Returns false for an unknown name.
 bool parse_loss(std::string_view name, Loss& out) noexcept;
 
-enum class Format : uint8_t { kAuto, kMessages, kShareGpt, kAlpaca, kQueryResponse };
+enum class Format : uint8_t { kAuto, kMessages, kShareGpt, kAlpaca, kQueryResponse, kPromptCompletion, kText };
 std::string_view format_name(Format f) noexcept;
 // Returns false for an unknown name.
 bool parse_format(std::string_view name, Format& out) noexcept;
@@ -70,6 +71,20 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
 // The same verdict as parse_record, without building the conversation: what
 // the dataset index runs on every record.
 std::string check_record(std::string_view json, const RecordRules& rules, bool padded = false);
+
+// A record read as plain text (formats prompt_completion and text,
+// docs/data_model.md 1.3): no chat template; tokenized as tokenizer(text)
+// is, and trained from where its prompt ends (TRL's standard datasets).
+struct PlainRecord {
+  std::string text;                   // `text`, or the completion
+  std::optional<std::string> prompt;  // prompt_completion's prompt
+};
+
+// Whether `json` is a plain-text record under `rules`: its dataset's format
+// is prompt_completion or text, or auto finds `prompt` and `completion`, or
+// `text`, and no conversation format's keys. If so, reads it into `out`
+// and sets `reason` (the bad-record reason; empty: valid). Never throws.
+bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason);
 
 // Replaces each {{NAME}} with its value in one left-to-right pass; unknown
 // names stay as they are and replacements are not rescanned.

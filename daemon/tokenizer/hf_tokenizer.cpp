@@ -401,6 +401,11 @@ std::string HfTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+const SequenceSpecials& HfTokenizer::sequence_specials() const {
+  if (!p_.specials_error.empty()) throw TokenizerError(p_.specials_error);
+  return p_.specials;
+}
+
 std::optional<int32_t> HfTokenizer::special_token_id(std::string_view text) const {
   auto it = p_.added_by_content.find(text);
   if (it == p_.added_by_content.end()) return std::nullopt;

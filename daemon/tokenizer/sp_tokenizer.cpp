@@ -77,6 +77,11 @@ class SentencePieceTokenizer final : public Tokenizer {
     return std::nullopt;
   }
 
+  // A .model has no post-processor: tokenizer(text) adds nothing here.
+  std::optional<std::string> eos_token() const override {
+    if (sp_.eos_id() < 0) return std::nullopt;
+    return sp_.IdToPiece(sp_.eos_id());
+  }
   int32_t pad_id() const override { return pad_id_; }
   size_t vocab_size() const override { return static_cast<size_t>(sp_.GetPieceSize()); }
   std::string_view kind() const override { return "sentencepiece"; }

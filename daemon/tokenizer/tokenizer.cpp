@@ -41,6 +41,11 @@ void Tokenizer::encode_ids(std::string_view text, std::vector<int32_t>& out) con
   for (const Token& t : tokens) out.push_back(t.id);
 }
 
+const SequenceSpecials& Tokenizer::sequence_specials() const {
+  static const SequenceSpecials none;
+  return none;
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(std::string_view type, const std::string& path) {
   if (type == "sentencepiece") return load_sentencepiece_tokenizer(path);
   if (type == "hf") return load_hf_tokenizer(path);

@@ -32,6 +32,14 @@ class TokenizerError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The special tokens tokenizer(text) adds around one sequence, with
+// add_special_tokens=True (a tokenizer.json's post_processor): `before`
+// the text's tokens and `after` them. Empty for a template's rendering,
+// which carries its own.
+struct SequenceSpecials {
+  std::vector<int32_t> before, after;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -50,6 +58,15 @@ class Tokenizer {
 
   // Inverse of encode for tests and tools (special tokens rendered as text).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
+
+  // What tokenizer(text) adds around a sequence (docs/data_model.md 3.2).
+  // Throws TokenizerError where the tokenizer's post-processor is one
+  // tokfeed cannot read (only plain-text records need it).
+  virtual const SequenceSpecials& sequence_specials() const;
+
+  // The text of the end-of-sequence token, as transformers' eos_token gives
+  // it (tokenizer_config.json's eos_token), if the tokenizer has one.
+  virtual std::optional<std::string> eos_token() const { return std::nullopt; }
 
   // The id of an added/special token given by its exact string, if any.
   virtual std::optional<int32_t> special_token_id(std::string_view text) const = 0;

@@ -24,8 +24,10 @@ REPLACED = (
     ("assistant_only_loss", "[tokenizer] chat_template and [batch] loss",
      '"all_assistant" trains the template\'s {% generation %} blocks, else each assistant turn; '
      '"all" every token, as assistant_only_loss=False'),
-    ("completion_only_loss", "[batch] loss", "only assistant turns are trained"),
-    ("dataset_text_field", "[[datasets]] format and columns", "which fields a record is read from"),
+    ("completion_only_loss", "[batch] loss",
+     'a prompt/completion record trains its completion unless loss = "all", as TRL does by default'),
+    ("dataset_text_field", "[[datasets]] format and columns",
+     'format = "text" reads `text`; columns = { field = "text" } reads another field'),
     ("dataset_num_proc", "[workers] count", "the daemon's tokenizing workers"),
     ("chat_template_path", "[tokenizer] chat_template", "the template the daemon renders"),
     ("eos_token", "[tokenizer] chat_template", "the template's own tokens"),

@@ -300,14 +300,14 @@ TEST_CASE("columns rename fields before detection, and each dataset has its own 
     std::ofstream out(dir.file("renamed.jsonl"));
     std::string line;
     for (int i = 0; i < 40 && std::getline(in, line); ++i) {
-      for (auto [from, to] : {std::pair{"\"instruction\":", "\"prompt\":"}, {"\"output\":", "\"completion\":"}})
+      for (auto [from, to] : {std::pair{"\"instruction\":", "\"ask\":"}, {"\"output\":", "\"answer\":"}})
         if (auto at = line.find(from); at != std::string::npos) line.replace(at, std::string(from).size(), to);
       out << line << "\n";
     }
   }
   std::string sc = data_path("sft/self_cognition.json");
   std::string body =
-      entry(dir.file("renamed.jsonl"), "columns = { prompt = \"instruction\", completion = \"output\" }\n") +
+      entry(dir.file("renamed.jsonl"), "columns = { ask = \"instruction\", answer = \"output\" }\n") +
       entry(sc, "samples = 20\n[datasets.placeholders]\nNAME = \"tokfeed-bot\"\nAUTHOR = \"the tokfeed team\"\n") +
       entry(sc, "samples = 20\n[datasets.placeholders]\nNAME = \"Other\"\nAUTHOR = \"someone else\"\n") +
       tok_and_batch() + "[schedule]\nseed = 7\n";

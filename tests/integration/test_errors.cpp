@@ -71,7 +71,7 @@ TEST_CASE("bad records: counted and reported by line under skip, fatal under fai
                                "\n" +  // 5
                                R"({"messages":[{"role":"user","content":"x"}]})"
                                "\n" +  // 6 no assistant
-                               R"({"text":"plain"})"
+                               R"({"body":"plain"})"
                                "\n" +  // 7 no format
                                "\n" +
                                g + "\n");  // 9

@@ -161,6 +161,25 @@ TEST_CASE("llama3 template with the Llama-3 tokenizer, when ../shared has it") {
                      "[batch]\nsize = 2\nloss = \"last_assistant\"\n[schedule]\nseed = 5\n"));
 }
 
+TEST_CASE("plain-text records (text, prompt/completion) beside conversations: tokenizer(text)'s special tokens") {
+  if (!have_hf_tokenizers()) return;
+  const std::string plain = data_path("sft/plain.jsonl");
+  // sp32k's tokenizer.json adds <s> before a sequence; its eos is </s>.
+  std::string sp_hf = std::string(TOKFEED_TEST_BUILD_DATA) + "/sp32k-hf/tokenizer.json";
+  check_equal(hf_job(sp_hf, "llama2", plain, "[batch]\nsize = 3\n"));
+  check_equal(hf_job(sp_hf, "chatml", plain, "[batch]\nsize = 2\nloss = \"all\"\n[schedule]\nseed = 9\n"));
+  // Long texts cut by truncation, right and left (bounded tokenizing keeps
+  // the special tokens on the kept side).
+  check_equal(hf_job(sp_hf, "chatml", plain, "[batch]\nsize = 4\nmax_length = 64\ntruncation = \"right\"\n"));
+  check_equal(hf_job(sp_hf, "chatml", plain, "[batch]\nsize = 4\nmax_length = 64\ntruncation = \"left\"\n"));
+  // Qwen3 adds nothing; its eos is <|im_end|>.
+  std::string qwen = std::string(TOKFEED_TEST_BUILD_DATA) + "/qwen3/tokenizer.json";
+  check_equal(hf_job(qwen, "qwen2_5", plain, "[batch]\nsize = 3\nloss = \"last_assistant\"\n"));
+  check_equal(hf_job(qwen, "qwen2_5", plain, "[batch]\nsize = 2\nmax_length = 48\ntruncation = \"drop\"\n"));
+  // A SentencePiece .model adds nothing.
+  check_equal(job(plain, "llama2", "[batch]\nsize = 3\n"));
+}
+
 TEST_CASE("bad JSONL records: checked when read (the default) or at start, each equals the reference") {
   // 80 records of mixed-300.jsonl with bad ones between them: malformed
   // JSON, not an object, no assistant turn, an empty user turn, roles that

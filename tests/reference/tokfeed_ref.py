@@ -237,7 +237,7 @@ MASK64 = 0xFFFFFFFFFFFFFFFF
 GOLDEN = 0x9E3779B97F4A7C15
 DRAW_MUL = 0xD1B54A32D192ED03   # spec 1.1: the draw's per-dataset seed term
 
-FORMATS = ("auto", "messages", "sharegpt", "alpaca", "query_response")
+FORMATS = ("auto", "messages", "sharegpt", "alpaca", "query_response", "prompt_completion", "text")
 ON_BAD = ("skip", "fail")
 # Spec 1.1: the files a directory path takes (tested on the file name).
 SHARD_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
@@ -794,15 +794,15 @@ def _req_list(obj, key, name):
 
 
 def detect_format(rec):
-    """Spec 1 table, `auto`: rows tried top to bottom (key presence, A4)."""
-    if "messages" in rec:
-        return "messages"
-    if "conversations" in rec:
-        return "sharegpt"
-    if "instruction" in rec and "output" in rec:
-        return "alpaca"
-    if "query" in rec and "response" in rec:
-        return "query_response"
+    """Spec 1 table, `auto`: rows tried top to bottom (key presence, A4; a
+    null value counts as absent)."""
+    def has(*keys):
+        return all(rec.get(k) is not None for k in keys)
+    for fmt, keys in (("messages", ("messages",)), ("sharegpt", ("conversations",)),
+                      ("alpaca", ("instruction", "output")), ("query_response", ("query", "response")),
+                      ("prompt_completion", ("prompt", "completion")), ("text", ("text",))):
+        if has(*keys):
+            return fmt
     raise BadRecord("no format matches")
 
 
@@ -854,6 +854,46 @@ def parse_query_response(rec):
                     raise BadRecord(f"field 'history[{i}][{j}]': expected a string")
                 turns.append((role, role, pair[j]))
     return turns + [("user", "user", query), ("assistant", "assistant", response)]
+
+
+class Plain:
+    """Spec 1.3: a plain-text record, read without a template: `text` (the
+    text, or the completion) and `prompt` (prompt_completion; else None)."""
+
+    def __init__(self, prompt, text):
+        self.prompt, self.text = prompt, text
+
+
+def _plain_str(rec, key):
+    if rec.get(key) is None:
+        raise BadRecord(f"field '{key}' is missing")
+    v = rec[key]
+    if isinstance(v, list):
+        raise BadRecord(f"field '{key}': expected a string (a list of messages is a conversational {key}: "
+                        "give it as 'messages')")
+    if not isinstance(v, str):
+        raise BadRecord(f"field '{key}': expected a string")
+    return v
+
+
+def parse_plain(rec, fmt, placeholders):
+    """Spec 1.3: prompt_completion or text -> Plain (placeholders applied)."""
+    prompt = None
+    if fmt == "text":
+        text = _plain_str(rec, "text")
+        if text == "":
+            raise BadRecord("field 'text' is empty")
+    else:
+        prompt = _plain_str(rec, "prompt")
+        text = _plain_str(rec, "completion")
+        if text == "":
+            raise BadRecord("field 'completion' is empty")
+    if placeholders:
+        prompt = None if prompt is None else apply_placeholders([("user", prompt)], placeholders)[0][1]
+        text = apply_placeholders([("assistant", text)], placeholders)[0][1]
+        if text == "":
+            raise BadRecord("the text is empty once placeholders are applied")
+    return Plain(prompt, text)
 
 
 PARSERS = {"messages": parse_messages, "sharegpt": parse_sharegpt,
@@ -984,7 +1024,17 @@ def to_conversation(rec, ds, template):
 
     ds is the record's dataset (format, columns, placeholders; spec 1, 1.1).
     Under qwen2_5 and qwen3 a record with tool content is a ToolChat (spec 2, A40).
+    A plain-text record is a Plain, whatever the template (spec 1.3).
     """
+    renamed = rename_columns(rec, ds["columns"])
+    fmt = ds["format"]
+    if fmt == "auto":
+        try:
+            fmt = detect_format(renamed)
+        except BadRecord:
+            pass
+    if fmt in ("prompt_completion", "text"):
+        return parse_plain(renamed, fmt, ds["placeholders"])
     if template in TOOL_RENDERERS:
         chat = tool_chat(rec, ds, reasoning=template == "qwen3")
         if chat is not None:
@@ -1393,6 +1443,11 @@ class SentencePieceTokenizer:
         alts = sorted(self.special, key=lambda s: (-len(s.encode("utf-8")), s))
         self.split_re = re.compile("|".join(map(re.escape, alts))) if alts else None
         self.pad_id = self.sp.pad_id() if self.sp.pad_id() >= 0 else 0
+        self.eos_token = self.sp.id_to_piece(self.sp.eos_id()) if self.sp.eos_id() >= 0 else None
+
+    def encode_with_specials(self, text):
+        """A .model has no post-processor: nothing is added (spec 3.2)."""
+        return [t[0] for t in self.encode(text)]
 
     def _encode_piece(self, text, start, end, offs, out):
         """Encode text[start:end] on its own; append (id, b, e) in bytes of text.
@@ -1440,14 +1495,21 @@ class HFTokenizer:
         self.tok.no_truncation()
         self.pad_id = 0
         cfg_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
-        pad = None
+        pad = self.eos_token = None
         if os.path.exists(cfg_path):
             with open(cfg_path, encoding="utf-8") as f:
-                pad = json.load(f).get("pad_token")
+                config = json.load(f)
+            pad, self.eos_token = config.get("pad_token"), config.get("eos_token")
             if isinstance(pad, dict):
                 pad = pad.get("content")
+            if isinstance(self.eos_token, dict):
+                self.eos_token = self.eos_token.get("content")
         if pad is not None and self.tok.token_to_id(pad) is not None:
             self.pad_id = self.tok.token_to_id(pad)
+
+    def encode_with_specials(self, text):
+        """tokenizer(text): the post-processor's special tokens added."""
+        return self.tok.encode(text, add_special_tokens=True).ids
 
     def encode(self, text):
         enc = self.tok.encode(text, add_special_tokens=False)
@@ -1482,9 +1544,28 @@ def label_tokens(tokens, spans):
 
 def tokenize_sample(conv, cfg, tok):
     """Conversation -> (ids, labels) before truncation."""
+    if isinstance(conv, Plain):
+        return tokenize_plain(conv, cfg, tok)
     text, spans = render(conv, cfg)
     tokens = tok.encode(text)
     return [t[0] for t in tokens], label_tokens(tokens, spans)
+
+
+def tokenize_plain(p, cfg, tok):
+    """Spec 1.3 / 3: TRL's tokenization of a standard (plain-text) record:
+    the eos text appended to the text or completion unless it ends with it,
+    tokenizer(text) with its special tokens, and every token trained but
+    those the prompt's own tokenization shares from the start."""
+    text = p.text
+    if tok.eos_token and not text.endswith(tok.eos_token):
+        text += tok.eos_token
+    ids = tok.encode_with_specials((p.prompt or "") + text)
+    untrained = 0
+    if p.prompt is not None and cfg["loss"] != "all":
+        pids = tok.encode_with_specials(p.prompt)
+        while untrained < min(len(ids), len(pids)) and ids[untrained] == pids[untrained]:
+            untrained += 1
+    return ids, [IGNORE] * untrained + ids[untrained:]
 
 
 def truncate(ids, labels, cfg):

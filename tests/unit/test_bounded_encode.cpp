@@ -116,6 +116,42 @@ TEST_CASE("bounded encoding keeps exactly the tokens and labels of the whole tex
   }
 }
 
+TEST_CASE("bounded encoding of a plain-text record keeps the special tokens on the kept side") {
+  // sp32k's tokenizer.json adds <s> before a sequence: kept by a right cut,
+  // cut by a left one.
+  REQUIRE(!tokenizer_json("sp32k-hf").empty());
+  std::vector<Case> cases;
+  cases.push_back({"sp32k.json", load_tokenizer("hf", tokenizer_json("sp32k-hf")), Template::kChatml});
+  RecordRules rules;
+  const auto convs = read_conversations(std::string(TOKFEED_TEST_DATA) + "/sft/mixed-300.jsonl", rules);
+  Rendered r;
+  for (const auto& c : convs)
+    for (const Message& m : c) r.text += m.content + "\n\n";
+  REQUIRE(r.text.size() > 60000);
+  r.plain = true;
+  for (const Case& k : cases) {
+    const auto& specials = k.tok->sequence_specials();
+    REQUIRE(specials.before.size() == 1);
+    int bounded = 0, tried = 0, trained_kept = 0;
+    for (uint32_t max_length : {1u, 2u, 64u, 700u, 3000u})
+      for (Truncation t : {Truncation::kRight, Truncation::kLeft, Truncation::kDrop}) {
+        ++tried;
+        check_exact(k, r, max_length, t, bounded, trained_kept);
+        EncodedSample whole;
+        std::vector<Token> s;
+        encode_sample(*k.tok, r, max_length, t, whole, s);
+        if (t == Truncation::kRight) CHECK(whole.ids.front() == specials.before[0]);
+      }
+    CHECK(bounded >= tried * 2 / 3);
+    // With a prompt the whole text is tokenized.
+    Rendered p = r;
+    p.prompt = r.text.substr(0, 100);
+    EncodedSample out;
+    std::vector<Token> s2, s3;
+    CHECK_FALSE(tokfeed::encode_bounded(*k.tok, p, 64, Truncation::kRight, out, s2, s3));
+  }
+}
+
 TEST_CASE("bounded encoding: one long message, Chinese lines and a text without a cut") {
   auto sp = load_tokenizer("sentencepiece", std::string(TOKFEED_TEST_DATA) + "/tokenizers/sp32k/tokenizer.model");
   auto qwen = load_tokenizer("hf", tokenizer_json("qwen3"));

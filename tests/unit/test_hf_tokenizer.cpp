@@ -302,6 +302,64 @@ TEST_CASE("hf: unsupported components are load errors naming the file and the co
   CHECK_THROWS_AS(load_hf_tokenizer("/nonexistent/tokenizer.json"), TokenizerError);
 }
 
+TEST_CASE("hf: the post_processor's special tokens around a sequence; eos_token from tokenizer_config.json") {
+  const std::string model =
+      R"("added_tokens": [{"id": 3, "content": "<s>", "special": true}, {"id": 4, "content": "</s>", "special": true}],
+         "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "</s>": 4}, "merges": ["a b"]})";
+  const std::string tp =
+      R"({"type": "TemplateProcessing",
+          "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+          "special_tokens": {"<s>": {"id": "<s>", "ids": [3], "tokens": ["<s>"]},
+                             "</s>": {"id": "</s>", "ids": [4], "tokens": ["</s>"]}}})";
+  struct Case {
+    const char* name;
+    std::string post_processor;
+    std::vector<int32_t> before, after;
+  } cases[] = {
+      {"none", "null", {}, {}},
+      {"byte_level", R"({"type": "ByteLevel", "trim_offsets": false})", {}, {}},
+      {"template", tp, {3}, {4}},
+      {"bert", R"({"type": "BertProcessing", "sep": ["</s>", 4], "cls": ["<s>", 3]})", {3}, {4}},
+      {"roberta",
+       R"({"type": "RobertaProcessing", "sep": ["</s>", 4], "cls": ["<s>", 3], "trim_offsets": true})",
+       {3},
+       {4}},
+      // Each processor of a Sequence wraps what the one before gave.
+      {"sequence",
+       R"({"type": "Sequence", "processors": [)" + tp + R"(, {"type": "BertProcessing",
+          "sep": ["b", 1], "cls": ["a", 0]}]})",
+       {0, 3},
+       {4, 1}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    std::string path = write_temp_json(c.name, "{" + model + R"(, "post_processor": )" + c.post_processor + "}");
+    auto tok = load_hf_tokenizer(path);
+    CHECK(tok->sequence_specials().before == c.before);
+    CHECK(tok->sequence_specials().after == c.after);
+    CHECK_FALSE(tok->eos_token().has_value());
+    fs::remove_all(fs::path(path).parent_path());
+  }
+  // An unknown post-processor loads (conversations do not need it) and is
+  // an error naming it where plain text asks for its tokens.
+  std::string path = write_temp_json("unknown", "{" + model + R"(, "post_processor": {"type": "Future"}})");
+  {
+    std::ofstream(fs::path(path).parent_path() / "tokenizer_config.json")
+        << R"({"model_max_length": 1000000000000000019884624838656, "eos_token": {"content": "</s>"}})";
+    auto tok = load_hf_tokenizer(path);
+    CHECK(tok->eos_token() == std::optional<std::string>("</s>"));
+    std::string what;
+    try {
+      tok->sequence_specials();
+    } catch (const TokenizerError& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find(path + ": post_processor: post-processor 'Future' is not supported") == 0, what);
+  }
+  fs::remove_all(fs::path(path).parent_path());
+}
+
 TEST_CASE("hf: merges in the [\"a\", \"b\"] form; ignore_merges takes whole words") {
   const std::string vocab = R"("vocab": {"a": 0, "b": 1, "ab": 2, "ba": 3, "aba": 4, "bab": 5})";
   std::string array_form =

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "chat/chat_jinja.hpp"
 #include "chat/chat_template.hpp"
 #include "template/pystr.hpp"
 #include "records/record_fields.hpp"
@@ -42,6 +43,101 @@ TEST_CASE("bad records say why") {
   rules.require_alternation = true;
   CHECK(parse_record(R"({"messages":[{"role":"assistant","content":"x"}]})", rules, c) ==
         "roles must alternate user/assistant");
+}
+
+TEST_CASE("plain-text records: prompt/completion and text, detected after the conversation formats") {
+  RecordRules rules;
+  PlainRecord p;
+  std::string why;
+  // Conversations are not plain, under auto; nor is a malformed record.
+  CHECK_FALSE(plain_record(R"({"messages":[{"role":"user","content":"text"}],"text":"t"})", rules, false, p, why));
+  CHECK_FALSE(plain_record(R"({"instruction":"i","output":"o","prompt":"p","completion":"c"})", rules, false, p, why));
+  CHECK_FALSE(plain_record(R"({"text": oops)", rules, false, p, why));
+  REQUIRE(plain_record(R"({"prompt":"Q: 2+2=","completion":" 4","text":"ignored"})", rules, false, p, why));
+  CHECK(why == "");
+  CHECK(p.prompt == std::optional<std::string>("Q: 2+2="));
+  CHECK(p.text == " 4");
+  // A null completion is absent: the record is a text record.
+  REQUIRE(plain_record(R"({"prompt":"Q","completion":null,"text":"all of it"})", rules, false, p, why));
+  CHECK(why == "");
+  CHECK_FALSE(p.prompt.has_value());
+  CHECK(p.text == "all of it");
+  // An escaped key is still the key.
+  REQUIRE(plain_record(R"({"te\u0078t":"x"})", rules, false, p, why));
+  CHECK(p.text == "x");
+  // Renamed columns and placeholders apply as for conversations.
+  rules.columns = {{"content", "text"}};
+  rules.placeholders = {{"NAME", "tokfeed"}};
+  REQUIRE(plain_record(R"({"content":"I am {{NAME}}."})", rules, false, p, why));
+  CHECK(p.text == "I am tokfeed.");
+  CHECK(check_record(R"({"content":"{{NAME}}"})", rules) == "");
+  rules.placeholders = {{"NAME", ""}};
+  REQUIRE(plain_record(R"({"content":"{{NAME}}"})", rules, false, p, why));
+  CHECK(why == "the text is empty once placeholders are applied");
+  CHECK(check_record(R"({"content":"{{NAME}}"})", rules) == why);
+}
+
+TEST_CASE("plain-text records: bad ones say why, and a conversation format never reads them") {
+  RecordRules rules;
+  PlainRecord p;
+  std::string why;
+  auto reason = [&](const char* json) {
+    REQUIRE_MESSAGE(plain_record(json, rules, false, p, why), json);
+    CHECK_MESSAGE(check_record(json, rules) == why, json);  // the index gives the same verdict
+    return why;
+  };
+  CHECK(reason(R"({"text":""})") == "field 'text' is empty");
+  CHECK(reason(R"({"text":5})") == "field 'text': expected a string");
+  CHECK(reason(R"({"prompt":"q","completion":""})") == "field 'completion' is empty");
+  const char* chat = R"({"prompt":[{"role":"user","content":"q"}],"completion":[{"role":"assistant","content":"a"}]})";
+  CHECK(reason(chat) ==
+        "field 'prompt': a list of messages (a conversational prompt/completion) is rendered by a model's template: "
+        "set [tokenizer] template = \"auto\" or \"jinja\", or give the conversation as 'messages'");
+  // Under a model's template the conversation path reads it.
+  rules.chat = builtin_chat_spec(Template::kChatml, std::nullopt);
+  CHECK_FALSE(plain_record(chat, rules, false, p, why));
+  rules.chat.reset();
+  rules.format = Format::kPromptCompletion;
+  CHECK(reason(R"({"text":"t"})") == "field 'prompt' is missing");
+  CHECK(reason(R"({"prompt":"","completion":"c"})") == "");  // an empty prompt: all of the text after it trains
+  rules.format = Format::kText;
+  CHECK(reason(R"({"prompt":"q","completion":"c"})") == "field 'text' is missing");
+  rules.format = Format::kMessages;
+  CHECK_FALSE(plain_record(R"({"text":"t"})", rules, false, p, why));
+  Conversation c;
+  CHECK(parse_record(R"({"text":"t"})", rules, c) == "field 'messages' is missing");
+  rules.format = Format::kAuto;
+  CHECK(parse_record(R"({"something":"else"})", rules, c) ==
+        "unrecognized record: expected 'messages', 'conversations', 'instruction'+'output', 'query'+'response', "
+        "'prompt'+'completion' or 'text'");
+}
+
+TEST_CASE("conversational prompt/completion: the prompt's messages, then the completion's, labelled past the prompt") {
+  RecordRules rules;
+  rules.chat = builtin_chat_spec(Template::kChatml, std::nullopt);
+  const char* json = R"({"prompt":[{"role":"system","content":"Be brief."},{"role":"user","content":"2+2?"}],)"
+                     R"("completion":[{"role":"assistant","content":"4"}]})";
+  tokfeed::tmpl::Value msgs, tools;
+  std::size_t n = 99;
+  REQUIRE(record_to_chat(json, rules, false, msgs, tools, &n) == "");
+  CHECK(n == 2);
+  CHECK(msgs.list->items.size() == 3);
+  // A caller that cannot label it refuses it.
+  CHECK(record_to_chat(json, rules, false, msgs, tools) != "");
+  Rendered r;
+  REQUIRE(render_chat_record(json, rules, false, msgs, tools, r) == "");
+  REQUIRE(r.prompt.has_value());
+  CHECK(*r.prompt ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(r.text == *r.prompt + "4<|im_end|>\n");
+  rules.loss = Loss::kAll;  // every token trains
+  REQUIRE(render_chat_record(json, rules, false, msgs, tools, r) == "");
+  CHECK_FALSE(r.prompt.has_value());
+  CHECK(render_chat_record(R"({"prompt":[{"role":"user","content":"q"}],"completion":"a"})", rules, false, msgs, tools,
+                           r) ==
+        "field 'completion': expected a list of messages, as the other one is (or both strings)");
+  CHECK(render_chat_record(R"({"prompt":[{"role":"user","content":"q"}],"completion":[{"content":"a"}]})", rules, false,
+                           msgs, tools, r) == "field 'completion[0].role' is missing");
 }
 
 namespace {

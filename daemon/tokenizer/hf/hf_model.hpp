@@ -25,6 +25,11 @@ struct HfParts {
   std::unordered_map<int32_t, std::string> added_by_id;
   int32_t pad_id = 0;
   size_t vocab_size = 0;
+  // The post_processor's special tokens around one sequence, or why they
+  // cannot be read (only plain-text records need them).
+  SequenceSpecials specials;
+  std::string specials_error;
+  std::optional<std::string> eos_token;  // tokenizer_config.json's
 };
 
 class HfTokenizer final : public Tokenizer {
@@ -36,6 +41,8 @@ class HfTokenizer final : public Tokenizer {
   void encode_ids(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   std::optional<int32_t> special_token_id(std::string_view text) const override;
+  const SequenceSpecials& sequence_specials() const override;
+  std::optional<std::string> eos_token() const override { return p_.eos_token; }
   int32_t pad_id() const override { return p_.pad_id; }
   size_t vocab_size() const override { return p_.vocab_size; }
   std::string_view kind() const override { return "hf"; }

@@ -291,8 +291,8 @@ class Loader {
   }
 
   // tokenizer_config.json is read on demand: it may hold integers too big for
-  // the DOM parser (model_max_length 1e30), and we only need pad_token.
-  static std::optional<std::string> read_pad_token(const std::string& config_path) {
+  // the DOM parser (model_max_length 1e30), and we only need two tokens.
+  static std::optional<std::string> read_config_token(const std::string& config_path, std::string_view key) {
     simdjson::padded_string json;
     if (auto err = simdjson::padded_string::load(config_path).get(json))
       throw TokenizerError(config_path + ": cannot be read: " + simdjson::error_message(err));
@@ -301,23 +301,82 @@ class Loader {
     simdjson::ondemand::object obj;
     if (parser.iterate(json).get(doc) || doc.get_object().get(obj))
       throw TokenizerError(config_path + ": is not a JSON object");
-    simdjson::ondemand::value pad;
-    auto err = obj.find_field_unordered("pad_token").get(pad);
+    const std::string k(key);
+    simdjson::ondemand::value token;
+    auto err = obj.find_field_unordered(key).get(token);
     if (err == simdjson::NO_SUCH_FIELD) return std::nullopt;
     bool is_null = false;
-    if (err || pad.is_null().get(is_null)) throw TokenizerError(config_path + ": cannot be parsed near pad_token");
+    if (err || token.is_null().get(is_null)) throw TokenizerError(config_path + ": cannot be parsed near " + k);
     if (is_null) return std::nullopt;
     std::string_view s;
-    if (pad.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
-    simdjson::ondemand::object token;
-    if (pad.get_object().get(token) == simdjson::SUCCESS &&
-        token.find_field_unordered("content").get_string().get(s) == simdjson::SUCCESS)
+    if (token.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
+    simdjson::ondemand::object added;
+    if (token.get_object().get(added) == simdjson::SUCCESS &&
+        added.find_field_unordered("content").get_string().get(s) == simdjson::SUCCESS)
       return std::string(s);
-    throw TokenizerError(config_path + ": pad_token must be a string or {\"content\": ...}");
+    throw TokenizerError(config_path + ": " + k + " must be a string or {\"content\": ...}");
   }
 
-  // pad_token of tokenizer_config.json (a string or {"content": ...}), else
-  // tokenizer.json's padding.pad_id, else 0.
+  // The special tokens a post_processor adds around one sequence, as
+  // tokenizers' processors do for add_special_tokens=True; "" or why not.
+  std::string post_processor(element p, const std::string& where, SequenceSpecials& out) const {
+    const std::string type = string_field(p, "type", where);
+    // [token, id] of BertProcessing's and RobertaProcessing's cls and sep.
+    auto pair_id = [&](std::string_view key) {
+      array a = array_field(p, key, where);
+      int64_t id;
+      if (a.size() != 2 || a.at(1).get(id) != simdjson::SUCCESS)
+        fail(where + "." + std::string(key) + " must be [token, id]");
+      return static_cast<int32_t>(id);
+    };
+    if (type == "ByteLevel") return {};  // offsets only
+    if (type == "BertProcessing" || type == "RobertaProcessing") {
+      out.before.push_back(pair_id("cls"));
+      out.after.push_back(pair_id("sep"));
+      return {};
+    }
+    if (type == "Sequence") {
+      std::size_t i = 0;
+      for (element q : array_field(p, "processors", where)) {
+        SequenceSpecials inner;
+        std::string why = post_processor(q, where + ".processors[" + std::to_string(i++) + "]", inner);
+        if (!why.empty()) return why;
+        // Each processor wraps what the one before gave.
+        out.before.insert(out.before.begin(), inner.before.begin(), inner.before.end());
+        out.after.insert(out.after.end(), inner.after.begin(), inner.after.end());
+      }
+      return {};
+    }
+    if (type == "TemplateProcessing") {
+      auto specials = field(p, "special_tokens");
+      bool seen_sequence = false;
+      std::size_t i = 0;
+      for (element piece : array_field(p, "single", where)) {
+        const std::string at = where + ".single[" + std::to_string(i++) + "]";
+        if (field(piece, "Sequence")) {
+          if (seen_sequence) fail(at + ": a second sequence in a single-sequence template");
+          seen_sequence = true;
+          continue;
+        }
+        auto special = field(piece, "SpecialToken");
+        if (!special) fail(at + " must be a SpecialToken or the Sequence");
+        const std::string name = string_field(*special, "id", at + ".SpecialToken");
+        auto entry = specials ? field(*specials, name) : std::nullopt;
+        if (!entry) fail(at + ": special token '" + name + "' is not in " + where + ".special_tokens");
+        for (element id : array_field(*entry, "ids", where + ".special_tokens." + name)) {
+          int64_t v;
+          if (id.get(v) != simdjson::SUCCESS) fail(where + ".special_tokens." + name + ".ids must hold integers");
+          (seen_sequence ? out.after : out.before).push_back(static_cast<int32_t>(v));
+        }
+      }
+      if (!seen_sequence) fail(where + ".single has no Sequence");
+      return {};
+    }
+    return path_ + ": " + where + ": post-processor '" + type +
+           "' is not supported: records read as plain text (formats text and prompt_completion) need the tokens "
+           "it adds; use a conversation format, or a tokenizer.json with a TemplateProcessing post_processor";
+  }
+
   // tokenizer.json's padding.pad_id, read while the DOM is alive.
   std::optional<int32_t> padding_pad_id(element root) const {
     if (auto padding = field(root, "padding")) {
@@ -329,11 +388,16 @@ class Loader {
     return std::nullopt;
   }
 
-  void pad(std::optional<int32_t> padding_id, HfParts& parts) const {
+  // From tokenizer_config.json: eos_token, and the pad id: its pad_token (a
+  // string or {"content": ...}), else tokenizer.json's padding.pad_id, else 0.
+  void config_tokens(std::optional<int32_t> padding_id, HfParts& parts) const {
     namespace fs = std::filesystem;
     const std::string config_path = (fs::path(path_).parent_path() / "tokenizer_config.json").string();
     std::optional<std::string> pad_token;
-    if (fs::exists(config_path)) pad_token = read_pad_token(config_path);
+    if (fs::exists(config_path)) {
+      pad_token = read_config_token(config_path, "pad_token");
+      parts.eos_token = read_config_token(config_path, "eos_token");
+    }
     if (pad_token) {
       if (auto it = parts.added_by_content.find(*pad_token); it != parts.added_by_content.end()) {
         parts.pad_id = it->second;
@@ -367,11 +431,13 @@ class Loader {
       bpe = model_config(*m, byte_level);
       if (auto d = field(root, "decoder")) parts.decoder = decoder(*d, "decoder");
       added_tokens(root, parts);
+      if (auto p = field(root, "post_processor"))
+        parts.specials_error = post_processor(*p, "post_processor", parts.specials);
       padding_id = padding_pad_id(root);
     }
     parts.model = std::make_unique<BpeModel>(std::move(bpe), path_);
     parts.vocab_size = std::max(parts.vocab_size, parts.model->max_id_plus_one());
-    pad(padding_id, parts);
+    config_tokens(padding_id, parts);
     return parts;
   }
 
