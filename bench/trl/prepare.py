@@ -5,12 +5,12 @@ add EOS, tokenize, labels, truncate) against tokfeed serving the same file
 with format "text" or "prompt_completion" (docs/data_model.md 1.3), in one
 run, each in a fresh process on a cache neither has seen.
 
-    $TOKFEED_HF_PYTHON bench/trl/prepare.py [--records 20000] [--kind text|prompt_completion]
+    $TOKFEED_HF_PYTHON bench/trl/prepare.py [--records 10000] [--kind text|prompt_completion]
         [--tokenizer ../shared/tokenizers/qwen3] [--build build] [--num-proc 2] [--work DIR]
 
-- Records: the conversations of ../shared/data/sft/mixed-10k.jsonl, repeated
-  to --records, each made unique by a leading "Record N." (no cache of
-  either side has seen a text before): `text` is the turns joined by blank
+- Records: the conversations of ../shared/data/sft/mixed-10k.jsonl (10,000;
+  past that they repeat, and a tokenizer's word cache has seen their words),
+  each given a leading "Record N.": `text` is the turns joined by blank
   lines; `prompt` all turns but the last, `completion` the last.
 - TRL: a fresh interpreter imports transformers and trl (untimed), then the
   clock runs from load_dataset("json", ...) (a new HF_DATASETS_CACHE) to
@@ -125,8 +125,9 @@ shm_prefix = "trl-bench-{os.getpid()}"
                     seconds = time.perf_counter() - t0
                     break
             time.sleep(0.05)
+        ds = status["dataset"]
         return {"seconds": seconds, "tokens": status["cache"]["tokens"], "build": status["cache"]["seconds"],
-                "status": status}
+                "samples": ds["samples_per_epoch"] - ds["untrained"] - ds["too_long"], "status": status}
     finally:
         subprocess.run([tokfeedctl, "-s", sock, "shutdown"], capture_output=True)
         try:
@@ -139,7 +140,7 @@ shm_prefix = "trl-bench-{os.getpid()}"
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--records", type=int, default=20000)
+    ap.add_argument("--records", type=int, default=10000)
     ap.add_argument("--kind", choices=("text", "prompt_completion"), default="text")
     ap.add_argument("--tokenizer", default=os.path.join(ROOT, "..", "shared", "tokenizers", "qwen3"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -157,8 +158,9 @@ def main():
         print(f"{a.kind}, {a.records} records, {os.path.basename(tok_dir)}, {a.num_proc} processes each")
         print(f"TRL SFTTrainer preparation: {trl_r['seconds']:.2f} s ({trl_r['samples']} samples, "
               f"{trl_r['tokens']} tokens)")
-        print(f"tokfeed, all samples tokenized: {tf['seconds']:.2f} s from the daemon's start ({tf['tokens']} tokens; "
-              f"the token store itself {tf['build']:.2f} s)")
+        print(f"tokfeed, all samples tokenized: {tf['seconds']:.2f} s from the daemon's start ({tf['samples']} samples "
+              f"kept; {tf['tokens']} tokens before truncation, the kept ones' and the dropped ones'; the token store "
+              f"itself {tf['build']:.2f} s)")
         print(f"TRL / tokfeed: {trl_r['seconds'] / tf['seconds']:.1f}x")
         with open(os.path.join(work, "status.json"), "w") as f:
             json.dump(tf["status"], f)
