@@ -77,6 +77,16 @@ void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length,
   else emit_tokens(scratch, first, count, r.trained, out);
 }
 
+std::vector<Span> trained_text(const Tokenizer& tok, const Rendered& r) {
+  if (!r.prompt) return r.trained;
+  std::vector<Token> tokens;
+  if (r.plain) plain_tokens(tok, r.text, tokens);
+  else tok.encode(r.text, tokens);
+  const std::size_t k = prompt_prefix(tok, *r.prompt, r.plain, tokens);
+  if (k >= tokens.size()) return {};
+  return {{tokens[k].begin, static_cast<uint32_t>(r.text.size())}};
+}
+
 void emit_plain_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count, std::size_t untrained,
                        EncodedSample& out) {
   out.ids.resize(count);

@@ -34,6 +34,11 @@ void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length,
 void emit_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count,
                  const std::vector<Span>& trained, EncodedSample& out);
 
+// The bytes of r.text that train, as spans: r.trained, or for a record
+// labelled past its prompt, from the first token the prompt does not share
+// (what --check-config shows).
+std::vector<Span> trained_text(const Tokenizer& tok, const Rendered& r);
+
 // A plain-text record's tokens: the tokenizer's special tokens around the
 // sequence (empty ranges at its start and end) and the text's, in `out`.
 void plain_tokens(const Tokenizer& tok, std::string_view text, std::vector<Token>& out);

@@ -101,7 +101,7 @@ int check_config(const std::string& path) {
     std::string why = enc.render(0, r);
     std::string shown;
     std::size_t at = 0;
-    for (const text::Span& sp : r.trained) {
+    for (const text::Span& sp : why.empty() ? text::trained_text(*tok, r) : std::vector<text::Span>{}) {
       shown += r.text.substr(at, sp.begin - at) + "[[" + r.text.substr(sp.begin, sp.end - sp.begin) + "]]";
       at = sp.end;
     }
