@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "tokenizer/hf/split_automaton.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text::hf {
@@ -38,6 +39,7 @@ using Item = GeneralSplit::Item;
 using Seq = std::vector<Item>;
 constexpr size_t kFail = SIZE_MAX;
 constexpr uint32_t kMany = UINT32_MAX;
+constexpr size_t kMaxStates = 1024;  // the automaton's, at most 1 MiB of transitions
 
 // An atom as PCRE2 reads it: its pattern text and whether caseless.
 struct AtomKey {
@@ -386,9 +388,90 @@ const std::vector<char32_t>& atom_members(const AtomKey& key, bool& ok) {
   return cache.emplace(key, std::move(members)).first->second;
 }
 
+// The pattern as a program for the automaton (split_automaton.hpp): each
+// quantified atom as its copies, forks for what is optional, greedy (one
+// more char first); each group as a fork of its alternatives (then, if
+// optional, of what follows it). A lookahead of more than one char, and the
+// anchors, which look back or tell the end from invalid UTF-8, it leaves to
+// backtracking.
+class Lowering {
+ public:
+  bool lower(const std::vector<Seq>& branches, SplitProgram& program, std::string& why) {
+    program_ = &program;
+    const uint32_t match = add(Node::kMatch);
+    std::vector<uint32_t> entries;
+    for (const Seq& b : branches) entries.push_back(sequence(b, match));
+    program.start = add(Node::kFork);
+    program.nodes[program.start].alts = std::move(entries);
+    why = why_;
+    return why_.empty();
+  }
+
+ private:
+  using Node = SplitProgram::Node;
+  static constexpr size_t kMaxNodes = 4096;
+
+  uint32_t add(Node::Kind kind, uint64_t atom = 0, uint32_t next = 0) {
+    if (program_->nodes.size() == kMaxNodes && why_.empty()) why_ = "more than " + std::to_string(kMaxNodes) + " nodes";
+    if (!why_.empty()) return 0;
+    Node n;
+    n.kind = kind;
+    n.atom = atom;
+    n.next = next;
+    program_->nodes.push_back(std::move(n));
+    return uint32_t(program_->nodes.size() - 1);
+  }
+  uint32_t fork(std::vector<uint32_t> alts) {
+    const uint32_t at = add(Node::kFork);
+    if (why_.empty()) program_->nodes[at].alts = std::move(alts);
+    return at;
+  }
+
+  uint32_t sequence(const Seq& seq, uint32_t next) {
+    for (auto it = seq.rbegin(); it != seq.rend(); ++it) next = item(*it, next);
+    return next;
+  }
+
+  uint32_t item(const Item& it, uint32_t next) {
+    switch (it.kind) {
+      case Item::kAtom: {
+        uint32_t at = next;
+        if (it.max == kMany) {
+          at = fork({});
+          const uint32_t atom = add(Node::kAtom, it.bit, at);
+          if (why_.empty()) program_->nodes[at].alts = {atom, next};
+        } else {
+          for (uint32_t k = it.min; k < it.max && why_.empty(); ++k) at = fork({add(Node::kAtom, it.bit, at), next});
+        }
+        for (uint32_t k = 0; k < it.min && why_.empty(); ++k) at = add(Node::kAtom, it.bit, at);
+        return at;
+      }
+      case Item::kGroup: {
+        std::vector<uint32_t> alts;
+        for (const Seq& a : it.alts) alts.push_back(sequence(a, next));
+        if (it.min == 0) alts.push_back(next);
+        return fork(std::move(alts));
+      }
+      case Item::kAhead:
+      case Item::kNotAhead:
+        if (it.bit == 0) {
+          why_ = "a lookahead of more than one char";
+          return 0;
+        }
+        return add(it.kind == Item::kAhead ? Node::kAhead : Node::kNotAhead, it.bit, next);
+      case Item::kLineStart:
+      case Item::kLineEnd: why_ = "anchors"; return 0;
+    }
+    return 0;
+  }
+
+  SplitProgram* program_ = nullptr;
+  std::string why_;
+};
+
 }  // namespace
 
-std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, std::string& why) {
+std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, std::string& why, Method method) {
   uint32_t newline = 0;
   pcre2_config(PCRE2_CONFIG_NEWLINE, &newline);
   Parser parser(pattern);
@@ -468,47 +551,69 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     if (g->ascii_starts_[c] != 0) g->ascii_starts_none_ = false;
   }
   g->atoms_ = atoms.size();
+  if (method == Method::kAny) {
+    SplitProgram program;
+    if (Lowering().lower(g->branches_, program, g->backtracking_why_))
+      g->automaton_ = SplitAutomaton::build(program, g->bits_, kMaxStates, g->backtracking_why_);
+  } else {
+    g->backtracking_why_ = "asked for";
+  }
   return g;
 }
 
 std::string GeneralSplit::summary() const {
-  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms";
+  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms, " +
+         (automaton_ ? "automaton of " + std::to_string(automaton_->states()) + " states"
+                     : "backtracking (" + backtracking_why_ + ")");
 }
 
-inline uint8_t GeneralSplit::id_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
+// ASCII and the two- and three-byte chars (the Latin, Greek, Cyrillic, CJK
+// and kana of most text) here, inlined into the loops; the rest out of line.
+[[gnu::always_inline]] inline uint8_t GeneralSplit::id_at(const unsigned char* s, size_t i, size_t n,
+                                                          uint32_t& len) const {
+  if (i < n) {
+    const unsigned char b0 = s[i];
+    if (b0 < 0x80) {
+      len = 1;
+      return ascii_id_[b0];
+    }
+    const size_t left = n - i;
+    if ((b0 & 0xF0) == 0xE0 && left >= 3) {
+      const uint32_t c1 = s[i + 1] ^ 0x80u, c2 = s[i + 2] ^ 0x80u;  // a continuation byte's 6 bits, else >= 0x40
+      const char32_t cp = char32_t(b0 & 0x0F) << 12 | c1 << 6 | c2;
+      if ((c1 | c2) < 0x40 && cp >= 0x800) {  // surrogates have id 0
+        len = 3;
+        return table_.get(cp);
+      }
+    } else if ((b0 & 0xE0) == 0xC0 && b0 >= 0xC2 && left >= 2) {
+      const uint32_t c1 = s[i + 1] ^ 0x80u;
+      if (c1 < 0x40) {
+        len = 2;
+        return table_.get(char32_t(b0 & 0x1F) << 6 | c1);
+      }
+    }
+  }
+  return id_at_rare(s, i, n, len);
+}
+
+uint8_t GeneralSplit::id_at_rare(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
   len = 1;
   if (i >= n) {
     len = 0;
     return 0;
   }
   const unsigned char b0 = s[i];
-  if (b0 < 0x80) return ascii_id_[b0];
   const size_t left = n - i;
   auto cont = [&](size_t k) { return k < left && (s[i + k] & 0xC0) == 0x80; };
-  if ((b0 & 0xF0) == 0xE0) {
-    if (cont(1) && cont(2)) {
-      const char32_t cp = char32_t(b0 & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
-      if (cp >= 0x800) {  // surrogates have id 0
-        len = 3;
-        return table_.get(cp);
-      }
-    }
-  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
-    if (cont(1)) {
-      len = 2;
-      return table_.get(char32_t(b0 & 0x1F) << 6 | (s[i + 1] & 0x3F));
-    }
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    if (cont(1) && cont(2) && cont(3)) {
-      const char32_t cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
-                          (s[i + 3] & 0x3F);
-      if (cp >= 0x10000 && cp <= 0x10FFFF) {
-        len = 4;
-        return table_.get(cp);
-      }
+  if (b0 >= 0xF0 && b0 <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+    const char32_t cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
+                        (s[i + 3] & 0x3F);
+    if (cp >= 0x10000 && cp <= 0x10FFFF) {
+      len = 4;
+      return table_.get(cp);
     }
   }
-  return 0;
+  return 0;  // invalid UTF-8: a byte at a time
 }
 
 size_t GeneralSplit::match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n,
@@ -600,6 +705,21 @@ inline uint64_t GeneralSplit::bits_at(const unsigned char* s, size_t p, size_t n
   return bits_[id_at(s, p, n, len)];
 }
 
+size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos) const {
+  const SplitAutomaton::Step* steps = automaton_->steps();
+  uint32_t row = automaton_->start_row();
+  size_t end = kFail;
+  for (;;) {
+    uint32_t len;
+    const uint8_t id = id_at(s, pos, n, len);
+    const SplitAutomaton::Step step = steps[row + id];
+    if (step & SplitAutomaton::kMatchBefore) end = pos;
+    row = step >> 1;
+    if (row == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
+    pos += len;
+  }
+}
+
 void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
@@ -616,10 +736,14 @@ void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
     size_t e = kFail;
-    for (uint64_t c = starts; c != 0; c &= c - 1) {
-      const Seq& b = branches_[size_t(__builtin_ctzll(c))];
-      e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
-      if (e != kFail) break;
+    if (automaton_) {
+      e = run_automaton(s, n, i);
+    } else {
+      for (uint64_t c = starts; c != 0; c &= c - 1) {
+        const Seq& b = branches_[size_t(__builtin_ctzll(c))];
+        e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
+        if (e != kFail) break;
+      }
     }
     if (e == kFail) {
       i += len;
