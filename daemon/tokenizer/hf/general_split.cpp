@@ -710,9 +710,16 @@ size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos)
   uint32_t row = automaton_->start_row();
   size_t end = kFail;
   for (;;) {
+    // ASCII chars, most of most text, with no UTF-8 to decode.
+    while (pos < n && s[pos] < 0x80) {
+      const SplitAutomaton::Step step = steps[row + ascii_id_[s[pos]]];
+      if (step & SplitAutomaton::kMatchBefore) end = pos;
+      row = step >> 1;
+      if (row == 0) return end;
+      ++pos;
+    }
     uint32_t len;
-    const uint8_t id = id_at(s, pos, n, len);
-    const SplitAutomaton::Step step = steps[row + id];
+    const SplitAutomaton::Step step = steps[row + id_at(s, pos, n, len)];
     if (step & SplitAutomaton::kMatchBefore) end = pos;
     row = step >> 1;
     if (row == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
@@ -720,7 +727,8 @@ size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos)
   }
 }
 
-void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+template <class Emit>
+void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
   size_t i = 0;
@@ -735,6 +743,10 @@ void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint
     if (i >= n) break;
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
+    if (starts == 0) {
+      i += len;
+      continue;
+    }
     size_t e = kFail;
     if (automaton_) {
       e = run_automaton(s, n, i);
@@ -749,9 +761,23 @@ void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint
       i += len;
       continue;
     }
-    out.emplace_back(uint32_t(i), uint32_t(e));
+    emit(i, e);
     i = e;
   }
+}
+
+void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+  scan(subject, [&](size_t b, size_t e) { out.emplace_back(uint32_t(b), uint32_t(e)); });
+}
+
+void GeneralSplit::split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const {
+  uint32_t prev = 0;
+  scan(subject, [&](size_t b, size_t e) {
+    if (prev < b) ends.push_back(base + uint32_t(b));
+    ends.push_back(base + uint32_t(e));
+    prev = uint32_t(e);
+  });
+  if (prev < subject.size()) ends.push_back(base + uint32_t(subject.size()));
 }
 
 }  // namespace tokfeed::text::hf

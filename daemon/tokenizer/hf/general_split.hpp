@@ -56,6 +56,10 @@ class GeneralSplit {
 
   // Appends the [begin, end) of every match in `subject`, as Regex::find_all.
   void find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const;
+  // Appends base + the end of every piece a split with HF's Isolated
+  // behaviour cuts `subject` into: each match, and each stretch of text
+  // between two matches, before the first or after the last.
+  void split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const;
 
   // "7 branches, 10 atoms, automaton of 12 states", or "..., backtracking (why)".
   std::string summary() const;
@@ -68,6 +72,9 @@ class GeneralSplit {
   // The char at p: its set id (0: the end, or a byte of invalid UTF-8), its length.
   uint8_t id_at(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
   uint8_t id_at_rare(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
+  // Calls emit(begin, end) for every match in `subject`.
+  template <class Emit>
+  void scan(std::string_view subject, Emit&& emit) const;
   // The end of the match that starts at pos, or SIZE_MAX: by the automaton, by backtracking from `it`.
   size_t run_automaton(const unsigned char* s, size_t n, size_t pos) const;
   size_t match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n, size_t pos) const;
