@@ -554,7 +554,7 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
   if (method == Method::kAny) {
     SplitProgram program;
     if (Lowering().lower(g->branches_, program, g->backtracking_why_))
-      g->automaton_ = SplitAutomaton::build(program, g->bits_, kMaxStates, g->backtracking_why_);
+      g->automaton_ = SplitAutomaton::build(program, g->bits_, g->ascii_id_, kMaxStates, g->backtracking_why_);
   } else {
     g->backtracking_why_ = "asked for";
   }
@@ -705,24 +705,27 @@ inline uint64_t GeneralSplit::bits_at(const unsigned char* s, size_t p, size_t n
   return bits_[id_at(s, p, n, len)];
 }
 
-size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos) const {
-  const SplitAutomaton::Step* steps = automaton_->steps();
-  uint32_t row = automaton_->start_row();
+[[gnu::always_inline]] inline size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos) const {
+  using Step = SplitAutomaton::Step;
+  const Step* ascii_steps = automaton_->ascii_steps();
+  const Step* class_steps = automaton_->class_steps();
+  const uint32_t classes = automaton_->classes();
+  uint32_t state = SplitAutomaton::kStart;
   size_t end = kFail;
   for (;;) {
     // ASCII chars, most of most text, with no UTF-8 to decode.
     while (pos < n && s[pos] < 0x80) {
-      const SplitAutomaton::Step step = steps[row + ascii_id_[s[pos]]];
+      const Step step = ascii_steps[state * 128 + s[pos]];
       if (step & SplitAutomaton::kMatchBefore) end = pos;
-      row = step >> 1;
-      if (row == 0) return end;
+      state = step >> 1;
+      if (state == 0) return end;
       ++pos;
     }
     uint32_t len;
-    const SplitAutomaton::Step step = steps[row + id_at(s, pos, n, len)];
+    const Step step = class_steps[state * classes + id_at(s, pos, n, len)];
     if (step & SplitAutomaton::kMatchBefore) end = pos;
-    row = step >> 1;
-    if (row == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
+    state = step >> 1;
+    if (state == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
     pos += len;
   }
 }

@@ -70,7 +70,8 @@ class Stepper {
 }  // namespace
 
 std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& program,
-                                                      const std::vector<uint64_t>& class_atoms, size_t max_states,
+                                                      const std::vector<uint64_t>& class_atoms,
+                                                      const uint8_t (&ascii_class)[128], size_t max_states,
                                                       std::string& why) {
   std::unique_ptr<SplitAutomaton> a(new SplitAutomaton());
   a->classes_ = uint32_t(class_atoms.size());
@@ -82,7 +83,7 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
     return it->second;
   };
   id_of(State{});
-  a->start_row_ = id_of(State{program.start}) * a->classes_;
+  id_of(State{program.start});  // kStart
   Stepper stepper(program);
   State to;
   // States in the order they are found; each one's transitions are added as it is reached.
@@ -93,13 +94,10 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
     }
     for (uint64_t cls : class_atoms) {
       const bool matched = stepper.step(*states[s], cls, to);
-      const uint64_t row = uint64_t(id_of(to)) * a->classes_;
-      a->steps_.push_back(Step(row << 1) | (matched ? kMatchBefore : 0));
+      a->class_steps_.push_back(Step(id_of(to)) << 1 | (matched ? kMatchBefore : 0));
     }
-  }
-  if (uint64_t(a->steps_.size()) >= (uint64_t(1) << 31)) {
-    why = "an automaton too large";
-    return nullptr;
+    for (int byte = 0; byte < 128; ++byte)
+      a->ascii_steps_.push_back(a->class_steps_[s * a->classes_ + ascii_class[byte]]);
   }
   return a;
 }

@@ -28,7 +28,9 @@
 //
 // The states are built once, when the pattern is compiled: every state and
 // every class id, with the next state and whether a match ends before the
-// char. build() declines a program with more than `max_states` states.
+// char; and, so that ASCII text needs no class look-up, every state and
+// every ASCII byte. build() declines a program with more than `max_states`
+// states.
 #pragma once
 
 #include <cstdint>
@@ -53,24 +55,25 @@ struct SplitProgram {
 class SplitAutomaton {
  public:
   // The automaton of `program` over the class ids of `class_atoms`, or null
-  // with the reason in `why`.
+  // with the reason in `why`; `ascii_class` is the class id of each ASCII byte.
   static std::unique_ptr<SplitAutomaton> build(const SplitProgram& program, const std::vector<uint64_t>& class_atoms,
-                                               size_t max_states, std::string& why);
+                                               const uint8_t (&ascii_class)[128], size_t max_states, std::string& why);
 
-  // A transition: the row of the next state (0: no path left) shifted left
-  // by one, and in bit 0 whether a match ends before the char.
+  // A transition: the next state (0: no path left) shifted left by one, and
+  // in bit 0 whether a match ends before the char.
   using Step = uint32_t;
   static constexpr Step kMatchBefore = 1;
-  // The row of the start state; a state's transitions are at row + class id.
-  uint32_t start_row() const { return start_row_; }
-  const Step* steps() const { return steps_.data(); }
-  size_t states() const { return steps_.size() / classes_; }
+  static constexpr uint32_t kStart = 1;
+  const Step* ascii_steps() const { return ascii_steps_.data(); }  // at state * 128 + byte
+  const Step* class_steps() const { return class_steps_.data(); }  // at state * classes() + class id
+  uint32_t classes() const { return classes_; }
+  size_t states() const { return ascii_steps_.size() / 128; }
 
  private:
   SplitAutomaton() = default;
-  std::vector<Step> steps_;  // state by state, a transition per class id; state 0: no path left
+  std::vector<Step> ascii_steps_;  // state 0: no path left
+  std::vector<Step> class_steps_;
   uint32_t classes_ = 0;
-  uint32_t start_row_ = 0;
 };
 
 }  // namespace tokfeed::text::hf
