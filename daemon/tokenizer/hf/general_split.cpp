@@ -550,6 +550,20 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     g->ascii_starts_[c] = g->starts_[g->ascii_id_[c]];
     if (g->ascii_starts_[c] != 0) g->ascii_starts_none_ = false;
   }
+  // The bytes no match starts at: the ASCII chars no branch starts with,
+  // bytes no valid char starts with, and lead bytes of chars none of which
+  // starts a branch (a lead byte followed by no valid char is invalid UTF-8:
+  // no match starts there either).
+  for (int b = 0; b < 256; ++b) {
+    char32_t from = 0, count = 0;  // the code points b leads
+    if (b < 0x80) from = char32_t(b), count = 1;
+    else if (b >= 0xC2 && b <= 0xDF) from = char32_t(b & 0x1F) << 6, count = 1 << 6;
+    else if (b >= 0xE0 && b <= 0xEF) from = char32_t(b & 0x0F) << 12, count = 1 << 12;
+    else if (b >= 0xF0 && b <= 0xF4) from = char32_t(b & 0x07) << 18, count = 1 << 18;
+    bool none = true;
+    for (char32_t cp = from; cp < from + count && cp < 0x110000 && none; ++cp) none = g->starts_[full[cp]] == 0;
+    g->starts_none_[b] = none;
+  }
   g->atoms_ = atoms.size();
   if (method == Method::kAny) {
     SplitProgram program;
@@ -742,7 +756,7 @@ void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
       uint64_t v;
       while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
     }
-    while (i < n && s[i] < 0x80 && ascii_starts_[s[i]] == 0) ++i;
+    while (i < n && starts_none_[s[i]]) ++i;
     if (i >= n) break;
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];

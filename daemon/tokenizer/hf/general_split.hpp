@@ -86,6 +86,7 @@ class GeneralSplit {
   uint8_t ascii_id_[128] = {};
   uint64_t ascii_starts_[128] = {};  // the branches an ASCII char may start
   bool ascii_starts_none_ = false;   // no ASCII char starts a match
+  bool starts_none_[256] = {};       // the bytes no match starts at
   std::vector<uint64_t> bits_;       // the atoms of each set id
   std::vector<uint64_t> starts_;     // the branches a char of each set id may start
   CodePointTable table_;             // set id of each code point
