@@ -40,6 +40,7 @@
 
 #include "tokenizer/hf/code_point_table.hpp"
 #include "tokenizer/hf/split_automaton.hpp"
+#include "tokenizer/hf/split_pattern.hpp"
 
 namespace tokfeed::text::hf {
 
@@ -64,7 +65,6 @@ class GeneralSplit {
   // "7 branches, 10 atoms, automaton of 12 states", or "..., backtracking (why)".
   std::string summary() const;
 
-  struct Item;
   struct Cont;
 
  private:
@@ -77,11 +77,12 @@ class GeneralSplit {
   void scan(std::string_view subject, Emit&& emit) const;
   // The end of the match that starts at pos, or SIZE_MAX: by the automaton, by backtracking from `it`.
   size_t run_automaton(const unsigned char* s, size_t n, size_t pos) const;
-  size_t match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n, size_t pos) const;
+  size_t match(const SplitItem* it, const SplitItem* end, const Cont* k, const unsigned char* s, size_t n,
+               size_t pos) const;
   // The bits of the atoms the char at p is in (0 at the end, or a byte of invalid UTF-8).
   uint64_t bits_at(const unsigned char* s, size_t p, size_t n) const;
 
-  std::vector<std::vector<Item>> branches_;
+  std::vector<SplitSeq> branches_;
   uint64_t ascii_bits_[128] = {};
   uint8_t ascii_id_[128] = {};
   uint64_t ascii_starts_[128] = {};  // the branches an ASCII char may start
