@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "tokenizer/hf/fast_split.hpp"
+#include "tokenizer/hf/general_split.hpp"
 #include "tokenizer/hf/hf_model.hpp"
 #include "tokenizer/hf/huge_table.hpp"
 #include "tokenizer/hf/nfc_check.hpp"
@@ -282,6 +283,10 @@ void HfTokenizer::encode_word_run(std::string_view text, uint32_t begin, uint32_
 void HfTokenizer::regex_word_ends(std::string_view s, size_t level, uint32_t base) const {
   if (level == word_regexes_.size()) {
     word_ends_.push_back(base + uint32_t(s.size()));
+    return;
+  }
+  if (const GeneralSplit* last = word_regexes_[level]->general(); last && level + 1 == word_regexes_.size()) {
+    last->split_ends(s, base, word_ends_);  // the last split's pieces are the words
     return;
   }
   // Every match and every piece between two matches is a piece (Isolated);

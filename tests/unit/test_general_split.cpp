@@ -1,5 +1,6 @@
-// The general split matcher (text/hf/general_split.hpp) against PCRE2
-// (Regex with RegexEngine::kPcre2): the split patterns of every tokenizer
+// The general split matcher (text/hf/general_split.hpp), by its automaton
+// and by backtracking alone, against PCRE2 (Regex with
+// RegexEngine::kPcre2): the split patterns of every tokenizer
 // in the shared directory, tekken's, o200k's, GPT-2's, Qwen's and Llama-3's
 // (the general matcher, not the hand-written one), hand-made patterns that
 // need backtracking into quantifiers and groups, lookaheads and anchors, and
@@ -75,6 +76,12 @@ const std::vector<std::string> kCorners = {
     "(a|b|ab)(c|bcd)(d*)|.",
     "[[:alpha:]]+|[[:^alpha:]]",
     "\\t|\\.|\\-+|\\\\|/|\\x{20}+|[^\\t.\\\\/ -]+",
+    // For the automaton: states that are long lists of paths, one-char
+    // lookaheads behind runs that overlap, a match that must stop the paths
+    // after it in the same group (an empty first alternative).
+    "[ab]*a[ab]{3}|[^ab]+|.",
+    "a(?:|bc)d?|[\\p{L}\\s](?:|\\p{L}+)|.",
+    "(?:\\p{Ll}|\\p{L}\\p{M})\\p{L}*\\p{M}?(?=\\s)|\\p{L}+(?!\\p{Lu})|\\s+(?!\\S)|(?i:ss|s)|.",
 };
 
 // Mutations: each rewrite of one spot of the pattern.
@@ -106,8 +113,14 @@ std::vector<std::string> mutations(const std::string& p) {
 }
 
 struct Pair : tokfeed::text::hf::testing::RegexPair {
-  explicit Pair(const std::string& p) : RegexPair(p, RegexEngine::kGeneral, "matcher") {}
+  // kGeneral: the automaton where the pattern allows; kGeneralBacktracking: backtracking alone.
+  Pair(const std::string& p, RegexEngine engine)
+      : RegexPair(p, engine, engine == RegexEngine::kGeneral ? "matcher" : "backtracking matcher") {}
 };
+
+constexpr RegexEngine kBothMethods[] = {RegexEngine::kGeneral, RegexEngine::kGeneralBacktracking};
+
+bool by_automaton(const Regex& r) { return r.path().find(", automaton of ") != std::string::npos; }
 
 std::string hex(std::string_view s) {
   std::string h;
@@ -213,6 +226,25 @@ TEST_CASE("general split: takes the split patterns of today's tokenizers, declin
     CAPTURE(p);
     CAPTURE(r.path());
     CHECK(r.general() != nullptr);
+    CHECK(by_automaton(r));
+    Regex b(p, "t", RegexEngine::kGeneralBacktracking);
+    CHECK(b.path().find(", backtracking (asked for)") != std::string::npos);
+  }
+  // Taken, but matched by backtracking: what the automaton does not do.
+  const std::pair<const char*, const char*> backtracking[] = {
+      {"\\s+(?!\\S|$)|\\s", "backtracking (a lookahead of more than one char)"},
+      {"[a-z]+(?=\\d\\d)|.", "backtracking (a lookahead of more than one char)"},
+      {"^\\s+|\\S+|\\s", "backtracking (anchors)"},
+      {"\\s+$|\\S+|\\s", "backtracking (anchors)"},
+      {"a{1,5000}|.", "backtracking (more than 4096 nodes)"},
+      {"[ab]*a[ab]{12}|.", "backtracking (an automaton of more than 1024 states)"},
+  };
+  for (auto [p, why] : backtracking) {
+    CAPTURE(p);
+    Regex r(p, "t");
+    CAPTURE(r.path());
+    CHECK(r.general() != nullptr);
+    CHECK(r.path().find(why) != std::string::npos);
   }
   // Declined, with the reason in the path.
   const std::pair<const char*, const char*> declined[] = {
@@ -233,7 +265,7 @@ TEST_CASE("general split: takes the split patterns of today's tokenizers, declin
     CHECK(r.path().find(why) != std::string::npos);
     CHECK(r.path().rfind("PCRE2", 0) == 0);
   }
-  CHECK(Regex(kTekken, "t").path() == "matcher (7 branches, 10 atoms)");
+  CHECK(Regex(kTekken, "t").path() == "matcher (7 branches, 10 atoms, automaton of 23 states)");
   CHECK(Regex(kLlama3, "t").path() == "hand-written");
 }
 
@@ -263,45 +295,56 @@ TEST_CASE("general split: identical to PCRE2 on the golden and SFT texts") {
   for (const auto& f : files)
     for (std::string& t : jsonl_texts(f)) texts.push_back(std::move(t));
   CHECK(texts.size() > 3000);
-  for (const std::string& pattern : main_patterns()) {
-    Pair p(pattern);
-    REQUIRE(p.matcher.general() != nullptr);
-    for (const std::string& t : texts)
-      if (std::string d = p.diff(t); !d.empty()) FAIL_CHECK(pattern << ": " << d << " in " << t.substr(0, 120));
-  }
+  for (const std::string& pattern : main_patterns())
+    for (RegexEngine engine : kBothMethods) {
+      Pair p(pattern, engine);
+      REQUIRE(p.matcher.general() != nullptr);
+      for (const std::string& t : texts)
+        if (std::string d = p.diff(t); !d.empty()) FAIL_CHECK(pattern << ": " << d << " in " << t.substr(0, 120));
+    }
 }
 
 TEST_CASE("general split: identical to PCRE2 on random strings, for the patterns, corner cases and mutations") {
-  size_t general = 0, declined = 0;
+  size_t general = 0, automaton = 0, declined = 0;
   uint64_t seed = 20261206;
-  for (const std::string& pattern : main_patterns()) {
-    Pair p(pattern);
-    CAPTURE(pattern);
-    CHECK(random_diff(p, ++seed, 30000) == "");
-  }
+  for (const std::string& pattern : main_patterns())
+    for (RegexEngine engine : kBothMethods) {
+      Pair p(pattern, engine);
+      CAPTURE(pattern);
+      CAPTURE(p.matcher.path());
+      CHECK(random_diff(p, ++seed, 30000) == "");
+    }
   std::vector<std::string> variants = kCorners;
   for (const std::string& p : main_patterns())
     for (std::string& m : mutations(p)) variants.push_back(std::move(m));
   for (const std::string& c : kCorners)
     for (std::string& m : mutations(c)) variants.push_back(std::move(m));
-  for (const std::string& pattern : variants) {
-    std::unique_ptr<Pair> made;
-    try {
-      made = std::make_unique<Pair>(pattern);
-    } catch (const std::exception&) {
-      continue;  // a mutation PCRE2 does not compile
+  for (const std::string& pattern : variants)
+    for (RegexEngine engine : kBothMethods) {
+      std::unique_ptr<Pair> made;
+      try {
+        made = std::make_unique<Pair>(pattern, engine);
+      } catch (const std::exception&) {
+        continue;  // a mutation PCRE2 does not compile
+      }
+      const Pair& p = *made;
+      CAPTURE(pattern);
+      CAPTURE(p.matcher.path());
+      if (p.matcher.general() == nullptr) {
+        declined += engine == RegexEngine::kGeneral;
+        continue;
+      }
+      if (engine == RegexEngine::kGeneral) {
+        ++general;
+        automaton += by_automaton(p.matcher);
+      }
+      CHECK(random_diff(p, ++seed, 3000) == "");
     }
-    const Pair& p = *made;
-    CAPTURE(pattern);
-    if (p.matcher.general() == nullptr) {
-      ++declined;
-      continue;
-    }
-    ++general;
-    CHECK(random_diff(p, ++seed, 3000) == "");
-  }
-  MESSAGE(general << " variants matched by the general matcher, " << declined << " declined");
+  MESSAGE(general << " variants matched by the general matcher (" << automaton << " by its automaton), " << declined
+                  << " declined");
   CHECK(general > 150);
+  CHECK(automaton > 150);
+  CHECK(automaton < general);  // both methods are held to PCRE2 on patterns of their own
 }
 
 TEST_CASE("general split: the load log names each split's path") {
@@ -310,8 +353,8 @@ TEST_CASE("general split: the load log names each split's path") {
   if (!fs::exists(deepseek) || !fs::exists(qwen)) return;
   const std::string e = tokfeed::text::load_hf_tokenizer(deepseek.string())->engine();
   MESSAGE(e);
-  CHECK(e.find("; Split: matcher (1 branches, 1 atoms); Split: matcher (1 branches, 1 atoms); Split: matcher (6 "
-               "branches, ") != std::string::npos);
+  CHECK(e.find("; Split: matcher (1 branches, 1 atoms, automaton of 5 states); Split: matcher (1 branches, 1 atoms, "
+               "automaton of 3 states); Split: matcher (6 branches, ") != std::string::npos);
   CHECK(e.find("; splits and merges fused") != std::string::npos);
   const std::string q = tokfeed::text::load_hf_tokenizer(qwen.string())->engine();
   MESSAGE(q);

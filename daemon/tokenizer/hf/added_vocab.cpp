@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text::hf {
@@ -33,11 +37,34 @@ void AddedTokenMatcher::build(std::vector<AddedToken> tokens, const std::vector<
     // Two tokens with one string: the first listed wins, like HF's pattern order.
     if (nodes_[size_t(node)].token < 0) nodes_[size_t(node)].token = int32_t(t);
   }
-  only_first_byte_ = -1;
-  int firsts = 0;
+  first_byte_count_ = 0;
   for (int b = 0; b < 256; ++b)
-    if (first_byte_[b]) ++firsts, only_first_byte_ = b;
-  if (firsts != 1) only_first_byte_ = -1;
+    if (first_byte_[b]) {
+      if (first_byte_count_ < kFewFirstBytes) first_bytes_[first_byte_count_] = static_cast<unsigned char>(b);
+      ++first_byte_count_;
+    }
+}
+
+size_t AddedTokenMatcher::next_first_byte(std::string_view text, size_t pos) const {
+  const size_t n = text.size();
+  if (first_byte_count_ == 1) {
+    const void* at = std::memchr(text.data() + pos, first_bytes_[0], n - pos);
+    return at ? size_t(static_cast<const char*>(at) - text.data()) : n;
+  }
+#if defined(__SSE2__)
+  if (first_byte_count_ <= kFewFirstBytes) {
+    __m128i firsts[kFewFirstBytes];
+    for (int k = 0; k < first_byte_count_; ++k) firsts[k] = _mm_set1_epi8(static_cast<char>(first_bytes_[k]));
+    for (; pos + 16 <= n; pos += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + pos));
+      __m128i hit = _mm_setzero_si128();
+      for (int k = 0; k < first_byte_count_; ++k) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, firsts[k]));
+      if (const int mask = _mm_movemask_epi8(hit)) return pos + size_t(__builtin_ctz(unsigned(mask)));
+    }
+  }
+#endif
+  while (pos < n && !first_byte_[static_cast<unsigned char>(text[pos])]) ++pos;
+  return pos;
 }
 
 int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t* len) const {
@@ -70,15 +97,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<AddedSplit>& ou
   size_t start_offset = 0;
   size_t pos = 0;
   while (pos < text.size()) {
-    if (only_first_byte_ >= 0) {
-      const void* at = std::memchr(text.data() + pos, only_first_byte_, text.size() - pos);
-      if (at == nullptr) break;
-      pos = size_t(static_cast<const char*>(at) - text.data());
-    }
-    if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
-      ++pos;
-      continue;
-    }
+    pos = next_first_byte(text, pos);
+    if (pos == text.size()) break;
     size_t len = 0;
     int32_t t = longest_at(text, pos, &len);
     if (t < 0) {

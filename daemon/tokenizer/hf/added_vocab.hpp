@@ -39,11 +39,15 @@ class AddedTokenMatcher {
   };
   // Longest token matching at text[pos]: its index and length, or -1.
   int32_t longest_at(std::string_view text, size_t pos, size_t* len) const;
+  // The first position from pos whose byte some token starts with, or text.size().
+  size_t next_first_byte(std::string_view text, size_t pos) const;
 
+  static constexpr int kFewFirstBytes = 4;  // up to this many, scanned for 16 bytes at a time
   std::vector<AddedToken> tokens_;
   std::vector<Node> nodes_;
   bool first_byte_[256] = {};
-  int only_first_byte_ = -1;  // the one byte every token starts with, if there is one (memchr finds it)
+  unsigned char first_bytes_[kFewFirstBytes] = {};  // the bytes tokens start with, where they are few
+  int first_byte_count_ = 0;
 };
 
 }  // namespace tokfeed::text::hf

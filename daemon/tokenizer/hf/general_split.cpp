@@ -3,30 +3,22 @@
 
 #include <pcre2.h>
 
-#include <cctype>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 
+#include "tokenizer/hf/split_automaton.hpp"
+#include "tokenizer/hf/split_pattern.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text::hf {
 
-struct GeneralSplit::Item {
-  enum Kind : uint8_t { kAtom, kGroup, kAhead, kNotAhead, kLineStart, kLineEnd };
-  Kind kind = kAtom;
-  uint64_t bit = 0;  // kAtom: its bit; kAhead, kNotAhead: the bit of their one atom, if that is all they hold
-  uint32_t min = 1, max = 1;
-  std::vector<std::vector<Item>> alts;  // kGroup, kAhead, kNotAhead
-};
-
 // The rest of a sequence to match after the one at hand (a group's
 // alternative continues with what follows the group).
 struct GeneralSplit::Cont {
-  const Item* it;
-  const Item* end;
+  const SplitItem* it;
+  const SplitItem* end;
   const Cont* next;
 };
 
@@ -34,272 +26,10 @@ GeneralSplit::~GeneralSplit() = default;
 
 namespace {
 
-using Item = GeneralSplit::Item;
-using Seq = std::vector<Item>;
+using Item = SplitItem;
+using Seq = SplitSeq;
 constexpr size_t kFail = SIZE_MAX;
-constexpr uint32_t kMany = UINT32_MAX;
-
-// An atom as PCRE2 reads it: its pattern text and whether caseless.
-struct AtomKey {
-  std::string text;
-  bool caseless;
-  bool operator<(const AtomKey& o) const { return caseless != o.caseless ? caseless < o.caseless : text < o.text; }
-};
-
-class Parser {
- public:
-  explicit Parser(std::string_view p) : p_(p) {}
-
-  bool parse(std::vector<Seq>& branches) {
-    branches = alternatives(false);
-    if (!ok()) return false;
-    if (i_ != p_.size()) return fail("unbalanced ')'");
-    return true;
-  }
-  bool ok() const { return why_.empty(); }
-  const std::string& why() const { return why_; }
-  const std::vector<AtomKey>& atoms() const { return atoms_; }
-
- private:
-  bool fail(const std::string& what) {
-    if (why_.empty()) why_ = what + " at offset " + std::to_string(i_);
-    return false;
-  }
-
-  std::vector<Seq> alternatives(bool caseless) {
-    std::vector<Seq> alts;
-    for (;;) {
-      alts.push_back(sequence(caseless));
-      if (!ok()) return alts;
-      if (i_ < p_.size() && p_[i_] == '|') {
-        ++i_;
-        continue;
-      }
-      return alts;
-    }
-  }
-
-  Seq sequence(bool caseless) {
-    Seq seq;
-    while (ok() && i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')') {
-      Item item;
-      if (!atom(caseless, item)) return seq;
-      if (!quantifier(item)) return seq;
-      seq.push_back(std::move(item));
-    }
-    return seq;
-  }
-
-  uint64_t atom_bit(size_t begin, size_t end, bool caseless) {
-    AtomKey key{std::string(p_.substr(begin, end - begin)), caseless};
-    for (size_t k = 0; k < atoms_.size(); ++k)
-      if (!(atoms_[k] < key) && !(key < atoms_[k])) return uint64_t(1) << k;
-    if (atoms_.size() == 64) {
-      fail("more than 64 distinct atoms");
-      return 0;
-    }
-    atoms_.push_back(std::move(key));
-    return uint64_t(1) << (atoms_.size() - 1);
-  }
-
-  // One UTF-8 char from i_ (the pattern is valid UTF-8: PCRE2 compiled it).
-  void skip_char() {
-    const unsigned char c = static_cast<unsigned char>(p_[i_]);
-    i_ += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (i_ > p_.size()) i_ = p_.size();
-  }
-
-  // Past "{...}" at i_, if there.
-  bool skip_braces() {
-    if (i_ >= p_.size() || p_[i_] != '{') return false;
-    const size_t close = p_.find('}', i_);
-    if (close == std::string_view::npos) return fail("unclosed '{'");
-    i_ = close + 1;
-    return true;
-  }
-
-  bool class_set() {  // i_ at '['
-    ++i_;
-    if (i_ < p_.size() && p_[i_] == '^') ++i_;
-    if (i_ < p_.size() && p_[i_] == ']') ++i_;
-    while (i_ < p_.size()) {
-      const char c = p_[i_];
-      if (c == ']') {
-        ++i_;
-        return true;
-      }
-      if (c == '[' && i_ + 1 < p_.size() && (p_[i_ + 1] == ':' || p_[i_ + 1] == '.' || p_[i_ + 1] == '=')) {
-        const size_t close = p_.find(std::string{p_[i_ + 1], ']'}, i_ + 2);
-        if (close == std::string_view::npos) return fail("unclosed POSIX class");
-        i_ = close + 2;
-        continue;
-      }
-      if (c == '\\') {
-        if (i_ + 1 >= p_.size()) return fail("'\\' at the end");
-        const char e = p_[i_ + 1];
-        if (e == 'Q' || e == 'E' || e == 'N' || e == 'c' || (e >= '0' && e <= '9'))
-          return fail("escape \\" + std::string(1, e));
-        i_ += 2;
-        if (e == 'x' || e == 'p' || e == 'P' || e == 'o') {
-          if (i_ < p_.size() && p_[i_] == '{') {
-            if (!skip_braces()) return false;
-          } else if (e == 'p' || e == 'P') {
-            ++i_;
-          } else if (e == 'o') {
-            return fail("escape \\o");
-          }
-        } else if (static_cast<unsigned char>(e) >= 0x80) {
-          --i_;
-          skip_char();
-        }
-        continue;
-      }
-      skip_char();
-    }
-    return fail("unclosed '['");
-  }
-
-  bool atom(bool caseless, Item& item) {
-    const size_t begin = i_;
-    const char c = p_[i_];
-    if (c == '(') {
-      ++i_;
-      Item::Kind kind = Item::kGroup;
-      bool inner_caseless = caseless;
-      if (i_ < p_.size() && p_[i_] == '?') {
-        const std::string_view rest = p_.substr(i_ + 1);
-        if (rest.substr(0, 1) == ":") {
-          i_ += 2;
-        } else if (rest.substr(0, 2) == "i:") {
-          i_ += 3;
-          inner_caseless = true;
-        } else if (rest.substr(0, 1) == "=") {
-          i_ += 2;
-          kind = Item::kAhead;
-        } else if (rest.substr(0, 1) == "!") {
-          i_ += 2;
-          kind = Item::kNotAhead;
-        } else {
-          return fail("group '(?" + std::string(rest.substr(0, 2)) + "'");
-        }
-      }
-      item.kind = kind;
-      item.alts = alternatives(inner_caseless);
-      if (!ok()) return false;
-      if (i_ >= p_.size() || p_[i_] != ')') return fail("unclosed '('");
-      ++i_;
-      return true;
-    }
-    if (c == '^' || c == '$') {
-      ++i_;
-      item.kind = c == '^' ? Item::kLineStart : Item::kLineEnd;
-      return true;
-    }
-    if (c == '*' || c == '+' || c == '?' || c == '{') return fail("quantifier with nothing before it");
-    if (c == '[') {
-      if (!class_set()) return false;
-    } else if (c == '\\') {
-      if (i_ + 1 >= p_.size()) return fail("'\\' at the end");
-      const char e = p_[i_ + 1];
-      i_ += 2;
-      switch (e) {
-        case 'p':
-        case 'P':
-          if (i_ < p_.size() && p_[i_] == '{') {
-            if (!skip_braces()) return false;
-          } else {
-            ++i_;
-          }
-          break;
-        case 'x':
-          if (i_ < p_.size() && p_[i_] == '{') {
-            if (!skip_braces()) return false;
-          } else {
-            for (int k = 0; k < 2 && i_ < p_.size() && std::isxdigit(static_cast<unsigned char>(p_[i_])); ++k) ++i_;
-          }
-          break;
-        case 'd':
-        case 'D':
-        case 'w':
-        case 'W':
-        case 's':
-        case 'S':
-        case 'h':
-        case 'H':
-        case 'v':
-        case 'V':
-        case 't':
-        case 'n':
-        case 'r':
-        case 'f':
-        case 'e':
-        case 'a': break;
-        default:
-          if (std::isalnum(static_cast<unsigned char>(e))) return fail("escape \\" + std::string(1, e));
-          if (static_cast<unsigned char>(e) >= 0x80) {
-            --i_;
-            skip_char();
-          }
-      }
-    } else {
-      skip_char();  // `.` or a literal char
-    }
-    item.kind = Item::kAtom;
-    item.bit = atom_bit(begin, i_, caseless);
-    return ok();
-  }
-
-  bool number(uint32_t& v) {
-    const size_t b = i_;
-    uint64_t x = 0;
-    while (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9' && x < 100000) x = x * 10 + uint64_t(p_[i_++] - '0');
-    v = uint32_t(x);
-    return i_ > b && x < 65536;
-  }
-
-  bool quantifier(Item& item) {
-    if (i_ >= p_.size()) return true;
-    uint32_t min = 1, max = 1;
-    const char c = p_[i_];
-    if (c == '?') {
-      min = 0;
-      ++i_;
-    } else if (c == '*') {
-      min = 0, max = kMany;
-      ++i_;
-    } else if (c == '+') {
-      max = kMany;
-      ++i_;
-    } else if (c == '{') {
-      ++i_;
-      if (!number(min)) return fail("'{' that is no quantifier");
-      max = min;
-      if (i_ < p_.size() && p_[i_] == ',') {
-        ++i_;
-        max = kMany;
-        if (i_ < p_.size() && p_[i_] != '}' && !number(max)) return fail("'{' that is no quantifier");
-      }
-      if (i_ >= p_.size() || p_[i_] != '}' || max < min) return fail("'{' that is no quantifier");
-      ++i_;
-    } else {
-      return true;
-    }
-    if (i_ < p_.size() && (p_[i_] == '?' || p_[i_] == '+')) return fail("lazy or possessive quantifier");
-    if (item.kind == Item::kGroup) {
-      if (max != 1) return fail("repeated group");
-    } else if (item.kind != Item::kAtom) {
-      return fail("quantified assertion");
-    }
-    item.min = min;
-    item.max = max;
-    return true;
-  }
-
-  std::string_view p_;
-  size_t i_ = 0;
-  std::string why_;
-  std::vector<AtomKey> atoms_;
-};
+constexpr size_t kMaxStates = 1024;  // the automaton's, at most 1 MiB of transitions
 
 // Whether a sequence can match the empty string, and the atoms it can begin with.
 bool nullable(const Seq& seq, uint64_t& first);
@@ -339,9 +69,9 @@ constexpr uint32_t kCompileOptions = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID
 // The code points an atom matches, as PCRE2 says: the runs of atom+
 // over every code point. Kept per process (loads of the same tokenizer, the
 // atoms many patterns share).
-const std::vector<char32_t>& atom_members(const AtomKey& key, bool& ok) {
+const std::vector<char32_t>& atom_members(const SplitAtom& key, bool& ok) {
   static std::mutex mu;
-  static std::map<AtomKey, std::vector<char32_t>> cache;
+  static std::map<SplitAtom, std::vector<char32_t>> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
@@ -388,15 +118,13 @@ const std::vector<char32_t>& atom_members(const AtomKey& key, bool& ok) {
 
 }  // namespace
 
-std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, std::string& why) {
+std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, std::string& why, Method method) {
   uint32_t newline = 0;
   pcre2_config(PCRE2_CONFIG_NEWLINE, &newline);
-  Parser parser(pattern);
+  SplitPattern parsed;
+  if (!parse_split_pattern(pattern, parsed, why)) return nullptr;
   std::unique_ptr<GeneralSplit> g(new GeneralSplit());
-  if (!parser.parse(g->branches_)) {
-    why = parser.why();
-    return nullptr;
-  }
+  g->branches_ = std::move(parsed.branches);
   if (g->branches_.size() > 64) {
     why = "more than 64 branches";
     return nullptr;
@@ -415,19 +143,8 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     }
     firsts.push_back(first);
   }
-  // Lookaheads of one char, (?!\S): a check of its bits.
-  std::function<void(std::vector<Seq>&)> mark = [&](std::vector<Seq>& alts) {
-    for (Seq& seq : alts)
-      for (Item& it : seq) {
-        mark(it.alts);
-        if ((it.kind == Item::kAhead || it.kind == Item::kNotAhead) && it.alts.size() == 1 && it.alts[0].size() == 1 &&
-            it.alts[0][0].kind == Item::kAtom && it.alts[0][0].min == 1 && it.alts[0][0].max == 1)
-          it.bit = it.alts[0][0].bit;
-      }
-  };
-  mark(g->branches_);
   // Atoms of every code point, then the distinct sets of them.
-  const auto& atoms = parser.atoms();
+  const std::vector<SplitAtom>& atoms = parsed.atoms;
   std::vector<uint64_t> cp_bits(0x110000, 0);
   for (size_t k = 0; k < atoms.size(); ++k) {
     bool ok = true;
@@ -467,48 +184,84 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     g->ascii_starts_[c] = g->starts_[g->ascii_id_[c]];
     if (g->ascii_starts_[c] != 0) g->ascii_starts_none_ = false;
   }
+  // The bytes no match starts at: the ASCII chars no branch starts with,
+  // bytes no valid char starts with, and lead bytes of chars none of which
+  // starts a branch (a lead byte followed by no valid char is invalid UTF-8:
+  // no match starts there either).
+  for (int b = 0; b < 256; ++b) {
+    char32_t from = 0, count = 0;  // the code points b leads
+    if (b < 0x80) from = char32_t(b), count = 1;
+    else if (b >= 0xC2 && b <= 0xDF) from = char32_t(b & 0x1F) << 6, count = 1 << 6;
+    else if (b >= 0xE0 && b <= 0xEF) from = char32_t(b & 0x0F) << 12, count = 1 << 12;
+    else if (b >= 0xF0 && b <= 0xF4) from = char32_t(b & 0x07) << 18, count = 1 << 18;
+    bool none = true;
+    for (char32_t cp = from; cp < from + count && cp < 0x110000 && none; ++cp) none = g->starts_[full[cp]] == 0;
+    g->starts_none_[b] = none;
+  }
   g->atoms_ = atoms.size();
+  if (method == Method::kAny) {
+    SplitProgram program;
+    if (lower_split_pattern(g->branches_, program, g->backtracking_why_))
+      g->automaton_ = SplitAutomaton::build(program, g->bits_, g->ascii_id_, kMaxStates, g->backtracking_why_);
+  } else {
+    g->backtracking_why_ = "asked for";
+  }
   return g;
 }
 
 std::string GeneralSplit::summary() const {
-  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms";
+  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms, " +
+         (automaton_ ? "automaton of " + std::to_string(automaton_->states()) + " states"
+                     : "backtracking (" + backtracking_why_ + ")");
 }
 
-inline uint8_t GeneralSplit::id_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
+// ASCII and the two- and three-byte chars (the Latin, Greek, Cyrillic, CJK
+// and kana of most text) here, inlined into the loops; the rest out of line.
+[[gnu::always_inline]] inline uint8_t GeneralSplit::id_at(const unsigned char* s, size_t i, size_t n,
+                                                          uint32_t& len) const {
+  if (i < n) {
+    const unsigned char b0 = s[i];
+    if (b0 < 0x80) {
+      len = 1;
+      return ascii_id_[b0];
+    }
+    const size_t left = n - i;
+    if ((b0 & 0xF0) == 0xE0 && left >= 3) {
+      const uint32_t c1 = s[i + 1] ^ 0x80u, c2 = s[i + 2] ^ 0x80u;  // a continuation byte's 6 bits, else >= 0x40
+      const char32_t cp = char32_t(b0 & 0x0F) << 12 | c1 << 6 | c2;
+      if ((c1 | c2) < 0x40 && cp >= 0x800) {  // surrogates have id 0
+        len = 3;
+        return table_.get(cp);
+      }
+    } else if ((b0 & 0xE0) == 0xC0 && b0 >= 0xC2 && left >= 2) {
+      const uint32_t c1 = s[i + 1] ^ 0x80u;
+      if (c1 < 0x40) {
+        len = 2;
+        return table_.get(char32_t(b0 & 0x1F) << 6 | c1);
+      }
+    }
+  }
+  return id_at_rare(s, i, n, len);
+}
+
+uint8_t GeneralSplit::id_at_rare(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
   len = 1;
   if (i >= n) {
     len = 0;
     return 0;
   }
   const unsigned char b0 = s[i];
-  if (b0 < 0x80) return ascii_id_[b0];
   const size_t left = n - i;
   auto cont = [&](size_t k) { return k < left && (s[i + k] & 0xC0) == 0x80; };
-  if ((b0 & 0xF0) == 0xE0) {
-    if (cont(1) && cont(2)) {
-      const char32_t cp = char32_t(b0 & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
-      if (cp >= 0x800) {  // surrogates have id 0
-        len = 3;
-        return table_.get(cp);
-      }
-    }
-  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
-    if (cont(1)) {
-      len = 2;
-      return table_.get(char32_t(b0 & 0x1F) << 6 | (s[i + 1] & 0x3F));
-    }
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    if (cont(1) && cont(2) && cont(3)) {
-      const char32_t cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
-                          (s[i + 3] & 0x3F);
-      if (cp >= 0x10000 && cp <= 0x10FFFF) {
-        len = 4;
-        return table_.get(cp);
-      }
+  if (b0 >= 0xF0 && b0 <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+    const char32_t cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
+                        (s[i + 3] & 0x3F);
+    if (cp >= 0x10000 && cp <= 0x10FFFF) {
+      len = 4;
+      return table_.get(cp);
     }
   }
-  return 0;
+  return 0;  // invalid UTF-8: a byte at a time
 }
 
 size_t GeneralSplit::match(const Item* it, const Item* end, const Cont* k, const unsigned char* s, size_t n,
@@ -600,7 +353,33 @@ inline uint64_t GeneralSplit::bits_at(const unsigned char* s, size_t p, size_t n
   return bits_[id_at(s, p, n, len)];
 }
 
-void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+[[gnu::always_inline]] inline size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos) const {
+  using Step = SplitAutomaton::Step;
+  const Step* ascii_steps = automaton_->ascii_steps();
+  const Step* class_steps = automaton_->class_steps();
+  const uint32_t classes = automaton_->classes();
+  uint32_t state = SplitAutomaton::kStart;
+  size_t end = kFail;
+  for (;;) {
+    // ASCII chars, most of most text, with no UTF-8 to decode.
+    while (pos < n && s[pos] < 0x80) {
+      const Step step = ascii_steps[state * 128 + s[pos]];
+      if (step & SplitAutomaton::kMatchBefore) end = pos;
+      state = step >> 1;
+      if (state == 0) return end;
+      ++pos;
+    }
+    uint32_t len;
+    const Step step = class_steps[state * classes + id_at(s, pos, n, len)];
+    if (step & SplitAutomaton::kMatchBefore) end = pos;
+    state = step >> 1;
+    if (state == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
+    pos += len;
+  }
+}
+
+template <class Emit>
+void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
   size_t i = 0;
@@ -611,23 +390,45 @@ void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint
       uint64_t v;
       while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
     }
-    while (i < n && s[i] < 0x80 && ascii_starts_[s[i]] == 0) ++i;
+    while (i < n && starts_none_[s[i]]) ++i;
     if (i >= n) break;
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
+    if (starts == 0) {
+      i += len;
+      continue;
+    }
     size_t e = kFail;
-    for (uint64_t c = starts; c != 0; c &= c - 1) {
-      const Seq& b = branches_[size_t(__builtin_ctzll(c))];
-      e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
-      if (e != kFail) break;
+    if (automaton_) {
+      e = run_automaton(s, n, i);
+    } else {
+      for (uint64_t c = starts; c != 0; c &= c - 1) {
+        const Seq& b = branches_[size_t(__builtin_ctzll(c))];
+        e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
+        if (e != kFail) break;
+      }
     }
     if (e == kFail) {
       i += len;
       continue;
     }
-    out.emplace_back(uint32_t(i), uint32_t(e));
+    emit(i, e);
     i = e;
   }
+}
+
+void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+  scan(subject, [&](size_t b, size_t e) { out.emplace_back(uint32_t(b), uint32_t(e)); });
+}
+
+void GeneralSplit::split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const {
+  uint32_t prev = 0;
+  scan(subject, [&](size_t b, size_t e) {
+    if (prev < b) ends.push_back(base + uint32_t(b));
+    ends.push_back(base + uint32_t(e));
+    prev = uint32_t(e);
+  });
+  if (prev < subject.size()) ends.push_back(base + uint32_t(subject.size()));
 }
 
 }  // namespace tokfeed::text::hf

@@ -109,7 +109,9 @@ Regex::Regex(const std::string& pattern, const std::string& where, RegexEngine e
                          " at offset " + std::to_string(err_offset));
   }
   std::string why = "not asked for";
-  if (engine != RegexEngine::kPcre2 && (general_ = GeneralSplit::compile(translated, why))) {
+  const auto method =
+      engine == RegexEngine::kGeneralBacktracking ? GeneralSplit::Method::kBacktracking : GeneralSplit::Method::kAny;
+  if (engine != RegexEngine::kPcre2 && (general_ = GeneralSplit::compile(translated, why, method))) {
     path_ = "matcher (" + general_->summary() + ")";
     return;
   }

@@ -34,8 +34,9 @@ class FastSplit;
 class GeneralSplit;
 
 enum class RegexEngine {
-  kAny,      // the hand-written matcher, else the general one, else PCRE2
-  kGeneral,  // the general matcher, else PCRE2
+  kAny,                  // the hand-written matcher, else the general one, else PCRE2
+  kGeneral,              // the general matcher, else PCRE2
+  kGeneralBacktracking,  // the general matcher by backtracking alone, else PCRE2
   kPcre2,
 };
 
@@ -54,7 +55,7 @@ class Regex {
   // The general matcher behind find_all, or null.
   const GeneralSplit* general() const { return general_.get(); }
   // Which path matches and why, for the load log: "hand-written",
-  // "matcher (7 branches, 9 atoms)", "PCRE2 JIT (lazy quantifier at offset 12)".
+  // "matcher (7 branches, 10 atoms, automaton of 12 states)", "PCRE2 JIT (lazy quantifier at offset 12)".
   const std::string& path() const { return path_; }
 
  private:

@@ -1,0 +1,79 @@
+// A deterministic automaton that finds the match PCRE2's backtracking finds,
+// for the split patterns the general matcher (general_split.hpp) takes that
+// look ahead one char at most and have no anchors.
+//
+// The pattern comes as a program of nodes (SplitProgram, a Thompson NFA):
+// atoms that take one char of a set of char classes, forks that try their
+// alternatives in order (a greedy quantifier tries one more char before it
+// stops, a group its alternatives left to right), one-char lookaheads and the
+// match. Chars are given as class ids: id c takes the atoms of `class_atoms[c]`,
+// id 0 none (the end of the subject, or a byte of invalid UTF-8).
+//
+// Why it gives PCRE2's match. Backtracking tries the paths of the program in
+// a fixed order and returns the first that reaches the match. The automaton
+// runs all of them at once, as RE2's DFA does for leftmost-first matching: a
+// state is the ordered list of nodes the live paths wait at, the order being
+// the order backtracking would try them in. On the next char each path, in
+// order, follows its forks (alternatives in order) and lookaheads (checked on
+// that char) to its atoms or to the match:
+//   - a node reached a second time is dropped: what follows it is what
+//     followed it the first time, which backtracking tried first;
+//   - reaching the match records a match that ends before the char, and drops
+//     every later path, all of which backtracking would try only if this one
+//     failed; the earlier ones, which it would have tried first, go on, and a
+//     match they reach later replaces the one recorded.
+// When no path is left, the last match recorded is PCRE2's. The program has
+// no backreferences and no lookahead past the next char, so a path's future
+// depends on its node and position alone: that is what makes dropping sound.
+//
+// The states are built once, when the pattern is compiled: every state and
+// every class id, with the next state and whether a match ends before the
+// char; and, so that ASCII text needs no class look-up, every state and
+// every ASCII byte. build() declines a program with more than `max_states`
+// states.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tokfeed::text::hf {
+
+struct SplitProgram {
+  struct Node {
+    enum Kind : uint8_t { kAtom, kFork, kAhead, kNotAhead, kMatch };
+    Kind kind = kMatch;
+    uint64_t atom = 0;           // kAtom: the atom's bit; kAhead, kNotAhead: the atom the next char is checked on
+    uint32_t next = 0;           // kAtom, kAhead, kNotAhead: the node after
+    std::vector<uint32_t> alts;  // kFork: the nodes to go on at, first first
+  };
+  std::vector<Node> nodes;
+  uint32_t start = 0;
+};
+
+class SplitAutomaton {
+ public:
+  // The automaton of `program` over the class ids of `class_atoms`, or null
+  // with the reason in `why`; `ascii_class` is the class id of each ASCII byte.
+  static std::unique_ptr<SplitAutomaton> build(const SplitProgram& program, const std::vector<uint64_t>& class_atoms,
+                                               const uint8_t (&ascii_class)[128], size_t max_states, std::string& why);
+
+  // A transition: the next state (0: no path left) shifted left by one, and
+  // in bit 0 whether a match ends before the char.
+  using Step = uint32_t;
+  static constexpr Step kMatchBefore = 1;
+  static constexpr uint32_t kStart = 1;
+  const Step* ascii_steps() const { return ascii_steps_.data(); }  // at state * 128 + byte
+  const Step* class_steps() const { return class_steps_.data(); }  // at state * classes() + class id
+  uint32_t classes() const { return classes_; }
+  size_t states() const { return ascii_steps_.size() / 128; }
+
+ private:
+  SplitAutomaton() = default;
+  std::vector<Step> ascii_steps_;  // state 0: no path left
+  std::vector<Step> class_steps_;
+  uint32_t classes_ = 0;
+};
+
+}  // namespace tokfeed::text::hf
