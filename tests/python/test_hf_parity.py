@@ -67,6 +67,30 @@ def serve_and_dump(tmp, job_body):
         log.close()
 
 
+def served_samples(tmp, head, loss):
+    """(input_ids, labels) of each sample the daemon serves in file order,
+    one per batch, for a job of `head` (its [dataset] and [tokenizer]) with
+    the parity settings: max_length MAX_LENGTH, right truncation, `loss`."""
+    batches = serve_and_dump(tmp, head + f"""[batch]
+size = 1
+max_length = {MAX_LENGTH}
+truncation = "right"
+loss = "{loss}"
+[schedule]
+shuffle = false
+[workers]
+count = 1
+""")
+    return [(b["input_ids"][0], b["labels"][0]) for b in batches]
+
+
+def assert_same_samples(test, got, want, what):
+    test.assertEqual(len(got), len(want), what)
+    for k, (g, w) in enumerate(zip(got, want)):
+        test.assertEqual(g[0], w[0], f"{what} sample {k}: input_ids")
+        test.assertEqual(g[1], w[1], f"{what} sample {k}: labels")
+
+
 @unittest.skipIf(transformers is None, "needs transformers and trl (run with TOKFEED_HF_PYTHON)")
 @unittest.skipUnless(os.path.exists(TRAINING) and os.path.exists(QWEN), "needs ../shared/templates and qwen3")
 class TrlPreparation(unittest.TestCase):
@@ -103,31 +127,18 @@ class TrlPreparation(unittest.TestCase):
             want = [(row["input_ids"], row["labels"]) for row in trainer.train_dataset]
             del trainer
 
-            got = serve_and_dump(tmp, f"""[dataset]
+            got = served_samples(tmp, f"""[dataset]
 path = "{data}"
 [tokenizer]
 type = "hf"
 path = "{QWEN}"
 template = "jinja"
 chat_template = "{template_path}"
-[batch]
-size = 1
-max_length = {MAX_LENGTH}
-truncation = "right"
-loss = "{loss}"
-[schedule]
-shuffle = false
-[workers]
-count = 1
-""")
-            got = [(b["input_ids"][0], b["labels"][0]) for b in got]
+""", loss)
             dropped = len(records) - len(want)
             print(f"TRL kept {len(want)} of {len(records)} examples ({dropped} fully masked at max_length "
                   f"{MAX_LENGTH}); tokfeed served {len(got)}")
-            self.assertEqual(len(got), len(want))
-            for k, (g, w) in enumerate(zip(got, want)):
-                self.assertEqual(g[0], w[0], f"sample {k}: input_ids")
-                self.assertEqual(g[1], w[1], f"sample {k}: labels")
+            assert_same_samples(self, got, want, os.path.basename(os.path.dirname(template_path)))
             return dropped
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -237,29 +248,16 @@ class TrlStandardDatasets(unittest.TestCase):
                                  train_dataset=datasets.Dataset.from_list(records), processing_class=tok)
         want = [(row["input_ids"], row["labels"]) for row in trainer.train_dataset]
         del trainer
-        got = serve_and_dump(tmp, f"""[dataset]
+        got = served_samples(tmp, f"""[dataset]
 path = "{data}"
 format = "{'text' if kind == 'text' else 'prompt_completion'}"
 [tokenizer]
 type = "hf"
 path = "{self.dirs[name]}/tokenizer.json"
 template = "chatml"
-[batch]
-size = 1
-max_length = {MAX_LENGTH}
-truncation = "right"
-loss = "{loss}"
-[schedule]
-shuffle = false
-[workers]
-count = 1
-""")
-        got = [(b["input_ids"][0], b["labels"][0]) for b in got]
+""", loss)
         print(f"{name} {kind} loss={loss}: TRL kept {len(want)} of {len(records)}; tokfeed served {len(got)}")
-        self.assertEqual(len(got), len(want))
-        for k, (g, w) in enumerate(zip(got, want)):
-            self.assertEqual(g[0], w[0], f"{name} {kind} sample {k}: input_ids")
-            self.assertEqual(g[1], w[1], f"{name} {kind} sample {k}: labels")
+        assert_same_samples(self, got, want, f"{name} {kind}")
         return want
 
     def test_text(self):
