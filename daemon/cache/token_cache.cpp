@@ -79,8 +79,10 @@ CacheKey cache_key(const JobConfig& cfg, const Dataset& data) {
   h.field(cfg.tokenizer.type);
   hash_file(h, cfg.tokenizer.path);
   if (cfg.tokenizer.type == "hf") {
-    std::string side = std::filesystem::path(cfg.tokenizer.path).parent_path() / "tokenizer_config.json";
-    if (::access(side.c_str(), R_OK) == 0) hash_file(h, side);
+    for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"}) {
+      std::string side = std::filesystem::path(cfg.tokenizer.path).parent_path() / name;
+      if (::access(side.c_str(), R_OK) == 0) hash_file(h, side), h.field(name);
+    }
   }
   h.field(text::template_name(cfg.tokenizer.tmpl));
   h.field("labels: one rule (generation blocks, else the prefix rule)");

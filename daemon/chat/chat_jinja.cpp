@@ -173,6 +173,15 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
   }
   Value cfg = Value::new_dict();
   if (!config_path.empty()) cfg = load_config_json(config_path);
+  // special_tokens_map.json beside them: its tokens win, as transformers
+  // reads the two files.
+  const fs::path map =
+      fs::path(config_path.empty() ? jinja_path : config_path).parent_path() / "special_tokens_map.json";
+  if (fs::exists(map, ec)) {
+    Value m = load_config_json(map.string());
+    for (const auto& [k, v] : m.dict->items)
+      if (k != "chat_template" && !v.is_none()) cfg.dict->set(k, v);
+  }
   if (!jinja_path.empty()) {
     source = read_file(jinja_path);
     spec->name = jinja_path;

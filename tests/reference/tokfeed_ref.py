@@ -1500,10 +1500,17 @@ class HFTokenizer:
             with open(cfg_path, encoding="utf-8") as f:
                 config = json.load(f)
             pad, self.eos_token = config.get("pad_token"), config.get("eos_token")
-            if isinstance(pad, dict):
-                pad = pad.get("content")
-            if isinstance(self.eos_token, dict):
-                self.eos_token = self.eos_token.get("content")
+        map_path = os.path.join(os.path.dirname(path), "special_tokens_map.json")
+        if os.path.exists(map_path):   # its tokens win, as transformers reads the two files
+            with open(map_path, encoding="utf-8") as f:
+                tokens = json.load(f)
+            pad = tokens.get("pad_token") if tokens.get("pad_token") is not None else pad
+            if tokens.get("eos_token") is not None:
+                self.eos_token = tokens["eos_token"]
+        if isinstance(pad, dict):
+            pad = pad.get("content")
+        if isinstance(self.eos_token, dict):
+            self.eos_token = self.eos_token.get("content")
         if pad is not None and self.tok.token_to_id(pad) is not None:
             self.pad_id = self.tok.token_to_id(pad)
 

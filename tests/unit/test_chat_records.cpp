@@ -279,6 +279,13 @@ TEST_CASE("chat template: a tokenizer_config.json with integers past 64 bits loa
   CHECK(spec->tmpl.render(vars, spec->limits) == "<s>hi</s>|<a>,<b>");  // the last chat_template, as json.loads
   auto found = text::auto_chat_template((dir / "tokenizer.json").string());
   CHECK(found == dir.string());
+  // special_tokens_map.json beside it wins, as in transformers; its nulls do not.
+  std::ofstream(dir / "special_tokens_map.json") << R"({"eos_token": {"content": "<|end|>"}, "bos_token": null})";
+  spec = text::load_chat_template(src);
+  vars = spec->globals;
+  vars.emplace_back("messages", Value::new_list({msg}));
+  CHECK(spec->tmpl.render(vars, spec->limits) == "<s>hi<|end|>|<a>,<b>");
+  fs::remove(dir / "special_tokens_map.json");
   // Malformed JSON is still refused, naming the file.
   std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "x", "bos_token": )";
   CHECK_THROWS_WITH_AS(text::load_chat_template(src), doctest::Contains("tokenizer_config.json: malformed JSON"),

@@ -356,6 +356,13 @@ TEST_CASE("hf: the post_processor's special tokens around a sequence; eos_token 
       what = e.what();
     }
     CHECK_MESSAGE(what.find(path + ": post_processor: post-processor 'Future' is not supported") == 0, what);
+    // special_tokens_map.json's tokens win over tokenizer_config.json's, as
+    // in transformers (5.25: a map's eos_token and pad_token over the config's).
+    std::ofstream(fs::path(path).parent_path() / "special_tokens_map.json")
+        << R"({"eos_token": "<s>", "pad_token": {"content": "</s>"}, "unk_token": null})";
+    auto mapped = load_hf_tokenizer(path);
+    CHECK(mapped->eos_token() == std::optional<std::string>("<s>"));
+    CHECK(mapped->pad_id() == 4);
   }
   fs::remove_all(fs::path(path).parent_path());
 }

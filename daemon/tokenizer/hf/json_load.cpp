@@ -388,8 +388,9 @@ class Loader {
     return std::nullopt;
   }
 
-  // From tokenizer_config.json: eos_token, and the pad id: its pad_token (a
-  // string or {"content": ...}), else tokenizer.json's padding.pad_id, else 0.
+  // From tokenizer_config.json and special_tokens_map.json: eos_token, and
+  // the pad id: their pad_token (a string or {"content": ...}), else
+  // tokenizer.json's padding.pad_id, else 0.
   void config_tokens(std::optional<int32_t> padding_id, HfParts& parts) const {
     namespace fs = std::filesystem;
     const std::string config_path = (fs::path(path_).parent_path() / "tokenizer_config.json").string();
@@ -397,6 +398,13 @@ class Loader {
     if (fs::exists(config_path)) {
       pad_token = read_config_token(config_path, "pad_token");
       parts.eos_token = read_config_token(config_path, "eos_token");
+    }
+    // special_tokens_map.json beside them: its tokens win, as transformers
+    // reads the two files.
+    const std::string map_path = (fs::path(path_).parent_path() / "special_tokens_map.json").string();
+    if (fs::exists(map_path)) {
+      if (auto pad = read_config_token(map_path, "pad_token")) pad_token = pad;
+      if (auto eos = read_config_token(map_path, "eos_token")) parts.eos_token = eos;
     }
     if (pad_token) {
       if (auto it = parts.added_by_content.find(*pad_token); it != parts.added_by_content.end()) {
