@@ -171,6 +171,24 @@ void set_bool(Value& v, bool x) {
   else v = Value::boolean(x);
 }
 
+// `loop`'s attributes in the iteration over items[i].
+[[gnu::always_inline]] inline void set_loop(std::vector<std::pair<std::string, Value>>& dv,
+                                            const std::vector<Value>& items, int64_t i, int64_t depth) {
+  static const Value no_previtem = Value::undefined("loop.previtem"), no_nextitem = Value::undefined("loop.nextitem");
+  const auto n = static_cast<int64_t>(items.size());
+  set_int(dv[0].second, i + 1);
+  set_int(dv[1].second, i);
+  set_int(dv[2].second, n - i);
+  set_int(dv[3].second, n - i - 1);
+  set_bool(dv[4].second, i == 0);
+  set_bool(dv[5].second, i == n - 1);
+  set_int(dv[6].second, n);
+  set_int(dv[7].second, depth + 1);
+  set_int(dv[8].second, depth);
+  dv[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : no_previtem;
+  dv[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : no_nextitem;
+}
+
 // Whether the idle guard `g` (Stmt::idle_guard: `ns.name`) is falsy now,
 // as the body would read it: the namespace's attribute false, none or 0.
 bool guard_false(Interp& in, const Expr& g) {
@@ -242,7 +260,6 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     in.assign("loop", loop);
     if (main) in.track->loop = loop.dict.get();
   }
-  static const Value no_previtem = Value::undefined("loop.previtem"), no_nextitem = Value::undefined("loop.nextitem");
   // Where `loop` and a single target sit in the loop's scope (found once:
   // the scope only grows while the loop runs).
   const std::size_t frame = in.frames.size() - 1;
@@ -257,30 +274,20 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   // starts with those alone, as jinja2 runs the body (what an iteration
   // sets is not there in the next one).
   std::size_t keep = SIZE_MAX;
-  auto set_loop = [&](int64_t i) {
-    auto& dv = *d;
-    set_int(dv[0].second, i + 1);
-    set_int(dv[1].second, i);
-    set_int(dv[2].second, n - i);
-    set_int(dv[3].second, n - i - 1);
-    set_bool(dv[4].second, i == 0);
-    set_bool(dv[5].second, i == n - 1);
-    set_int(dv[6].second, n);
-    set_int(dv[7].second, depth + 1);
-    set_int(dv[8].second, depth);
-    dv[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : no_previtem;
-    dv[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : no_nextitem;
-  };
   for (auto i = static_cast<int64_t>(from); i < n; ++i) {
     if (in.frames[frame].vars.size() > keep) in.frames[frame].vars.resize(keep);
     // Where the iterations from here on are idle (Stmt::idle_guard), this
     // one runs and the others are counted.
-    const bool idle = s.idle_guard && i + 1 < n && !main && !tracking(in) && guard_false(in, *s.idle_guard);
-    const uint64_t before = in.steps;
+    bool idle = false;
+    uint64_t before = 0;
+    if (s.idle_guard) [[unlikely]] {
+      idle = i + 1 < n && !main && !tracking(in) && guard_false(in, *s.idle_guard);
+      before = in.steps;
+    }
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
-    if (d) set_loop(i);
+    if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
     if (s.targets.size() == 1) {
       auto& vars = in.frames[frame].vars;
@@ -308,7 +315,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     Flow f = exec(in, s.bodies[0]);
     if (f == Flow::kBreak) break;
     completed = completed || f == Flow::kNormal;
-    if (idle && f == Flow::kNormal && !in.done && in.out->size() == written) {
+    if (idle && f == Flow::kNormal && !in.done && in.out->size() == written) [[unlikely]] {
       // Every later iteration runs the same steps as this one, writes
       // nothing and changes nothing: counted, not run, where the budget
       // holds them all (else they run, and the budget stops the render
@@ -320,7 +327,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
         if (track)
           for (auto j = static_cast<std::size_t>(i + 1); j < items.size(); ++j)
             if (int64_t m = message_index(in, items[j]); m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
-        if (d) set_loop(n - 1);  // as the last iteration leaves `loop` (a namespace may hold it)
+        if (d) set_loop(*d, items, n - 1, depth);  // as the last iteration leaves `loop` (a namespace may hold it)
         break;
       }
     }
@@ -428,8 +435,9 @@ void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow) {
   in.out = saved;
 }
 
-Flow exec(Interp& in, const Body& body, std::size_t from) {
-  for (std::size_t at = from; at < body.size() && !in.done; ++at) {
+Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
+  const std::size_t end = std::min(to, body.size());
+  for (std::size_t at = from; at < end && !in.done; ++at) {
     const Stmt& s = *body[at];
     in.step(s.pos);
     switch (s.kind) {
