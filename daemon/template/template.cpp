@@ -229,11 +229,24 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
           exec(in, p_->body);
           return;
         }
-        // Statement by statement, where the tracker notes each one's start
-        // before the first main loop (resume.hpp, Start).
-        for (std::size_t at = 0; at < p_->body.size(); ++at) {
-          if (tracker.pre) tracker.top_statement(at);
-          if (exec(in, p_->body, at, at + 1) != Flow::kNormal) break;
+        // Before the first main loop, each top-level set on its own, where
+        // the tracker notes its start (resume.hpp, Start); the statements
+        // between them, and all from the first main loop on, together.
+        const Body& body = p_->body;
+        auto set = [&](std::size_t at) { return body[at]->kind == SK::kSet && body[at]->text.empty(); };
+        for (std::size_t at = 0, to = 0; at < body.size(); at = to) {
+          if (!tracker.pre) {
+            exec(in, body, at);
+            break;
+          }
+          to = at + 1;
+          if (set(at)) {
+            tracker.top_statement(at);
+          } else {
+            while (to < body.size() && !set(to)) ++to;
+            tracker.top_at = SIZE_MAX;
+          }
+          if (exec(in, body, at, to) != Flow::kNormal) break;
         }
       });
   if (state) {
