@@ -124,6 +124,16 @@ struct Stmt {
   // made (it holds state of its own). A name built at render time
   // (`loop | attr('chan' ~ 'ged')`) finds none.
   bool uses_changed = true;
+  // kFor: where its iterations may turn idle (no output, no effect, the
+  // same steps each), the `if` condition's first operand that says so when
+  // falsy: the body is `set name = <integer arithmetic on loop.index0,
+  // loop.length, ..., x | length, integer literals>` statements, then one
+  // `if` without elif or else whose condition is `g and ...`, `g` a
+  // namespace's attribute (`ns.flag`) that the body binds no name of. Once
+  // `g` is falsy at an iteration's start, that iteration and every later
+  // one only compute those integers and test `g` (exec.cpp: the render
+  // runs one and counts the others' steps). Null: none.
+  const Expr* idle_guard = nullptr;
 };
 
 }  // namespace tokfeed::tmpl

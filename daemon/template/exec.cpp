@@ -171,6 +171,33 @@ void set_bool(Value& v, bool x) {
   else v = Value::boolean(x);
 }
 
+// `loop`'s attributes in the iteration over items[i].
+[[gnu::always_inline]] inline void set_loop(std::vector<std::pair<std::string, Value>>& dv,
+                                            const std::vector<Value>& items, int64_t i, int64_t depth) {
+  static const Value no_previtem = Value::undefined("loop.previtem"), no_nextitem = Value::undefined("loop.nextitem");
+  const auto n = static_cast<int64_t>(items.size());
+  set_int(dv[0].second, i + 1);
+  set_int(dv[1].second, i);
+  set_int(dv[2].second, n - i);
+  set_int(dv[3].second, n - i - 1);
+  set_bool(dv[4].second, i == 0);
+  set_bool(dv[5].second, i == n - 1);
+  set_int(dv[6].second, n);
+  set_int(dv[7].second, depth + 1);
+  set_int(dv[8].second, depth);
+  dv[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : no_previtem;
+  dv[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : no_nextitem;
+}
+
+// Whether the idle guard `g` (Stmt::idle_guard: `ns.name`) is falsy now,
+// as the body would read it: the namespace's attribute false, none or 0.
+bool guard_false(Interp& in, const Expr& g) {
+  const Value* ns = in.find_var(g.a[0]->name);
+  if (!ns || !ns->is_dict() || !ns->ns) return false;
+  const Value* v = ns->dict->find(g.name);
+  return v && ((v->kind == Kind::kBool && !v->b) || v->kind == Kind::kNone || (v->kind == Kind::kInt && v->i == 0));
+}
+
 // The iterations of a for loop over `items` (not empty); whether one ran to
 // the end of the body.
 // `main`: the loop over the messages that resume points are taken in.
@@ -233,7 +260,6 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     in.assign("loop", loop);
     if (main) in.track->loop = loop.dict.get();
   }
-  static const Value no_previtem = Value::undefined("loop.previtem"), no_nextitem = Value::undefined("loop.nextitem");
   // Where `loop` and a single target sit in the loop's scope (found once:
   // the scope only grows while the loop runs).
   const std::size_t frame = in.frames.size() - 1;
@@ -250,23 +276,18 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   std::size_t keep = SIZE_MAX;
   for (auto i = static_cast<int64_t>(from); i < n; ++i) {
     if (in.frames[frame].vars.size() > keep) in.frames[frame].vars.resize(keep);
+    // Where the iterations from here on are idle (Stmt::idle_guard), this
+    // one runs and the others are counted.
+    bool idle = false;
+    uint64_t before = 0;
+    if (s.idle_guard) [[unlikely]] {
+      idle = i + 1 < n && !main && !tracking(in) && guard_false(in, *s.idle_guard);
+      before = in.steps;
+    }
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
     in.step(s.pos);  // an empty body still costs a step per iteration
-    if (d) {
-      auto& dv = *d;
-      set_int(dv[0].second, i + 1);
-      set_int(dv[1].second, i);
-      set_int(dv[2].second, n - i);
-      set_int(dv[3].second, n - i - 1);
-      set_bool(dv[4].second, i == 0);
-      set_bool(dv[5].second, i == n - 1);
-      set_int(dv[6].second, n);
-      set_int(dv[7].second, depth + 1);
-      set_int(dv[8].second, depth);
-      dv[9].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : no_previtem;
-      dv[10].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : no_nextitem;
-    }
+    if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
     if (s.targets.size() == 1) {
       auto& vars = in.frames[frame].vars;
@@ -290,9 +311,26 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
       Value& held = in.frames[frame].vars[loop_slot].second;  // the body may have set `loop`
       if (!(held.kind == Kind::kDict && held.dict == loop.dict)) held = loop;
     }
+    const std::size_t written = in.out->size();
     Flow f = exec(in, s.bodies[0]);
     if (f == Flow::kBreak) break;
     completed = completed || f == Flow::kNormal;
+    if (idle && f == Flow::kNormal && !in.done && in.out->size() == written) [[unlikely]] {
+      // Every later iteration runs the same steps as this one, writes
+      // nothing and changes nothing: counted, not run, where the budget
+      // holds them all (else they run, and the budget stops the render
+      // where it would).
+      const uint64_t each = in.steps - before, left = static_cast<uint64_t>(n - i - 1);
+      if (in.steps <= in.max_steps && each <= (in.max_steps - in.steps) / left) {
+        in.steps += each * left;
+        if (in.steps > in.step_check) in.check_steps();
+        if (track)
+          for (auto j = static_cast<std::size_t>(i + 1); j < items.size(); ++j)
+            if (int64_t m = message_index(in, items[j]); m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+        if (d) set_loop(*d, items, n - 1, depth);  // as the last iteration leaves `loop` (a namespace may hold it)
+        break;
+      }
+    }
   }
   return completed;
 }
@@ -397,8 +435,9 @@ void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow) {
   in.out = saved;
 }
 
-Flow exec(Interp& in, const Body& body, std::size_t from) {
-  for (std::size_t at = from; at < body.size() && !in.done; ++at) {
+Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
+  const std::size_t end = std::min(to, body.size());
+  for (std::size_t at = from; at < end && !in.done; ++at) {
     const Stmt& s = *body[at];
     in.step(s.pos);
     switch (s.kind) {

@@ -154,8 +154,8 @@ bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std:
 bool fold_const(Interp& in, const Expr& e, Value& out);
 // What the `break`/`continue` statements unwind with.
 enum class Flow : uint8_t { kNormal, kBreak, kContinue };
-// Runs body[from:].
-Flow exec(Interp& in, const Body& body, std::size_t from = 0);
+// Runs body[from:to].
+Flow exec(Interp& in, const Body& body, std::size_t from = 0, std::size_t to = SIZE_MAX);
 // Runs iterations [from, items.size()) of the `for` statement `loop` over
 // `items` in the innermost scope, which holds what the iterations before
 // `from` left there (a prefix render resumed inside its loop, resume.hpp).

@@ -515,6 +515,74 @@ bool may_read_loop(const Body& body) {
   return false;
 }
 
+// The names a statement in `body` binds in the scope it runs in or below
+// (set, set block and for targets, with parameters, macro names; a
+// namespace attribute's set binds none), at any depth.
+void bound_names(const Body& body, std::vector<std::string>& out) {
+  for (const auto& sp : body) {
+    const Stmt& s = *sp;
+    if (s.kind == SK::kMacro) out.push_back(s.text);
+    if (s.kind != SK::kMacro && s.kind != SK::kCallBlock && !(s.kind == SK::kSet && !s.text.empty()))
+      out.insert(out.end(), s.targets.begin(), s.targets.end());
+    for (const Body& b : s.bodies) bound_names(b, out);
+  }
+}
+
+bool is_bound(const std::vector<std::string>& bound, const std::string& name) {
+  return std::find(bound.begin(), bound.end(), name) != bound.end();
+}
+
+// Whether `e` is integer arithmetic whose value is an int each iteration,
+// computed by the same steps and never failing (Stmt::idle_guard): integer
+// literals under 2^40, the loop's int attributes, `x | length` of a name
+// the body does not bind, `+` and `-` of those, at most 32 nodes (no sum
+// overflows 64 bits).
+bool uniform_int(const Expr* e, const std::vector<std::string>& bound, int& nodes) {
+  if (!e || ++nodes > 32) return false;
+  switch (e->kind) {
+    case EK::kLiteral:
+      return e->lit.kind == Kind::kInt && e->lit.i < (int64_t{1} << 40) && e->lit.i > -(int64_t{1} << 40);
+    case EK::kAttr: {
+      static const std::string_view kInts[] = {"index", "index0", "revindex", "revindex0", "length", "depth", "depth0"};
+      return e->a[0]->kind == EK::kName && e->a[0]->name == "loop" &&
+             std::find(std::begin(kInts), std::end(kInts), e->name) != std::end(kInts);
+    }
+    case EK::kFilter:
+      return e->filter == &filter_length && e->a.size() == 1 && e->kw.empty() && !e->star &&
+             e->a[0]->kind == EK::kName && !e->a[0]->prompt && e->a[0]->name != "loop" &&
+             !is_bound(bound, e->a[0]->name);
+    case EK::kBinary:
+      return (e->name == "+" || e->name == "-") && uniform_int(e->a[0].get(), bound, nodes) &&
+             uniform_int(e->a[1].get(), bound, nodes);
+    default: return false;
+  }
+}
+
+const Expr* idle_guard(const Stmt& s) {
+  if (s.exprs[1] || s.recursive || s.targets.size() != 1 || !s.uses_loop) return nullptr;
+  const Body& body = s.bodies[0];
+  std::vector<std::string> bound = s.targets;
+  bound.emplace_back("loop");
+  bound_names(body, bound);
+  const Stmt* test = nullptr;
+  for (const auto& sp : body) {
+    const Stmt& x = *sp;
+    if (x.kind == SK::kText && x.text.empty()) continue;
+    int nodes = 0;
+    if (!test && x.kind == SK::kSet && x.text.empty() && x.targets.size() == 1 && x.targets[0] != "loop" &&
+        uniform_int(x.exprs[0].get(), bound, nodes))
+      continue;
+    if (test || x.kind != SK::kIf || x.exprs.size() != 1 || x.bodies.size() != 1) return nullptr;
+    test = &x;
+  }
+  if (!test) return nullptr;
+  const Expr* g = test->exprs[0].get();
+  while (g->kind == EK::kAnd) g = g->a[0].get();
+  if (g->kind != EK::kAttr || g->a[0]->kind != EK::kName || g->a[0]->prompt || is_bound(bound, g->a[0]->name))
+    return nullptr;
+  return g;
+}
+
 // Every for loop in `body` makes no loop.changed (Stmt::uses_changed).
 void no_changed(Body& body) {
   for (auto& s : body) {
@@ -547,6 +615,7 @@ void optimize(Body& body) {
       while (seq->kind == EK::kSlice) seq = seq->a[0].get();  // messages[1:]
       s.reads_ahead = seq->kind != EK::kName || body_reads_ahead(s.bodies[0], seq->name);
       s.uses_loop = may_read_loop(s.bodies[0]);
+      s.idle_guard = idle_guard(s);
     }
     Value v;
     if (s.kind == SK::kOutput && fold_const(in, *s.exprs[0], v)) {

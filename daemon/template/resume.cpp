@@ -90,9 +90,50 @@ bool Resumes::ready(std::size_t k, bool g) const noexcept {
   return state && k < state->ready.size() && (state->ready[k] & (g ? 10 : 5));
 }
 
+void Tracker::preamble_read(int64_t lo, int64_t hi, uint8_t bits) {
+  if (top_at == SIZE_MAX || tried == top_at || !passes.empty() || !watching) return;
+  bool fresh = false;
+  hi = std::min(hi, static_cast<int64_t>(n));
+  for (int64_t k = std::max(lo, cur + 1); k <= hi && !fresh; ++k)
+    fresh = (want[static_cast<std::size_t>(k)] & clean[static_cast<std::size_t>(k)] & bits) != 0;
+  if (!fresh) return;  // what it concerns was concerned before, or is not wanted
+  tried = top_at;
+  const Stmt& s = *(*top)[top_at];
+  // A set evaluates its value before it assigns: up to this read it has
+  // changed nothing (what the value calls cannot reach the top-level
+  // variables, which hold nothing mutable, nor write the output).
+  if (s.kind != SK::kSet || !s.text.empty() || in->frames.empty()) return;
+  const Vars& now = in->frames[0].vars;
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const Value& v = now[i].second;
+    if (i < vars->size()) {
+      const Value& given = (*vars)[i].second;
+      if (v.kind == given.kind && (v.kind <= Kind::kStr || v.s.raw() == given.s.raw())) continue;
+    }
+    int left = 4096;
+    if (holds(v, left)) return;
+  }
+  if (in->provenance)
+    for (char c : in->provenance->seen)
+      if (c) return;
+  Start& st = state->starts.emplace_back();
+  st.at = top_at;
+  st.top.reserve(now.size());
+  for (const auto& [name, v] : now) st.top.push_back(v);
+  st.top_capacity = now.capacity();
+  st.output = in->root->size();
+  st.capacity = in->root->capacity();
+  st.pieces = in->provenance ? in->provenance->pieces.size() : 0;
+  st.generation = in->generation ? in->generation->size() : 0;
+  st.steps = top_steps;
+  st.clean = clean;
+  st.prompt = prompt_seen;
+}
+
 void Tracker::spoil(int64_t hi, uint8_t bits) {
   if (!watching) return;
   if (passes.empty()) {
+    preamble_read(cur + 1, hi, bits);
     state->preamble = true;  // the prefixes may still run up to the first main loop themselves
   } else {
     bits |= static_cast<uint8_t>(bits << 2);
@@ -100,12 +141,17 @@ void Tracker::spoil(int64_t hi, uint8_t bits) {
   spoil_bits(hi, bits);
 }
 
-void Tracker::spoil_now(int64_t hi, uint8_t bits) { spoil_bits(hi, static_cast<uint8_t>(bits | bits << 2)); }
+void Tracker::spoil_now(int64_t hi, uint8_t bits) {
+  if (watching && passes.empty()) preamble_read(cur + 1, hi, bits);
+  spoil_bits(hi, static_cast<uint8_t>(bits | bits << 2));
+}
 
 void Tracker::spoil_one(std::size_t k, uint8_t bits) {
   if (!watching || static_cast<int64_t>(k) <= cur || k > n) return;
-  if (passes.empty()) state->preamble = true;
-  else bits |= static_cast<uint8_t>(bits << 2);
+  if (passes.empty()) {
+    preamble_read(static_cast<int64_t>(k), static_cast<int64_t>(k), bits);
+    state->preamble = true;
+  } else bits |= static_cast<uint8_t>(bits << 2);
   clean[k] &= static_cast<uint8_t>(~bits);
 }
 
@@ -317,6 +363,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
     return false;
   }
   main = &s;
+  pre = nullptr;
+  top_at = SIZE_MAX;
   offset = static_cast<std::size_t>(o);
   copies_.reset();  // another loop's top-level values
   MainLoop& m = state->loops.emplace_back();
@@ -526,6 +574,39 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
     // An earlier main loop bound its iterations to every message; the
     // prefix's, to its own.
     for (std::size_t m = k; m < in.provenance->seen.size(); ++m) in.provenance->seen[m] = 0;
+  }
+}
+
+void restore_start(const ResumeState& st, const Start& s, std::size_t k, bool g, Interp& in) {
+  auto& vars = in.frames[0].vars;
+  vars.reserve(s.top_capacity);              // to grow as the full render's do
+  const Vars& names = st.loops.front().top;  // the top-level variables only grow: theirs come first
+  for (std::size_t i = 0; i < s.top.size(); ++i) vars.emplace_back(names[i].first, s.top[i]);
+  // messages[o:] becomes messages[:k][o:], one list for each.
+  const auto& all = st.lists.front().first.list->items;
+  std::vector<Value> lists(st.lists.size());
+  for (auto& [name, v] : vars) {
+    if (v.kind != Kind::kList) continue;
+    for (std::size_t j = 0; j < st.lists.size(); ++j)
+      if (v.list == st.lists[j].first.list) {
+        if (lists[j].kind != Kind::kList) {
+          const std::size_t o = st.lists[j].second, e = std::max(o, std::min(k, all.size()));
+          lists[j] = Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o),
+                                                        all.begin() + static_cast<std::ptrdiff_t>(e)));
+        }
+        v = lists[j];
+        break;
+      }
+  }
+  vars[st.prompt_var].second = Value::boolean(g);
+  in.root->reserve(s.capacity);  // to grow as the full render's output grows, in the same allocations
+  in.root->assign(st.full, 0, s.output);
+  in.steps = s.steps;
+  if (in.generation) in.generation->assign(st.full_generation.begin(), st.full_generation.begin() + s.generation);
+  if (in.provenance && st.provenance) {
+    auto& pieces = in.provenance->pieces;
+    pieces.assign(st.full_pieces.begin(), st.full_pieces.begin() + static_cast<std::ptrdiff_t>(s.pieces));
+    if (!pieces.empty()) pieces.back().end = std::min(pieces.back().end, s.output);
   }
 }
 

@@ -101,6 +101,23 @@ struct SlotUse {
   uint64_t at = 0;  // the full render's steps then
 };
 
+// A top-level `set` statement before the first main loop, at whose start
+// the full render's state is that of each prefix render the reads before
+// it did not concern: there the first read that concerns some prefix
+// happened. A prefix render that runs up to the loop itself starts there
+// instead of at the template's start (Template::resume).
+struct Start {
+  std::size_t at = 0;  // the statement's index in the template's body
+  // The top-level variables' values (none holds a namespace, an iterator
+  // or a function); their names are the first of MainLoop::top's.
+  std::vector<Value> top;
+  std::size_t top_capacity = 0;
+  std::size_t output = 0, capacity = 0, pieces = 0, generation = 0;
+  uint64_t steps = 0;          // before the statement's own step
+  std::vector<uint8_t> clean;  // per k: Tracker::clean then (the low bits: no read before concerned it)
+  bool prompt = false;         // add_generation_prompt was read before it
+};
+
 struct ResumeState {
   std::vector<MainLoop> loops;
   std::size_t messages_var = 0;  // where `messages` and add_generation_prompt are in the render's vars
@@ -136,6 +153,14 @@ struct ResumeState {
     std::vector<std::tuple<std::size_t, std::string, Value>> sets;
   };
   mutable std::vector<Probed> probed;
+  std::vector<Start> starts;  // in the order the full render met them
+  // The latest start the render of messages[:k] with add_generation_prompt
+  // g can begin at (null: the template's start).
+  const Start* start_for(std::size_t k, bool g) const {
+    for (std::size_t i = starts.size(); i-- > 0;)
+      if (starts[i].clean[k] & (g ? 2 : 1)) return &starts[i];
+    return nullptr;
+  }
   ~ResumeState();
 };
 
@@ -181,6 +206,29 @@ struct Tracker {
   void slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind);
   void watch_slots(const MainLoop& m, Entry& e);
   const uint64_t* steps = nullptr;  // the render's
+  const Interp* in = nullptr;       // the render
+  // Before the first main loop: the top-level statement running (npos:
+  // none), what the render held at its start, and the statement that last
+  // tried to become a Start.
+  const Body* pre = nullptr;  // `top` until the first main loop starts (top_statement() is called till then)
+  std::size_t top_at = SIZE_MAX, tried = SIZE_MAX;
+  uint64_t top_steps = 0;
+  bool prompt_seen = false;  // add_generation_prompt read
+  // A top-level statement starts (Template::render).
+  void top_statement(std::size_t at) {
+    if (!passes.empty() || !watching) {
+      top_at = SIZE_MAX;
+      pre = nullptr;
+      return;
+    }
+    top_at = at;
+    top_steps = *steps;
+  }
+  // A read before the first main loop that concerns the prefixes k in
+  // [lo, hi] (`bits` as spoil's): where it concerns one wanted that no
+  // read concerned before, keeps the start of the statement running,
+  // where it is a Start.
+  void preamble_read(int64_t lo, int64_t hi, uint8_t bits);
   // What a comparison's operand read that the prefixes may see differently
   // but the comparison consumes itself (Consumer): a slot's attribute, the
   // length of messages[o:].
@@ -309,7 +357,10 @@ struct Probe {
 };
 // add_generation_prompt read by name (eval.cpp).
 inline void prompt_read(Interp& in) {
-  if (in.track && in.track->watching) in.track->spoil_all(2);
+  if (in.track && in.track->watching) {
+    in.track->spoil_all(2);
+    in.track->prompt_seen = true;
+  }
   if (in.probe) in.probe->read_prompt = true;
 }
 // At the start of `{% for %}` `s` over `seq` in a probed render: where
@@ -329,6 +380,10 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
 // (ResumeState::probed): restore() of its point, the prefix's own values
 // of the attributes that differ, its steps (probed_steps()).
 void restore_probed(const ResumeState& st, std::size_t k, bool g, Interp& in);
+// Sets `in` to the state the render of messages[:k] with
+// add_generation_prompt g has at the start `s` (ResumeState::start_for):
+// the full render's, with messages[o:] cut to the prefix.
+void restore_start(const ResumeState& st, const Start& s, std::size_t k, bool g, Interp& in);
 uint64_t probed_steps(const ResumeState& st, std::size_t k);
 // Runs what is left of the main loop that st.points[k] is in (its last
 // iteration, for a point inside it), then the statements after it.

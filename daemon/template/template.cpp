@@ -209,7 +209,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       tracker.clean.assign(resumes->want.size(), 15);
       state->points.resize(resumes->want.size());
       state->ready.assign(resumes->want.size(), 0);
-      tracker.top = &p_->body;
+      tracker.top = tracker.pre = &p_->body;
       tracker.vars = &vars;
       tracker.state = state.get();
     }
@@ -221,9 +221,34 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
         if (state) {
           in.track = &tracker;
           tracker.steps = &in.steps;
+          tracker.in = &in;
         }
       },
-      [&](Interp& in) { exec(in, p_->body); });
+      [&](Interp& in) {
+        if (!state) {
+          exec(in, p_->body);
+          return;
+        }
+        // Before the first main loop, each top-level set on its own, where
+        // the tracker notes its start (resume.hpp, Start); the statements
+        // between them, and all from the first main loop on, together.
+        const Body& body = p_->body;
+        auto set = [&](std::size_t at) { return body[at]->kind == SK::kSet && body[at]->text.empty(); };
+        for (std::size_t at = 0, to = 0; at < body.size(); at = to) {
+          if (!tracker.pre) {
+            exec(in, body, at);
+            break;
+          }
+          to = at + 1;
+          if (set(at)) {
+            tracker.top_statement(at);
+          } else {
+            while (to < body.size() && !set(to)) ++to;
+            tracker.top_at = SIZE_MAX;
+          }
+          if (exec(in, body, at, to) != Flow::kNormal) break;
+        }
+      });
   if (state) {
     state->full = out;
     state->provenance = provenance != nullptr;
@@ -253,21 +278,30 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
     return out;  // moved into the optional
   }
   if (!(st.ready[k] & (g ? 2 : 1))) {
-    // The render of messages[:k] runs up to the first main loop itself.
-    Vars vars = st.vars;
-    const auto& all = vars[st.messages_var].second.list->items;
-    vars[st.messages_var].second =
-        Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
-    vars[st.prompt_var].second = Value::boolean(g);
+    // The render of messages[:k] runs up to the first main loop itself,
+    // from the latest top-level statement where its state is the full
+    // render's.
     Probe probe{&st, k, g};
+    const Start* start = st.start_for(k, g);
     std::string out = RenderRunner::run(
         limits, generation, provenance,
         [&](Interp& in) {
-          in.frames[0].vars = std::move(vars);
+          if (start && start->steps > in.max_steps) start = nullptr;  // the render from the start says where it stops
+          if (start) {
+            restore_start(st, *start, k, g, in);
+            probe.read_prompt = start->prompt;
+          } else {
+            Vars vars = st.vars;
+            const auto& all = vars[st.messages_var].second.list->items;
+            vars[st.messages_var].second =
+                Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
+            vars[st.prompt_var].second = Value::boolean(g);
+            in.frames[0].vars = std::move(vars);
+          }
           in.probe = &probe;
         },
         [&](Interp& in) {
-          exec(in, p_->body);
+          exec(in, p_->body, start ? start->at : 0);
           resumes.resumed += in.done;
         });
     resumes.same = probe.same;

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -469,4 +471,53 @@ TEST_CASE("resume: a record budget that ends before the point renders in full, w
   }
   tmpl::RecordScope scarce(10);
   CHECK_FALSE(t.resume(resumes, 3, true, limits).has_value());
+}
+
+TEST_CASE("resume: a prefix that runs up to the loop itself starts at the set that first read what it sees otherwise") {
+  // The output and the tools loop before it are the full render's; the
+  // set of `ns` reads the messages' length, which every prefix sees
+  // otherwise.
+  const std::string src =
+      "{{ 'sys:' }}{% set a = 'x' %}{% if tools %}{% for t in tools %}[{{ t }}]{% endfor %}{% endif %}"
+      "{% set ns = namespace(n=messages | length) %}{% for m in messages %}{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}G{{ ns.n }}{{ a }}{% endif %}";
+  const Template t = Template::parse(src);
+  const Value messages = tmpl::parse_json(kFour);
+  const tmpl::Vars vars{{"tools", tmpl::parse_json("[1, 2, 3]")}};
+  CHECK(check_resumes(t, vars, messages) == "0-0+1-1+2-2+3-3+");
+  // Under every step budget, the render of messages[:2] with the prompt
+  // ends as the render in full does (resume() may leave it to that).
+  tmpl::Vars full = vars, prefix = vars;
+  full.emplace_back("messages", messages);
+  full.emplace_back("add_generation_prompt", Value::boolean(false));
+  const auto& all = messages.list->items;
+  prefix.emplace_back("messages", Value::new_list(std::vector<Value>(all.begin(), all.begin() + 2)));
+  prefix.emplace_back("add_generation_prompt", Value::boolean(true));
+  auto ends = [&](const std::function<std::string()>& render) {
+    try {
+      return render();
+    } catch (const tmpl::Error& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  int resumed = 0;
+  for (uint64_t max = 1; max < 80; ++max) {
+    INFO("max_steps = " << max);
+    tmpl::RenderLimits limits;
+    tmpl::Resumes resumes;
+    resumes.want.assign(5, 3);
+    t.render(full, tmpl::RenderLimits{}, nullptr, nullptr, &resumes);
+    REQUIRE(resumes.ready(2, true));
+    limits.max_steps = max;
+    const std::string want = ends([&] { return t.render(prefix, limits); });
+    std::optional<std::string> got;
+    const std::string error = ends([&] {
+      got = t.resume(resumes, 2, true, limits);
+      return std::string();
+    });
+    if (!error.empty()) CHECK(error == want);
+    else if (got) CHECK(*got == want);
+    resumed += got.has_value() && resumes.resumed > 0;
+  }
+  CHECK(resumed > 0);
 }
