@@ -527,6 +527,26 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
   state->ready[k] = usable(k);
 }
 
+namespace {
+
+// The full render's output up to `at` (a resume point or a start), with
+// its steps, generation spans and provenance pieces then: where a resumed
+// render goes on from.
+template <class Mark>
+void restore_output(const ResumeState& st, const Mark& at, Interp& in) {
+  in.root->reserve(at.capacity);  // to grow as the full render's output grows, in the same allocations
+  in.root->assign(st.full, 0, at.output);
+  in.steps = at.steps;
+  if (in.generation) in.generation->assign(st.full_generation.begin(), st.full_generation.begin() + at.generation);
+  if (in.provenance && st.provenance) {
+    auto& pieces = in.provenance->pieces;
+    pieces.assign(st.full_pieces.begin(), st.full_pieces.begin() + static_cast<std::ptrdiff_t>(at.pieces));
+    if (!pieces.empty()) pieces.back().end = std::min(pieces.back().end, at.output);
+  }
+}
+
+}  // namespace
+
 void restore(const ResumeState& st, std::size_t k, bool g, Interp& in) { restore(st, st.points[k], k, g, in); }
 
 void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g, Interp& in) {
@@ -562,14 +582,8 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
     prefix_lists(in.frames.back().vars);
   }
   vars[st.prompt_var].second = Value::boolean(g);
-  in.root->reserve(p.capacity);  // to grow as the full render's output grows, in the same allocations
-  in.root->assign(st.full, 0, p.output);
-  in.steps = p.steps;
-  if (in.generation) in.generation->assign(st.full_generation.begin(), st.full_generation.begin() + p.generation);
+  restore_output(st, p, in);
   if (in.provenance && st.provenance) {
-    auto& pieces = in.provenance->pieces;
-    pieces.assign(st.full_pieces.begin(), st.full_pieces.begin() + static_cast<std::ptrdiff_t>(p.pieces));
-    if (!pieces.empty()) pieces.back().end = std::min(pieces.back().end, p.output);
     if (p.seen) in.provenance->seen = *p.seen;
     // An earlier main loop bound its iterations to every message; the
     // prefix's, to its own.
@@ -599,15 +613,7 @@ void restore_start(const ResumeState& st, const Start& s, std::size_t k, bool g,
       }
   }
   vars[st.prompt_var].second = Value::boolean(g);
-  in.root->reserve(s.capacity);  // to grow as the full render's output grows, in the same allocations
-  in.root->assign(st.full, 0, s.output);
-  in.steps = s.steps;
-  if (in.generation) in.generation->assign(st.full_generation.begin(), st.full_generation.begin() + s.generation);
-  if (in.provenance && st.provenance) {
-    auto& pieces = in.provenance->pieces;
-    pieces.assign(st.full_pieces.begin(), st.full_pieces.begin() + static_cast<std::ptrdiff_t>(s.pieces));
-    if (!pieces.empty()) pieces.back().end = std::min(pieces.back().end, s.output);
-  }
+  restore_output(st, s, in);
 }
 
 Flow run_after_loop(Interp& in, const ResumeState& st, std::size_t k) {
