@@ -24,18 +24,28 @@ class SpanCursor {
   std::size_t i_ = 0;
 };
 
-// How many leading tokens of `tokens` (a plain record's) the tokenization
-// of `prompt` shares: TRL's common_prefix_length.
-// `plain`: the prompt is tokenized with the special tokens, as the sample.
+// `text` tokenized as a sample's text is, into `out` (emptied first): a
+// plain-text record's between the special tokens the tokenizer adds around
+// a sequence (empty ranges at its start and end).
+void sample_tokens(const Tokenizer& tok, std::string_view text, bool plain, std::vector<Token>& out) {
+  out.clear();
+  if (!plain) {
+    tok.encode(text, out);
+    return;
+  }
+  const SequenceSpecials& s = tok.sequence_specials();
+  for (int32_t id : s.before) out.push_back({id, 0, 0});
+  tok.encode(text, out);
+  const auto end = static_cast<uint32_t>(text.size());
+  for (int32_t id : s.after) out.push_back({id, end, end});
+}
+
+// How many leading tokens of `tokens` the tokenization of `prompt` shares
+// (TRL's common_prefix_length); `plain`: both are a plain-text record's.
 std::size_t prompt_prefix(const Tokenizer& tok, const std::string& prompt, bool plain,
                           const std::vector<Token>& tokens) {
   static thread_local std::vector<Token> p;
-  if (plain) {
-    plain_tokens(tok, prompt, p);
-  } else {
-    p.clear();
-    tok.encode(prompt, p);
-  }
+  sample_tokens(tok, prompt, plain, p);
   std::size_t k = 0;
   while (k < p.size() && k < tokens.size() && p[k].id == tokens[k].id) ++k;
   return k;
@@ -43,20 +53,9 @@ std::size_t prompt_prefix(const Tokenizer& tok, const std::string& prompt, bool 
 
 }  // namespace
 
-void plain_tokens(const Tokenizer& tok, std::string_view text, std::vector<Token>& out) {
-  const SequenceSpecials& s = tok.sequence_specials();
-  out.clear();
-  for (int32_t id : s.before) out.push_back({id, 0, 0});
-  tok.encode(text, out);
-  const auto end = static_cast<uint32_t>(text.size());
-  for (int32_t id : s.after) out.push_back({id, end, end});
-}
-
 void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length, Truncation trunc, EncodedSample& out,
                    std::vector<Token>& scratch) {
-  scratch.clear();
-  if (r.plain) plain_tokens(tok, r.text, scratch);
-  else tok.encode(r.text, scratch);
+  sample_tokens(tok, r.text, r.plain, scratch);
   out.ids.clear();
   out.labels.clear();
   out.truncated = out.dropped = out.all_masked = false;
@@ -72,16 +71,15 @@ void encode_sample(const Tokenizer& tok, const Rendered& r, uint32_t max_length,
     count = max_length;
     if (trunc == Truncation::kLeft) first = n - max_length;
   }
-  if (r.prompt) emit_plain_tokens(scratch, first, count, prompt_prefix(tok, *r.prompt, r.plain, scratch), out);
-  else if (r.plain) emit_plain_tokens(scratch, first, count, 0, out);
+  if (r.plain || r.prompt)
+    emit_plain_tokens(scratch, first, count, r.prompt ? prompt_prefix(tok, *r.prompt, r.plain, scratch) : 0, out);
   else emit_tokens(scratch, first, count, r.trained, out);
 }
 
 std::vector<Span> trained_text(const Tokenizer& tok, const Rendered& r) {
   if (!r.prompt) return r.trained;
   std::vector<Token> tokens;
-  if (r.plain) plain_tokens(tok, r.text, tokens);
-  else tok.encode(r.text, tokens);
+  sample_tokens(tok, r.text, r.plain, tokens);
   const std::size_t k = prompt_prefix(tok, *r.prompt, r.plain, tokens);
   if (k >= tokens.size()) return {};
   return {{tokens[k].begin, static_cast<uint32_t>(r.text.size())}};

@@ -39,9 +39,6 @@ void emit_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_
 // (what --check-config shows).
 std::vector<Span> trained_text(const Tokenizer& tok, const Rendered& r);
 
-// A plain-text record's tokens: the tokenizer's special tokens around the
-// sequence (empty ranges at its start and end) and the text's, in `out`.
-void plain_tokens(const Tokenizer& tok, std::string_view text, std::vector<Token>& out);
 // The same as emit_tokens, labelled by index (a plain-text record, a record
 // with a prompt): tokens[i] trains when i >= untrained.
 void emit_plain_tokens(const std::vector<Token>& tokens, std::size_t first, std::size_t count, std::size_t untrained,
