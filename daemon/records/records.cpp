@@ -399,25 +399,21 @@ std::string check_record(std::string_view json, const RecordRules& rules, bool p
   return check_turns(turns, rules.require_alternation, [](const TurnView& t) { return t.empty(); });
 }
 
-bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason) {
+bool plain_record(const dom::element& root, const RecordRules& rules, PlainRecord& out, std::string& reason) {
   if (rules.format != Format::kAuto && !is_plain(rules.format)) return false;
-  // Under auto most records are conversations: one that cannot name a plain
-  // format's key (no renames, no escapes) is not parsed here.
-  if (rules.format == Format::kAuto && rules.columns.empty() && json.find("\"text\"") == std::string_view::npos &&
-      json.find("\"prompt\"") == std::string_view::npos && json.find("\\u") == std::string_view::npos)
-    return false;
-  static thread_local Turns turns;
-  bool plain = false;
-  PlainView view;
-  reason = parse_turns(json, rules, padded, turns, &plain, &view);
-  // A conversational prompt/completion: the model's template renders it.
-  if (view.lists && rules.chat) return false;
-  if (!plain) {
-    // Not a plain record under auto (a malformed one is not either: the
-    // conversation path gives its reason).
-    if (rules.format == Format::kAuto) return false;
+  dom::object obj;
+  if (root.get_object().get(obj)) {
+    if (rules.format == Format::kAuto) return false;  // the conversation path gives its reason
+    reason = "malformed JSON: a record must be a JSON object";
     return true;
   }
+  Fields fields(obj, rules.columns);
+  const Format f = rules.format == Format::kAuto ? detect(fields) : rules.format;
+  if (!is_plain(f)) return false;  // a conversation under auto
+  PlainView view;
+  reason = parse_plain(fields, f, view);
+  // A conversational prompt/completion: the model's template renders it.
+  if (view.lists && rules.chat) return false;
   if (!reason.empty()) return true;
   auto text = [&](std::string_view s) {
     return rules.placeholders.empty() ? std::string(s) : apply_placeholders(s, rules.placeholders);
@@ -427,6 +423,23 @@ bool plain_record(std::string_view json, const RecordRules& rules, bool padded, 
   if (view.prompt) out.prompt = text(*view.prompt);
   if (out.text.empty()) reason = "the text is empty once placeholders are applied";
   return true;
+}
+
+bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason) {
+  if (rules.format != Format::kAuto && !is_plain(rules.format)) return false;
+  // Under auto most records are conversations: one that cannot name a plain
+  // format's key (no renames, no escapes) is not parsed here.
+  if (rules.format == Format::kAuto && rules.columns.empty() && json.find("\"text\"") == std::string_view::npos &&
+      json.find("\"prompt\"") == std::string_view::npos && json.find("\\u") == std::string_view::npos)
+    return false;
+  static thread_local dom::parser parser;
+  dom::element root;
+  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
+    if (rules.format == Format::kAuto) return false;  // the conversation path gives its reason
+    reason = std::string("malformed JSON: ") + simdjson::error_message(err);
+    return true;
+  }
+  return plain_record(root, rules, out, reason);
 }
 
 }  // namespace tokfeed::text

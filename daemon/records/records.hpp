@@ -9,6 +9,10 @@
 #include <utility>
 #include <vector>
 
+namespace simdjson::dom {
+class element;
+}
+
 namespace tokfeed::text {
 
 struct ChatSpec;
@@ -85,6 +89,10 @@ struct PlainRecord {
 // `text`, and no conversation format's keys. If so, reads it into `out`
 // and sets `reason` (the bad-record reason; empty: valid). Never throws.
 bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason);
+// The same on a record already parsed (its root element, a JSON object or
+// not): what a reader that parses the record for its conversation anyway
+// asks first.
+bool plain_record(const simdjson::dom::element& root, const RecordRules& rules, PlainRecord& out, std::string& reason);
 
 // Replaces each {{NAME}} with its value in one left-to-right pass; unknown
 // names stay as they are and replacements are not rescanned.
