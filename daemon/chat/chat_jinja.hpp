@@ -59,14 +59,6 @@ bool builtin_reads_reasoning(Template t) noexcept;
 std::string render_labeled(const ChatSpec& spec, const tmpl::Value& messages, const tmpl::Value& tools, Loss loss,
                            Rendered& out);
 
-// A plain-text record (docs/data_model.md section 1.3) as a reader of
-// conversations finds it in the same parse: `found` says it was one, read
-// into `record` by plain_record().
-struct PlainFound {
-  PlainRecord record;
-  bool found = false;
-};
-
 // A record → the template's `messages` and `tools` (docs/data_model.md
 // section 1.2): HF/OpenAI messages pass through; ShareGPT and ms-swift agent
 // roles are mapped on. Returns the bad-record reason, or an empty string.

@@ -344,6 +344,18 @@ std::string parse_turns(std::string_view json, const RecordRules& rules, bool pa
          "'prompt'+'completion' or 'text'";
 }
 
+// A valid plain-text record's strings, placeholders applied; returns the
+// bad-record reason (the text empty once they are).
+std::string read_plain(const PlainView& view, const RecordRules& rules, PlainRecord& out) {
+  auto text = [&](std::string_view s) {
+    return rules.placeholders.empty() ? std::string(s) : apply_placeholders(s, rules.placeholders);
+  };
+  out.text = text(view.text);
+  out.prompt.reset();
+  if (view.prompt) out.prompt = text(*view.prompt);
+  return out.text.empty() ? "the text is empty once placeholders are applied" : "";
+}
+
 void materialize(const Turns& turns, const RecordRules& rules, Conversation& out) {
   out.resize(turns.size());
   for (std::size_t i = 0; i < turns.size(); ++i) {
@@ -371,6 +383,29 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
     return reason;
   }
   materialize(turns, rules, out);  // reuses the strings' capacity
+  return check_conversation(out, rules.require_alternation);
+}
+
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded,
+                         PlainFound& found) {
+  static thread_local Turns turns;
+  bool plain = false;
+  PlainView view;
+  std::string reason = parse_turns(json, rules, padded, turns, &plain, &view);
+  // A plain format's record that does not parse is a bad plain record, as
+  // plain_record says; under a model's template a conversational
+  // prompt/completion is no plain record.
+  found.found = (plain && !(view.lists && rules.chat)) || (!plain && is_plain(rules.format));
+  if (found.found) {
+    out.clear();
+    if (reason.empty()) reason = read_plain(view, rules, found.record);
+    return reason;
+  }
+  if (!reason.empty()) {
+    out.clear();
+    return reason;
+  }
+  materialize(turns, rules, out);
   return check_conversation(out, rules.require_alternation);
 }
 
@@ -414,14 +449,7 @@ bool plain_record(const dom::element& root, const RecordRules& rules, PlainRecor
   reason = parse_plain(fields, f, view);
   // A conversational prompt/completion: the model's template renders it.
   if (view.lists && rules.chat) return false;
-  if (!reason.empty()) return true;
-  auto text = [&](std::string_view s) {
-    return rules.placeholders.empty() ? std::string(s) : apply_placeholders(s, rules.placeholders);
-  };
-  out.text = text(view.text);
-  out.prompt.reset();
-  if (view.prompt) out.prompt = text(*view.prompt);
-  if (out.text.empty()) reason = "the text is empty once placeholders are applied";
+  if (reason.empty()) reason = read_plain(view, rules, out);
   return true;
 }
 

@@ -94,6 +94,19 @@ bool plain_record(std::string_view json, const RecordRules& rules, bool padded, 
 // asks first.
 bool plain_record(const simdjson::dom::element& root, const RecordRules& rules, PlainRecord& out, std::string& reason);
 
+// A plain-text record as a reader of conversations finds it in the same
+// parse: `found` says it was one, read into `record` as plain_record() reads
+// it (the reader's reason is then its verdict).
+struct PlainFound {
+  PlainRecord record;
+  bool found = false;
+};
+
+// parse_record(), which reads a plain-text record into `plain` instead of
+// refusing it.
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded,
+                         PlainFound& plain);
+
 // Replaces each {{NAME}} with its value in one left-to-right pass; unknown
 // names stay as they are and replacements are not rescanned.
 std::string apply_placeholders(std::string_view text,

@@ -146,11 +146,23 @@ TEST_CASE("plain-text records: a reader of conversations finds them in its own p
           const std::string reason = record_to_chat(json, rules, false, msgs, tools, &prompt, &found);
           INFO(std::string(json), " format ", format_name(f), chat ? " chat" : "", renamed ? " renamed" : "");
           CHECK(found.found == plain);
-          if (!plain) continue;
+          // A built-in template's reader (parse_record) the same way.
+          Conversation conv, conv_alone;
+          PlainFound by_parse;
+          const std::string parsed = parse_record(json, rules, conv, false, by_parse);
+          CHECK(by_parse.found == plain);
+          if (!plain) {
+            CHECK(parsed == parse_record(json, rules, conv_alone));  // a conversation's verdict is unchanged
+            CHECK(conv.size() == conv_alone.size());
+            continue;
+          }
           CHECK(reason == why);
+          CHECK(parsed == why);
           if (!why.empty()) continue;
           CHECK(found.record.text == p.text);
           CHECK(found.record.prompt == p.prompt);
+          CHECK(by_parse.record.text == p.text);
+          CHECK(by_parse.record.prompt == p.prompt);
         }
       }
 }
