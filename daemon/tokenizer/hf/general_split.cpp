@@ -29,7 +29,7 @@ namespace {
 using Item = SplitItem;
 using Seq = SplitSeq;
 constexpr size_t kFail = SIZE_MAX;
-constexpr size_t kMaxStates = 1024;  // the automaton's, at most 1 MiB of transitions
+constexpr size_t kMaxStates = 1024;  // the automaton's, at most 3 MiB of steps
 
 // Whether a sequence can match the empty string, and the atoms it can begin with.
 bool nullable(const Seq& seq, uint64_t& first);
@@ -353,60 +353,25 @@ inline uint64_t GeneralSplit::bits_at(const unsigned char* s, size_t p, size_t n
   return bits_[id_at(s, p, n, len)];
 }
 
-[[gnu::always_inline]] inline size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos) const {
-  using Step = SplitAutomaton::Step;
-  const Step* ascii_steps = automaton_->ascii_steps();
-  const Step* class_steps = automaton_->class_steps();
-  const uint32_t classes = automaton_->classes();
-  uint32_t state = SplitAutomaton::kStart;
-  size_t end = kFail;
-  for (;;) {
-    // ASCII chars, most of most text, with no UTF-8 to decode.
-    while (pos < n && s[pos] < 0x80) {
-      const Step step = ascii_steps[state * 128 + s[pos]];
-      if (step & SplitAutomaton::kMatchBefore) end = pos;
-      state = step >> 1;
-      if (state == 0) return end;
-      ++pos;
-    }
-    uint32_t len;
-    const Step step = class_steps[state * classes + id_at(s, pos, n, len)];
-    if (step & SplitAutomaton::kMatchBefore) end = pos;
-    state = step >> 1;
-    if (state == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
-    pos += len;
-  }
-}
-
 template <class Emit>
 void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
+  if (automaton_) {
+    scan_automaton(s, n, emit);
+    return;
+  }
   size_t i = 0;
   while (i < n) {
-    // Past the chars no branch starts with: ASCII ones from a table, 8 at a
-    // time where no ASCII char starts one.
-    if (ascii_starts_none_) {
-      uint64_t v;
-      while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
-    }
-    while (i < n && starts_none_[s[i]]) ++i;
+    skip_to_start(s, n, i);
     if (i >= n) break;
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
-    if (starts == 0) {
-      i += len;
-      continue;
-    }
     size_t e = kFail;
-    if (automaton_) {
-      e = run_automaton(s, n, i);
-    } else {
-      for (uint64_t c = starts; c != 0; c &= c - 1) {
-        const Seq& b = branches_[size_t(__builtin_ctzll(c))];
-        e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
-        if (e != kFail) break;
-      }
+    for (uint64_t c = starts; c != 0; c &= c - 1) {
+      const Seq& b = branches_[size_t(__builtin_ctzll(c))];
+      e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
+      if (e != kFail) break;
     }
     if (e == kFail) {
       i += len;
@@ -417,18 +382,106 @@ void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   }
 }
 
+// Past the chars no branch starts with: ASCII ones from a table, 8 at a time
+// where no ASCII char starts one.
+[[gnu::always_inline]] inline void GeneralSplit::skip_to_start(const unsigned char* s, size_t n, size_t& i) const {
+  if (ascii_starts_none_) {
+    uint64_t v;
+    while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
+  }
+  while (i < n && starts_none_[s[i]]) ++i;
+}
+
+// The automaton from each char a match may start at. Every path is stepped
+// on each char in turn: ASCII bytes by their row of the step table, the other
+// chars decoded to their class id. When no path is left, the last match
+// recorded is the match, and the search goes on at its end; where that end is
+// the char just stepped and the start state takes it (kRestart), the next
+// match is already under way.
+template <class Emit>
+void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit) const {
+  using A = SplitAutomaton;
+  const A::Step* steps = automaton_->steps();
+  size_t i = 0;
+  for (;;) {
+    skip_to_start(s, n, i);
+    if (i >= n) return;
+    size_t begin = i, pos = i, end = kFail;
+    size_t row = A::kStartRow;  // kMatchBefore kept: it indexes the row as it is
+    for (;;) {
+      A::Step step = 0;
+      // One ASCII byte: false where it stops the loop.
+      auto ascii = [&]() {
+        step = steps[row + 2 * size_t(s[pos])];
+        if (step & A::kStop) return false;
+        if (step & A::kMatchBefore) end = pos;
+        row = step;
+        ++pos;
+        return true;
+      };
+      for (;;) {
+        if (n - pos >= 4) {  // four bytes with no bound check between them
+          if (ascii() && ascii() && ascii() && ascii()) continue;
+          break;
+        }
+        if (pos >= n || !ascii()) break;
+      }
+      uint32_t len = 0;
+      if (pos >= n) {
+        step = steps[(row & ~size_t(A::kFlags)) + A::kClasses];  // id 0: the end
+      } else if (step & A::kDecode) {
+        step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
+        if ((step & A::kStop) == 0) {
+          if (step & A::kMatchBefore) end = pos;
+          row = step;
+          pos += len;
+          continue;
+        }
+      } else {
+        len = 1;
+      }
+      // No path left.
+      if (step & A::kRestart) {  // a match ends at pos, and the next one starts there
+        emit(begin, pos);
+        begin = pos;
+        end = kFail;
+        row = step & ~A::kFlags;
+        pos += len;
+        continue;
+      }
+      if (step & A::kMatchBefore) end = pos;
+      if (end != kFail) {
+        emit(begin, end);
+        i = end;
+      } else if (s[begin] < 0x80) {
+        i = begin + 1;
+      } else {
+        id_at(s, begin, n, len);
+        i = begin + len;
+      }
+      break;
+    }
+  }
+}
+
 void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
   scan(subject, [&](size_t b, size_t e) { out.emplace_back(uint32_t(b), uint32_t(e)); });
 }
 
-void GeneralSplit::split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const {
+void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& ends) const {
+  // A piece takes a byte at least: room for one end per byte, written in
+  // place, the rest cut off after.
+  const size_t had = ends.size();
+  ends.resize(had + subject.size());
+  uint32_t* w = ends.data() + had;
   uint32_t prev = 0;
   scan(subject, [&](size_t b, size_t e) {
-    if (prev < b) ends.push_back(base + uint32_t(b));
-    ends.push_back(base + uint32_t(e));
+    if (prev < b) *w++ = base + uint32_t(b);
+    *w++ = base + uint32_t(e);
     prev = uint32_t(e);
   });
-  if (prev < subject.size()) ends.push_back(base + uint32_t(subject.size()));
+  if (prev < subject.size()) *w++ = base + uint32_t(subject.size());
+  ends.resize(size_t(w - ends.data()));
 }
 
 }  // namespace tokfeed::text::hf

@@ -44,6 +44,25 @@
 
 namespace tokfeed::text::hf {
 
+// An allocator that leaves the elements resize() adds uninitialized, for
+// lists written in place after a resize to their most.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using EndList = std::vector<uint32_t, UninitializedAllocator<uint32_t>>;
+
 class GeneralSplit {
  public:
   enum class Method {
@@ -60,7 +79,7 @@ class GeneralSplit {
   // Appends base + the end of every piece a split with HF's Isolated
   // behaviour cuts `subject` into: each match, and each stretch of text
   // between two matches, before the first or after the last.
-  void split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const;
+  void split_ends(std::string_view subject, uint32_t base, EndList& ends) const;
 
   // "7 branches, 10 atoms, automaton of 12 states", or "..., backtracking (why)".
   std::string summary() const;
@@ -75,8 +94,11 @@ class GeneralSplit {
   // Calls emit(begin, end) for every match in `subject`.
   template <class Emit>
   void scan(std::string_view subject, Emit&& emit) const;
-  // The end of the match that starts at pos, or SIZE_MAX: by the automaton, by backtracking from `it`.
-  size_t run_automaton(const unsigned char* s, size_t n, size_t pos) const;
+  template <class Emit>
+  void scan_automaton(const unsigned char* s, size_t n, Emit&& emit) const;
+  // Moves i past the bytes no match starts at.
+  void skip_to_start(const unsigned char* s, size_t n, size_t& i) const;
+  // The end of the match that starts at pos, or SIZE_MAX, by backtracking from `it`.
   size_t match(const SplitItem* it, const SplitItem* end, const Cont* k, const unsigned char* s, size_t n,
                size_t pos) const;
   // The bits of the atoms the char at p is in (0 at the end, or a byte of invalid UTF-8).
