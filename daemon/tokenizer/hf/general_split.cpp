@@ -3,6 +3,11 @@
 
 #include <pcre2.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -198,6 +203,24 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     for (char32_t cp = from; cp < from + count && cp < 0x110000 && none; ++cp) none = g->starts_[full[cp]] == 0;
     g->starts_none_[b] = none;
   }
+  // The ranges of ASCII bytes a match may start at, where they are few and
+  // three ranges at most.
+  std::vector<std::pair<int, int>> ranges;
+  for (int b = 0; b < 0x80; ++b) {
+    if (g->starts_none_[b]) continue;
+    if (!ranges.empty() && ranges.back().second == b - 1) ranges.back().second = b;
+    else ranges.emplace_back(b, b);
+  }
+  size_t ascii_starts = 0;
+  for (int b = 0; b < 0x80; ++b) ascii_starts += !g->starts_none_[b];
+  if (ranges.size() <= 3 && ascii_starts <= 16) {
+    ranges.emplace_back(0xC0, 0xFF);  // lead bytes; no match starts at 0x80-0xBF
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      std::memset(g->skip_lo_[r], ranges[r].first, 16);
+      std::memset(g->skip_span_[r], ranges[r].second - ranges[r].first, 16);
+    }
+    g->skip_ranges_ = int(ranges.size());
+  }
   g->atoms_ = atoms.size();
   if (method == Method::kAny) {
     SplitProgram program;
@@ -363,7 +386,7 @@ void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   }
   size_t i = 0;
   while (i < n) {
-    skip_to_start(s, n, i);
+    i = skip_to_start(s, n, i);
     if (i >= n) break;
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
@@ -377,19 +400,64 @@ void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
       i += len;
       continue;
     }
-    emit(i, e);
+    emit(i, e, false);
     i = e;
   }
 }
 
-// Past the chars no branch starts with: ASCII ones from a table, 8 at a time
-// where no ASCII char starts one.
-[[gnu::always_inline]] inline void GeneralSplit::skip_to_start(const unsigned char* s, size_t n, size_t& i) const {
+// 16 bytes at a time: the bytes in the ranges of skip_lo_ and skip_span_
+// are looked up in starts_none_ (lead bytes: then their char in starts_),
+// the rest passed over.
+template <int kRanges>
+size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  while (n - i >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i may = zero;
+    for (int r = 0; r < kRanges; ++r) {  // v - lo <= hi - lo, unsigned
+      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(skip_lo_[r]));
+      const __m128i span = _mm_load_si128(reinterpret_cast<const __m128i*>(skip_span_[r]));
+      may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, lo), span), zero));
+    }
+    for (uint32_t mask = uint32_t(_mm_movemask_epi8(may)); mask != 0; mask &= mask - 1) {
+      const size_t at = i + size_t(__builtin_ctz(mask));
+      if (starts_none_[s[at]]) continue;
+      uint32_t len;
+      if (s[at] < 0x80 || starts_[id_at(s, at, n, len)] != 0) return at;  // else a char no branch starts with
+    }
+    i += 16;
+  }
+#else
+  (void)s, (void)n;
+#endif
+  return i;
+}
+
+// Past the chars no branch starts with: 16 bytes at a time where few ASCII
+// bytes start one, else ASCII ones from a table, 8 at a time where no ASCII
+// char starts one.
+[[gnu::always_inline]] inline size_t GeneralSplit::skip_to_start(const unsigned char* s, size_t n, size_t i) const {
+  if (skip_ranges_ != 0) {
+    // The next start is mostly near (the next Han char after a comma): a few
+    // bytes one at a time first.
+    const size_t near = std::min(n, i + 8);
+    while (i < near && starts_none_[s[i]]) ++i;
+    if (i < near) return i;
+  }
+  switch (skip_ranges_) {
+    case 1: i = skip_16<1>(s, n, i); break;
+    case 2: i = skip_16<2>(s, n, i); break;
+    case 3: i = skip_16<3>(s, n, i); break;
+    case 4: i = skip_16<4>(s, n, i); break;
+    default: break;
+  }
   if (ascii_starts_none_) {
     uint64_t v;
     while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
   }
   while (i < n && starts_none_[s[i]]) ++i;
+  return i;
 }
 
 // The automaton from each char a match may start at. Every path is stepped
@@ -404,9 +472,10 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
   const A::Step* steps = automaton_->steps();
   size_t i = 0;
   for (;;) {
-    skip_to_start(s, n, i);
+    i = skip_to_start(s, n, i);
     if (i >= n) return;
     size_t begin = i, pos = i, end = kFail;
+    bool after_last = false;    // begin is the last match's end
     size_t row = A::kStartRow;  // kMatchBefore kept: it indexes the row as it is
     for (;;) {
       A::Step step = 0;
@@ -426,6 +495,15 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
         }
         if (pos >= n || !ascii()) break;
       }
+      if (pos < n && (step & (A::kDecode | A::kRestart)) == A::kRestart) {  // most stops: see below
+        emit(begin, pos, after_last);
+        after_last = true;
+        begin = pos;
+        end = kFail;
+        row = step & ~A::kFlags;
+        ++pos;
+        continue;
+      }
       uint32_t len = 0;
       if (pos >= n) {
         step = steps[(row & ~size_t(A::kFlags)) + A::kClasses];  // id 0: the end
@@ -442,7 +520,8 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
       }
       // No path left.
       if (step & A::kRestart) {  // a match ends at pos, and the next one starts there
-        emit(begin, pos);
+        emit(begin, pos, after_last);
+        after_last = true;
         begin = pos;
         end = kFail;
         row = step & ~A::kFlags;
@@ -451,8 +530,10 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
       }
       if (step & A::kMatchBefore) end = pos;
       if (end != kFail) {
-        emit(begin, end);
+        emit(begin, end, after_last);
         i = end;
+      } else if (pos == begin) {  // no path takes the first char (len: its length)
+        i = begin + (len != 0 ? len : 1);
       } else if (s[begin] < 0x80) {
         i = begin + 1;
       } else {
@@ -465,23 +546,28 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
 }
 
 void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
-  scan(subject, [&](size_t b, size_t e) { out.emplace_back(uint32_t(b), uint32_t(e)); });
+  scan(subject, [&](size_t b, size_t e, bool) { out.emplace_back(uint32_t(b), uint32_t(e)); });
 }
 
 void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& ends) const {
-  // A piece takes a byte at least: room for one end per byte, written in
-  // place, the rest cut off after.
-  const size_t had = ends.size();
-  ends.resize(had + subject.size());
-  uint32_t* w = ends.data() + had;
+  // A piece takes a byte at least: room for one end per byte.
+  uint32_t* w = ends.room(subject.size());
   uint32_t prev = 0;
-  scan(subject, [&](size_t b, size_t e) {
-    if (prev < b) *w++ = base + uint32_t(b);
+  scan(subject, [&](size_t b, size_t e, bool after_last) {
+    if (!after_last && prev < b) *w++ = base + uint32_t(b);
     *w++ = base + uint32_t(e);
     prev = uint32_t(e);
   });
   if (prev < subject.size()) *w++ = base + uint32_t(subject.size());
-  ends.resize(size_t(w - ends.data()));
+  ends.end_at(w);
+}
+
+void EndList::grow(size_t need) {
+  const size_t capacity = std::max({need, 2 * capacity_, size_t(256)});
+  std::unique_ptr<uint32_t[]> data(new uint32_t[capacity]);
+  if (size_ != 0) std::memcpy(data.get(), data_.get(), size_ * sizeof(uint32_t));
+  data_ = std::move(data);
+  capacity_ = capacity;
 }
 
 }  // namespace tokfeed::text::hf
