@@ -10,11 +10,17 @@
 
 namespace tokfeed::tmpl {
 
-Value Interp::lookup(std::string_view name) {
+Value Interp::lookup(Name name) {
   if (const Value* v = find_var(name)) return *v;
   Value g = global_function(name);
   if (!g.is_undefined()) return g;
-  return Value::undefined(std::string(name));
+  return Value::undefined(name.str());
+}
+
+void assign_scope(Scope& out, const Vars& vars) {
+  out.clear();
+  out.reserve(vars.size());
+  for (const auto& [k, v] : vars) out.emplace_back(Name(k), v);
 }
 
 const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
@@ -451,7 +457,7 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
       if (e.prompt && (in.track || in.probe)) prompt_read(in);
-      if (const Value* v = in.find_var(e.name)) return *v;
+      if (const Value* v = in.find_var(e.var)) return *v;
       {
         Value t;
         return in.global_or_undefined(e, t);
@@ -546,9 +552,9 @@ Value eval(Interp& in, const Expr& e) {
         else t = operand(in, *e.a[0]);
       } else if (e.a[0]->kind == EK::kName) {  // `add_generation_prompt is defined` reads no value
         in.step(e.a[0]->pos);
-        const Value* v = borrow ? in.find_var(e.a[0]->name) : nullptr;
+        const Value* v = borrow ? in.find_var(e.a[0]->var) : nullptr;
         if (v) sp = v;
-        else t = in.lookup(e.a[0]->name);
+        else t = in.lookup(e.a[0]->var);
       } else {
         if (borrow) sp = &eval_ref(in, *e.a[0], t);
         else t = eval(in, *e.a[0]);

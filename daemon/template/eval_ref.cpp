@@ -84,7 +84,7 @@ const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {
     case EK::kName:
       in.step(e.pos);
       if (e.prompt && (in.track || in.probe)) prompt_read(in);
-      if (const Value* v = in.find_var(e.name)) return *v;
+      if (const Value* v = in.find_var(e.var)) return *v;
       return in.global_or_undefined(e, tmp);
     case EK::kAttr: {
       in.step(e.pos);

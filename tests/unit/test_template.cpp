@@ -6,6 +6,7 @@
 #include <string>
 
 #include "template/json_value.hpp"
+#include "template/name.hpp"
 #include "template/pystr.hpp"
 #include "template/template.hpp"
 #include "template/value.hpp"
@@ -471,4 +472,18 @@ TEST_CASE("template: a record's renders share tojson of its lists and dicts, eac
     CHECK(inner.entries.empty());
   }
   CHECK(memo.entries.size() == 6);
+}
+
+TEST_CASE("template: variable names are interned, equal iff their text is") {
+  std::string a = "add_generation_prompt", b = std::string("add_generation_") + "prompt";
+  const tmpl::Name x(a), y(b), z("add_generation_promp"), none;
+  CHECK(x == y);
+  CHECK(&x.str() == &y.str());  // one string for both
+  CHECK_FALSE(x == z);
+  CHECK(x.str() == "add_generation_prompt");
+  CHECK_FALSE(none == tmpl::Name(""));  // no name: equal to no variable's, the empty one's included
+  CHECK(tmpl::Name("") == tmpl::Name(std::string_view()));
+  // A template's scopes keep their names apart by those pointers: a loop
+  // variable shadows an outer one of the same name only.
+  CHECK(render("{% set m = 1 %}{% set mm = 2 %}{% for m in [3] %}{{ m }}{{ mm }}{% endfor %}{{ m }}") == "321");
 }
