@@ -13,10 +13,6 @@ const Value& operand_ref(Interp& in, const Expr& e, Value& tmp) {
   return v;
 }
 
-bool is_concat(const Expr& e) {
-  return e.kind == EK::kBinary && e.name.size() == 1 && (e.name[0] == '+' || e.name[0] == '~');
-}
-
 // a + b ~ c + ...: a left-nested chain of `+` and `~`, evaluated as the
 // nested nodes are (the same steps, operands in the same order, the same
 // errors), with the strings joined in one buffer instead of a new string
@@ -78,36 +74,54 @@ Value concat_chain(Interp& in, const Expr& top) {
   return concat_into(in, top, buf, acc) ? Value::str(std::move(buf)) : acc;
 }
 
+namespace {
+
+// eval_ref()'s cases, each in a function of its own that the dispatch
+// jumps to: eval_ref() itself then saves no registers.
+
+[[gnu::noinline]] const Value& name_ref(Interp& in, const Expr& e, Value& tmp) {
+  in.step(e.pos);
+  if (e.prompt && (in.track || in.probe)) [[unlikely]]
+    prompt_read(in);
+  if (const Value* v = in.find_var(e.var)) return *v;
+  return in.global_or_undefined(e, tmp);
+}
+
+[[gnu::noinline]] const Value& attr_ref(Interp& in, const Expr& e, Value& tmp) {
+  in.step(e.pos);
+  Value t;
+  const Value& obj = eval_ref(in, *e.a[0], t);
+  if (tracking(in)) in.track->attr(obj, e.name);
+  in.pos = e.pos;
+  // What get_attr would copy, borrowed where `obj` itself is; a miss
+  // on a dict without such a method is the node's undefined value.
+  if (obj.is_dict() && (e.methods & kMethodsKnown) && (obj.ns || !(e.methods & kMethodDict))) {
+    if (const Value* v = obj.dict->find(e.name)) {
+      if (&obj != &t) return *v;
+      tmp = *v;
+      return tmp;
+    }
+    return e.undef;
+  }
+  if (&obj != &t && obj.is_dict() && (obj.ns || !has_method(obj, e.name)))
+    if (const Value* v = obj.dict->find(e.name)) return *v;
+  tmp = get_attr(obj, e.name);
+  return tmp;
+}
+
+[[gnu::noinline]] const Value& value_ref(Interp& in, const Expr& e, Value& tmp) {
+  tmp = eval(in, e);
+  return tmp;
+}
+
+}  // namespace
+
 const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {
   switch (e.kind) {
     case EK::kLiteral: in.step(e.pos); return e.lit;
-    case EK::kName:
-      in.step(e.pos);
-      if (e.prompt && (in.track || in.probe)) prompt_read(in);
-      if (const Value* v = in.find_var(e.var)) return *v;
-      return in.global_or_undefined(e, tmp);
-    case EK::kAttr: {
-      in.step(e.pos);
-      Value t;
-      const Value& obj = eval_ref(in, *e.a[0], t);
-      if (tracking(in)) in.track->attr(obj, e.name);
-      in.pos = e.pos;
-      // What get_attr would copy, borrowed where `obj` itself is; a miss
-      // on a dict without such a method is the node's undefined value.
-      if (obj.is_dict() && (e.methods & kMethodsKnown) && (obj.ns || !(e.methods & kMethodDict))) {
-        if (const Value* v = obj.dict->find(e.name)) {
-          if (&obj != &t) return *v;
-          tmp = *v;
-          return tmp;
-        }
-        return e.undef;
-      }
-      if (&obj != &t && obj.is_dict() && (obj.ns || !has_method(obj, e.name)))
-        if (const Value* v = obj.dict->find(e.name)) return *v;
-      tmp = get_attr(obj, e.name);
-      return tmp;
-    }
-    default: tmp = eval(in, e); return tmp;
+    case EK::kName: return name_ref(in, e, tmp);
+    case EK::kAttr: return attr_ref(in, e, tmp);
+    default: return value_ref(in, e, tmp);
   }
 }
 

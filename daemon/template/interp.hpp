@@ -91,7 +91,7 @@ struct Interp {
       check_steps();
   }
   // Fails past the budget or once cancel_renders() ran; else sets the next check.
-  void check_steps() {
+  [[gnu::noinline]] void check_steps() {
     if (steps > max_steps || render_cancel.load(std::memory_order_relaxed)) step_failed();
     step_check = std::min(max_steps, steps | 1023);
   }
@@ -142,7 +142,9 @@ const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
 // A `+` or `~` node, and eval() of one: a left-nested chain of them is
 // evaluated as the nested nodes are (the same steps, operands and errors)
 // with its strings joined in one buffer (eval_ref.cpp).
-bool is_concat(const Expr& e);
+inline bool is_concat(const Expr& e) {
+  return e.kind == EK::kBinary && e.name.size() == 1 && (e.name[0] == '+' || e.name[0] == '~');
+}
 Value concat_chain(Interp& in, const Expr& top);
 // The same, its result left where it is: true, the str appended to `buf`
 // after its first `base` bytes (what follows them is replaced); false, `acc`
