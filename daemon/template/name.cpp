@@ -1,6 +1,8 @@
 // The process's table of interned variable names.
 #include "template/name.hpp"
 
+#include "template/value.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -47,7 +49,8 @@ const std::string& Name::none() noexcept {
 
 const std::string* Name::intern(std::string_view s) {
   const std::size_t slot = recent_slot(s);
-  if (const std::string* r = tl_recent[slot]; r && std::string_view(*r) == s) return r;
+  if (const std::string* r = tl_recent[slot]; r && r->size() == s.size() && bytes_equal(r->data(), s.data(), s.size()))
+    return r;
   Table& t = table();
   const std::string* p;
   {

@@ -195,8 +195,7 @@ void Tracker::item(const Value& obj, const Value& key) {
   else spoil_all();
 }
 
-void Tracker::attr(const Value& obj, std::string_view name) {
-  if (!watching) return;
+void Tracker::attr_read(const Value& obj, std::string_view name) {
   const Claim claimed = claim;
   claim = Claim::kNone;
   if (is_slot(obj)) {

@@ -275,8 +275,18 @@ struct Tracker {
   void truth(const Value& v);
   // obj[key] read.
   void item(const Value& obj, const Value& key);
-  // obj.name read (an attribute, or a method called).
-  void attr(const Value& obj, std::string_view name);
+  // obj.name read (an attribute, or a method called). Of anything but a
+  // list, a namespace or `loop` (a message's `content`, a str's method) it
+  // only ends a claim.
+  void attr(const Value& obj, std::string_view name) {
+    if (!watching) return;
+    if (obj.kind != Kind::kList && (obj.kind != Kind::kDict || (!obj.ns && obj.dict.get() != loop))) {
+      claim = Claim::kNone;
+      return;
+    }
+    attr_read(obj, name);
+  }
+  void attr_read(const Value& obj, std::string_view name);
   // out = obj[start:stop:step] read: registered when it is messages[o:].
   void slice(const Value& obj, const Value& start, const Value& stop, const Value& step, const Value& out);
   // A value stored where the resume point cannot see it (a namespace
