@@ -280,7 +280,7 @@ Value call_value(Interp& in, const Value& f, Args& args, const std::string& what
 }
 
 // An operand read as a whole (resume.hpp: a read the prefixes may see differently).
-Value operand(Interp& in, const Expr& e) {
+[[gnu::always_inline]] inline Value operand(Interp& in, const Expr& e) {
   Value v = eval(in, e);
   if (tracking(in)) in.track->operand(v);
   return v;

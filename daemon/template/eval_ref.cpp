@@ -2,6 +2,7 @@
 // chains of string concatenation joined in one buffer.
 #include <string>
 
+#include "template/filter_util.hpp"
 #include "template/interp.hpp"
 #include "template/resume.hpp"
 
@@ -109,6 +110,29 @@ namespace {
   return tmp;
 }
 
+// obj[key]: a dict's value under a str key or a list's item, borrowed
+// where `obj` itself is; else what get_item gives, in `tmp`.
+[[gnu::noinline]] const Value& item_ref(Interp& in, const Expr& e, Value& tmp) {
+  in.step(e.pos);
+  Value t, k;
+  const Value& obj = e.a[1]->pure ? eval_ref(in, *e.a[0], t) : (t = eval(in, *e.a[0]));
+  const Value& key = operand_ref(in, *e.a[1], k);
+  if (tracking(in)) in.track->item(obj, key);
+  in.pos = e.pos;
+  if (&obj != &t) {
+    if (obj.kind == Kind::kDict && key.is_str() && !key.s->starts_with('\x01')) {
+      if (const Value* v = obj.dict->find(*key.s)) return *v;
+    } else if (obj.kind == Kind::kList && !obj.gen && !obj.view && int_like(key)) {
+      const auto& items = obj.list->items;
+      int64_t i = as_int(key), n = static_cast<int64_t>(items.size());
+      if (i < 0) i += n;
+      if (i >= 0 && i < n) return items[static_cast<std::size_t>(i)];
+    }
+  }
+  tmp = get_item(obj, key);
+  return tmp;
+}
+
 [[gnu::noinline]] const Value& value_ref(Interp& in, const Expr& e, Value& tmp) {
   tmp = eval(in, e);
   return tmp;
@@ -121,6 +145,7 @@ const Value& eval_ref(Interp& in, const Expr& e, Value& tmp) {
     case EK::kLiteral: in.step(e.pos); return e.lit;
     case EK::kName: return name_ref(in, e, tmp);
     case EK::kAttr: return attr_ref(in, e, tmp);
+    case EK::kItem: return item_ref(in, e, tmp);
     default: return value_ref(in, e, tmp);
   }
 }

@@ -518,7 +518,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
-          assign_targets(in, s.names, v);
+          if (s.names.size() == 1) in.assign(s.names[0], std::move(v));
+          else assign_targets(in, s.names, v);
         }
         break;
       }
