@@ -208,15 +208,21 @@ void slice_bounds(int64_t n, const Value& start, const Value& stop, const Value&
   e = clamp(num(stop, "stop"), st > 0 ? n : -1);
 }
 
+// How many indices Python's slice gives for the bounds of slice_bounds()
+// (no overflow for any step).
+std::size_t slice_count(int64_t b, int64_t e, int64_t st) {
+  if (st > 0)
+    return e > b ? static_cast<std::size_t>(static_cast<uint64_t>(e - b - 1) / static_cast<uint64_t>(st) + 1) : 0;
+  return b > e ? static_cast<std::size_t>(static_cast<uint64_t>(b - e - 1) / (0 - static_cast<uint64_t>(st)) + 1) : 0;
+}
+
 // Python's slice indices for a sequence of `n` items.
 std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step) {
   int64_t b, e, st;
   slice_bounds(n, start, stop, step, b, e, st);
-  std::vector<std::size_t> idx;
-  if (st > 0)
-    for (int64_t k = b; k < e; k += st) idx.push_back(static_cast<std::size_t>(k));
-  else
-    for (int64_t k = b; k > e; k += st) idx.push_back(static_cast<std::size_t>(k));
+  const std::size_t count = slice_count(b, e, st);
+  std::vector<std::size_t> idx(count);
+  for (std::size_t j = 0; j < count; ++j) idx[j] = static_cast<std::size_t>(b + static_cast<int64_t>(j) * st);
   return idx;
 }
 
@@ -253,9 +259,14 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     return make_range(r[0] + lo * r[2], r[0] + hi * r[2], r[2] * st, nullptr);
   }
   if (obj.is_seq()) {
+    const auto& items = obj.list->items;
+    int64_t lo, hi, st;
+    slice_bounds(static_cast<int64_t>(items.size()), a, b, c, lo, hi, st);
+    const std::size_t count = slice_count(lo, hi, st);
     std::vector<Value> r;
-    for (std::size_t k : slice_indices(static_cast<int64_t>(obj.list->items.size()), a, b, c))
-      r.push_back(obj.list->items[k]);
+    r.reserve(count);
+    for (std::size_t j = 0; j < count; ++j)
+      r.push_back(items[static_cast<std::size_t>(lo + static_cast<int64_t>(j) * st)]);
     return Value::new_list(std::move(r), obj.tuple);
   }
   return Value::undefined();

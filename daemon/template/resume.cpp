@@ -168,15 +168,13 @@ void Tracker::settle() {
   watching = false;  // no resume point is left to take
 }
 
-void Tracker::truth(const Value& v) {
-  if (!watching || v.kind != Kind::kList) return;
+void Tracker::truth_read(const Value& v) {
   int64_t o = offset_of(v.list.get());
   // messages[o:k] is empty for k <= o, as messages[o:] is not when n > o.
   if (o >= 0 && static_cast<std::size_t>(o) < n) spoil(o);
 }
 
-void Tracker::item(const Value& obj, const Value& key) {
-  if (!watching) return;
+void Tracker::item_read(const Value& obj, const Value& key) {
   if (is_slot(obj)) {
     slot_use(obj.dict.get(), {}, SlotUse::kOpaque);
     return;

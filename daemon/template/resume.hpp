@@ -272,9 +272,17 @@ struct Tracker {
   // changes.)
   void set_attr(const Value& ns, std::string_view name, const Value& v);
   // `v` tested for truth.
-  void truth(const Value& v);
+  void truth(const Value& v) {
+    if (watching && v.kind == Kind::kList) truth_read(v);
+  }
+  void truth_read(const Value& v);
   // obj[key] read.
-  void item(const Value& obj, const Value& key);
+  void item(const Value& obj, const Value& key) {
+    if (!watching) return;
+    if (obj.kind != Kind::kList && (obj.kind != Kind::kDict || (!obj.ns && obj.dict.get() != loop))) return;
+    item_read(obj, key);
+  }
+  void item_read(const Value& obj, const Value& key);
   // obj.name read (an attribute, or a method called). Of anything but a
   // list, a namespace or `loop` (a message's `content`, a str's method) it
   // only ends a claim.

@@ -487,3 +487,19 @@ TEST_CASE("template: variable names are interned, equal iff their text is") {
   // variable shadows an outer one of the same name only.
   CHECK(render("{% set m = 1 %}{% set mm = 2 %}{% for m in [3] %}{{ m }}{{ mm }}{% endfor %}{{ m }}") == "321");
 }
+
+TEST_CASE("template: items read in place, as jinja2 reads them") {
+  // A dict's value under a str key and a list's item (negative, bool
+  // indices) are borrowed from the variable; a miss is what getitem gives.
+  CHECK(render("{% set d = {'a': [1, 2, 3], 'b': 'xy'} %}{{ d['a'][-1] }}{{ d['a'][True] }}{{ d['a'][5] is defined }}"
+               "{{ d['b'][1] }}{{ d['c'] is defined }}{% for m in [d] %}{{ m['a'][0] == 1 }}"
+               "{{ m['a'][-4] is defined }}{% endfor %}") == "32FalseyFalseTrueFalse");
+}
+
+TEST_CASE("template: slices with any step, as Python's") {
+  // The items are counted before they are taken: a step near the int64
+  // limits takes one item, without the index passing the limit.
+  CHECK(render("{{ [1,2,3][1::9223372036854775807] }}{{ [1,2,3][::-9223372036854775807 - 1] }}"
+               "{{ 'abc'[1::9223372036854775807] }}{{ 'abcd'[::-2] }}{{ [1,2,3,4,5][4:0:-3] }}{{ [1,2,3][5:1:-1] }}") ==
+        "[2][3]bdb[5, 2][3]");
+}
