@@ -78,7 +78,13 @@ double float_pow(double x, double y) {
 // `op`: + - * / // % ** ~ (told apart by their first byte and length).
 Value arith(const std::string& op, const Value& a, const Value& b) {
   const char c = op[0];
-  const bool twice = op.size() == 2;  // ** or //
+  const bool twice = op.size() == 2;                                             // ** or //
+  if (a.kind == Kind::kInt && b.kind == Kind::kInt && (c == '+' || c == '-')) {  // the common case, as below
+    int64_t r = 0;
+    if (c == '+' ? __builtin_add_overflow(a.i, b.i, &r) : __builtin_sub_overflow(a.i, b.i, &r))
+      throw Error("integer overflow");
+    return Value::integer(r);
+  }
   if (c == '~') {
     std::string r = to_str(a);
     append_str(b, r);
