@@ -236,10 +236,10 @@ bool tool_record(std::string_view json, const RecordRules& rules, bool padded, t
 }
 
 std::string render_chat_record(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
-                               tmpl::Value& tools, Rendered& out) {
+                               tmpl::Value& tools, Rendered& out, PlainFound* plain) {
   std::size_t prompt = 0;
-  std::string reason = record_to_chat(json, rules, padded, messages, tools, &prompt);
-  if (!reason.empty()) return reason;
+  std::string reason = record_to_chat(json, rules, padded, messages, tools, &prompt, plain);
+  if (!reason.empty() || (plain && plain->found)) return reason;
   if (prompt) return render_completion(*rules.chat, messages, tools, prompt, rules.loss, out);
   return render_labeled(*rules.chat, messages, tools, rules.loss, out);
 }
@@ -247,7 +247,8 @@ std::string render_chat_record(std::string_view json, const RecordRules& rules, 
 std::string check_chat_record(std::string_view json, const RecordRules& rules, bool padded) {
   static thread_local tmpl::Value messages, tools;
   static thread_local Rendered rendered;
-  return render_chat_record(json, rules, padded, messages, tools, rendered);
+  static thread_local PlainFound plain;  // a plain-text record: its own verdict, no render
+  return render_chat_record(json, rules, padded, messages, tools, rendered, &plain);
 }
 
 }  // namespace tokfeed::text

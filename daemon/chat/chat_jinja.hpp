@@ -65,9 +65,10 @@ std::string render_labeled(const ChatSpec& spec, const tmpl::Value& messages, co
 // A conversational prompt/completion record (lists of messages in `prompt`
 // and `completion`, section 1.3) gives the prompt's messages then the
 // completion's, `*prompt_messages` set to how many are the prompt's (else
-// 0); without `prompt_messages` such a record is refused.
+// 0); without `prompt_messages` such a record is refused. Given `plain`, a
+// plain-text record is read into it (the reason is its verdict) instead.
 std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
-                           tmpl::Value& tools, std::size_t* prompt_messages = nullptr);
+                           tmpl::Value& tools, std::size_t* prompt_messages = nullptr, PlainFound* plain = nullptr);
 // Renders a conversational prompt/completion record's messages, the first
 // `prompt` of them its prompt (section 1.3): the text of all of them, and,
 // unless loss = "all", the prompt's with the generation prompt as
@@ -76,9 +77,10 @@ std::string render_completion(const ChatSpec& spec, const tmpl::Value& messages,
                               std::size_t prompt, Loss loss, Rendered& out);
 // The record's render and labels by its kind: render_completion for a
 // conversational prompt/completion record, else render_labeled. Returns the
-// bad-record reason, or an empty string.
+// bad-record reason, or an empty string. Given `plain`, a plain-text record
+// is read into it, not rendered (record_to_chat).
 std::string render_chat_record(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
-                               tmpl::Value& tools, Rendered& out);
+                               tmpl::Value& tools, Rendered& out, PlainFound* plain = nullptr);
 // A validated conversation (the built-in templates' records) as messages.
 tmpl::Value conversation_messages(const Conversation& conv);
 

@@ -267,8 +267,9 @@ Value conversation_messages(const Conversation& conv) {
 }
 
 std::string record_to_chat(std::string_view json, const RecordRules& rules, bool padded, Value& messages, Value& tools,
-                           std::size_t* prompt_messages) {
+                           std::size_t* prompt_messages, PlainFound* plain) {
   if (prompt_messages) *prompt_messages = 0;
+  if (plain) plain->found = false;
   // The previous record's values are freed first: their objects are kept
   // for this record's (Value::recycled_*), their other blocks for what the
   // record allocates here and in its renders (tmpl::ReuseScope).
@@ -277,8 +278,18 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   tools = Value();
   static thread_local dom::parser parser;
   dom::element root;
-  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root))
+  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
+    // A bad record of a plain format's dataset, as plain_record says.
+    if (plain) plain->found = rules.format == Format::kText || rules.format == Format::kPromptCompletion;
     return std::string("malformed JSON: ") + simdjson::error_message(err);
+  }
+  if (plain) {
+    std::string reason;
+    if (plain_record(root, rules, plain->record, reason)) {
+      plain->found = true;
+      return reason;
+    }
+  }
   if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
   Value rec;
   try {
@@ -351,9 +362,9 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   }
   // alpaca and query/response: the validated conversation.
   static thread_local Conversation conv;
-  RecordRules plain = rules;
-  plain.require_alternation = false;
-  std::string reason = parse_record(json, plain, conv, padded);
+  RecordRules unchecked = rules;
+  unchecked.require_alternation = false;
+  std::string reason = parse_record(json, unchecked, conv, padded);
   if (!reason.empty()) return reason;
   messages = conversation_messages(conv);
   return {};

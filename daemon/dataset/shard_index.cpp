@@ -44,18 +44,21 @@ void render_fault(std::string_view rec) {
 std::string check(std::string_view rec, const text::RecordRules& rules, bool padded) {
   static thread_local tmpl::Value messages, tools;
   static thread_local text::Rendered rendered;
-  static thread_local text::PlainRecord plain;
-  // A plain-text record: no template renders it.
-  if (std::string reason; text::plain_record(rec, rules, padded, plain, reason)) return reason;
-#ifdef TOKFEED_FAULT_HOOKS
-  if (rules.renders() && !rules.defer_render) render_fault(rec);
-#endif
+  static thread_local text::PlainFound plain;
   if (rules.chat) {
+    // A plain-text record (told apart in the same parse): no template renders it.
     std::size_t prompt = 0;
-    if (rules.defer_render) return text::record_to_chat(rec, rules, padded, messages, tools, &prompt);
+    if (rules.defer_render) return text::record_to_chat(rec, rules, padded, messages, tools, &prompt, &plain);
+#ifdef TOKFEED_FAULT_HOOKS
+    render_fault(rec);
+#endif
     tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
     return text::check_chat_record(rec, rules, padded);
   }
+  if (std::string reason; text::plain_record(rec, rules, padded, plain.record, reason)) return reason;
+#ifdef TOKFEED_FAULT_HOOKS
+  if (rules.renders() && !rules.defer_render) render_fault(rec);
+#endif
   if (text::tool_record(rec, rules, padded, messages, tools)) {
     if (rules.defer_render) return {};
     tmpl::RecordScope budget(rules.tool_chat->limits);

@@ -40,15 +40,21 @@ std::string SampleEncoder::render(uint64_t rec, text::Rendered& out) {
   out.plain = false;
   out.prompt.reset();
   std::string reason;
-  if (text::plain_record(data_.record(rec), rules, false, plain_, reason))
-    return reason.empty() ? render_plain(plain_, out) : reason;
   if (rules.chat) {
+    // One parse tells a plain-text record from a conversation.
     tmpl::RecordScope budget(rules.chat->limits);  // every render of the record's label rule shares it
-    return text::render_chat_record(data_.record(rec), rules, false, messages_, tools_, out);
+    reason = text::render_chat_record(data_.record(rec), rules, false, messages_, tools_, out, &plain_);
+    return plain_.found && reason.empty() ? render_plain(plain_.record, out) : reason;
   }
-  if (text::tool_record(data_.record(rec), rules, false, messages_, tools_))
-    return text::render_labeled(*rules.tool_chat, messages_, tools_, rules.loss, out);
-  reason = text::parse_record(data_.record(rec), rules, conv_);
+  if (rules.tool_chat) {
+    if (text::plain_record(data_.record(rec), rules, false, plain_.record, reason))
+      return reason.empty() ? render_plain(plain_.record, out) : reason;
+    if (text::tool_record(data_.record(rec), rules, false, messages_, tools_))
+      return text::render_labeled(*rules.tool_chat, messages_, tools_, rules.loss, out);
+  }
+  // One parse tells a plain-text record from a conversation.
+  reason = text::parse_record(data_.record(rec), rules, conv_, false, plain_);
+  if (plain_.found) return reason.empty() ? render_plain(plain_.record, out) : reason;
   if (reason.empty()) text::render(conv_, render_, out);
   return reason;
 }

@@ -9,6 +9,7 @@
 
 #include "config/config.hpp"
 #include "dataset/dataset.hpp"
+#include "chat/chat_jinja.hpp"
 #include "chat/chat_template.hpp"
 #include "records/records.hpp"
 #include "chat/sample.hpp"
@@ -41,7 +42,7 @@ class SampleEncoder {
   text::RenderOptions render_;
   // Reused across samples, so the steady state allocates nothing.
   text::Conversation conv_;
-  text::PlainRecord plain_;
+  text::PlainFound plain_;
   std::optional<std::string> eos_;  // the tokenizer's end-of-sequence text
   tmpl::Value messages_, tools_;    // a model's template
   text::Rendered rendered_;

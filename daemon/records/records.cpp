@@ -344,6 +344,18 @@ std::string parse_turns(std::string_view json, const RecordRules& rules, bool pa
          "'prompt'+'completion' or 'text'";
 }
 
+// A valid plain-text record's strings, placeholders applied; returns the
+// bad-record reason (the text empty once they are).
+std::string read_plain(const PlainView& view, const RecordRules& rules, PlainRecord& out) {
+  auto text = [&](std::string_view s) {
+    return rules.placeholders.empty() ? std::string(s) : apply_placeholders(s, rules.placeholders);
+  };
+  out.text = text(view.text);
+  out.prompt.reset();
+  if (view.prompt) out.prompt = text(*view.prompt);
+  return out.text.empty() ? "the text is empty once placeholders are applied" : "";
+}
+
 void materialize(const Turns& turns, const RecordRules& rules, Conversation& out) {
   out.resize(turns.size());
   for (std::size_t i = 0; i < turns.size(); ++i) {
@@ -374,6 +386,29 @@ std::string parse_record(std::string_view json, const RecordRules& rules, Conver
   return check_conversation(out, rules.require_alternation);
 }
 
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded,
+                         PlainFound& found) {
+  static thread_local Turns turns;
+  bool plain = false;
+  PlainView view;
+  std::string reason = parse_turns(json, rules, padded, turns, &plain, &view);
+  // A plain format's record that does not parse is a bad plain record, as
+  // plain_record says; under a model's template a conversational
+  // prompt/completion is no plain record.
+  found.found = (plain && !(view.lists && rules.chat)) || (!plain && is_plain(rules.format));
+  if (found.found) {
+    out.clear();
+    if (reason.empty()) reason = read_plain(view, rules, found.record);
+    return reason;
+  }
+  if (!reason.empty()) {
+    out.clear();
+    return reason;
+  }
+  materialize(turns, rules, out);
+  return check_conversation(out, rules.require_alternation);
+}
+
 std::string check_record(std::string_view json, const RecordRules& rules, bool padded) {
   // Most records are valid: the scan shows it in place, faster than a full
   // parse (docs/benchmarks.md, "Dataset indexing"). A record it leaves gets the full parse, whose verdict
@@ -399,6 +434,25 @@ std::string check_record(std::string_view json, const RecordRules& rules, bool p
   return check_turns(turns, rules.require_alternation, [](const TurnView& t) { return t.empty(); });
 }
 
+bool plain_record(const dom::element& root, const RecordRules& rules, PlainRecord& out, std::string& reason) {
+  if (rules.format != Format::kAuto && !is_plain(rules.format)) return false;
+  dom::object obj;
+  if (root.get_object().get(obj)) {
+    if (rules.format == Format::kAuto) return false;  // the conversation path gives its reason
+    reason = "malformed JSON: a record must be a JSON object";
+    return true;
+  }
+  Fields fields(obj, rules.columns);
+  const Format f = rules.format == Format::kAuto ? detect(fields) : rules.format;
+  if (!is_plain(f)) return false;  // a conversation under auto
+  PlainView view;
+  reason = parse_plain(fields, f, view);
+  // A conversational prompt/completion: the model's template renders it.
+  if (view.lists && rules.chat) return false;
+  if (reason.empty()) reason = read_plain(view, rules, out);
+  return true;
+}
+
 bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason) {
   if (rules.format != Format::kAuto && !is_plain(rules.format)) return false;
   // Under auto most records are conversations: one that cannot name a plain
@@ -406,27 +460,14 @@ bool plain_record(std::string_view json, const RecordRules& rules, bool padded, 
   if (rules.format == Format::kAuto && rules.columns.empty() && json.find("\"text\"") == std::string_view::npos &&
       json.find("\"prompt\"") == std::string_view::npos && json.find("\\u") == std::string_view::npos)
     return false;
-  static thread_local Turns turns;
-  bool plain = false;
-  PlainView view;
-  reason = parse_turns(json, rules, padded, turns, &plain, &view);
-  // A conversational prompt/completion: the model's template renders it.
-  if (view.lists && rules.chat) return false;
-  if (!plain) {
-    // Not a plain record under auto (a malformed one is not either: the
-    // conversation path gives its reason).
-    if (rules.format == Format::kAuto) return false;
+  static thread_local dom::parser parser;
+  dom::element root;
+  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
+    if (rules.format == Format::kAuto) return false;  // the conversation path gives its reason
+    reason = std::string("malformed JSON: ") + simdjson::error_message(err);
     return true;
   }
-  if (!reason.empty()) return true;
-  auto text = [&](std::string_view s) {
-    return rules.placeholders.empty() ? std::string(s) : apply_placeholders(s, rules.placeholders);
-  };
-  out.text = text(view.text);
-  out.prompt.reset();
-  if (view.prompt) out.prompt = text(*view.prompt);
-  if (out.text.empty()) reason = "the text is empty once placeholders are applied";
-  return true;
+  return plain_record(root, rules, out, reason);
 }
 
 }  // namespace tokfeed::text

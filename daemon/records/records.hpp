@@ -9,6 +9,10 @@
 #include <utility>
 #include <vector>
 
+namespace simdjson::dom {
+class element;
+}
+
 namespace tokfeed::text {
 
 struct ChatSpec;
@@ -85,6 +89,23 @@ struct PlainRecord {
 // `text`, and no conversation format's keys. If so, reads it into `out`
 // and sets `reason` (the bad-record reason; empty: valid). Never throws.
 bool plain_record(std::string_view json, const RecordRules& rules, bool padded, PlainRecord& out, std::string& reason);
+// The same on a record already parsed (its root element, a JSON object or
+// not): what a reader that parses the record for its conversation anyway
+// asks first.
+bool plain_record(const simdjson::dom::element& root, const RecordRules& rules, PlainRecord& out, std::string& reason);
+
+// A plain-text record as a reader of conversations finds it in the same
+// parse: `found` says it was one, read into `record` as plain_record() reads
+// it (the reader's reason is then its verdict).
+struct PlainFound {
+  PlainRecord record;
+  bool found = false;
+};
+
+// parse_record(), which reads a plain-text record into `plain` instead of
+// refusing it.
+std::string parse_record(std::string_view json, const RecordRules& rules, Conversation& out, bool padded,
+                         PlainFound& plain);
 
 // Replaces each {{NAME}} with its value in one left-to-right pass; unknown
 // names stay as they are and replacements are not rescanned.

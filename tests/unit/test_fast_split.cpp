@@ -183,6 +183,35 @@ TEST_CASE("fast split: every code point alone and after a space, a letter and a 
   }
 }
 
+TEST_CASE("fast split: the class table gives every code point PCRE2's class, unassigned and private ones included") {
+  using namespace tokfeed::text::hf::split_detail;
+  // The table leaves out of its PCRE2 scan the code points no class can hold
+  // (regex_unicode.hpp): scan all of them here and compare.
+  std::vector<uint8_t> want(0x110000, kOther);
+  std::string all;
+  for (char32_t cp = 0; cp < 0x110000; ++cp)
+    if (cp < 0xD800 || cp > 0xDFFF) append_utf8(all, cp);
+  std::vector<std::pair<uint32_t, uint32_t>> runs;
+  for (const auto& [pattern, cls] : {std::pair{"\\s+", kSpace}, {"\\p{N}+", kNumber}, {"\\p{L}+", kLetter}}) {
+    runs.clear();
+    Regex(pattern, "test", tokfeed::text::hf::RegexEngine::kPcre2).find_all(all, runs);
+    for (auto [b, e] : runs)
+      for (size_t i = b; i < e;) {
+        const auto d = tokfeed::text::hf::decode_utf8(all, i);
+        want[d.cp] = cls;
+        i += d.len;
+      }
+  }
+  const ClassTable& t = class_table();
+  size_t letters = 0;
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    const uint8_t expect = cp >= 0xD800 && cp <= 0xDFFF ? uint8_t(kInvalid) : want[cp];
+    if (t.get(cp) != expect) FAIL("U+" << std::hex << uint32_t(cp) << ": " << int(t.get(cp)) << " != " << int(expect));
+    letters += expect == kLetter;
+  }
+  CHECK(letters > 130000);  // Unicode 14 has about 131,000 letters (Han alone 92,000)
+}
+
 TEST_CASE("fast split: the 64-byte masks agree with the class table and with a byte-at-a-time scan") {
   using namespace tokfeed::text::hf::split_detail;
   const ClassTable& t = class_table();

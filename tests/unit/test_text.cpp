@@ -112,6 +112,61 @@ TEST_CASE("plain-text records: bad ones say why, and a conversation format never
         "'prompt'+'completion' or 'text'");
 }
 
+TEST_CASE("plain-text records: a reader of conversations finds them in its own parse, as plain_record does") {
+  const char* records[] = {
+      R"({"text":"t"})",
+      R"({"te\u0078t":"escaped key"})",
+      R"({"text":""})",
+      R"({"text":5})",
+      R"({"prompt":"Q: 2+2=","completion":" 4"})",
+      R"({"prompt":"q","completion":""})",
+      R"({"prompt":"Q","completion":null,"text":"all of it"})",
+      R"({"messages":[{"role":"user","content":"text"},{"role":"assistant","content":"a"}],"text":"t"})",
+      R"({"instruction":"i","output":"o","prompt":"p","completion":"c"})",
+      R"({"prompt":[{"role":"user","content":"q"}],"completion":[{"role":"assistant","content":"a"}]})",
+      R"({"content":"I am {{NAME}}."})",
+      R"({"something":"else"})",
+      R"(["not", "an", "object"])",
+      R"({"text": oops)",
+  };
+  tokfeed::tmpl::Value msgs, tools;
+  for (Format f : {Format::kAuto, Format::kText, Format::kPromptCompletion, Format::kMessages})
+    for (bool chat : {false, true})
+      for (bool renamed : {false, true}) {
+        RecordRules rules;
+        rules.format = f;
+        if (chat) rules.chat = builtin_chat_spec(Template::kChatml, std::nullopt);
+        if (renamed) rules.columns = {{"content", "text"}}, rules.placeholders = {{"NAME", "tokfeed"}};
+        for (const char* json : records) {
+          PlainRecord p;
+          std::string why;
+          const bool plain = plain_record(json, rules, false, p, why);
+          PlainFound found;
+          std::size_t prompt = 0;
+          const std::string reason = record_to_chat(json, rules, false, msgs, tools, &prompt, &found);
+          INFO(std::string(json), " format ", format_name(f), chat ? " chat" : "", renamed ? " renamed" : "");
+          CHECK(found.found == plain);
+          // A built-in template's reader (parse_record) the same way.
+          Conversation conv, conv_alone;
+          PlainFound by_parse;
+          const std::string parsed = parse_record(json, rules, conv, false, by_parse);
+          CHECK(by_parse.found == plain);
+          if (!plain) {
+            CHECK(parsed == parse_record(json, rules, conv_alone));  // a conversation's verdict is unchanged
+            CHECK(conv.size() == conv_alone.size());
+            continue;
+          }
+          CHECK(reason == why);
+          CHECK(parsed == why);
+          if (!why.empty()) continue;
+          CHECK(found.record.text == p.text);
+          CHECK(found.record.prompt == p.prompt);
+          CHECK(by_parse.record.text == p.text);
+          CHECK(by_parse.record.prompt == p.prompt);
+        }
+      }
+}
+
 TEST_CASE("conversational prompt/completion: the prompt's messages, then the completion's, labelled past the prompt") {
   RecordRules rules;
   rules.chat = builtin_chat_spec(Template::kChatml, std::nullopt);

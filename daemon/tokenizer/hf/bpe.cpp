@@ -58,15 +58,23 @@ void MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
 
 namespace {
 
-// The bytes a byte-level token stands for; false if a char is outside the alphabet.
+// The bytes a byte-level token stands for; false if a char is outside the
+// alphabet. Every char of the alphabet is below U+0200: one or two bytes of
+// UTF-8 (decoded as decode_utf8 does; anything else is outside).
 bool byte_level_to_raw(std::string_view token, std::string& raw) {
   raw.clear();
+  const auto* s = reinterpret_cast<const unsigned char*>(token.data());
   for (size_t i = 0; i < token.size();) {
-    DecodedChar d = decode_utf8(token, i);
-    int b = unicode_to_byte(d.cp);
+    char32_t cp = s[i];
+    if (cp >= 0x80) {
+      if (cp < 0xC2 || cp > 0xDF || i + 1 == token.size() || (s[i + 1] & 0xC0) != 0x80) return false;
+      cp = (cp & 0x1F) << 6 | (s[i + 1] & 0x3F);
+      ++i;
+    }
+    const int b = unicode_to_byte(cp);
     if (b < 0) return false;
     raw.push_back(char(b));
-    i += d.len;
+    ++i;
   }
   return true;
 }
@@ -88,13 +96,15 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
   std::fill(std::begin(byte_unit_id_), std::end(byte_unit_id_), -1);
   std::fill(std::begin(byte_fallback_id_), std::end(byte_fallback_id_), -1);
   raw_vocab_.reserve(config.vocab.size());
-  std::string raw;
+  // Each byte-level token's bytes, by id (empty: none), for the linear BPE.
+  std::vector<std::string> raw(byte_level_ ? id_to_token_.size() : 0);
   for (const auto& [token, id] : config.vocab) {
     id_to_token_[size_t(id)] = token;
     id_valid_[size_t(id)] = true;
     if (byte_level_) {
       // Tokens outside the byte-level alphabet can never be produced from bytes.
-      if (byte_level_to_raw(token, raw)) raw_vocab_.emplace(raw, id);
+      if (byte_level_to_raw(token, raw[size_t(id)])) raw_vocab_.emplace(raw[size_t(id)], id);
+      else raw[size_t(id)].clear();
     } else {
       raw_vocab_.emplace(token, id);
     }
@@ -140,7 +150,7 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
     merge_pairs_.push_back({ia->second, ib->second});
   }
   merges_.build(entries);
-  init_linear();
+  init_linear(raw);
 
   static const std::string kMetaspace = "\u2581";
   words_end_before_metaspace_ = !byte_level_ && !ignore_merges_ && raw_vocab_.count(kMetaspace) > 0;
@@ -150,13 +160,10 @@ BpeModel::BpeModel(BpeConfig config, const std::string& where)
   }
 }
 
-void BpeModel::init_linear() {
+void BpeModel::init_linear(const std::vector<std::string>& raw) {
   std::string why;
   if (!byte_level_) why = "the vocabulary is not byte-level";
   if (why.empty()) {
-    std::vector<std::string> raw(id_to_token_.size());
-    for (size_t id = 0; id < raw.size(); ++id)
-      if (id_valid_[id] && !byte_level_to_raw(id_to_token_[id], raw[id])) raw[id].clear();
     std::vector<LinearBpe::MergeSpec> specs(merge_pairs_.size());
     for (size_t rank = 0; rank < merge_pairs_.size() && why.empty(); ++rank) {
       const auto [a, b] = merge_pairs_[rank];

@@ -113,7 +113,8 @@ class BpeModel {
   // that is a reachable token: its BPE, from the cache where it can be kept there.
   void merge_part(std::string_view part, std::vector<WordPiece>& out) const;
   void merge_linear(std::string_view word, std::vector<WordPiece>& out) const;
-  void init_linear();
+  // `raw`: each id's bytes (byte-level vocabularies; empty where none).
+  void init_linear(const std::vector<std::string>& raw);
 
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_valid_;

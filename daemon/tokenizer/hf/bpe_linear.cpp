@@ -52,12 +52,22 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
     for (size_t rank = 0; rank < merges.size(); ++rank)
       if (merges[rank].left >= 0) makers[fill[size_t(merges[rank].new_id)]++] = uint32_t(rank);
   }
-  // Shorter tokens first: a split's parts are known before the token.
+  // Shorter tokens first, in id order within a length (a counting sort): a
+  // split's parts are known before the token.
   std::vector<int32_t> made;
-  for (size_t id = 0; id < raw.size(); ++id)
-    if (at[id + 1] > at[id] && raw[id].size() >= 2 && tok[id].birth != -1) made.push_back(int32_t(id));
-  std::stable_sort(made.begin(), made.end(),
-                   [&](int32_t a, int32_t b) { return raw[size_t(a)].size() < raw[size_t(b)].size(); });
+  {
+    std::vector<uint32_t> first;  // per length: where its tokens start in `made`
+    for (size_t id = 0; id < raw.size(); ++id)
+      if (at[id + 1] > at[id] && raw[id].size() >= 2 && tok[id].birth != -1) {
+        if (first.size() < raw[id].size() + 2) first.resize(raw[id].size() + 2, 0);
+        ++first[raw[id].size() + 1];
+      }
+    for (size_t len = 1; len < first.size(); ++len) first[len] += first[len - 1];
+    made.resize(first.empty() ? 0 : first.back());
+    for (size_t id = 0; id < raw.size(); ++id)
+      if (at[id + 1] > at[id] && raw[id].size() >= 2 && tok[id].birth != -1)
+        made[first[raw[id].size()]++] = int32_t(id);
+  }
   std::vector<WordPiece> pieces;
   for (int32_t id : made) {
     Tree& t = tok[size_t(id)];
@@ -122,10 +132,42 @@ std::unique_ptr<LinearBpe> LinearBpe::build(const std::vector<std::string>& raw,
 }
 
 bool LinearBpe::build_trie(const std::vector<std::string>& raw, const std::vector<bool>& reachable, std::string& why) {
-  std::vector<int32_t> order;
-  for (size_t id = 0; id < raw.size(); ++id)
-    if (reachable[id]) order.push_back(int32_t(id));
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[size_t(a)] < raw[size_t(b)]; });
+  // The tokens in byte order, sorted by their first 8 bytes read as one
+  // big-endian number (zeros past the end), the whole strings compared only
+  // where those are equal: the same order as comparing the strings.
+  std::vector<std::pair<uint64_t, int32_t>> keyed;
+  for (size_t id = 0; id < raw.size(); ++id) {
+    if (!reachable[id]) continue;
+    uint64_t key = 0;
+    const std::string& t = raw[id];
+    for (size_t i = 0; i < 8; ++i) key = key << 8 | (i < t.size() ? uint8_t(t[i]) : 0);
+    keyed.emplace_back(key, int32_t(id));
+  }
+  {
+    // An LSD radix sort of the keys, a byte a pass (stable: ids ascending
+    // within a key), then each run of equal keys by the whole strings.
+    std::vector<std::pair<uint64_t, int32_t>> tmp(keyed.size());
+    for (int shift = 0; shift < 64; shift += 8) {
+      size_t count[257] = {};
+      for (const auto& k : keyed) ++count[(k.first >> shift & 0xFF) + 1];
+      if (count[(keyed.empty() ? 0 : keyed[0].first >> shift & 0xFF) + 1] == keyed.size()) continue;  // one bucket
+      for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+      for (const auto& k : keyed) tmp[count[k.first >> shift & 0xFF]++] = k;
+      keyed.swap(tmp);
+    }
+  }
+  for (size_t i = 0; i < keyed.size();) {
+    size_t j = i + 1;
+    while (j < keyed.size() && keyed[j].first == keyed[i].first) ++j;
+    if (j - i > 1)
+      std::sort(keyed.begin() + ptrdiff_t(i), keyed.begin() + ptrdiff_t(j), [&](const auto& a, const auto& b) {
+        const int c = raw[size_t(a.second)].compare(raw[size_t(b.second)]);
+        return c != 0 ? c < 0 : a.second < b.second;
+      });
+    i = j;
+  }
+  std::vector<int32_t> order(keyed.size());
+  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
   // Inserting sorted strings creates nodes in preorder; each token adds the
   // nodes past its common prefix with the previous one.
   std::vector<uint32_t> parent = {0};

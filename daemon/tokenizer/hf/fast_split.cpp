@@ -1,9 +1,12 @@
 #include "tokenizer/hf/fast_split.hpp"
 
+#include <utf8proc.h>
+
 #include <cstring>
 #include <string>
 
 #include "tokenizer/hf/regex.hpp"
+#include "tokenizer/hf/regex_unicode.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 namespace tokfeed::text::hf {
@@ -15,10 +18,20 @@ ClassTable::ClassTable() {
   for (char32_t cp = 0xD800; cp <= 0xDFFF; ++cp) full[cp] = kInvalid;
   // Every code point once, in order, as UTF-8; PCRE2 tells which belong to
   // each class (exactly the classes Regex uses for the split patterns).
+  // Those that no class holds in either engine's tables (unassigned, private
+  // use) are left out where that is known (regex_unicode.hpp): about 70% of
+  // all code points.
+  const bool assigned_only = utf8proc_covers_pcre2();
   std::string all;
   all.reserve(0x110000 * 4);
-  for (char32_t cp = 0; cp < 0x110000; ++cp)
-    if (full[cp] != kInvalid) append_utf8(all, cp);
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    if (full[cp] == kInvalid) continue;
+    if (assigned_only) {
+      const utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+      if (c == UTF8PROC_CATEGORY_CN || c == UTF8PROC_CATEGORY_CO) continue;
+    }
+    append_utf8(all, cp);
+  }
   std::vector<std::pair<uint32_t, uint32_t>> runs;
   const std::pair<const char*, Class> classes[] = {{"\\s+", kSpace}, {"\\p{N}+", kNumber}, {"\\p{L}+", kLetter}};
   for (const auto& [pattern, cls] : classes) {

@@ -107,37 +107,57 @@ struct Additions {
   std::mutex mu;
 };
 
-Missing find_missing() {
-  Missing missing;
-  {
-    // One compiled \p{Xx} per category; each assigned character is tried
-    // against the one its utf8proc category names.
-    std::map<std::string_view, pcre2_code*> re;
-    for (std::string_view c : kCategories) {
-      std::string p = fmt::format("^\\p{{{}}}", c);
-      int err = 0;
-      PCRE2_SIZE off = 0;
-      pcre2_code* code =
-          pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
-      if (code) pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-      re[c] = code;
+// The Unicode version "15.0.0" as (15, 0, 0); missing parts are 0.
+std::array<int, 3> version_of(std::string_view v) {
+  std::array<int, 3> out{};
+  std::size_t part = 0;
+  for (char c : v) {
+    if (c == '.') {
+      if (++part == out.size()) break;
+    } else if (c >= '0' && c <= '9') {
+      out[part] = out[part] * 10 + (c - '0');
     }
-    pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-    std::string utf8;
-    for (char32_t cp = 0; cp < 0x110000; ++cp) {
-      if (cp == 0xD800) cp = 0xE000;
-      const std::string_view cat = utf8proc_category_string(static_cast<utf8proc_int32_t>(cp));
-      if (cat == "Cn" || cat == "Co") continue;  // unassigned or private use in both
-      pcre2_code* code = re[cat];
-      if (!code) continue;
-      utf8.clear();
-      append_utf8(utf8, cp);
-      if (pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(utf8.data()), utf8.size(), 0, 0, md, nullptr) < 0)
-        missing[std::string(cat)].push_back(cp);
-    }
-    pcre2_match_data_free(md);
-    for (auto& [c, code] : re) pcre2_code_free(code);
   }
+  return out;
+}
+
+Missing find_missing() {
+  // Each category's assigned characters (utf8proc's) as one UTF-8 text, in
+  // code point order; \P{Xx} over it finds those PCRE2 gives another category.
+  // By utf8proc's category number (UTF8PROC_CATEGORY_LU = 1 ... CO = 29,
+  // kCategories' order; 0 is Cn).
+  std::array<std::string, kCategories.size()> texts;
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    if (cp == 0xD800) cp = 0xE000;
+    const int c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+    if (c <= UTF8PROC_CATEGORY_CN || c >= UTF8PROC_CATEGORY_CO) continue;  // unassigned or private use in both
+    append_utf8(texts[std::size_t(c - 1)], cp);
+  }
+  static_assert(UTF8PROC_CATEGORY_LU == 1 && UTF8PROC_CATEGORY_CO == 29 && UTF8PROC_CATEGORY_ZS == 23);
+  Missing missing;
+  pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const std::string_view cat = kCategories[i];
+    const std::string& text = texts[i];
+    if (text.empty()) continue;
+    const std::string p = fmt::format("\\P{{{}}}", cat);
+    int err = 0;
+    PCRE2_SIZE off = 0;
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
+    if (!code) continue;
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    for (PCRE2_SIZE at = 0;
+         at < text.size() && pcre2_match(code, subject, text.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr) > 0;) {
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      const DecodedChar d = decode_utf8(text, ov[0]);
+      missing[std::string(cat)].push_back(d.cp);
+      at = ov[0] + d.len;
+    }
+    pcre2_code_free(code);
+  }
+  pcre2_match_data_free(md);
   return missing;
 }
 
@@ -147,6 +167,15 @@ Additions& additions() {
 }
 
 }  // namespace
+
+bool utf8proc_covers_pcre2() {
+  static const bool covers = [] {
+    char buf[32] = {};
+    if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, buf) < 0) return false;
+    return version_of(buf) <= version_of(utf8proc_unicode_version());
+  }();
+  return covers;
+}
 
 std::optional<std::string> general_category(std::string_view name) {
   const auto& a = aliases();

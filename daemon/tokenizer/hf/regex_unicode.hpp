@@ -26,4 +26,11 @@ std::optional<std::string> general_category(std::string_view name);
 // "" when it knows them all. Computed once per process, on first use.
 const std::string& pcre2_category_additions(const std::string& category);
 
+// Whether PCRE2's Unicode tables are of utf8proc's Unicode version or an
+// older one. Then a code point utf8proc leaves unassigned (Cn) or private
+// (Co) is also one to PCRE2 (Unicode never unassigns a code point, and the
+// private-use ranges are fixed): no letter, number, space or other class of
+// a split pattern holds it.
+bool utf8proc_covers_pcre2();
+
 }  // namespace tokfeed::text::hf
