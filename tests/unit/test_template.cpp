@@ -503,3 +503,11 @@ TEST_CASE("template: slices with any step, as Python's") {
                "{{ 'abc'[1::9223372036854775807] }}{{ 'abcd'[::-2] }}{{ [1,2,3,4,5][4:0:-3] }}{{ [1,2,3][5:1:-1] }}") ==
         "[2][3]bdb[5, 2][3]");
 }
+
+TEST_CASE("template: int + and - past 64 bits are an error, not a wrapped value") {
+  CHECK(render("{{ 3 - 5 }}{{ 2 + 2 }}{{ true + 1 }}{{ 1 - 0.5 }}") ==
+        "-242"
+        "0.5");
+  CHECK(render_error("{{ 9223372036854775807 + 1 }}").find("integer overflow") != std::string::npos);
+  CHECK(render_error("{{ -9223372036854775807 - 2 }}").find("integer overflow") != std::string::npos);
+}
