@@ -125,7 +125,11 @@ Value f_truncate(Interp&, Value& v, Args& a) {
     std::size_t sp = head.rfind(' ');
     if (sp != std::string::npos) head.resize(sp);
   }
-  return Value::str(head + end);
+  if (!v.markup) return Value::str(head + end);
+  // Markup cut is Markup, and `+` escapes a plain str end (markupsafe).
+  if (given(e) && e.is_str() && e.markup) return markup(head + end);
+  html_escape(end, head);
+  return markup(std::move(head));
 }
 
 // jinja2's batch: lists of `linecount` items, the last filled with

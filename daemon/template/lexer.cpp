@@ -13,7 +13,35 @@ std::string where(Pos p) { return std::to_string(p.line) + ":" + std::to_string(
 
 namespace {
 
-bool ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+// The length of the char at s[i] when it is whitespace as Python's
+// str.isspace() says (jinja2's `\s` and str.rstrip() test the same chars:
+// U+0085, U+00A0, U+2003, U+3000, ... as well as ASCII's), else 0.
+std::size_t space_len(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return py_isspace(c) ? 1 : 0;
+  uint32_t cp = 0;
+  const std::size_t n = utf8_decode(s, i, cp);
+  return n > 1 && cp >= 0x80 && py_isspace(cp) ? n : 0;
+}
+// The length of the whitespace char that ends at s[end - 1], or 0.
+std::size_t space_len_before(std::string_view s, std::size_t end) {
+  if (end == 0) return 0;
+  std::size_t i = end - 1;
+  while (i > 0 && end - i < 4 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  const std::size_t n = space_len(s, i);
+  return i + n == end ? n : 0;
+}
+// The position past the whitespace that starts at s[i].
+std::size_t skip_spaces(std::string_view s, std::size_t i) {
+  while (i < s.size())
+    if (std::size_t n = space_len(s, i)) i += n;
+    else break;
+  return i;
+}
+// `text` without the whitespace at its end (str.rstrip()).
+void rstrip(std::string& text) {
+  while (std::size_t n = space_len_before(text, text.size())) text.resize(text.size() - n);
+}
 bool name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool name_char(char c) { return name_start(c) || (c >= '0' && c <= '9'); }
 bool digit(char c) { return c >= '0' && c <= '9'; }
@@ -33,9 +61,7 @@ class Lexer {
       std::size_t start = next_tag(pos);
       std::string text = s_.substr(pos, (start == std::string::npos ? s_.size() : start) - pos);
       if (strip_next) {
-        std::size_t k = 0;
-        while (k < text.size() && ws(text[k])) ++k;
-        text.erase(0, k);
+        text.erase(0, skip_spaces(text, 0));
         strip_next = false;
       }
       if (start == std::string::npos) {
@@ -45,14 +71,11 @@ class Lexer {
       char type = s_[start + 1];
       char mark = start + 2 < s_.size() ? s_[start + 2] : '\0';
       if (mark == '-') {
-        while (!text.empty() && ws(text.back())) text.pop_back();
+        rstrip(text);
       } else if (mark != '+' && type != '{') {
         std::size_t l = text.rfind('\n');
         l = l == std::string::npos ? 0 : l + 1;
-        if ((l > 0 || line_starting) && l < text.size() &&
-            std::all_of(text.begin() + static_cast<std::ptrdiff_t>(l), text.end(),
-                        [](char c) { return ws(c) && c != '\n'; }))
-          text.erase(l);
+        if ((l > 0 || line_starting) && l < text.size() && skip_spaces(text, l) == text.size()) text.erase(l);
       }
       emit_text(std::move(text), pos);
       std::size_t body = start + 2 + (mark == '-' || mark == '+' ? 1 : 0);
@@ -88,6 +111,11 @@ class Lexer {
     return {static_cast<uint32_t>(line), static_cast<uint32_t>(py_len(std::string_view(s_).substr(ls, off - ls)) + 1)};
   }
   [[noreturn]] void fail(std::size_t off, const std::string& what) const { throw Error(where(at(off)) + ": " + what); }
+  // The length in bytes of the char at s_[i] (1 for a byte that starts none).
+  std::size_t char_len(std::size_t i) const {
+    uint32_t cp = 0;
+    return utf8_decode(s_, i, cp);
+  }
 
   std::size_t next_tag(std::size_t from) const {
     for (std::size_t i = s_.find('{', from); i != std::string::npos; i = s_.find('{', i + 1)) {
@@ -103,12 +131,11 @@ class Lexer {
   // Whether s_[body...] is `\s*NAME\s*[-+]?%}`; sets `after` past it.
   // jinja2 reads `{% raw +%}` as no raw tag (then an unknown tag).
   bool raw_tag(std::size_t body, std::string_view name, std::size_t& after) const {
-    std::size_t i = body;
-    while (i < s_.size() && ws(s_[i])) ++i;
+    std::size_t i = skip_spaces(s_, body);
     if (s_.compare(i, name.size(), name) != 0) return false;
     i += name.size();
     if (i < s_.size() && name_char(s_[i])) return false;
-    while (i < s_.size() && ws(s_[i])) ++i;
+    i = skip_spaces(s_, i);
     if (i < s_.size() && (s_[i] == '-' || (s_[i] == '+' && name != "raw"))) ++i;
     if (s_.compare(i, 2, "%}") != 0) return false;
     after = i + 2;
@@ -125,16 +152,13 @@ class Lexer {
       std::string text = s_.substr(content, i - content);
       // jinja2 strips after `{% raw -%}`, but trim_blocks never applies
       // to `{% raw %}` (its end tag takes the newline after it).
-      if (open_mark == '-')
-        text.erase(0, std::find_if(text.begin(), text.end(), [](char c) { return !ws(c); }) - text.begin());
+      if (open_mark == '-') text.erase(0, skip_spaces(text, 0));
       if (mark == '-') {
-        while (!text.empty() && ws(text.back())) text.pop_back();
+        rstrip(text);
       } else if (mark != '+') {
         std::size_t l = text.rfind('\n');
         l = l == std::string::npos ? 0 : l + 1;
-        if (l > 0 && std::all_of(text.begin() + static_cast<std::ptrdiff_t>(l), text.end(),
-                                 [](char c) { return ws(c) && c != '\n'; }))
-          text.erase(l);
+        if (l > 0 && skip_spaces(text, l) == text.size()) text.erase(l);
       }
       emit_text(std::move(text), content);
       return after;
@@ -148,7 +172,7 @@ class Lexer {
     int depth = 0;
     const Tok end_tok = closer == '}' ? Tok::kVarEnd : Tok::kBlockEnd;
     for (;;) {
-      while (i < s_.size() && ws(s_[i])) ++i;
+      i = skip_spaces(s_, i);
       if (i >= s_.size())
         fail(i,
              closer == '}' ? "unexpected end of template; expected '}}'" : "unexpected end of template; expected '%}'");
@@ -178,7 +202,7 @@ class Lexer {
         for (const char* t : two)
           if (s_.compare(i, 2, t) == 0) op = t;
         if (op.size() == 1 && std::string_view("+-*/%~<>=()[]{},.:|").find(c) == std::string_view::npos)
-          fail(i, std::string("unexpected character '") + c + "'");
+          fail(i, "unexpected character '" + s_.substr(i, char_len(i)) + "'");
         if (c == '(' || c == '[' || c == '{') ++depth;
         if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
         i += op.size();

@@ -70,7 +70,9 @@ bool t_test(Interp&, const Value& v, Args&) {
   require_hashable(v);
   return v.is_str() && find_test(*v.s) != nullptr;
 }
-bool t_escaped(Interp&, const Value&, Args&) { return false; }
+// jinja2: hasattr(value, "__html__"), which of the engine's values only
+// Markup has.
+bool t_escaped(Interp&, const Value& v, Args&) { return v.is_str() && v.markup; }
 
 struct NamedTest {
   std::string_view name;
