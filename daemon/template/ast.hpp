@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "template/lexer.hpp"
+#include "template/name.hpp"
 #include "template/value.hpp"
 
 namespace tokfeed::tmpl {
@@ -46,6 +47,7 @@ struct Expr {
   Pos pos;
   Value lit;
   std::string name;
+  Name var;  // kName: `name` interned (set when the template is optimized, parser.cpp)
   std::vector<ExprPtr> a;
   std::vector<std::pair<std::string, ExprPtr>> kw;
   std::vector<std::string> ops;
@@ -103,6 +105,7 @@ struct Stmt {
   Pos pos;
   std::string text;                  // kText; kSet's namespace attribute; kMacro's name
   std::vector<std::string> targets;  // kFor/kSet/kSetBlock names; kMacro params
+  std::vector<Name> names;           // `targets` interned; kMacro: then its name (set by optimize, parser.cpp)
   std::vector<ExprPtr> exprs;        // kIf: conditions; kOutput/kSet/kFor(iter, filter)/kCallBlock; kMacro defaults
   std::vector<Body> bodies;          // kIf: one per condition (+ else); kFor: body, else; others: body
   ExprPtr filter;                    // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)

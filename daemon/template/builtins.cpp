@@ -299,6 +299,7 @@ Value fn_range(Interp& in, Args& a) {
 Value fn_namespace(Interp&, Args& a) {
   Value ns = Value::new_dict();
   ns.ns = true;
+  ns.dict->items.reserve(a.kw.size());  // namespace(a=..., b=...): its attributes in one allocation
   for (const Value& p : a.pos) {
     if (!p.is_dict()) throw Error("namespace() takes a mapping");
     for (const auto& [k, v] : p.dict->items) ns.dict->set(k, v);

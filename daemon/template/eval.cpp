@@ -10,11 +10,17 @@
 
 namespace tokfeed::tmpl {
 
-Value Interp::lookup(std::string_view name) {
+Value Interp::lookup(Name name) {
   if (const Value* v = find_var(name)) return *v;
   Value g = global_function(name);
   if (!g.is_undefined()) return g;
-  return Value::undefined(std::string(name));
+  return Value::undefined(name.str());
+}
+
+void assign_scope(Scope& out, const Vars& vars) {
+  out.clear();
+  out.reserve(vars.size());
+  for (const auto& [k, v] : vars) out.emplace_back(Name(k), v);
 }
 
 const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
@@ -72,7 +78,13 @@ double float_pow(double x, double y) {
 // `op`: + - * / // % ** ~ (told apart by their first byte and length).
 Value arith(const std::string& op, const Value& a, const Value& b) {
   const char c = op[0];
-  const bool twice = op.size() == 2;  // ** or //
+  const bool twice = op.size() == 2;                                             // ** or //
+  if (a.kind == Kind::kInt && b.kind == Kind::kInt && (c == '+' || c == '-')) {  // the common case, as below
+    int64_t r = 0;
+    if (c == '+' ? __builtin_add_overflow(a.i, b.i, &r) : __builtin_sub_overflow(a.i, b.i, &r))
+      throw Error("integer overflow");
+    return Value::integer(r);
+  }
   if (c == '~') {
     std::string r = to_str(a);
     append_str(b, r);
@@ -202,15 +214,21 @@ void slice_bounds(int64_t n, const Value& start, const Value& stop, const Value&
   e = clamp(num(stop, "stop"), st > 0 ? n : -1);
 }
 
+// How many indices Python's slice gives for the bounds of slice_bounds()
+// (no overflow for any step).
+std::size_t slice_count(int64_t b, int64_t e, int64_t st) {
+  if (st > 0)
+    return e > b ? static_cast<std::size_t>(static_cast<uint64_t>(e - b - 1) / static_cast<uint64_t>(st) + 1) : 0;
+  return b > e ? static_cast<std::size_t>(static_cast<uint64_t>(b - e - 1) / (0 - static_cast<uint64_t>(st)) + 1) : 0;
+}
+
 // Python's slice indices for a sequence of `n` items.
 std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step) {
   int64_t b, e, st;
   slice_bounds(n, start, stop, step, b, e, st);
-  std::vector<std::size_t> idx;
-  if (st > 0)
-    for (int64_t k = b; k < e; k += st) idx.push_back(static_cast<std::size_t>(k));
-  else
-    for (int64_t k = b; k > e; k += st) idx.push_back(static_cast<std::size_t>(k));
+  const std::size_t count = slice_count(b, e, st);
+  std::vector<std::size_t> idx(count);
+  for (std::size_t j = 0; j < count; ++j) idx[j] = static_cast<std::size_t>(b + static_cast<int64_t>(j) * st);
   return idx;
 }
 
@@ -247,9 +265,14 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     return make_range(r[0] + lo * r[2], r[0] + hi * r[2], r[2] * st, nullptr);
   }
   if (obj.is_seq()) {
+    const auto& items = obj.list->items;
+    int64_t lo, hi, st;
+    slice_bounds(static_cast<int64_t>(items.size()), a, b, c, lo, hi, st);
+    const std::size_t count = slice_count(lo, hi, st);
     std::vector<Value> r;
-    for (std::size_t k : slice_indices(static_cast<int64_t>(obj.list->items.size()), a, b, c))
-      r.push_back(obj.list->items[k]);
+    r.reserve(count);
+    for (std::size_t j = 0; j < count; ++j)
+      r.push_back(items[static_cast<std::size_t>(lo + static_cast<int64_t>(j) * st)]);
     return Value::new_list(std::move(r), obj.tuple);
   }
   return Value::undefined();
@@ -274,7 +297,7 @@ Value call_value(Interp& in, const Value& f, Args& args, const std::string& what
 }
 
 // An operand read as a whole (resume.hpp: a read the prefixes may see differently).
-Value operand(Interp& in, const Expr& e) {
+[[gnu::always_inline]] inline Value operand(Interp& in, const Expr& e) {
   Value v = eval(in, e);
   if (tracking(in)) in.track->operand(v);
   return v;
@@ -451,7 +474,7 @@ Value eval(Interp& in, const Expr& e) {
     case EK::kLiteral: return e.lit;
     case EK::kName:
       if (e.prompt && (in.track || in.probe)) prompt_read(in);
-      if (const Value* v = in.find_var(e.name)) return *v;
+      if (const Value* v = in.find_var(e.var)) return *v;
       {
         Value t;
         return in.global_or_undefined(e, t);
@@ -546,9 +569,9 @@ Value eval(Interp& in, const Expr& e) {
         else t = operand(in, *e.a[0]);
       } else if (e.a[0]->kind == EK::kName) {  // `add_generation_prompt is defined` reads no value
         in.step(e.a[0]->pos);
-        const Value* v = borrow ? in.find_var(e.a[0]->name) : nullptr;
+        const Value* v = borrow ? in.find_var(e.a[0]->var) : nullptr;
         if (v) sp = v;
-        else t = in.lookup(e.a[0]->name);
+        else t = in.lookup(e.a[0]->var);
       } else {
         if (borrow) sp = &eval_ref(in, *e.a[0], t);
         else t = eval(in, *e.a[0]);

@@ -28,7 +28,7 @@ void write(Interp& in, std::string_view s) {
   wrote(in, at);
 }
 
-void assign_targets(Interp& in, const std::vector<std::string>& names, const Value& v) {
+void assign_targets(Interp& in, const std::vector<Name>& names, const Value& v) {
   if (names.size() == 1) {
     in.assign(names[0], v);
     return;
@@ -40,6 +40,20 @@ void assign_targets(Interp& in, const std::vector<std::string>& names, const Val
                           std::to_string(items.size()) + ")"
                     : "too many values to unpack (expected " + std::to_string(names.size()) + ")");
   for (std::size_t k = 0; k < names.size(); ++k) in.assign(names[k], items[k]);
+}
+
+// The names the engine binds itself.
+const Name& kLoopName() {
+  static const Name n("loop");
+  return n;
+}
+const Name& kCallerName() {
+  static const Name n("caller");
+  return n;
+}
+const Name& kBlockBodyName() {
+  static const Name n(kBlockBody);
+  return n;
 }
 
 struct FrameGuard {
@@ -139,7 +153,7 @@ Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t de
     FrameGuard filter_scope(in, false);
     for (const auto& v : source) {
       in.step(s.pos);
-      assign_targets(in, s.targets, v);
+      assign_targets(in, s.names, v);
       Value keep = eval(in, *s.exprs[1]);
       if (tracking(in)) in.track->truth(keep);
       if (truthy(keep)) filtered.push_back(v);
@@ -192,7 +206,7 @@ void set_bool(Value& v, bool x) {
 // Whether the idle guard `g` (Stmt::idle_guard: `ns.name`) is falsy now,
 // as the body would read it: the namespace's attribute false, none or 0.
 bool guard_false(Interp& in, const Expr& g) {
-  const Value* ns = in.find_var(g.a[0]->name);
+  const Value* ns = in.find_var(g.a[0]->var);
   if (!ns || !ns->is_dict() || !ns->ns) return false;
   const Value* v = ns->dict->find(g.name);
   return v && ((v->kind == Kind::kBool && !v->b) || v->kind == Kind::kNone || (v->kind == Kind::kInt && v->i == 0));
@@ -257,13 +271,13 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
                         return recurse(in2, s, a.pos[0], depth + 1, base);
                       }));
     }
-    in.assign("loop", loop);
+    in.assign(kLoopName(), loop);
     if (main) in.track->loop = loop.dict.get();
   }
   // Where `loop` and a single target sit in the loop's scope (found once:
   // the scope only grows while the loop runs).
   const std::size_t frame = in.frames.size() - 1;
-  const std::size_t loop_slot = s.uses_loop ? in.frames[frame].slot("loop") : 0;
+  const std::size_t loop_slot = s.uses_loop ? in.frames[frame].slot(kLoopName()) : 0;
   std::size_t target_slot = SIZE_MAX;
   bool completed = false;
   MessageGuard message_guard(in);
@@ -294,11 +308,11 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
       if (target_slot < vars.size()) {
         vars[target_slot].second = item;
       } else {
-        in.assign(s.targets[0], item);
-        target_slot = in.frames[frame].slot(s.targets[0]);
+        in.assign(s.names[0], item);
+        target_slot = in.frames[frame].slot(s.names[0]);
       }
     } else {
-      assign_targets(in, s.targets, item);
+      assign_targets(in, s.names, item);
     }
     if (keep == SIZE_MAX) keep = in.frames[frame].vars.size();
     if (track) {
@@ -353,6 +367,7 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     MessageGuard message_guard(in);  // a set in a macro binds no iteration
     in.iteration_bound = nullptr;
     const auto& params = m->targets;
+    const auto& param_names = m->names;
     auto kw = args.kw;
     auto pop = [&](std::string_view name, Value& out) {
       for (auto it = kw.begin(); it != kw.end(); ++it)
@@ -368,12 +383,12 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
       Value v;
       if (k < args.pos.size()) v = args.pos[k], given[k] = true;
       else given[k] = pop(params[k], v);
-      if (given[k]) in.assign(params[k], std::move(v));
+      if (given[k]) in.assign(param_names[k], std::move(v));
     }
     if (m->uses_caller) {
       Value caller;
       if (!pop("caller", caller)) caller = Value::undefined("caller");
-      in.assign("caller", caller);
+      in.assign(kCallerName(), caller);
     }
     Value kwargs = Value::new_dict();
     if (m->uses_kwargs) {
@@ -391,11 +406,12 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     }
     for (std::size_t k = 0; k < params.size(); ++k) {
       if (given[k]) continue;
-      if (m->exprs[k]) in.assign(params[k], eval(in, *m->exprs[k]));
-      else in.assign(params[k], Value::undefined(params[k]));
+      if (m->exprs[k]) in.assign(param_names[k], eval(in, *m->exprs[k]));
+      else in.assign(param_names[k], Value::undefined(params[k]));
     }
-    in.assign("varargs", Value::new_list(std::move(extra), true));
-    in.assign("kwargs", kwargs);
+    static const Name varargs("varargs"), kwargs_name("kwargs");
+    in.assign(varargs, Value::new_list(std::move(extra), true));
+    in.assign(kwargs_name, kwargs);
     std::string r = capture(in, m->bodies[0]);
     --in.depth;
     return Value::str(std::move(r));
@@ -493,7 +509,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
             in.track->spoil_now(static_cast<int64_t>(in.track->n));
         }
         if (!s.text.empty()) {
-          Value obj = in.lookup(s.targets[0]);
+          Value obj = in.lookup(s.names[0]);
           if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
@@ -502,7 +518,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
-          assign_targets(in, s.targets, v);
+          if (s.names.size() == 1) in.assign(s.names[0], std::move(v));
+          else assign_targets(in, s.names, v);
         }
         break;
       }
@@ -515,10 +532,10 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         Value v = Value::str(std::move(body));
         if (s.filter) {
           FrameGuard g(in, false);
-          in.assign(kBlockBody, v);
+          in.assign(kBlockBodyName(), v);
           v = eval(in, *s.filter);
         }
-        in.assign(s.targets[0], std::move(v));
+        in.assign(s.names[0], std::move(v));
         break;
       }
       case SK::kMacro: {
@@ -529,7 +546,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
             if (!closure->find(name)) closure->vars.emplace_back(name, v);
           if (in.frames[k].barrier) break;
         }
-        in.assign(s.text, make_macro(s, std::move(closure)));
+        in.assign(s.names.back(), make_macro(s, std::move(closure)));
         break;
       }
       case SK::kCallBlock: {
@@ -539,8 +556,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           MessageGuard message_guard(i2);  // nor one in a call block
           i2.iteration_bound = nullptr;
           for (std::size_t k = 0; k < cs->targets.size(); ++k) {
-            if (k < a.pos.size()) i2.assign(cs->targets[k], a.pos[k]);
-            else if (cs->exprs[1 + k]) i2.assign(cs->targets[k], eval(i2, *cs->exprs[1 + k]));
+            if (k < a.pos.size()) i2.assign(cs->names[k], a.pos[k]);
+            else if (cs->exprs[1 + k]) i2.assign(cs->names[k], eval(i2, *cs->exprs[1 + k]));
           }
           return Value::str(capture(i2, cs->bodies[0]));
         });
@@ -558,7 +575,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
-        in.assign(kBlockBody, Value::str(std::move(body)));
+        in.assign(kBlockBodyName(), Value::str(std::move(body)));
         write(in, to_str(eval(in, *s.filter)));
         break;
       }
@@ -566,7 +583,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         FrameGuard g(in, false);
         std::vector<Value> vals;
         for (const auto& x : s.exprs) vals.push_back(eval(in, *x));
-        for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.targets[k], vals[k]);
+        for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.names[k], vals[k]);
         Flow f = exec(in, s.bodies[0]);
         if (f != Flow::kNormal) return f;
         break;

@@ -22,34 +22,35 @@ inline std::atomic<bool> render_cancel{false};
 struct Tracker;  // resume.hpp
 struct Probe;
 
-// Whether the variable name `k` is `name`: most names in a scope differ in
-// length or first byte, which rules them out at once.
-inline bool same_name(const std::string& k, std::string_view name) noexcept {
-  return k.size() == name.size() && (name.empty() || (k[0] == name[0] && bytes_equal(k.data(), name.data(), k.size())));
-}
+// A scope's variables, by interned name.
+using Scope = std::vector<std::pair<Name, Value>>;
+
+// `vars` as a scope (its names interned), in `out`'s buffer where it is big
+// enough (as a vector's copy assignment reuses it).
+void assign_scope(Scope& out, const Vars& vars);
 
 struct Frame {
-  std::vector<std::pair<std::string, Value>> vars;
+  Scope vars;
   bool barrier = false;  // a macro's scope: lookups skip to the template's globals
-  Value* find(std::string_view name) {
+  Value* find(Name name) {
     for (auto& [k, v] : vars)
-      if (same_name(k, name)) return &v;
+      if (k == name) return &v;
     return nullptr;
   }
   // The index of `name` in vars (vars.size(): none). A scope's variables
   // only grow: an index stays valid while the scope lives.
-  std::size_t slot(std::string_view name) const {
+  std::size_t slot(Name name) const {
     for (std::size_t k = 0; k < vars.size(); ++k)
-      if (same_name(vars[k].first, name)) return k;
+      if (vars[k].first == name) return k;
     return vars.size();
   }
-  void set(std::string_view name, Value v) {
+  void set(Name name, Value v) {
     if (Value* p = find(name)) {
       *p = std::move(v);
       return;
     }
     if (vars.empty()) vars.reserve(8);  // a scope's first variable: room for the next ones in one allocation
-    vars.emplace_back(std::string(name), std::move(v));
+    vars.emplace_back(name, std::move(v));
   }
 };
 
@@ -90,7 +91,7 @@ struct Interp {
       check_steps();
   }
   // Fails past the budget or once cancel_renders() ran; else sets the next check.
-  void check_steps() {
+  [[gnu::noinline]] void check_steps() {
     if (steps > max_steps || render_cancel.load(std::memory_order_relaxed)) step_failed();
     step_check = std::min(max_steps, steps | 1023);
   }
@@ -113,18 +114,18 @@ struct Interp {
   }
   // The variable `name` in scope (null: none; then lookup() gives a global
   // function or an undefined value).
-  const Value* find_var(std::string_view name) {
+  const Value* find_var(Name name) {
     for (std::size_t k = frames.size(); k-- > 0;) {
       if (const Value* v = frames[k].find(name)) return v;
       if (frames[k].barrier && k > 0) k = 1;  // next: frames[0]
     }
     return nullptr;
   }
-  Value lookup(std::string_view name);
+  Value lookup(Name name);
   // lookup() of a name expression that is no variable in scope: a global
   // function, or the expression's own undefined value (no allocation).
   const Value& global_or_undefined(const Expr& e, Value& tmp);
-  void assign(std::string_view name, Value v) { frames.back().set(name, std::move(v)); }
+  void assign(Name name, Value v) { frames.back().set(name, std::move(v)); }
 };
 
 // The record's memo (template.hpp), or null.
@@ -141,7 +142,9 @@ const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
 // A `+` or `~` node, and eval() of one: a left-nested chain of them is
 // evaluated as the nested nodes are (the same steps, operands and errors)
 // with its strings joined in one buffer (eval_ref.cpp).
-bool is_concat(const Expr& e);
+inline bool is_concat(const Expr& e) {
+  return e.kind == EK::kBinary && e.name.size() == 1 && (e.name[0] == '+' || e.name[0] == '~');
+}
 Value concat_chain(Interp& in, const Expr& top);
 // The same, its result left where it is: true, the str appended to `buf`
 // after its first `base` bytes (what follows them is replaced); false, `acc`

@@ -447,6 +447,7 @@ void optimize_expr(ExprPtr& e, Interp& in) {
   if (!e) return;
   for (auto& x : e->a) optimize_expr(x, in);
   for (auto& [k, x] : e->kw) optimize_expr(x, in);
+  if (e->kind == EK::kName) e->var = Name(e->name);
   if (e->kind == EK::kName || e->kind == EK::kAttr) {
     e->undef = Value::undefined(e->name);
     e->methods = method_kinds(e->name) | kMethodsKnown;
@@ -607,6 +608,8 @@ void optimize(Body& body) {
   BudgetScope scope(&budget);
   for (auto& sp : body) {
     Stmt& s = *sp;
+    for (const std::string& t : s.targets) s.names.emplace_back(t);
+    if (s.kind == SK::kMacro) s.names.emplace_back(s.text);
     for (auto& x : s.exprs) optimize_expr(x, in);
     optimize_expr(s.filter, in);
     for (Body& b : s.bodies) optimize(b);

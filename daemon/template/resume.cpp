@@ -103,7 +103,7 @@ void Tracker::preamble_read(int64_t lo, int64_t hi, uint8_t bits) {
   // changed nothing (what the value calls cannot reach the top-level
   // variables, which hold nothing mutable, nor write the output).
   if (s.kind != SK::kSet || !s.text.empty() || in->frames.empty()) return;
-  const Vars& now = in->frames[0].vars;
+  const Scope& now = in->frames[0].vars;
   for (std::size_t i = 0; i < now.size(); ++i) {
     const Value& v = now[i].second;
     if (i < vars->size()) {
@@ -168,15 +168,13 @@ void Tracker::settle() {
   watching = false;  // no resume point is left to take
 }
 
-void Tracker::truth(const Value& v) {
-  if (!watching || v.kind != Kind::kList) return;
+void Tracker::truth_read(const Value& v) {
   int64_t o = offset_of(v.list.get());
   // messages[o:k] is empty for k <= o, as messages[o:] is not when n > o.
   if (o >= 0 && static_cast<std::size_t>(o) < n) spoil(o);
 }
 
-void Tracker::item(const Value& obj, const Value& key) {
-  if (!watching) return;
+void Tracker::item_read(const Value& obj, const Value& key) {
   if (is_slot(obj)) {
     slot_use(obj.dict.get(), {}, SlotUse::kOpaque);
     return;
@@ -195,8 +193,7 @@ void Tracker::item(const Value& obj, const Value& key) {
   else spoil_all();
 }
 
-void Tracker::attr(const Value& obj, std::string_view name) {
-  if (!watching) return;
+void Tracker::attr_read(const Value& obj, std::string_view name) {
   const Claim claimed = claim;
   claim = Claim::kNone;
   if (is_slot(obj)) {
@@ -395,7 +392,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   for (std::size_t k = 0; k <= n && state->loops.size() == 1 && state->preamble; ++k)
     entry = entry || ((usable(k) >> 2) & ~usable(k) & 3);
   if (entry) {
-    state->vars = *vars;
+    assign_scope(state->vars, *vars);
     Entry& e = state->entry;
     e.top = m.top;
     Memo memo;
@@ -565,7 +562,7 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
     lists.push_back(Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(std::min(o, e)),
                                                        all.begin() + static_cast<std::ptrdiff_t>(e))));
   }
-  auto prefix_lists = [&](Vars& in_scope) {
+  auto prefix_lists = [&](Scope& in_scope) {
     for (auto& [name, v] : in_scope) {
       if (v.kind != Kind::kList) continue;
       for (std::size_t j = 0; j < st.lists.size(); ++j)
@@ -593,8 +590,8 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
 
 void restore_start(const ResumeState& st, const Start& s, std::size_t k, bool g, Interp& in) {
   auto& vars = in.frames[0].vars;
-  vars.reserve(s.top_capacity);              // to grow as the full render's do
-  const Vars& names = st.loops.front().top;  // the top-level variables only grow: theirs come first
+  vars.reserve(s.top_capacity);               // to grow as the full render's do
+  const Scope& names = st.loops.front().top;  // the top-level variables only grow: theirs come first
   for (std::size_t i = 0; i < s.top.size(); ++i) vars.emplace_back(names[i].first, s.top[i]);
   // messages[o:] becomes messages[:k][o:], one list for each.
   const auto& all = st.lists.front().first.list->items;

@@ -46,7 +46,7 @@ struct ResumePoint {
   // loop.length differ from F's), so the prefix render runs that iteration
   // itself, in the loop's scope as F had it then.
   bool inside = false;
-  Vars scope;
+  Scope scope;
   std::size_t prefix = 0;  // the k it was taken for: inside, the iteration over message k - 1 starts
 };
 
@@ -55,7 +55,7 @@ struct MainLoop {
   // The statements around it, innermost last (a body and the loop's or
   // enclosing `if`'s index in it).
   std::vector<std::pair<const Body*, std::size_t>> path;
-  Vars top;                       // the top-level variables at its start
+  Scope top;                      // the top-level variables at its start
   std::size_t top_capacity = 0;   // their vector's capacity then (its growth is counted in steps)
   std::vector<std::size_t> held;  // which of them hold a namespace or an iterator
   std::size_t offset = 0;         // it iterates messages[offset:]
@@ -68,7 +68,7 @@ struct MainLoop {
 // that loop itself and resumes only where its state there is the full
 // render's (prefix_at_loop).
 struct Entry {
-  Vars top;  // the top-level variables, namespaces and iterators copied
+  Scope top;  // the top-level variables, namespaces and iterators copied
   std::size_t top_capacity = 0;
   std::size_t output = 0, capacity = 0, pieces = 0, generation = 0;
   uint64_t steps = 0;
@@ -136,7 +136,7 @@ struct ResumeState {
   // and, shifted by 2, which resume after running up to the first main loop.
   std::vector<uint8_t> ready;
   std::vector<Ref<DictObj>> copies;  // namespaces the points hold: emptied at the end (cycles)
-  Vars vars;                         // the render's variables (where `entry` is kept)
+  Scope vars;                        // the render's variables (where `entry` is kept)
   bool preamble = false;             // read before the first main loop: `entry` decides
   Entry entry;
   std::vector<SlotUse> uses;  // in the order the full render made them
@@ -272,11 +272,29 @@ struct Tracker {
   // changes.)
   void set_attr(const Value& ns, std::string_view name, const Value& v);
   // `v` tested for truth.
-  void truth(const Value& v);
+  void truth(const Value& v) {
+    if (watching && v.kind == Kind::kList) truth_read(v);
+  }
+  void truth_read(const Value& v);
   // obj[key] read.
-  void item(const Value& obj, const Value& key);
-  // obj.name read (an attribute, or a method called).
-  void attr(const Value& obj, std::string_view name);
+  void item(const Value& obj, const Value& key) {
+    if (!watching) return;
+    if (obj.kind != Kind::kList && (obj.kind != Kind::kDict || (!obj.ns && obj.dict.get() != loop))) return;
+    item_read(obj, key);
+  }
+  void item_read(const Value& obj, const Value& key);
+  // obj.name read (an attribute, or a method called). Of anything but a
+  // list, a namespace or `loop` (a message's `content`, a str's method) it
+  // only ends a claim.
+  void attr(const Value& obj, std::string_view name) {
+    if (!watching) return;
+    if (obj.kind != Kind::kList && (obj.kind != Kind::kDict || (!obj.ns && obj.dict.get() != loop))) {
+      claim = Claim::kNone;
+      return;
+    }
+    attr_read(obj, name);
+  }
+  void attr_read(const Value& obj, std::string_view name);
   // out = obj[start:stop:step] read: registered when it is messages[o:].
   void slice(const Value& obj, const Value& start, const Value& stop, const Value& step, const Value& out);
   // A value stored where the resume point cannot see it (a namespace

@@ -217,7 +217,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   std::string out = RenderRunner::run(
       limits, generation, provenance,
       [&](Interp& in) {
-        in.frames[0].vars = vars;
+        assign_scope(in.frames[0].vars, vars);
         if (state) {
           in.track = &tracker;
           tracker.steps = &in.steps;
@@ -291,7 +291,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
             restore_start(st, *start, k, g, in);
             probe.read_prompt = start->prompt;
           } else {
-            Vars vars = st.vars;
+            Scope vars = st.vars;
             const auto& all = vars[st.messages_var].second.list->items;
             vars[st.messages_var].second =
                 Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));

@@ -246,21 +246,6 @@ std::string_view type_name(const Value& v) noexcept {
   return "?";
 }
 
-bool truthy(const Value& v) noexcept {
-  switch (v.kind) {
-    case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return v.b;
-    case Kind::kInt: return v.i != 0;
-    case Kind::kFloat: return v.f != 0.0;
-    case Kind::kStr: return !v.s->empty();
-    case Kind::kList: return v.gen || !v.list->items.empty();
-    case Kind::kDict: return v.ns || !v.dict->items.empty();
-    case Kind::kFunc: return true;
-  }
-  return false;
-}
-
 namespace {
 
 double as_double(const Value& v) {

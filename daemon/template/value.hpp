@@ -221,17 +221,18 @@ struct Value {
   };
 
   Value() noexcept : i(0), s() {}
-  Value(const Value& o) noexcept
-      : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), markup(o.markup), i(o.i), s(o.s) {}
-  Value(Value&& o) noexcept
-      : kind(o.kind), tuple(o.tuple), ns(o.ns), gen(o.gen), view(o.view), markup(o.markup), i(o.i), s(std::move(o.s)) {}
+  // The tag, the flags and the scalar are copied as the two words they
+  // occupy (kHead bytes), the reference as whichever object it holds
+  // (every reference member is a RefBase).
+  Value(const Value& o) noexcept : s(o.s) { set_head(o.head()); }
+  Value(Value&& o) noexcept : s(std::move(o.s)) { set_head(o.head()); }
   Value& operator=(const Value& o) noexcept {
-    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, markup = o.markup, i = o.i;
-    s = o.s;  // whichever object o holds: every reference member is a RefBase
+    set_head(o.head());
+    s = o.s;
     return *this;
   }
   Value& operator=(Value&& o) noexcept {
-    kind = o.kind, tuple = o.tuple, ns = o.ns, gen = o.gen, view = o.view, markup = o.markup, i = o.i;
+    set_head(o.head());
     s = std::move(o.s);
     return *this;
   }
@@ -284,9 +285,22 @@ struct Value {
   bool is_dict() const { return kind == Kind::kDict; }
   bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
   const std::string& text() const { return *s; }  // kStr only
+
+ private:
+  static constexpr std::size_t kHead = 16;  // the bytes before the reference: tag, flags, scalar
+  struct Head {
+    uint64_t w[2];
+  };
+  Head head() const noexcept {
+    Head h;
+    std::memcpy(&h, static_cast<const void*>(this), kHead);
+    return h;
+  }
+  void set_head(const Head& h) noexcept { std::memcpy(static_cast<void*>(this), &h, kHead); }
 };
 
 static_assert(sizeof(Value) == 24, "a Value is a tag, a scalar and one reference");
+static_assert(offsetof(Value, s) == 16, "a Value's tag, flags and scalar are its first two words");
 
 struct ListObj : RefCounted {
   ListObj() noexcept : RefCounted(Type::kList) {}
@@ -373,7 +387,20 @@ Value markup(std::string s);
 Value markup_escape(const Value& v);
 // Python's type name, as errors name it.
 std::string_view type_name(const Value& v) noexcept;
-bool truthy(const Value& v) noexcept;
+inline bool truthy(const Value& v) noexcept {
+  switch (v.kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return v.b;
+    case Kind::kInt: return v.i != 0;
+    case Kind::kFloat: return v.f != 0.0;
+    case Kind::kStr: return !v.s->empty();
+    case Kind::kList: return v.gen || !v.list->items.empty();
+    case Kind::kDict: return v.ns || !v.dict->items.empty();
+    case Kind::kFunc: return true;
+  }
+  return false;
+}
 // Python's ==.
 bool equal(const Value& a, const Value& b);
 // Python's <, or an Error for unorderable types.

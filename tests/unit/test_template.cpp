@@ -6,6 +6,7 @@
 #include <string>
 
 #include "template/json_value.hpp"
+#include "template/name.hpp"
 #include "template/pystr.hpp"
 #include "template/template.hpp"
 #include "template/value.hpp"
@@ -471,4 +472,34 @@ TEST_CASE("template: a record's renders share tojson of its lists and dicts, eac
     CHECK(inner.entries.empty());
   }
   CHECK(memo.entries.size() == 6);
+}
+
+TEST_CASE("template: variable names are interned, equal iff their text is") {
+  std::string a = "add_generation_prompt", b = std::string("add_generation_") + "prompt";
+  const tmpl::Name x(a), y(b), z("add_generation_promp"), none;
+  CHECK(x == y);
+  CHECK(&x.str() == &y.str());  // one string for both
+  CHECK_FALSE(x == z);
+  CHECK(x.str() == "add_generation_prompt");
+  CHECK_FALSE(none == tmpl::Name(""));  // no name: equal to no variable's, the empty one's included
+  CHECK(tmpl::Name("") == tmpl::Name(std::string_view()));
+  // A template's scopes keep their names apart by those pointers: a loop
+  // variable shadows an outer one of the same name only.
+  CHECK(render("{% set m = 1 %}{% set mm = 2 %}{% for m in [3] %}{{ m }}{{ mm }}{% endfor %}{{ m }}") == "321");
+}
+
+TEST_CASE("template: items read in place, as jinja2 reads them") {
+  // A dict's value under a str key and a list's item (negative, bool
+  // indices) are borrowed from the variable; a miss is what getitem gives.
+  CHECK(render("{% set d = {'a': [1, 2, 3], 'b': 'xy'} %}{{ d['a'][-1] }}{{ d['a'][True] }}{{ d['a'][5] is defined }}"
+               "{{ d['b'][1] }}{{ d['c'] is defined }}{% for m in [d] %}{{ m['a'][0] == 1 }}"
+               "{{ m['a'][-4] is defined }}{% endfor %}") == "32FalseyFalseTrueFalse");
+}
+
+TEST_CASE("template: slices with any step, as Python's") {
+  // The items are counted before they are taken: a step near the int64
+  // limits takes one item, without the index passing the limit.
+  CHECK(render("{{ [1,2,3][1::9223372036854775807] }}{{ [1,2,3][::-9223372036854775807 - 1] }}"
+               "{{ 'abc'[1::9223372036854775807] }}{{ 'abcd'[::-2] }}{{ [1,2,3,4,5][4:0:-3] }}{{ [1,2,3][5:1:-1] }}") ==
+        "[2][3]bdb[5, 2][3]");
 }
