@@ -116,6 +116,29 @@ struct Pair : tokfeed::text::hf::testing::RegexPair {
   // kGeneral: the automaton where the pattern allows; kGeneralBacktracking: backtracking alone.
   Pair(const std::string& p, RegexEngine engine)
       : RegexPair(p, engine, engine == RegexEngine::kGeneral ? "matcher" : "backtracking matcher") {}
+
+  // The matches as find_all gives them, and the pieces' ends as split_ends
+  // gives them (after ends already in the list) against those of PCRE2's matches.
+  std::string diff(std::string_view s) const {
+    if (std::string d = RegexPair::diff(s); !d.empty()) return d;
+    const GeneralSplit* g = matcher.general();
+    if (g == nullptr) return "";
+    Matches m;
+    pcre.find_all(s, m);
+    std::vector<uint32_t> want = {7};
+    uint32_t prev = 0;
+    for (auto [b, e] : m) {
+      if (prev < b) want.push_back(100 + b);
+      want.push_back(100 + e);
+      prev = e;
+    }
+    if (prev < s.size()) want.push_back(100 + uint32_t(s.size()));
+    tokfeed::text::hf::EndList got;
+    got.push_back(7);
+    g->split_ends(s, 100, got);
+    if (std::vector<uint32_t>(got.data(), got.data() + got.size()) == want) return "";
+    return "split_ends: " + std::to_string(got.size()) + " ends, from PCRE2's matches " + std::to_string(want.size());
+  }
 };
 
 constexpr RegexEngine kBothMethods[] = {RegexEngine::kGeneral, RegexEngine::kGeneralBacktracking};
@@ -287,6 +310,12 @@ TEST_CASE("general split: small cases, as HF tokenizers splits them") {
   CHECK(pieces(kDeepSeek, "a.b,Cd 12") == V{"a", ".b", ",Cd", " "});
   CHECK(pieces("\\p{N}{1,3}", "12345") == V{"123", "45"});
   CHECK(pieces(kTekken, "a/\n/b") == V{"a", "/\n/", "b"});
+  // The char that ends a match starts the next one, which goes on past it
+  // (the automaton steps it once, from the state it ends, into the start
+  // state's next): ASCII and not.
+  CHECK(pieces(kTekken, "ab cd,ef  gh\n\nij") == V{"ab", " cd", ",ef", " ", " gh", "\n\n", "ij"});
+  CHECK(pieces(kTekken, "ab\u00A0cd\u00E9f\u3000\u4E2D\u6587") == V{"ab", "\u00A0cd\u00E9f", "\u3000\u4E2D\u6587"});
+  CHECK(pieces(kGpt2, "it's 12ab") == V{"it", "'s", " 12", "ab"});
 }
 
 TEST_CASE("general split: identical to PCRE2 on the golden and SFT texts") {

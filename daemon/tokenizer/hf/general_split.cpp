@@ -3,6 +3,11 @@
 
 #include <pcre2.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -29,7 +34,7 @@ namespace {
 using Item = SplitItem;
 using Seq = SplitSeq;
 constexpr size_t kFail = SIZE_MAX;
-constexpr size_t kMaxStates = 1024;  // the automaton's, at most 1 MiB of transitions
+constexpr size_t kMaxStates = 1024;  // the automaton's, at most 3 MiB of steps
 
 // Whether a sequence can match the empty string, and the atoms it can begin with.
 bool nullable(const Seq& seq, uint64_t& first);
@@ -198,6 +203,24 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
     for (char32_t cp = from; cp < from + count && cp < 0x110000 && none; ++cp) none = g->starts_[full[cp]] == 0;
     g->starts_none_[b] = none;
   }
+  // The ranges of ASCII bytes a match may start at, where they are few and
+  // three ranges at most.
+  std::vector<std::pair<int, int>> ranges;
+  for (int b = 0; b < 0x80; ++b) {
+    if (g->starts_none_[b]) continue;
+    if (!ranges.empty() && ranges.back().second == b - 1) ranges.back().second = b;
+    else ranges.emplace_back(b, b);
+  }
+  size_t ascii_starts = 0;
+  for (int b = 0; b < 0x80; ++b) ascii_starts += !g->starts_none_[b];
+  if (ranges.size() <= 3 && ascii_starts <= 16) {
+    ranges.emplace_back(0xC0, 0xFF);  // lead bytes; no match starts at 0x80-0xBF
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      std::memset(g->skip_lo_[r], ranges[r].first, 16);
+      std::memset(g->skip_span_[r], ranges[r].second - ranges[r].first, 16);
+    }
+    g->skip_ranges_ = int(ranges.size());
+  }
   g->atoms_ = atoms.size();
   if (method == Method::kAny) {
     SplitProgram program;
@@ -353,82 +376,198 @@ inline uint64_t GeneralSplit::bits_at(const unsigned char* s, size_t p, size_t n
   return bits_[id_at(s, p, n, len)];
 }
 
-[[gnu::always_inline]] inline size_t GeneralSplit::run_automaton(const unsigned char* s, size_t n, size_t pos) const {
-  using Step = SplitAutomaton::Step;
-  const Step* ascii_steps = automaton_->ascii_steps();
-  const Step* class_steps = automaton_->class_steps();
-  const uint32_t classes = automaton_->classes();
-  uint32_t state = SplitAutomaton::kStart;
-  size_t end = kFail;
-  for (;;) {
-    // ASCII chars, most of most text, with no UTF-8 to decode.
-    while (pos < n && s[pos] < 0x80) {
-      const Step step = ascii_steps[state * 128 + s[pos]];
-      if (step & SplitAutomaton::kMatchBefore) end = pos;
-      state = step >> 1;
-      if (state == 0) return end;
-      ++pos;
-    }
-    uint32_t len;
-    const Step step = class_steps[state * classes + id_at(s, pos, n, len)];
-    if (step & SplitAutomaton::kMatchBefore) end = pos;
-    state = step >> 1;
-    if (state == 0) return end;  // id 0 (the end, invalid UTF-8) takes no path on
-    pos += len;
-  }
-}
-
 template <class Emit>
 void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
+  if (automaton_) {
+    scan_automaton(s, n, emit);
+    return;
+  }
   size_t i = 0;
   while (i < n) {
-    // Past the chars no branch starts with: ASCII ones from a table, 8 at a
-    // time where no ASCII char starts one.
-    if (ascii_starts_none_) {
-      uint64_t v;
-      while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
-    }
-    while (i < n && starts_none_[s[i]]) ++i;
+    i = skip_to_start(s, n, i);
     if (i >= n) break;
     uint32_t len = 1;
     const uint64_t starts = s[i] < 0x80 ? ascii_starts_[s[i]] : starts_[id_at(s, i, n, len)];
-    if (starts == 0) {
-      i += len;
-      continue;
-    }
     size_t e = kFail;
-    if (automaton_) {
-      e = run_automaton(s, n, i);
-    } else {
-      for (uint64_t c = starts; c != 0; c &= c - 1) {
-        const Seq& b = branches_[size_t(__builtin_ctzll(c))];
-        e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
-        if (e != kFail) break;
-      }
+    for (uint64_t c = starts; c != 0; c &= c - 1) {
+      const Seq& b = branches_[size_t(__builtin_ctzll(c))];
+      e = match(b.data(), b.data() + b.size(), nullptr, s, n, i);
+      if (e != kFail) break;
     }
     if (e == kFail) {
       i += len;
       continue;
     }
-    emit(i, e);
+    emit(i, e, false);
     i = e;
   }
 }
 
-void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
-  scan(subject, [&](size_t b, size_t e) { out.emplace_back(uint32_t(b), uint32_t(e)); });
+// 16 bytes at a time: the bytes in the ranges of skip_lo_ and skip_span_
+// are looked up in starts_none_ (lead bytes: then their char in starts_),
+// the rest passed over.
+template <int kRanges>
+size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  while (n - i >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i may = zero;
+    for (int r = 0; r < kRanges; ++r) {  // v - lo <= hi - lo, unsigned
+      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(skip_lo_[r]));
+      const __m128i span = _mm_load_si128(reinterpret_cast<const __m128i*>(skip_span_[r]));
+      may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, lo), span), zero));
+    }
+    for (uint32_t mask = uint32_t(_mm_movemask_epi8(may)); mask != 0; mask &= mask - 1) {
+      const size_t at = i + size_t(__builtin_ctz(mask));
+      if (starts_none_[s[at]]) continue;
+      uint32_t len;
+      if (s[at] < 0x80 || starts_[id_at(s, at, n, len)] != 0) return at;  // else a char no branch starts with
+    }
+    i += 16;
+  }
+#else
+  (void)s, (void)n;
+#endif
+  return i;
 }
 
-void GeneralSplit::split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const {
+// Past the chars no branch starts with: 16 bytes at a time where few ASCII
+// bytes start one, else ASCII ones from a table, 8 at a time where no ASCII
+// char starts one.
+[[gnu::always_inline]] inline size_t GeneralSplit::skip_to_start(const unsigned char* s, size_t n, size_t i) const {
+  if (skip_ranges_ != 0) {
+    // The next start is mostly near (the next Han char after a comma): a few
+    // bytes one at a time first.
+    const size_t near = std::min(n, i + 8);
+    while (i < near && starts_none_[s[i]]) ++i;
+    if (i < near) return i;
+  }
+  switch (skip_ranges_) {
+    case 1: i = skip_16<1>(s, n, i); break;
+    case 2: i = skip_16<2>(s, n, i); break;
+    case 3: i = skip_16<3>(s, n, i); break;
+    case 4: i = skip_16<4>(s, n, i); break;
+    default: break;
+  }
+  if (ascii_starts_none_) {
+    uint64_t v;
+    while (i + 8 <= n && (std::memcpy(&v, s + i, 8), (v & 0x8080808080808080ull) == 0)) i += 8;
+  }
+  while (i < n && starts_none_[s[i]]) ++i;
+  return i;
+}
+
+// The automaton from each char a match may start at. Every path is stepped
+// on each char in turn: ASCII bytes by their row of the step table, the other
+// chars decoded to their class id. When no path is left, the last match
+// recorded is the match, and the search goes on at its end; where that end is
+// the char just stepped and the start state takes it (kRestart), the next
+// match is already under way.
+template <class Emit>
+void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit) const {
+  using A = SplitAutomaton;
+  const A::Step* steps = automaton_->steps();
+  size_t i = 0;
+  for (;;) {
+    i = skip_to_start(s, n, i);
+    if (i >= n) return;
+    size_t begin = i, pos = i, end = kFail;
+    bool after_last = false;    // begin is the last match's end
+    size_t row = A::kStartRow;  // kMatchBefore kept: it indexes the row as it is
+    for (;;) {
+      A::Step step = 0;
+      // One ASCII byte: false where it stops the loop.
+      auto ascii = [&]() {
+        step = steps[row + 2 * size_t(s[pos])];
+        if (step & A::kStop) return false;
+        if (step & A::kMatchBefore) end = pos;
+        row = step;
+        ++pos;
+        return true;
+      };
+      for (;;) {
+        if (n - pos >= 4) {  // four bytes with no bound check between them
+          if (ascii() && ascii() && ascii() && ascii()) continue;
+          break;
+        }
+        if (pos >= n || !ascii()) break;
+      }
+      if (pos < n && (step & (A::kDecode | A::kRestart)) == A::kRestart) {  // most stops: see below
+        emit(begin, pos, after_last);
+        after_last = true;
+        begin = pos;
+        end = kFail;
+        row = step & ~A::kFlags;
+        ++pos;
+        continue;
+      }
+      uint32_t len = 0;
+      if (pos >= n) {
+        step = steps[(row & ~size_t(A::kFlags)) + A::kClasses];  // id 0: the end
+      } else if (step & A::kDecode) {
+        step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
+        if ((step & A::kStop) == 0) {
+          if (step & A::kMatchBefore) end = pos;
+          row = step;
+          pos += len;
+          continue;
+        }
+      } else {
+        len = 1;
+      }
+      // No path left.
+      if (step & A::kRestart) {  // a match ends at pos, and the next one starts there
+        emit(begin, pos, after_last);
+        after_last = true;
+        begin = pos;
+        end = kFail;
+        row = step & ~A::kFlags;
+        pos += len;
+        continue;
+      }
+      if (step & A::kMatchBefore) end = pos;
+      if (end != kFail) {
+        emit(begin, end, after_last);
+        i = end;
+      } else if (pos == begin) {  // no path takes the first char (len: its length)
+        i = begin + (len != 0 ? len : 1);
+      } else if (s[begin] < 0x80) {
+        i = begin + 1;
+      } else {
+        id_at(s, begin, n, len);
+        i = begin + len;
+      }
+      break;
+    }
+  }
+}
+
+void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+  scan(subject, [&](size_t b, size_t e, bool) { out.emplace_back(uint32_t(b), uint32_t(e)); });
+}
+
+void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& ends) const {
+  // A piece takes a byte at least: room for one end per byte.
+  uint32_t* w = ends.room(subject.size());
   uint32_t prev = 0;
-  scan(subject, [&](size_t b, size_t e) {
-    if (prev < b) ends.push_back(base + uint32_t(b));
-    ends.push_back(base + uint32_t(e));
+  scan(subject, [&](size_t b, size_t e, bool after_last) {
+    if (!after_last && prev < b) *w++ = base + uint32_t(b);
+    *w++ = base + uint32_t(e);
     prev = uint32_t(e);
   });
-  if (prev < subject.size()) ends.push_back(base + uint32_t(subject.size()));
+  if (prev < subject.size()) *w++ = base + uint32_t(subject.size());
+  ends.end_at(w);
+}
+
+void EndList::grow(size_t need) {
+  const size_t capacity = std::max({need, 2 * capacity_, size_t(256)});
+  std::unique_ptr<uint32_t[]> data(new uint32_t[capacity]);
+  if (size_ != 0) std::memcpy(data.get(), data_.get(), size_ * sizeof(uint32_t));
+  data_ = std::move(data);
+  capacity_ = capacity;
 }
 
 }  // namespace tokfeed::text::hf

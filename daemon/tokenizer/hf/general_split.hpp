@@ -44,6 +44,32 @@
 
 namespace tokfeed::text::hf {
 
+// A list of ends that split_ends writes in place: room for the most it may
+// add, then the list's end set where the writing stopped.
+class EndList {
+ public:
+  void clear() { size_ = 0; }
+  size_t size() const { return size_; }
+  const uint32_t* data() const { return data_.get(); }
+  uint32_t operator[](size_t i) const { return data_[i]; }
+  void push_back(uint32_t end) {
+    *room(1) = end;
+    ++size_;
+  }
+  // Where n more ends may be written, after the list's last.
+  uint32_t* room(size_t n) {
+    if (size_ + n > capacity_) grow(size_ + n);
+    return data_.get() + size_;
+  }
+  // The list ends at `last` (within the room made).
+  void end_at(const uint32_t* last) { size_ = size_t(last - data_.get()); }
+
+ private:
+  void grow(size_t need);
+  std::unique_ptr<uint32_t[]> data_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 class GeneralSplit {
  public:
   enum class Method {
@@ -60,7 +86,7 @@ class GeneralSplit {
   // Appends base + the end of every piece a split with HF's Isolated
   // behaviour cuts `subject` into: each match, and each stretch of text
   // between two matches, before the first or after the last.
-  void split_ends(std::string_view subject, uint32_t base, std::vector<uint32_t>& ends) const;
+  void split_ends(std::string_view subject, uint32_t base, EndList& ends) const;
 
   // "7 branches, 10 atoms, automaton of 12 states", or "..., backtracking (why)".
   std::string summary() const;
@@ -72,11 +98,17 @@ class GeneralSplit {
   // The char at p: its set id (0: the end, or a byte of invalid UTF-8), its length.
   uint8_t id_at(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
   uint8_t id_at_rare(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
-  // Calls emit(begin, end) for every match in `subject`.
+  // Calls emit(begin, end, after_last) for every match in `subject`;
+  // after_last: true where the match begins where the last one ended.
   template <class Emit>
   void scan(std::string_view subject, Emit&& emit) const;
-  // The end of the match that starts at pos, or SIZE_MAX: by the automaton, by backtracking from `it`.
-  size_t run_automaton(const unsigned char* s, size_t n, size_t pos) const;
+  template <class Emit>
+  void scan_automaton(const unsigned char* s, size_t n, Emit&& emit) const;
+  // The first byte from i on a match may start at, or n.
+  size_t skip_to_start(const unsigned char* s, size_t n, size_t i) const;
+  template <int kRanges>
+  size_t skip_16(const unsigned char* s, size_t n, size_t i) const;
+  // The end of the match that starts at pos, or SIZE_MAX, by backtracking from `it`.
   size_t match(const SplitItem* it, const SplitItem* end, const Cont* k, const unsigned char* s, size_t n,
                size_t pos) const;
   // The bits of the atoms the char at p is in (0 at the end, or a byte of invalid UTF-8).
@@ -88,9 +120,15 @@ class GeneralSplit {
   uint64_t ascii_starts_[128] = {};  // the branches an ASCII char may start
   bool ascii_starts_none_ = false;   // no ASCII char starts a match
   bool starts_none_[256] = {};       // the bytes no match starts at
-  std::vector<uint64_t> bits_;       // the atoms of each set id
-  std::vector<uint64_t> starts_;     // the branches a char of each set id may start
-  CodePointTable table_;             // set id of each code point
+  // Where the ASCII bytes a match may start at are 1..3 ranges: those ranges
+  // and the lead bytes from 0xC0, for skip_to_start to find 16 bytes at a
+  // time (lo, hi - lo, each 16 times); skip_ranges_ 0: a byte at a time.
+  alignas(16) uint8_t skip_lo_[4][16] = {};
+  alignas(16) uint8_t skip_span_[4][16] = {};
+  int skip_ranges_ = 0;
+  std::vector<uint64_t> bits_;    // the atoms of each set id
+  std::vector<uint64_t> starts_;  // the branches a char of each set id may start
+  CodePointTable table_;          // set id of each code point
   size_t atoms_ = 0;
   std::unique_ptr<SplitAutomaton> automaton_;  // null: backtracking
   std::string backtracking_why_;

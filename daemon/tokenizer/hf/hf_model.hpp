@@ -10,6 +10,7 @@
 #include "tokenizer/hf/bpe.hpp"
 #include "tokenizer/hf/components.hpp"
 #include "tokenizer/hf/decoders.hpp"
+#include "tokenizer/hf/general_split.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace tokfeed::text::hf {
@@ -75,7 +76,7 @@ class HfTokenizer final : public Tokenizer {
   // encode_words, its words those of the regexes one after the other.
   std::vector<const Regex*> word_regexes_;
   mutable std::vector<std::vector<std::pair<uint32_t, uint32_t>>> level_matches_;
-  mutable std::vector<uint32_t> word_ends_;
+  mutable EndList word_ends_;
   bool nfc_ = false;
   // Spans are cut before each run of "▁" (BpeModel::words_end_before_metaspace),
   // so that words repeat and the word cache holds them.

@@ -1,5 +1,7 @@
 #include "tokenizer/hf/split_automaton.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 
 namespace tokfeed::text::hf {
@@ -74,7 +76,10 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
                                                       const uint8_t (&ascii_class)[128], size_t max_states,
                                                       std::string& why) {
   std::unique_ptr<SplitAutomaton> a(new SplitAutomaton());
-  a->classes_ = uint32_t(class_atoms.size());
+  if (class_atoms.size() > kRow - kClasses) {
+    why = "more than " + std::to_string(kRow - kClasses) + " class ids";
+    return nullptr;
+  }
   std::map<State, uint32_t> ids;
   std::vector<const State*> states;  // by id; id 0 is the empty state
   auto id_of = [&](const State& s) {
@@ -83,21 +88,36 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
     return it->second;
   };
   id_of(State{});
-  id_of(State{program.start});  // kStart
+  id_of(State{program.start});  // kStartRow
   Stepper stepper(program);
   State to;
-  // States in the order they are found; each one's transitions are added as it is reached.
+  // States in the order they are found; each one's row is added as it is reached.
   for (size_t s = 0; s < states.size(); ++s) {
     if (states.size() > max_states) {
       why = "an automaton of more than " + std::to_string(max_states) + " states";
       return nullptr;
     }
-    for (uint64_t cls : class_atoms) {
-      const bool matched = stepper.step(*states[s], cls, to);
-      a->class_steps_.push_back(Step(id_of(to)) << 1 | (matched ? kMatchBefore : 0));
+    Step cls_steps[kRow - kClasses];
+    std::fill(std::begin(cls_steps), std::end(cls_steps), kStop);  // ids past the last take no path
+    for (size_t c = 0; c < class_atoms.size(); ++c) {
+      const bool matched = stepper.step(*states[s], class_atoms[c], to);
+      const uint32_t next = id_of(to);
+      cls_steps[c] = next * kRow | (next == 0 ? kStop : 0) | (matched ? kMatchBefore : 0);
     }
-    for (int byte = 0; byte < 128; ++byte)
-      a->ascii_steps_.push_back(a->class_steps_[s * a->classes_ + ascii_class[byte]]);
+    for (int byte = 0; byte < 256; ++byte)
+      for (int twice = 0; twice < 2; ++twice)
+        a->steps_.push_back(byte < 0x80 ? cls_steps[ascii_class[byte]] : kStop | kDecode);
+    for (uint32_t c = 0; c < kRow - kClasses; ++c) a->steps_.push_back(cls_steps[c]);
+  }
+  // A match that ends where no path is left, before a char the start state
+  // takes: the next match starts there.
+  for (size_t at = 0; at < a->steps_.size(); ++at) {
+    Step& step = a->steps_[at];
+    if ((step & (kStop | kDecode | kMatchBefore)) != (kStop | kMatchBefore)) continue;
+    const size_t in_row = at % kRow;
+    const uint32_t cls = in_row < kClasses ? ascii_class[in_row / 2] : uint32_t(in_row - kClasses);
+    const Step from_start = a->steps_[kStartRow + kClasses + cls];
+    if ((from_start & kStop) == 0) step = from_start | kStop | kRestart | kMatchBefore;
   }
   return a;
 }

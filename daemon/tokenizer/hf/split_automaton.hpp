@@ -29,8 +29,11 @@
 // The states are built once, when the pattern is compiled: every state and
 // every class id, with the next state and whether a match ends before the
 // char; and, so that ASCII text needs no class look-up, every state and
-// every ASCII byte. build() declines a program with more than `max_states`
-// states.
+// every byte (the bytes from 0x80 say "decode the char"). A step that leaves
+// no path but ends a match before a char the start state takes a path on
+// goes on from where the start state goes on that char: the next match
+// starts at the char that ended this one, which is then stepped once, not
+// twice. build() declines a program with more than `max_states` states.
 #pragma once
 
 #include <cstdint>
@@ -59,21 +62,31 @@ class SplitAutomaton {
   static std::unique_ptr<SplitAutomaton> build(const SplitProgram& program, const std::vector<uint64_t>& class_atoms,
                                                const uint8_t (&ascii_class)[128], size_t max_states, std::string& why);
 
-  // A transition: the next state (0: no path left) shifted left by one, and
-  // in bit 0 whether a match ends before the char.
+  // A transition: the row of the next state (its number times kRow) with
+  // flags in the low bits. kStop: leave the byte loop, for one of
+  //   - kDecode (a byte from 0x80): decode the char, take its class's step;
+  //   - kRestart (with kMatchBefore): no path left, a match ends before the
+  //     char, and the row is the start state's next on the char;
+  //   - else no path left (row 0), with kMatchBefore if a match ends before the char.
+  // A step without kStop has no flag but kMatchBefore.
   using Step = uint32_t;
   static constexpr Step kMatchBefore = 1;
-  static constexpr uint32_t kStart = 1;
-  const Step* ascii_steps() const { return ascii_steps_.data(); }  // at state * 128 + byte
-  const Step* class_steps() const { return class_steps_.data(); }  // at state * classes() + class id
-  uint32_t classes() const { return classes_; }
-  size_t states() const { return ascii_steps_.size() / 128; }
+  static constexpr Step kStop = 2;
+  static constexpr Step kDecode = 4;
+  static constexpr Step kRestart = 8;
+  static constexpr Step kFlags = 0xF;
+  // A row: the steps on each byte, each twice (at row + 2 * byte and the
+  // next, so that a step with kMatchBefore indexes the next row as it is),
+  // then the steps on each class id.
+  static constexpr uint32_t kClasses = 512;  // the offset of the class steps in a row
+  static constexpr uint32_t kRow = kClasses + 256;
+  static constexpr uint32_t kStartRow = kRow;
+  const Step* steps() const { return steps_.data(); }  // at row + 2 * byte (+ 1), row + kClasses + class id
+  size_t states() const { return steps_.size() / kRow; }
 
  private:
   SplitAutomaton() = default;
-  std::vector<Step> ascii_steps_;  // state 0: no path left
-  std::vector<Step> class_steps_;
-  uint32_t classes_ = 0;
+  std::vector<Step> steps_;  // state 0: no path left
 };
 
 }  // namespace tokfeed::text::hf
