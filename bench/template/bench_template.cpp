@@ -4,7 +4,11 @@
 // label rule needs), then its text is tokenized, as a worker does. Prints
 // the mean time of each per sample and their ratio, measured side by side.
 //
-// usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N]
+// usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE]
+//
+// --dump FILE writes what the first round gave per template and record (the
+// refusal's reason, or the text, the trained byte spans and the token ids),
+// so that two builds' outputs can be compared with cmp.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -19,15 +23,27 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N]\n");
+    std::fprintf(
+        stderr,
+        "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE]\n");
     return 2;
   }
   int rounds = 3;
   std::vector<std::string> dirs;
+  std::FILE* dump = nullptr;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else dirs.push_back(a);
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+    } else if (a == "--dump" && i + 1 < argc) {
+      dump = std::fopen(argv[++i], "wb");
+      if (!dump) {
+        std::fprintf(stderr, "bench_template: cannot write %s\n", argv[i]);
+        return 2;
+      }
+    } else {
+      dirs.push_back(a);
+    }
   }
   auto tok = text::load_tokenizer("hf", argv[1]);
   std::vector<std::string> records;
@@ -53,10 +69,20 @@ int main(int argc, char** argv) {
         std::string why = text::record_to_chat(rec, rules, false, msgs, tools);
         if (why.empty()) why = text::render_labeled(*spec, msgs, tools, text::Loss::kAllAssistant, r);
         auto t1 = Clock::now();
+        if (dump && round == 0 && !why.empty()) std::fprintf(dump, "%s refused: %s\n", dir.c_str(), why.c_str());
         if (!why.empty()) continue;  // a refused record: no tokenizing
         toks.clear();
         tok->encode(r.text, toks);
         auto t2 = Clock::now();
+        if (dump && round == 0) {
+          std::fprintf(dump, "%s %zu bytes:\n", dir.c_str(), r.text.size());
+          std::fwrite(r.text.data(), 1, r.text.size(), dump);
+          std::fprintf(dump, "\ntrained:");
+          for (const text::Span& sp : r.trained) std::fprintf(dump, " %u-%u", sp.begin, sp.end);
+          std::fprintf(dump, "\ntokens:");
+          for (text::Token t : toks) std::fprintf(dump, " %d", t.id);
+          std::fprintf(dump, "\n");
+        }
         render_s += std::chrono::duration<double>(t1 - t0).count();
         tok_s += std::chrono::duration<double>(t2 - t1).count();
         ++n;
@@ -70,5 +96,6 @@ int main(int argc, char** argv) {
     std::printf("%-40s %8zu %12.1f %12.1f %8.3f\n", name.c_str(), n / rounds, 1e6 * render_s / n, 1e6 * tok_s / n,
                 render_s / tok_s);
   }
+  if (dump) std::fclose(dump);
   return 0;
 }

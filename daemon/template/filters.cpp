@@ -175,13 +175,23 @@ Value f_tojson(Interp&, Value& v, Args& a) {
   }
   // A list or dict that dumps is plain lists, dicts and scalars all the way
   // down, which no template changes: the record's memo keeps its text.
-  MemoScope* memo = (v.is_seq() || (v.is_dict() && !v.ns)) ? current_memo() : nullptr;
+  // (A dict with a view is a loop's `loop`, rewritten in place.)
+  MemoScope* memo = (v.is_seq() || (v.is_dict() && !v.ns && !v.view)) ? current_memo() : nullptr;
   std::string options;
   if (memo) {
-    options = std::string(1, static_cast<char>(ascii * 2 + sort)) + (ip ? "i" + *ip : "-") + '\0' +
-              (is ? "s" + *is + '\0' + *ks : "-");
+    // The options as one key, each string after its length (no option:
+    // three bytes, no allocation).
+    auto sized = [&](const std::string& x) {
+      const auto n = static_cast<uint32_t>(x.size());
+      options.append(reinterpret_cast<const char*>(&n), sizeof n).append(x);
+    };
+    options += static_cast<char>(ascii * 2 + sort);
+    options += ip ? 'i' : '-';
+    if (ip) sized(*ip);
+    options += is ? 's' : '-';
+    if (is) sized(*is), options += *ks;
     for (auto& m : memo->entries)
-      if (m.subject.list == v.list && m.subject.dict == v.dict && m.options == options) {
+      if (m.subject.s.raw() == v.s.raw() && m.options == options) {
         m.used = true;
         return m.result;
       }

@@ -48,19 +48,43 @@ MemoScope::MemoScope() noexcept : active_(tl_memo == nullptr) {
 MemoScope::~MemoScope() {
   if (!active_) return;
   tl_memo = nullptr;
-  // Kept: the entries kept before that this scope read, then its own, in
-  // the order written, up to the limits (the rest is freed here, outside
-  // any render's budget).
+  // Kept, up to the limits: the entries kept before that this scope read,
+  // then its own in the order written, then the others kept before (a
+  // record's tools reused by records after the next). An entry whose
+  // subject nothing but the memo holds any more is dropped: no value can
+  // present that object again. The rest is freed here, outside any render's
+  // budget.
+  //
+  // The memo holds a subject once per entry (per set of options): whether
+  // anything else holds it is asked of one entry of those with that
+  // subject while the others' references are set aside.
+  const std::size_t n = entries.size();
+  std::vector<std::pair<const RefCounted*, std::size_t>> order(n);
+  for (std::size_t k = 0; k < n; ++k) order[k] = {entries[k].subject.s.raw(), k};
+  std::sort(order.begin(), order.end());
+  std::vector<char> held(n);
+  for (std::size_t i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && order[j].first == order[i].first;) ++j;
+    const Value& first = entries[order[i].second].subject;
+    for (std::size_t k = i + 1; k < j; ++k) entries[order[k].second].subject = Value();
+    const bool h = !first.s.raw()->unique();
+    for (std::size_t k = i + 1; k < j; ++k) entries[order[k].second].subject = first;
+    for (std::size_t k = i; k < j; ++k) held[order[k].second] = h;
+  }
   std::vector<Entry> kept;
   std::size_t bytes = 0;
-  auto keep = [&](Entry& e) {
-    if (kept.size() >= kMemoKept || bytes + e.result.s->size() > kMemoKeptBytes) return;
+  auto keep = [&](std::size_t k) {
+    Entry& e = entries[k];
+    if (!held[k] || kept.size() >= kMemoKept || bytes + e.result.s->size() > kMemoKeptBytes) return;
     bytes += e.result.s->size();
     kept.push_back(std::move(e));
   };
-  for (std::size_t k = 0; k < kept_ && k < entries.size(); ++k)
-    if (entries[k].used) keep(entries[k]);
-  for (std::size_t k = kept_; k < entries.size(); ++k) keep(entries[k]);
+  const std::size_t before = std::min(kept_, n);
+  for (std::size_t k = 0; k < before; ++k)
+    if (entries[k].used) keep(k);
+  for (std::size_t k = kept_; k < n; ++k) keep(k);
+  for (std::size_t k = 0; k < before; ++k)
+    if (!entries[k].used) keep(k);
   for (Entry& e : kept) e.used = false;
   entries.clear();
   tl_memo_kept.swap(kept);

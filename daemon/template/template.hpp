@@ -50,8 +50,10 @@ class RecordScope {
 // tools or tool-call arguments is written once per record, not once per
 // render, while a MemoScope is in scope on the thread. Scopes do not nest:
 // an inner one is ignored. When it ends, the thread keeps a few of its
-// entries for the next scope (a record's tools reused from the record
-// before are the same objects: their text is too); the rest is freed.
+// entries for the next scopes, those whose object something besides the
+// memo still holds (a record's tools reused from a record before are the
+// same objects: their text is too; each entry holds its object, so its
+// address cannot be reused by another); the rest is freed.
 class MemoScope {
  public:
   MemoScope() noexcept;

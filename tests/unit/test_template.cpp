@@ -474,6 +474,60 @@ TEST_CASE("template: a record's renders share tojson of its lists and dicts, eac
   CHECK(memo.entries.size() == 6);
 }
 
+// The thread keeps a scope's tojson texts for later scopes while their
+// object is held by something besides the memo (a record's tools reused by
+// later records, not only the next): a scope that reads none of them keeps
+// them too; an object nothing else holds is dropped, so a new object at its
+// address is never served its text.
+TEST_CASE("template: tojson texts kept across records while their object is held, by identity and options") {
+  Template t = Template::parse("{{ tools | tojson }}|{{ tools | tojson(indent=1) }}");
+  tmpl::RenderLimits limits;
+  auto text_of = [&](const Value& tools) {
+    tmpl::MemoScope memo;
+    return t.render({{"tools", tools}}, limits);
+  };
+  auto kept = [] {  // the entries kept for the next scope once it ends: their objects still held
+    { tmpl::MemoScope drop; }
+    tmpl::MemoScope probe;
+    return probe.entries.size();
+  };
+  text_of(Value::new_list());  // whatever earlier tests left is dropped or kept apart from these
+  const std::size_t base = kept();
+  Value a = tmpl::parse_json(R"([{"name": "a", "n": [1, 2]}])");
+  Value b = tmpl::parse_json(R"([{"name": "b"}])");
+  const std::string a_text =
+      "[{\"name\": \"a\", \"n\": [1, 2]}]|[\n {\n  \"name\": \"a\",\n  \"n\": [\n   1,\n   2\n  ]\n }\n]";
+  const std::string b_text = "[{\"name\": \"b\"}]|[\n {\n  \"name\": \"b\"\n }\n]";
+  CHECK(text_of(a) == a_text);
+  CHECK(kept() == base + 2);  // a, each option apart
+  // The tools change: b's texts, a's kept beside them (a is still held).
+  CHECK(text_of(b) == b_text);
+  CHECK(kept() == base + 4);
+  // A record without tools reads none; a's and b's stay kept, and a record
+  // whose tools are a's again (not the previous record's) is served them.
+  CHECK(text_of(Value::none()) == "null|null");
+  {
+    tmpl::MemoScope memo;
+    CHECK(t.render({{"tools", a}}, limits) == a_text);
+    std::size_t served = 0;
+    for (const auto& e : memo.entries) served += e.used;
+    CHECK(served == 2);  // both from the scopes before, none written again
+  }
+  CHECK(text_of(b) == b_text);
+  // b freed: nothing but the memo holds it, a scope's end drops its texts.
+  b = Value();
+  CHECK(kept() == base + 2);
+  // A new list, perhaps at b's address, with other contents: its own text.
+  for (int i = 0; i < 4; ++i) {
+    Value c = tmpl::parse_json(R"([{"name": "c)" + std::to_string(i) + R"("}])");
+    CHECK(text_of(c) ==
+          "[{\"name\": \"c" + std::to_string(i) + "\"}]|[\n {\n  \"name\": \"c" + std::to_string(i) + "\"\n }\n]");
+  }
+  CHECK(kept() == base + 2);  // a's alone: each c was freed after its record
+  a = Value();
+  CHECK(kept() == base);
+}
+
 TEST_CASE("template: variable names are interned, equal iff their text is") {
   std::string a = "add_generation_prompt", b = std::string("add_generation_") + "prompt";
   const tmpl::Name x(a), y(b), z("add_generation_promp"), none;
