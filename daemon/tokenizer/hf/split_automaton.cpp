@@ -105,19 +105,19 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
       cls_steps[c] = next * kRow | (next == 0 ? kStop : 0) | (matched ? kMatchBefore : 0);
     }
     for (int byte = 0; byte < 256; ++byte)
-      for (int twice = 0; twice < 2; ++twice)
+      for (int copy = 0; copy < 4; ++copy)
         a->steps_.push_back(byte < 0x80 ? cls_steps[ascii_class[byte]] : kStop | kDecode);
     for (uint32_t c = 0; c < kRow - kClasses; ++c) a->steps_.push_back(cls_steps[c]);
   }
   // A match that ends where no path is left, before a char the start state
-  // takes: the next match starts there.
+  // takes: the next match starts there, and the step goes on.
   for (size_t at = 0; at < a->steps_.size(); ++at) {
     Step& step = a->steps_[at];
     if ((step & (kStop | kDecode | kMatchBefore)) != (kStop | kMatchBefore)) continue;
     const size_t in_row = at % kRow;
-    const uint32_t cls = in_row < kClasses ? ascii_class[in_row / 2] : uint32_t(in_row - kClasses);
+    const uint32_t cls = in_row < kClasses ? ascii_class[in_row / 4] : uint32_t(in_row - kClasses);
     const Step from_start = a->steps_[kStartRow + kClasses + cls];
-    if ((from_start & kStop) == 0) step = from_start | kStop | kRestart | kMatchBefore;
+    if ((from_start & kStop) == 0) step = (from_start & ~kFlags) | kRestart | kMatchBefore;
   }
   return a;
 }
