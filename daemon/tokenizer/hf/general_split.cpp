@@ -473,6 +473,9 @@ template <class Sink>
 void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) const {
   using A = SplitAutomaton;
   const A::Step* steps = automaton_->steps();
+  const A::Pairs* pairs = automaton_->pairs();
+  const uint32_t* pair_next = pairs ? pairs->next.data() : nullptr;
+  const uint8_t* pair_flags = pairs ? pairs->flags.data() : nullptr;
   size_t i = 0;
   for (;;) {
     i = skip_to_start(s, n, i);
@@ -481,6 +484,30 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
     size_t pos = i;
     size_t row = A::kStartRow;  // kGoFlags kept: they index the row as it is
     for (;;) {
+      if (pairs != nullptr && n - pos >= 2) {
+        // Two ASCII bytes a step, until a step of one of them stops (it is
+        // then taken again below, a byte at a time).
+        size_t prow = (row / A::kRow) << pairs->shift;
+        auto pair = [&]() {
+          const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
+          const uint32_t f = pair_flags[at];
+          if (f & A::kPairStop) return false;
+          sink.restart(pos, f & A::kPairRestart1);
+          sink.restart(pos + 1, f / 2 & A::kRestart);
+          prow = pair_next[at];
+          pos += 2;
+          return true;
+        };
+        for (;;) {
+          if (n - pos >= 4) {
+            if (pair() && pair()) continue;
+            break;
+          }
+          if (n - pos >= 2) pair();
+          break;
+        }
+        row = (prow >> pairs->shift) * A::kRow;
+      }
       A::Step step = 0;
       // One ASCII byte: false where it stops the loop.
       auto ascii = [&]() {

@@ -119,7 +119,45 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
     const Step from_start = a->steps_[kStartRow + kClasses + cls];
     if ((from_start & kStop) == 0) step = (from_start & ~kFlags) | kRestart | kMatchBefore;
   }
+  a->build_pairs(ascii_class);
   return a;
+}
+
+void SplitAutomaton::build_pairs(const uint8_t (&ascii_class)[128]) {
+  // The ASCII class ids, numbered from 0 in order; one more for the bytes
+  // from 0x80. A byte of each stands for its class.
+  uint32_t compact[256];
+  std::vector<int> byte_of;
+  std::map<uint8_t, uint32_t> number;
+  for (int b = 0; b < 128; ++b) {
+    auto [it, added] = number.emplace(ascii_class[b], uint32_t(byte_of.size()));
+    if (added) byte_of.push_back(b);
+    compact[b] = it->second;
+  }
+  const uint32_t k = uint32_t(byte_of.size()) + 1;
+  for (int b = 128; b < 256; ++b) compact[b] = k - 1;
+  int shift = 0;
+  while ((uint32_t(1) << shift) < k * k) ++shift;
+  const size_t stride = size_t(1) << shift, states = steps_.size() / kRow;
+  if (k > 16 || states * stride > (size_t(1) << 16)) return;  // few states and classes only: a table of 320 KiB at most
+  auto p = std::make_unique<Pairs>();
+  p->shift = shift;
+  for (int b = 0; b < 256; ++b) p->first[b] = compact[b] * k, p->second[b] = compact[b];
+  p->next.assign(states * stride, 0);
+  p->flags.assign(states * stride, kPairStop);
+  for (size_t st = 0; st < states; ++st)
+    for (uint32_t c1 = 0; c1 + 1 < k; ++c1) {
+      const Step s1 = steps_[st * kRow + 4 * size_t(byte_of[c1])];
+      if (s1 & kStop) continue;
+      for (uint32_t c2 = 0; c2 + 1 < k; ++c2) {
+        const Step s2 = steps_[(s1 & ~kFlags) + 4 * size_t(byte_of[c2])];
+        if (s2 & kStop) continue;
+        const size_t at = st * stride + c1 * k + c2;
+        p->next[at] = uint32_t((s2 / kRow) << shift);
+        p->flags[at] = uint8_t((s1 & kRestart ? kPairRestart1 : 0) | (s2 & kRestart ? kPairRestart2 : 0));
+      }
+    }
+  pairs_ = std::move(p);
 }
 
 }  // namespace tokfeed::text::hf

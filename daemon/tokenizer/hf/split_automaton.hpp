@@ -88,9 +88,28 @@ class SplitAutomaton {
   const Step* steps() const { return steps_.data(); }  // at row + 4 * byte (+ 0..3), row + kClasses + class id
   size_t states() const { return steps_.size() / kRow; }
 
+  // Two ASCII bytes a step, where ASCII falls in few classes (pairs() null
+  // otherwise): the byte loop's chain of loads is one a pair, not one a byte.
+  // A pair row is a state's number times `stride`; the step on bytes a, b
+  // is at row + first[a] + second[b] in `next` (the next pair row) and
+  // `flags` (kPairRestart1, kPairRestart2: the step on a, on b restarts;
+  // kPairStop: one of the two steps stops: take them one by one).
+  struct Pairs {
+    uint32_t first[256], second[256];
+    int shift = 0;  // stride = 1 << shift
+    std::vector<uint32_t> next;
+    std::vector<uint8_t> flags;
+  };
+  static constexpr uint8_t kPairRestart1 = kRestart;
+  static constexpr uint8_t kPairRestart2 = 2 * kRestart;
+  static constexpr uint8_t kPairStop = 0x80;
+  const Pairs* pairs() const { return pairs_.get(); }
+
  private:
   SplitAutomaton() = default;
+  void build_pairs(const uint8_t (&ascii_class)[128]);
   std::vector<Step> steps_;  // state 0: no path left
+  std::unique_ptr<Pairs> pairs_;
 };
 
 }  // namespace tokfeed::text::hf
