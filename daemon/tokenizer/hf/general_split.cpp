@@ -499,11 +499,12 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
           return true;
         };
         for (;;) {
-          if (n - pos >= 4) {
-            if (pair() && pair()) continue;
+          if (n - pos >= 8) {  // four pairs with no bound check between them
+            if (pair() && pair() && pair() && pair()) continue;
             break;
           }
-          if (n - pos >= 2) pair();
+          while (n - pos >= 2 && pair()) {
+          }
           break;
         }
         row = (prow >> pairs->shift) * A::kRow;
