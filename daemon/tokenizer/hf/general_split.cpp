@@ -233,9 +233,12 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
 }
 
 std::string GeneralSplit::summary() const {
-  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms, " +
-         (automaton_ ? "automaton of " + std::to_string(automaton_->states()) + " states"
-                     : "backtracking (" + backtracking_why_ + ")");
+  std::string s = std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms, ";
+  if (!automaton_) return s + "backtracking (" + backtracking_why_ + ")";
+  s += "automaton of " + std::to_string(automaton_->states()) + " states";
+  if (const SplitAutomaton::Pairs* p = automaton_->pairs())
+    s += ", ASCII a pair of bytes a step (" + std::to_string(p->ascii_classes) + " classes)";
+  return s;
 }
 
 // ASCII and the two- and three-byte chars (the Latin, Greek, Cyrillic, CJK

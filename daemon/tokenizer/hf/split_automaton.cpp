@@ -139,8 +139,9 @@ void SplitAutomaton::build_pairs(const uint8_t (&ascii_class)[128]) {
   int shift = 0;
   while ((uint32_t(1) << shift) < k * k) ++shift;
   const size_t stride = size_t(1) << shift, states = steps_.size() / kRow;
-  if (k > 16 || states * stride > (size_t(1) << 16)) return;  // few states and classes only: a table of 320 KiB at most
+  if (k > 32 || states * stride > (size_t(1) << 16)) return;  // few states and classes only: a table of 320 KiB at most
   auto p = std::make_unique<Pairs>();
+  p->ascii_classes = k - 1;
   p->shift = shift;
   for (int b = 0; b < 256; ++b) p->first[b] = compact[b] * k, p->second[b] = compact[b];
   p->next.assign(states * stride, 0);

@@ -96,7 +96,8 @@ class SplitAutomaton {
   // kPairStop: one of the two steps stops: take them one by one).
   struct Pairs {
     uint32_t first[256], second[256];
-    int shift = 0;  // stride = 1 << shift
+    uint32_t ascii_classes = 0;  // the class ids of ASCII bytes (a compact number each; one more for the rest)
+    int shift = 0;               // stride = 1 << shift
     std::vector<uint32_t> next;
     std::vector<uint8_t> flags;
   };
