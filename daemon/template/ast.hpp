@@ -16,6 +16,7 @@ namespace tokfeed::tmpl {
 struct Interp;
 using FilterFn = Value (*)(Interp&, Value&, Args&);
 using TestFn = bool (*)(Interp&, const Value&, Args&);
+struct Signature;
 
 enum class EK : uint8_t {
   kLiteral,
@@ -60,6 +61,7 @@ struct Expr {
   bool pure = false;
   FilterFn filter = nullptr;
   TestFn test = nullptr;
+  const Signature* sig = nullptr;  // kFilter, kTest: the arguments it takes (parser.hpp)
   // kName, kAttr: the undefined value a miss gives (the name as its hint),
   // made once when the template is parsed, and which kinds of object have
   // a method of that name (kMethodStr | kMethodDict | kMethodList; set with

@@ -417,6 +417,7 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
           if (!fold_const(in, *x, kv)) return false;
           args.kw.emplace_back(name, std::move(kv));
         }
+        if (e.sig) check_call(*e.sig, e.name, args);
         if (e.kind == EK::kFilter) out = e.filter(in, v[0], args);
         else out = Value::boolean(e.test(in, v[0], args) != e.negate);
         return true;
@@ -557,6 +558,7 @@ Value eval(Interp& in, const Expr& e) {
       eval_args(in, e, 1, args);
       in.pos = e.pos;
       if (!e.filter) throw Error("No filter named '" + e.name + "'.");
+      if (e.sig) check_call(*e.sig, e.name, args);
       return e.filter(in, subject, args);
     }
     case EK::kTest: {
@@ -581,6 +583,7 @@ Value eval(Interp& in, const Expr& e) {
       eval_args(in, e, 1, args);
       in.pos = e.pos;
       if (!e.test) throw Error("No test named '" + e.name + "'.");
+      if (e.sig) check_call(*e.sig, e.name, args);
       return Value::boolean(e.test(in, subject, args) != e.negate);
     }
     case EK::kNeg:

@@ -349,10 +349,63 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   return completed;
 }
 
-// A macro value: calling it renders its body in a fresh scope. Arguments
-// bind as jinja2's Macro.__call__ binds them: positional, then keywords for
-// the parameters left, then `caller`; leftover keywords or positionals are
-// an error unless the body reads `kwargs` or `varargs`.
+// Binds a call's arguments to the parameters of `m` as jinja2's
+// Macro.__call__ binds them: positional, then keywords for the parameters
+// left, then `caller`; leftover keywords or positionals are an error unless
+// the body reads `kwargs` or `varargs`. `m` is a macro, or a call block
+// (its caller: the defaults follow the call in `exprs`, from `first_default`).
+void bind_params(Interp& in, const Stmt& m, std::size_t first_default, Args& args) {
+  const auto& params = m.targets;
+  const auto& param_names = m.names;
+  const std::string label = m.kind == SK::kMacro ? "'" + m.text + "'" : "'caller'";
+  auto kw = args.kw;
+  auto pop = [&](std::string_view name, Value& out) {
+    for (auto it = kw.begin(); it != kw.end(); ++it)
+      if (it->first == name) {
+        out = std::move(it->second);
+        kw.erase(it);
+        return true;
+      }
+    return false;
+  };
+  std::vector<bool> given(params.size(), false);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Value v;
+    if (k < args.pos.size()) v = args.pos[k], given[k] = true;
+    else given[k] = pop(params[k], v);
+    if (given[k]) in.assign(param_names[k], std::move(v));
+  }
+  if (m.uses_caller) {
+    Value caller;
+    if (!pop("caller", caller)) caller = Value::undefined("caller");
+    in.assign(kCallerName(), caller);
+  }
+  Value kwargs = Value::new_dict();
+  if (m.uses_kwargs) {
+    for (auto& [name, v] : kw) kwargs.dict->set(name, v);
+  } else if (!kw.empty()) {
+    if (kw[0].first == "caller")
+      throw Error("macro " + label + " was invoked with two values for the special caller argument");
+    throw Error("macro " + label + " takes no keyword argument '" + kw[0].first + "'");
+  }
+  std::vector<Value> extra;
+  if (args.pos.size() > params.size()) {
+    if (!m.uses_varargs)
+      throw Error("macro " + label + " takes not more than " + std::to_string(params.size()) + " argument(s)");
+    extra.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(params.size()), args.pos.end());
+  }
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    if (given[k]) continue;
+    if (const auto& d = m.exprs[first_default + k]) in.assign(param_names[k], eval(in, *d));
+    else in.assign(param_names[k], Value::undefined(params[k]));
+  }
+  static const Name varargs("varargs"), kwargs_name("kwargs");
+  in.assign(varargs, Value::new_list(std::move(extra), true));
+  in.assign(kwargs_name, kwargs);
+}
+
+// A macro value: calling it renders its body in a fresh scope, its
+// arguments bound by bind_params.
 // A macro defined inside a loop or another macro sees the variables of
 // its definition's scope (jinja2 compiles it to a closure): `closure` holds
 // them, the template's top-level variables are read when it runs.
@@ -366,52 +419,7 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     FrameGuard guard(in, false);
     MessageGuard message_guard(in);  // a set in a macro binds no iteration
     in.iteration_bound = nullptr;
-    const auto& params = m->targets;
-    const auto& param_names = m->names;
-    auto kw = args.kw;
-    auto pop = [&](std::string_view name, Value& out) {
-      for (auto it = kw.begin(); it != kw.end(); ++it)
-        if (it->first == name) {
-          out = std::move(it->second);
-          kw.erase(it);
-          return true;
-        }
-      return false;
-    };
-    std::vector<bool> given(params.size(), false);
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      Value v;
-      if (k < args.pos.size()) v = args.pos[k], given[k] = true;
-      else given[k] = pop(params[k], v);
-      if (given[k]) in.assign(param_names[k], std::move(v));
-    }
-    if (m->uses_caller) {
-      Value caller;
-      if (!pop("caller", caller)) caller = Value::undefined("caller");
-      in.assign(kCallerName(), caller);
-    }
-    Value kwargs = Value::new_dict();
-    if (m->uses_kwargs) {
-      for (auto& [name, v] : kw) kwargs.dict->set(name, v);
-    } else if (!kw.empty()) {
-      if (kw[0].first == "caller")
-        throw Error("macro '" + m->text + "' was invoked with two values for the special caller argument");
-      throw Error("macro '" + m->text + "' takes no keyword argument '" + kw[0].first + "'");
-    }
-    std::vector<Value> extra;
-    if (args.pos.size() > params.size()) {
-      if (!m->uses_varargs)
-        throw Error("macro '" + m->text + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
-      extra.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(params.size()), args.pos.end());
-    }
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      if (given[k]) continue;
-      if (m->exprs[k]) in.assign(param_names[k], eval(in, *m->exprs[k]));
-      else in.assign(param_names[k], Value::undefined(params[k]));
-    }
-    static const Name varargs("varargs"), kwargs_name("kwargs");
-    in.assign(varargs, Value::new_list(std::move(extra), true));
-    in.assign(kwargs_name, kwargs);
+    bind_params(in, *m, 0, args);
     std::string r = capture(in, m->bodies[0]);
     --in.depth;
     return Value::str(std::move(r));
@@ -555,10 +563,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           FrameGuard g(i2, false);
           MessageGuard message_guard(i2);  // nor one in a call block
           i2.iteration_bound = nullptr;
-          for (std::size_t k = 0; k < cs->targets.size(); ++k) {
-            if (k < a.pos.size()) i2.assign(cs->names[k], a.pos[k]);
-            else if (cs->exprs[1 + k]) i2.assign(cs->names[k], eval(i2, *cs->exprs[1 + k]));
-          }
+          bind_params(i2, *cs, 1, a);
           return Value::str(capture(i2, cs->bodies[0]));
         });
         const Expr& call = *s.exprs[0];
@@ -576,7 +581,11 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
         in.assign(kBlockBodyName(), Value::str(std::move(body)));
-        write(in, to_str(eval(in, *s.filter)));
+        // jinja2 yields the chain's result as it is: what is no str fails
+        // the join of the output.
+        Value r = eval(in, *s.filter);
+        if (!r.is_str()) throw Error("sequence item 0: expected str instance, " + std::string(type_name(r)) + " found");
+        write(in, *r.s);
         break;
       }
       case SK::kWith: {

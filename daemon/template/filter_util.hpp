@@ -43,7 +43,12 @@ inline void no_undefined(const Value& v) {
 // jinja2's int: int(value), else int(float(value)), else the default.
 // Attribute lookup as environment.getattr, with dotted paths ("a.b",
 // "items.0"), as jinja2's attribute arguments take them.
-Value attr_path(const Value& obj, const std::string& path);
+// jinja2's _prepare_attribute_parts: a str splits at '.', digit parts
+// reading as ints; None is no part; anything else is one part.
+std::vector<Value> attribute_parts(const Value& attr);
+// jinja2's make_attrgetter: getitem by each part; `dflt`, where given, in
+// place of an undefined at every step.
+Value attr_path(const Value& obj, const Value& attr, const Value* dflt = nullptr);
 
 // Filters defined in filters_num.cpp.
 Value f_int(Interp&, Value& v, Args& a);

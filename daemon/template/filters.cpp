@@ -11,17 +11,30 @@
 namespace tokfeed::tmpl {
 
 // Attribute lookup as environment.getattr, with dotted paths ("a.b").
-Value attr_path(const Value& obj, const std::string& path) {
-  Value cur = obj;
-  std::size_t b = 0;
-  for (;;) {
-    std::size_t e = path.find('.', b);
-    std::string part = path.substr(b, e == std::string::npos ? std::string::npos : e - b);
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = digits ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::str(part));
-    if (e == std::string::npos) return cur;
-    b = e + 1;
+// jinja2's _prepare_attribute_parts: a str splits at '.', digit parts
+// reading as ints; None is no part; anything else is one part.
+std::vector<Value> attribute_parts(const Value& attr) {
+  std::vector<Value> parts;
+  if (attr.is_none()) return parts;
+  if (!attr.is_str()) {
+    parts.push_back(attr);
+    return parts;
   }
+  for (const std::string& p : py_split(*attr.s, std::string("."), -1, false)) {
+    int64_t n = 0;
+    if (py_isdigit(p) && py_parse_int(p, n) == NumParse::kOk) parts.push_back(Value::integer(n));
+    else parts.push_back(Value::str(p));
+  }
+  return parts;
+}
+
+Value attr_path(const Value& obj, const Value& attr, const Value* dflt) {
+  Value cur = obj;
+  for (const Value& p : attribute_parts(attr)) {
+    cur = get_item(cur, p);
+    if (dflt && cur.is_undefined()) cur = *dflt;  // jinja2 puts the default in at every step
+  }
+  return cur;
 }
 
 Value filter_length(Interp&, Value& v, Args&) { return Value::integer(length(v)); }
@@ -100,7 +113,7 @@ Value f_join(Interp&, Value& v, Args& a) {
   for (const Value& x : iterate(v)) {
     if (!first) out += sep;
     first = false;
-    append_str(given(attr) ? attr_path(x, soft_str(attr)) : x, out);
+    append_str(given(attr) ? attr_path(x, attr) : x, out);
   }
   return Value::str(std::move(out));
 }
@@ -276,8 +289,8 @@ Value f_attr(Interp&, Value& v, Args& a) {
 Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
   if (!truthy(v)) return iterator({});
   std::size_t k = 0;
-  std::string attr;
-  if (by_attr) attr = soft_str(arg(a, k++, "attribute"));
+  Value attr;
+  if (by_attr) attr = arg(a, k++, "attribute");
   std::string name;
   bool tested = k < a.pos.size();
   TestFn test = nullptr;
@@ -293,6 +306,7 @@ Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
     if (tested) {
       if (!test && !(test = find_test(name))) throw Error("No test named '" + name + "'.");
       Args ta = targs;
+      if (const Signature* sig = test_signature(name)) check_call(*sig, name, ta);
       ok = test(in, subject, ta);
     } else {
       ok = truthy(subject);
@@ -312,10 +326,8 @@ Value f_map(Interp& in, Value& v, Args& a) {
   const Value& attr = arg(a, 99, "attribute");
   if (a.pos.empty() && given(attr)) {
     const Value& d = arg(a, 99, "default");
-    for (const Value& x : iterate(v)) {
-      Value r = attr_path(x, soft_str(attr));
-      out.push_back(r.is_undefined() && given(d) ? d : r);
-    }
+    const Value* dflt = given(d) && !d.is_none() ? &d : nullptr;
+    for (const Value& x : iterate(v)) out.push_back(attr_path(x, attr, dflt));
     return iterator(std::move(out));
   }
   if (a.pos.empty()) throw Error("map requires a filter argument");
@@ -327,6 +339,7 @@ Value f_map(Interp& in, Value& v, Args& a) {
   for (Value x : iterate(v)) {
     if (!f && !(f = find_filter(name))) throw Error("No filter named '" + name + "'.");
     Args copy = fa;
+    if (const Signature* sig = filter_signature(name)) check_call(*sig, name, copy);
     out.push_back(f(in, x, copy));
   }
   return iterator(std::move(out));
@@ -334,7 +347,7 @@ Value f_map(Interp& in, Value& v, Args& a) {
 
 std::vector<Value> keyed(const std::vector<Value>& items, const Value& attr, bool cs) {
   std::vector<Value> keys;
-  for (const Value& x : items) keys.push_back(fold(given(attr) ? attr_path(x, soft_str(attr)) : x, cs));
+  for (const Value& x : items) keys.push_back(fold(given(attr) ? attr_path(x, attr) : x, cs));
   return keys;
 }
 // jinja2's sort key: the list of the comma-separated attributes' values
@@ -359,7 +372,7 @@ Value f_sort(Interp&, Value& v, Args& a) {
   for (const Value& x : items) {
     std::vector<Value> k;
     if (paths.empty()) k.push_back(fold(x, cs));
-    for (const std::string& p : paths) k.push_back(fold(attr_path(x, p), cs));
+    for (const std::string& p : paths) k.push_back(fold(attr_path(x, Value::str(p)), cs));
     keys.push_back(std::move(k));
   }
   auto key_less = [](const std::vector<Value>& x, const std::vector<Value>& y) {

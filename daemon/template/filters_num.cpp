@@ -18,13 +18,20 @@ Value f_int(Interp&, Value& v, Args& a) {
   const Value& b = arg(a, 1, "base");
   const int64_t base = !given(b) ? 10 : int_like(b) ? as_int(b) : -1;  // -1: a TypeError, as an invalid base
   Value dflt = given(d) ? d : Value::integer(0);
+  // jinja2's filter: int(value), else int(float(value)), else the default.
+  // int(nan) is a ValueError (the default), int(inf) an OverflowError,
+  // which the first try lets through (a float) and the second catches (a
+  // string).
   auto from_float = [&](double f) {
     if (!std::isfinite(f)) return dflt;
     if (std::fabs(f) >= 9.2e18) throw Error("int() of " + to_str(Value::real(f)) + " is past 64 bits");
     return Value::integer(static_cast<int64_t>(f));
   };
   if (int_like(v)) return Value::integer(as_int(v));
-  if (v.kind == Kind::kFloat) return from_float(v.f);
+  if (v.kind == Kind::kFloat) {
+    if (std::isinf(v.f)) throw Error("cannot convert float infinity to integer");
+    return from_float(v.f);
+  }
   if (v.is_str()) {
     int64_t n = 0;
     NumParse r = py_parse_int(*v.s, n, base);
@@ -100,7 +107,7 @@ Value f_sum(Interp&, Value& v, Args& a) {
   const Value& start = arg(a, 1, "start");
   Value total = given(start) ? start : Value::integer(0);
   if (total.is_str()) throw Error("sum() can't sum strings [use ''.join(seq) instead]");
-  for (const Value& x : iterate(v)) total = binary_op("+", total, given(attr) ? attr_path(x, soft_str(attr)) : x);
+  for (const Value& x : iterate(v)) total = binary_op("+", total, given(attr) ? attr_path(x, attr) : x);
   return total;
 }
 

@@ -16,23 +16,6 @@ void max_args(const Args& a, std::size_t n, const char* name) {
   if (a.pos.size() > n) throw Error(std::string(name) + "() takes at most " + std::to_string(n + 1) + " arguments");
 }
 
-// jinja2's _prepare_attribute_parts: a str splits at '.', digit parts
-// reading as ints; None is no part; anything else is one part.
-std::vector<Value> attribute_parts(const Value& attr) {
-  std::vector<Value> parts;
-  if (attr.is_none()) return parts;
-  if (!attr.is_str()) {
-    parts.push_back(attr);
-    return parts;
-  }
-  for (const std::string& p : py_split(*attr.s, std::string("."), -1, false)) {
-    int64_t n = 0;
-    if (py_isdigit(p) && py_parse_int(p, n) == NumParse::kOk) parts.push_back(Value::integer(n));
-    else parts.push_back(Value::str(p));
-  }
-  return parts;
-}
-
 // jinja2's url_quote: str() of the value in UTF-8, every byte but
 // letters, digits and `_.-~` (and `/` unless for a query string) as %XX;
 // spaces as `+` in a query string.

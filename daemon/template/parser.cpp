@@ -1,6 +1,7 @@
 #include "template/parser.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "template/budget.hpp"
 #include "template/interp.hpp"
@@ -251,7 +252,7 @@ class Parser : public ExprParser {
     auto s = make(SK::kSetBlock, p);
     if (names.size() != 1) fail(p, "a set block assigns one name");
     s->targets = std::move(names);
-    if (is_op("|")) s->filter = filter_chain();
+    if (is_op("|")) s->filter = filter_chain(false);
     expect_block_end();
     s->bodies.push_back(body({"endset"}));
     end_tag();
@@ -259,16 +260,15 @@ class Parser : public ExprParser {
   }
 
   // `| f(args) | g` applied to the block body's placeholder variable, kBlockBody.
-  ExprPtr filter_chain() {
+  ExprPtr filter_chain(bool inline_first) {
     auto subject = std::make_unique<Expr>();
     subject->kind = EK::kName;
     subject->pos = cur().pos;
     subject->name = kBlockBody;
-    if (!is_op("|")) {
-      // {% filter name %}: the first filter has no leading pipe.
-      return filter(std::move(subject));
-    }
     ExprPtr e = std::move(subject);
+    // {% filter name | more %}: the first filter has no leading pipe (and
+    // may not have one); {% set x | name | more %} has one.
+    if (inline_first) e = filter(std::move(e));
     while (is_op("|")) {
       ++i_;
       e = filter(std::move(e));
@@ -317,12 +317,15 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body_outside_loop({"endcall"}));
     end_tag();
+    s->uses_varargs = reads(s->bodies[0], "varargs");  // the caller's, as a macro's
+    s->uses_kwargs = reads(s->bodies[0], "kwargs");
+    s->uses_caller = reads(s->bodies[0], "caller");
     return s;
   }
 
   std::unique_ptr<Stmt> filter_stmt(Pos p) {
     auto s = make(SK::kFilterBlock, p);
-    s->filter = filter_chain();
+    s->filter = filter_chain(true);
     expect_block_end();
     s->bodies.push_back(body({"endfilter"}));
     end_tag();
@@ -463,6 +466,44 @@ void optimize_expr(ExprPtr& e, Interp& in) {
   lit->lit = std::move(v);
   lit->pure = true;
   e = std::move(lit);
+}
+
+// Whether Python writes `v` with an `inf` or `nan` in it (a float that is
+// not finite, in a list or dict or not).
+bool has_nonfinite(const Value& v) {
+  if (v.kind == Kind::kFloat) return !std::isfinite(v.f);
+  if (v.is_list())
+    return std::any_of(v.list->items.begin(), v.list->items.end(), [](const Value& x) { return has_nonfinite(x); });
+  if (v.is_dict())
+    return std::any_of(v.dict->items.begin(), v.dict->items.end(),
+                       [](const auto& kv) { return has_nonfinite(kv.second); });
+  return false;
+}
+
+// jinja2 writes a constant into the code it generates as str() of a float
+// or repr() of anything else: a constant that holds an inf or nan (folded,
+// as 'inf' | float or 1e308 * 10, or a literal as 1e400) becomes the name
+// `inf` or `nan`, a NameError when that code runs. A constant output is
+// text instead (folded before this), as is a constant a larger constant
+// expression folds into.
+void poison_nonfinite(ExprPtr& e) {
+  if (!e) return;
+  if (e->kind == EK::kLiteral && has_nonfinite(e->lit)) {
+    auto callee = std::make_unique<Expr>();
+    callee->kind = EK::kLiteral;
+    callee->pos = e->pos;
+    std::string name = to_str(e->lit).find("nan") != std::string::npos ? "nan" : "inf";
+    callee->lit =
+        Value::func(name, [name](Interp&, Args&) -> Value { throw Error("name '" + name + "' is not defined"); });
+    auto call = std::make_unique<Expr>();
+    call->kind = EK::kCall;
+    call->pos = e->pos;
+    call->a.push_back(std::move(callee));
+    e = std::move(call);
+    return;
+  }
+  for (auto& x : e->a) poison_nonfinite(x);
+  for (auto& [k, x] : e->kw) poison_nonfinite(x);
 }
 
 // jinja2's compile-time constant folding, where it can differ from
@@ -626,6 +667,8 @@ void optimize(Body& body) {
       s.text = to_str(v);
       s.exprs.clear();
     }
+    for (auto& x : s.exprs) poison_nonfinite(x);
+    poison_nonfinite(s.filter);
   }
 }
 

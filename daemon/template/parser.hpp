@@ -16,6 +16,21 @@ namespace tokfeed::tmpl {
 FilterFn find_filter(std::string_view name);
 TestFn find_test(std::string_view name);
 
+// A filter's or test's Python signature (signatures.cpp): its parameters,
+// the subject first, and how many have no default.
+struct Signature {
+  std::string_view params[5];
+  std::size_t count;
+  std::size_t required;
+  bool positional_only;  // a builtin (len, abs, operator.eq ...)
+};
+// Null for a filter or test that takes *args/**kwargs (or an unknown one).
+const Signature* filter_signature(std::string_view name);
+const Signature* test_signature(std::string_view name);
+// Binds `args` (the subject aside) as Python would: an Error where the call
+// raises a TypeError (too many, unknown, repeated or missing arguments).
+void check_call(const Signature& sig, std::string_view name, const Args& args);
+
 struct Parsed {
   Body body;
   bool has_generation = false;

@@ -343,6 +343,7 @@ ExprPtr ExprParser::filter(ExprPtr subject) {
   auto f = node(EK::kFilter, p);
   f->name = name;
   f->filter = find_filter(name);  // null: checked once the template is parsed (parser.cpp)
+  f->sig = filter_signature(name);
   f->a.push_back(std::move(subject));
   if (is_op("(")) call_args(*f);
   return f;
@@ -376,6 +377,7 @@ ExprPtr ExprParser::test(ExprPtr subject) {
     t->name += "." + expect_name();
   }
   t->test = find_test(t->name);
+  t->sig = test_signature(t->name);
   t->a.push_back(std::move(subject));
   const Token& c = cur();
   if (is_op("(")) {

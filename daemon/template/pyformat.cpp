@@ -134,6 +134,10 @@ std::string percent_format(const std::string& f, const Value& args, bool escape)
       continue;
     }
     if (++i >= f.size()) throw Error("incomplete format");
+    if (f[i] == '%') {  // only "%%" is a literal '%': after a key, flag or width, '%' takes an argument and fails
+      out += '%';
+      continue;
+    }
     const Value* keyed = nullptr;
     Value keyed_value;
     if (f[i] == '(') {
@@ -185,10 +189,6 @@ std::string percent_format(const std::string& f, const Value& args, bool escape)
     while (i < f.size() && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) ++i;
     if (i >= f.size()) throw Error("incomplete format");
     char conv = f[i];
-    if (conv == '%') {
-      out += '%';
-      continue;
-    }
     const Value& v = keyed ? *keyed : next_arg();
     switch (conv) {
       case 's':

@@ -153,7 +153,7 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
   budget.steps = &in.steps;
   budget.max_steps = in.max_steps;
   std::string failure;
-  bool limit = false;
+  bool failed = false, limit = false;  // a failure's message may be empty: raise_exception('')
   {
     BudgetScope scope(&budget);
     // What fails the render is reported with the budget lifted: the message
@@ -168,30 +168,35 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
     } catch (const Error& e) {
       relax();
       failure = e.what();
+      failed = true;
       limit = in.steps > in.max_steps || render_cancel.load(std::memory_order_relaxed);
     } catch (const BudgetExceeded&) {
       relax();
+      failed = true;
       limit = true;
       failure = budget.over_steps ? ""
                                   : "the render needed more than " + std::to_string(limits.max_bytes) +
                                         " bytes of memory (the per-render budget)";
     } catch (const std::bad_alloc&) {
       relax();
+      failed = true;
       limit = true;
       failure = "the render ran out of memory ([workers] max_memory)";
     } catch (const std::exception& e) {
       relax();
+      failed = true;
       failure = std::string("the template failed: ") + e.what();
     }
-    if (budget.over_steps) limit = true;
+    if (budget.over_steps) limit = failed = true;
     if (failure.empty() && budget.over_steps) failure = in.step_error();
+    if (failed && failure.empty()) failure = "the template raised an error with an empty message";
     // Namespaces are the only values a template mutates, so every reference
     // cycle passes through one: emptying them frees whatever a render built
     // (a namespace that holds itself included). None outlives the render.
     in.release_namespaces();
   }
   if (rec) rec->used_ += in.steps;
-  if (!failure.empty()) {
+  if (failed) {
     if (record_bound && in.steps >= in.max_steps) {
       failure = "the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
                 " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)";

@@ -494,7 +494,34 @@ class Gen:
 
     def e_any(self, d):
         r = self.r
-        k = r.randint(0, 8)
+        k = r.randint(0, 11)
+        if k == 9 and r.random() < 0.3:
+            # What the immutable sandbox refuses: mutating methods (a
+            # SecurityError when called or printed, undefined to `is defined`
+            # and `default`) and names with a leading underscore.
+            recv = r.choice(["xs", "ys", "d", "messages", "(xs | list)", "[]", "{}", self.e(r.choice(["list", "dict"]), d)])
+            attr = r.choice(["append", "pop", "extend", "insert", "remove", "clear", "sort", "reverse", "update",
+                             "setdefault", "popitem", "_x", "__class__", "__len__", "copy", "index", "count"])
+            call = r.choice(["", "()", "(1)", "(0, 1)", "({})"])
+            return self.N("any", recv, ".", attr, call, r.choice(["", "", " is defined", " is undefined", " | default('q')",
+                                                                 " | string"]) if not call else "")
+        if k == 10:
+            # jinja2's attrgetter puts the default in at every step of a
+            # dotted path; an explicit none is no default.
+            path = r.choice(["tool_calls.0.function.name", "function.name", "content.0", "tool_calls.0", "0.role",
+                             "role.0", "content.text", "tool_calls.1.function.arguments.x"])
+            dflt = r.choice(["", ", default='-'", ", default=none", ", default=0", ", default=[]"])
+            return self.N("any", "(", r.choice(["messages", "zs", "tools", self.e("list", d)]), " | map(attribute='",
+                          path, "'", dflt, ") | list)")
+        if k == 11:
+            # Numbers in strings, as int/float filters read them (inf, nan,
+            # bases, underscores, blanks).
+            lit = lit_str(r, r.choice(["inf", "-inf", "nan", "1e400", " 12 ", "0x1A", "1_000", "0b11", "017", "0o17",
+                                       "3.7", "-0", "1e3", "ff", "\u0663", "1_0.5", "infinity", "+5", ""]))
+            f = r.choice(["int", "int(base=16)", "int(0, 0)", "int(default=-1)", "float", "float(default=none)",
+                          "float | int", "float | round", "float | string", "float | tojson", "float | int(7)",
+                          "float | round(2, 'floor')", "float | abs", "int(base=36)"])
+            return self.N("any", "(", lit, " | ", f, ")")
         if k == 0:
             return self.N("any", "(", self.e("dict", d), ").", r.choice(WORDS))
         if k == 1:
@@ -535,7 +562,39 @@ class Gen:
         r = self.r
         if depth > 3:
             return r.choice([self.text, self.out])()
-        k = r.randint(0, 21)
+        k = r.randint(0, 25)
+        if k == 22:
+            # A filter block with a chain of filters.
+            f1 = r.choice(["upper", "lower", "trim", "title", "replace('a', 'Z')", "indent(2)", "capitalize", "center(9)"])
+            # (length: the block's result is no str, which fails jinja2's join)
+            f2 = r.choice(["trim", "upper", "replace('\\n', '|')", "list | join('.')", "e", "truncate(4)", "title",
+                           "indent(1, true)", "center(12)", "default('x', true)", "string"] + ["length"] * (r.random() < 0.1))
+            return self.N("stmt", self.tag(f"filter {f1} | {f2}"), *self.body(depth + 1), self.tag("endfilter"))
+        if k == 23 and r.random() < 0.4:
+            # raise_exception in a branch, as templates guard roles.
+            return self.N("stmt", self.tag_split("if ", self.e("bool", 2)), "{{ raise_exception(",
+                          self.e("str", 2), ") }}", self.tag("endif"))
+        if k == 24:
+            return self.chat_loop(depth)
+        if k == 25:
+            kind = r.randint(0, 2)
+            if kind == 0 and self.namespaces:
+                ns = r.choice(self.namespaces)
+                return self.N("stmt", self.tag_split(f"set {ns}.l = ({ns}.l if {ns}.l is defined else []) + [", self.e("any", 2), "]"),
+                              "{{ ", ns, ".l | length }}")
+            if kind == 1 and not self.in_macro:
+                name = self.fresh("mv")
+                body = r.choice(["{{ a }}|{{ varargs }}|{{ kwargs }}", "{{ varargs | join(',') }}{{ kwargs | dictsort }}",
+                                 "{{ a }}{{ b }}{{ varargs | length }}", "{{ kwargs.get('z', b) }}"])
+                call = r.choice(["()", "(1)", "(1, 2, 3)", "(1, z=2)", "(b=3)", "(1, 2, z=[1])", "(*xs)", "(**d)",
+                                 "(a=1, a2=2)"])
+                return self.N("stmt", self.tag(f"macro {name}(a, b=none)"), body, self.tag("endmacro"), "{{ ", name, call, " }}")
+            name = self.fresh("cm")
+            args = r.choice(["(x)", "(x, y=2)", "()", "(x, y)"])
+            inner = r.choice(["{{ caller(1) }}", "{{ caller('a', 'b') }}", "{{ caller() }}", "{{ caller(y=5, x=0) }}",
+                              "{{ caller(1) | upper }}{{ caller(2) }}"])
+            return self.N("stmt", self.tag(f"macro {name}()"), inner, self.tag("endmacro"), self.tag(f"call{args} {name}()"),
+                          "<{{ x is defined and x }}|{{ y is defined and y }}>", *self.body(depth + 1), self.tag("endcall"))
         if k == 21:  # a recursive loop over nested lists
             var = self.fresh("rv")
             cond = [" if ", self.e("bool", 1)] if r.random() < 0.2 else []
@@ -618,6 +677,54 @@ class Gen:
                 return self.N("stmt", ws() + open_ + ws() + r.choice(["{{ x }}", "a", "{% if %}", ""]) + ws() + close + ws())
             return self.N("stmt", r.choice(["{# comment #}", "{#- c -#}", "{% raw %}{{ x }}{% endraw %}", "\n{#\n#}\n"]))
         return self.out()
+
+    def chat_loop(self, depth):
+        """A loop over messages as chat templates write it: roles, content as
+        a string or a list of parts, tool calls with or without the function
+        wrapper, loop.previtem/nextitem, reasoning split out of content."""
+        r = self.r
+        m = self.fresh("msg")
+        self.loopvars.append((m, "dict"))
+        self.in_loop += 1
+        src = r.choice(["messages", "messages[1:]", "messages | selectattr('role', 'ne', 'system')", "messages | reverse",
+                        "messages[:-1]"])
+        content = r.choice([
+            f"{{%- if {m}.content is string %}}{{{{ {m}.content | trim }}}}{{%- elif {m}.content is iterable %}}"
+            f"{{%- for part in {m}.content %}}{{%- if part.type == 'text' %}}{{{{ part.text }}}}{{%- elif part.type is defined %}}"
+            f"<{{{{ part.type }}}}>{{%- endif %}}{{%- endfor %}}{{%- endif %}}",
+            f"{{%- set c = {m}.content if {m}.content is string else '' %}}{{%- if '</think>' in c %}}"
+            f"{{{{ c.split('</think>')[-1].lstrip('\\n') }}}}{{%- else %}}{{{{ c }}}}{{%- endif %}}",
+            f"{{{{ ({m}['content'] or '') ~ '' }}}}",
+            f"{{{{ {m}.content | default('', true) | string | replace('\\n', ' ') }}}}",
+        ])
+        tools = r.choice([
+            f"{{%- if {m}.tool_calls is defined and {m}.tool_calls %}}{{%- for tc in {m}.tool_calls %}}"
+            f"{{%- if tc.function is defined %}}{{%- set tc = tc.function %}}{{%- endif %}}"
+            f"<tool_call>{{{{ tc.name }}}}:{{{{ tc.arguments | tojson if tc.arguments is not string else tc.arguments }}}}"
+            f"{{%- if not loop.last %}},{{%- endif %}}{{%- endfor %}}{{%- endif %}}",
+            f"{{%- for tc in {m}.tool_calls | default([]) %}}{{{{ tc | tojson }}}}{{%- endfor %}}",
+            "",
+        ])
+        nav = r.choice([
+            f"{{%- if loop.previtem is defined and loop.previtem.role == {m}.role %}}[same]{{%- endif %}}",
+            f"{{%- if loop.nextitem is defined %}}->{{{{ loop.nextitem.role }}}}{{%- endif %}}",
+            f"{{{{ loop.index0 }}}}/{{{{ loop.length }}}}{{{{ loop.first }}}}",
+            f"{{%- if {m}.role == 'user' and loop.index0 % 2 != 0 %}}{{{{ raise_exception('roles must alternate') }}}}{{%- endif %}}",
+            "",
+        ])
+        head = self.tag_split(f"for {m} in ", self.N("list", src))
+        roles = (f"{{%- if {m}.role == 'system' %}}<sys>{{%- elif {m}.role in ['user', 'tool'] %}}<{{{{ {m}.role }}}}>"
+                 f"{{%- else %}}<{{{{ {m}['role'] | upper }}}}>{{%- endif %}}\n")
+        parts = [head, nav, roles, content, tools]
+        if r.random() < 0.5:
+            parts += self.body(depth + 2, r.randint(1, 2))
+        parts.append("<|end|>\n")
+        self.in_loop -= 1
+        self.loopvars.pop()
+        parts.append(self.N("stmt", self.tag("endfor")))
+        if r.random() < 0.5:
+            parts.append("{%- if add_generation_prompt %}<assistant>{%- endif %}")
+        return self.N("stmt", *parts)
 
     def tag_split(self, head, *nodes):
         r = self.r

@@ -7,6 +7,7 @@ jinja_grammar.py builds and the minimizer shrinks."""
 # characters that JSON, repr and HTML escaping treat specially.
 PIECES = [
     "a", "b", "Hello", "world", "user", "assistant", "tool", " ", "  ", "\n", "\t", "\r\n", "x_y", "a-b", "1", "42",
+    "inf", "nan", "1e400", "0x1f", "1_0",
     "-7", "3.5", "ß", "ﬃ", "İ", "ǅ", "Σ", "ς", "ŉ", "é", "E\u0301", "Ω", "ǰ", "ΐ", "ﬀ", "ᾳ", "\x00", "\x01", "\x1f", "\x7f",
     "\x85", "\u2028", "\xa0", "😀", "中文", "'", '"', "\\", "<", ">", "&", "{", "}", "%", "%s", "{}", "_", "THE END",
     "mIxEd cAsE", "o'k", "İstanbul", "straße", "ﬁne", "Dž", "\u0130i", "AbC1", "  pad  ", "<tool_call>", "</s>",
@@ -45,11 +46,18 @@ def rand_value(r, depth=0):
 
 def rand_message(r):
     m = {"role": r.choice(ROLES), "content": r.choice([rand_text(r), rand_text(r), None, ""])}
+    if r.random() < 0.15:  # content as a list of parts
+        m["content"] = [r.choice([{"type": "text", "text": rand_text(r)}, {"type": "image"}, {"text": "x"}, rand_text(r)])
+                        for _ in range(r.randint(0, 3))]
+    if r.random() < 0.1:
+        m["content"] = rand_text(r) + "</think>" + r.choice(["\n", "\n\nok", "", " a"])
     if r.random() < 0.3:
         m["tool_calls"] = [
             {"type": "function", "function": {"name": r.choice(["get", "f", "ß"]), "arguments": {"x": rand_value(r, 1)}}}
             for _ in range(r.randint(0, 2))
         ]
+        if r.random() < 0.3:  # no function wrapper, arguments as a JSON string
+            m["tool_calls"] = [{"name": "f", "arguments": r.choice(['{"x": 1}', "not json", ""])}]
     if r.random() < 0.2:
         m["reasoning_content"] = rand_text(r)
     return m

@@ -288,7 +288,8 @@ TEST_CASE("general split: takes the split patterns of today's tokenizers, declin
     CHECK(r.path().find(why) != std::string::npos);
     CHECK(r.path().rfind("PCRE2", 0) == 0);
   }
-  CHECK(Regex(kTekken, "t").path() == "matcher (7 branches, 10 atoms, automaton of 23 states)");
+  CHECK(Regex(kTekken, "t").path() ==
+        "matcher (7 branches, 10 atoms, automaton of 23 states, ASCII a pair of bytes a step (8 classes))");
   CHECK(Regex(kLlama3, "t").path() == "hand-written");
 }
 
@@ -382,8 +383,9 @@ TEST_CASE("general split: the load log names each split's path") {
   if (!fs::exists(deepseek) || !fs::exists(qwen)) return;
   const std::string e = tokfeed::text::load_hf_tokenizer(deepseek.string())->engine();
   MESSAGE(e);
-  CHECK(e.find("; Split: matcher (1 branches, 1 atoms, automaton of 5 states); Split: matcher (1 branches, 1 atoms, "
-               "automaton of 3 states); Split: matcher (6 branches, ") != std::string::npos);
+  CHECK(e.find("; Split: matcher (1 branches, 1 atoms, automaton of 5 states, ASCII a pair of bytes a step (2 "
+               "classes)); Split: matcher (1 branches, 1 atoms, automaton of 3 states, ASCII a pair of bytes a step (1 "
+               "classes)); Split: matcher (6 branches, ") != std::string::npos);
   CHECK(e.find("; splits and merges fused") != std::string::npos);
   const std::string q = tokfeed::text::load_hf_tokenizer(qwen.string())->engine();
   MESSAGE(q);

@@ -34,7 +34,7 @@ namespace {
 using Item = SplitItem;
 using Seq = SplitSeq;
 constexpr size_t kFail = SIZE_MAX;
-constexpr size_t kMaxStates = 1024;  // the automaton's, at most 3 MiB of steps
+constexpr size_t kMaxStates = 1024;  // the automaton's, at most 5 MiB of steps
 
 // Whether a sequence can match the empty string, and the atoms it can begin with.
 bool nullable(const Seq& seq, uint64_t& first);
@@ -233,9 +233,12 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
 }
 
 std::string GeneralSplit::summary() const {
-  return std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms, " +
-         (automaton_ ? "automaton of " + std::to_string(automaton_->states()) + " states"
-                     : "backtracking (" + backtracking_why_ + ")");
+  std::string s = std::to_string(branches_.size()) + " branches, " + std::to_string(atoms_) + " atoms, ";
+  if (!automaton_) return s + "backtracking (" + backtracking_why_ + ")";
+  s += "automaton of " + std::to_string(automaton_->states()) + " states";
+  if (const SplitAutomaton::Pairs* p = automaton_->pairs())
+    s += ", ASCII a pair of bytes a step (" + std::to_string(p->ascii_classes) + " classes)";
+  return s;
 }
 
 // ASCII and the two- and three-byte chars (the Latin, Greek, Cyrillic, CJK
@@ -380,10 +383,6 @@ template <class Emit>
 void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
   const size_t n = subject.size();
-  if (automaton_) {
-    scan_automaton(s, n, emit);
-    return;
-  }
   size_t i = 0;
   while (i < n) {
     i = skip_to_start(s, n, i);
@@ -462,28 +461,63 @@ size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
 
 // The automaton from each char a match may start at. Every path is stepped
 // on each char in turn: ASCII bytes by their row of the step table, the other
-// chars decoded to their class id. When no path is left, the last match
-// recorded is the match, and the search goes on at its end; where that end is
-// the char just stepped and the start state takes it (kRestart), the next
-// match is already under way.
-template <class Emit>
-void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit) const {
+// chars decoded to their class id. A step flagged kRestart ends a match at
+// the char just stepped and starts the next one there: the sink takes it with
+// no branch (`sink.restart(pos, flag)`), and the byte loop goes on. When no
+// path is left, the last match recorded is the match (the steps from the
+// match's begin taken again to find it, where it does not end right there),
+// and the search goes on at its end.
+//
+// A sink: start(i), a search from i; restart(pos, flag), a match that ends at
+// pos where flag is not 0 (the next begins there); begin(i), where the match
+// under way began (i: the search's start, if no restart since); match(end),
+// the match under way ends at end; none(), no match from begin(i).
+template <class Sink>
+void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) const {
   using A = SplitAutomaton;
   const A::Step* steps = automaton_->steps();
+  const A::Pairs* pairs = automaton_->pairs();
+  const uint32_t* pair_next = pairs ? pairs->next.data() : nullptr;
+  const uint8_t* pair_flags = pairs ? pairs->flags.data() : nullptr;
   size_t i = 0;
   for (;;) {
     i = skip_to_start(s, n, i);
     if (i >= n) return;
-    size_t begin = i, pos = i, end = kFail;
-    bool after_last = false;    // begin is the last match's end
-    size_t row = A::kStartRow;  // kMatchBefore kept: it indexes the row as it is
+    sink.start(i);
+    size_t pos = i;
+    size_t row = A::kStartRow;  // kGoFlags kept: they index the row as it is
     for (;;) {
+      if (pairs != nullptr && n - pos >= 2) {
+        // Two ASCII bytes a step, until a step of one of them stops (it is
+        // then taken again below, a byte at a time).
+        size_t prow = (row / A::kRow) << pairs->shift;
+        auto pair = [&]() {
+          const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
+          const uint32_t f = pair_flags[at];
+          if (f & A::kPairStop) return false;
+          sink.restart(pos, f & A::kPairRestart1);
+          sink.restart(pos + 1, f / 2 & A::kRestart);
+          prow = pair_next[at];
+          pos += 2;
+          return true;
+        };
+        for (;;) {
+          if (n - pos >= 8) {  // four pairs with no bound check between them
+            if (pair() && pair() && pair() && pair()) continue;
+            break;
+          }
+          while (n - pos >= 2 && pair()) {
+          }
+          break;
+        }
+        row = (prow >> pairs->shift) * A::kRow;
+      }
       A::Step step = 0;
       // One ASCII byte: false where it stops the loop.
       auto ascii = [&]() {
-        step = steps[row + 2 * size_t(s[pos])];
+        step = steps[row + 4 * size_t(s[pos])];
         if (step & A::kStop) return false;
-        if (step & A::kMatchBefore) end = pos;
+        sink.restart(pos, step & A::kRestart);
         row = step;
         ++pos;
         return true;
@@ -495,22 +529,13 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
         }
         if (pos >= n || !ascii()) break;
       }
-      if (pos < n && (step & (A::kDecode | A::kRestart)) == A::kRestart) {  // most stops: see below
-        emit(begin, pos, after_last);
-        after_last = true;
-        begin = pos;
-        end = kFail;
-        row = step & ~A::kFlags;
-        ++pos;
-        continue;
-      }
       uint32_t len = 0;
       if (pos >= n) {
         step = steps[(row & ~size_t(A::kFlags)) + A::kClasses];  // id 0: the end
       } else if (step & A::kDecode) {
         step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
         if ((step & A::kStop) == 0) {
-          if (step & A::kMatchBefore) end = pos;
+          sink.restart(pos, step & A::kRestart);
           row = step;
           pos += len;
           continue;
@@ -518,40 +543,120 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Emit&& emit)
       } else {
         len = 1;
       }
-      // No path left.
-      if (step & A::kRestart) {  // a match ends at pos, and the next one starts there
-        emit(begin, pos, after_last);
-        after_last = true;
-        begin = pos;
-        end = kFail;
-        row = step & ~A::kFlags;
-        pos += len;
-        continue;
-      }
-      if (step & A::kMatchBefore) end = pos;
+      // No path left: the match ends before this char, or where the last
+      // match recorded on the way from its begin ends.
+      const size_t begin = sink.begin(i);
+      size_t end = (step & A::kMatchBefore) ? pos : last_match_end(s, n, begin, pos);
       if (end != kFail) {
-        emit(begin, end, after_last);
+        sink.match(end);
         i = end;
-      } else if (pos == begin) {  // no path takes the first char (len: its length)
-        i = begin + (len != 0 ? len : 1);
-      } else if (s[begin] < 0x80) {
-        i = begin + 1;
       } else {
-        id_at(s, begin, n, len);
-        i = begin + len;
+        sink.none();
+        if (pos == begin) {  // no path takes the first char (len: its length)
+          i = begin + (len != 0 ? len : 1);
+        } else if (s[begin] < 0x80) {
+          i = begin + 1;
+        } else {
+          id_at(s, begin, n, len);
+          i = begin + len;
+        }
       }
       break;
     }
   }
 }
 
+// The end of the last match recorded stepping from the start state at
+// begin up to pos (every step on the way goes on), or kFail.
+size_t GeneralSplit::last_match_end(const unsigned char* s, size_t n, size_t begin, size_t pos) const {
+  using A = SplitAutomaton;
+  const A::Step* steps = automaton_->steps();
+  size_t end = kFail, row = A::kStartRow;
+  for (size_t q = begin; q < pos;) {
+    uint32_t len = 1;
+    const A::Step step = s[q] < 0x80 ? steps[row + 4 * size_t(s[q])]
+                                     : steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, q, n, len)];
+    if (step & A::kMatchBefore) end = q;
+    row = step;
+    q += len;
+  }
+  return end;
+}
+
+namespace {
+
+// scan_automaton's sink for find_all: the matches as pairs.
+struct MatchSink {
+  std::vector<std::pair<uint32_t, uint32_t>>& out;
+  size_t b = 0;  // the match under way began here
+  void start(size_t i) { b = i; }
+  void restart(size_t pos, uint32_t flag) {
+    if (flag != 0) {
+      out.emplace_back(uint32_t(b), uint32_t(pos));
+      b = pos;
+    }
+  }
+  size_t begin(size_t) const { return b; }
+  void match(size_t end) { out.emplace_back(uint32_t(b), uint32_t(end)); }
+  void none() {}
+};
+
+// scan_automaton's sink for split_ends: the ends of the pieces, written in
+// place, from the subject's start (the caller adds the base). The end of the
+// stretch before a search's start is written when the search begins and
+// taken back if no match starts there; a restart's end is written on every
+// byte and kept where the flag says.
+struct EndsSink {
+  uint32_t* w;
+  const uint32_t* const first;  // where this subject's ends begin
+  uint32_t* before = nullptr;   // w before the search
+  uint32_t* after = nullptr;    // w after the stretch's end: ends past it are matches
+  void start(size_t i) {
+    before = w;
+    const uint32_t prev = w != first ? w[-1] : 0;
+    *w = uint32_t(i);
+    w += prev < i;
+    after = w;
+  }
+  [[gnu::always_inline]] void restart(size_t pos, uint32_t flag) {
+    *w = uint32_t(pos);
+    // flag: kRestart or 0, which is how many bytes to move by, halved.
+    static_assert(2 * SplitAutomaton::kRestart == sizeof(uint32_t));
+    w = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(w) + 2 * flag);
+  }
+  size_t begin(size_t i) const { return w != after ? w[-1] : i; }
+  void match(size_t end) { *w++ = uint32_t(end); }
+  void none() {
+    if (w == after) w = before;
+  }
+};
+
+}  // namespace
+
 void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
+  if (automaton_) {
+    MatchSink sink{out};
+    scan_automaton(reinterpret_cast<const unsigned char*>(subject.data()), subject.size(), sink);
+    return;
+  }
   scan(subject, [&](size_t b, size_t e, bool) { out.emplace_back(uint32_t(b), uint32_t(e)); });
 }
 
 void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& ends) const {
-  // A piece takes a byte at least: room for one end per byte.
-  uint32_t* w = ends.room(subject.size());
+  // A piece takes a byte at least: room for one end per byte, and one more
+  // for the restart's end written on the last byte.
+  uint32_t* w = ends.room(subject.size() + 1);
+  if (automaton_) {
+    uint32_t* const first = w;
+    EndsSink sink{w, first};
+    scan_automaton(reinterpret_cast<const unsigned char*>(subject.data()), subject.size(), sink);
+    w = sink.w;
+    if ((w != first ? w[-1] : 0) < subject.size()) *w++ = uint32_t(subject.size());
+    if (base != 0)
+      for (uint32_t* e = first; e != w; ++e) *e += base;
+    ends.end_at(w);
+    return;
+  }
   uint32_t prev = 0;
   scan(subject, [&](size_t b, size_t e, bool after_last) {
     if (!after_last && prev < b) *w++ = base + uint32_t(b);

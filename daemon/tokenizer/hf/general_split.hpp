@@ -98,12 +98,14 @@ class GeneralSplit {
   // The char at p: its set id (0: the end, or a byte of invalid UTF-8), its length.
   uint8_t id_at(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
   uint8_t id_at_rare(const unsigned char* s, size_t p, size_t n, uint32_t& len) const;
-  // Calls emit(begin, end, after_last) for every match in `subject`;
-  // after_last: true where the match begins where the last one ended.
+  // By backtracking: calls emit(begin, end, after_last) for every match in
+  // `subject`; after_last: true where the match begins where the last one ended.
   template <class Emit>
   void scan(std::string_view subject, Emit&& emit) const;
-  template <class Emit>
-  void scan_automaton(const unsigned char* s, size_t n, Emit&& emit) const;
+  // By the automaton: the matches to a sink (general_split.cpp says what it takes).
+  template <class Sink>
+  void scan_automaton(const unsigned char* s, size_t n, Sink& sink) const;
+  size_t last_match_end(const unsigned char* s, size_t n, size_t begin, size_t pos) const;
   // The first byte from i on a match may start at, or n.
   size_t skip_to_start(const unsigned char* s, size_t n, size_t i) const;
   template <int kRanges>

@@ -105,21 +105,60 @@ std::unique_ptr<SplitAutomaton> SplitAutomaton::build(const SplitProgram& progra
       cls_steps[c] = next * kRow | (next == 0 ? kStop : 0) | (matched ? kMatchBefore : 0);
     }
     for (int byte = 0; byte < 256; ++byte)
-      for (int twice = 0; twice < 2; ++twice)
+      for (int copy = 0; copy < 4; ++copy)
         a->steps_.push_back(byte < 0x80 ? cls_steps[ascii_class[byte]] : kStop | kDecode);
     for (uint32_t c = 0; c < kRow - kClasses; ++c) a->steps_.push_back(cls_steps[c]);
   }
   // A match that ends where no path is left, before a char the start state
-  // takes: the next match starts there.
+  // takes: the next match starts there, and the step goes on.
   for (size_t at = 0; at < a->steps_.size(); ++at) {
     Step& step = a->steps_[at];
     if ((step & (kStop | kDecode | kMatchBefore)) != (kStop | kMatchBefore)) continue;
     const size_t in_row = at % kRow;
-    const uint32_t cls = in_row < kClasses ? ascii_class[in_row / 2] : uint32_t(in_row - kClasses);
+    const uint32_t cls = in_row < kClasses ? ascii_class[in_row / 4] : uint32_t(in_row - kClasses);
     const Step from_start = a->steps_[kStartRow + kClasses + cls];
-    if ((from_start & kStop) == 0) step = from_start | kStop | kRestart | kMatchBefore;
+    if ((from_start & kStop) == 0) step = (from_start & ~kFlags) | kRestart | kMatchBefore;
   }
+  a->build_pairs(ascii_class);
   return a;
+}
+
+void SplitAutomaton::build_pairs(const uint8_t (&ascii_class)[128]) {
+  // The ASCII class ids, numbered from 0 in order; one more for the bytes
+  // from 0x80. A byte of each stands for its class.
+  uint32_t compact[256];
+  std::vector<int> byte_of;
+  std::map<uint8_t, uint32_t> number;
+  for (int b = 0; b < 128; ++b) {
+    auto [it, added] = number.emplace(ascii_class[b], uint32_t(byte_of.size()));
+    if (added) byte_of.push_back(b);
+    compact[b] = it->second;
+  }
+  const uint32_t k = uint32_t(byte_of.size()) + 1;
+  for (int b = 128; b < 256; ++b) compact[b] = k - 1;
+  int shift = 0;
+  while ((uint32_t(1) << shift) < k * k) ++shift;
+  const size_t stride = size_t(1) << shift, states = steps_.size() / kRow;
+  if (k > 32 || states * stride > (size_t(1) << 16)) return;  // few states and classes only: a table of 320 KiB at most
+  auto p = std::make_unique<Pairs>();
+  p->ascii_classes = k - 1;
+  p->shift = shift;
+  for (int b = 0; b < 256; ++b) p->first[b] = compact[b] * k, p->second[b] = compact[b];
+  p->next.assign(states * stride, 0);
+  p->flags.assign(states * stride, kPairStop);
+  for (size_t st = 0; st < states; ++st)
+    for (uint32_t c1 = 0; c1 + 1 < k; ++c1) {
+      const Step s1 = steps_[st * kRow + 4 * size_t(byte_of[c1])];
+      if (s1 & kStop) continue;
+      for (uint32_t c2 = 0; c2 + 1 < k; ++c2) {
+        const Step s2 = steps_[(s1 & ~kFlags) + 4 * size_t(byte_of[c2])];
+        if (s2 & kStop) continue;
+        const size_t at = st * stride + c1 * k + c2;
+        p->next[at] = uint32_t((s2 / kRow) << shift);
+        p->flags[at] = uint8_t((s1 & kRestart ? kPairRestart1 : 0) | (s2 & kRestart ? kPairRestart2 : 0));
+      }
+    }
+  pairs_ = std::move(p);
 }
 
 }  // namespace tokfeed::text::hf

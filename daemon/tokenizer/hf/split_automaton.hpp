@@ -31,9 +31,10 @@
 // char; and, so that ASCII text needs no class look-up, every state and
 // every byte (the bytes from 0x80 say "decode the char"). A step that leaves
 // no path but ends a match before a char the start state takes a path on
-// goes on from where the start state goes on that char: the next match
-// starts at the char that ended this one, which is then stepped once, not
-// twice. build() declines a program with more than `max_states` states.
+// goes on from where the start state goes on that char, flagged as a
+// restart: the next match starts at the char that ended this one, which is
+// stepped once, not twice, and the byte loop goes on through it with no
+// stop. build() declines a program with more than `max_states` states.
 #pragma once
 
 #include <cstdint>
@@ -63,30 +64,53 @@ class SplitAutomaton {
                                                const uint8_t (&ascii_class)[128], size_t max_states, std::string& why);
 
   // A transition: the row of the next state (its number times kRow) with
-  // flags in the low bits. kStop: leave the byte loop, for one of
+  // flags in the low bits. A step that goes on has no flag but
+  //   - kMatchBefore: a match ends before the char;
+  //   - kRestart (with kMatchBefore): no path was left, the match ends before
+  //     the char, and the row is the start state's next on the char (the
+  //     next match begins at the char).
+  // kStop: leave the byte loop, for one of
   //   - kDecode (a byte from 0x80): decode the char, take its class's step;
-  //   - kRestart (with kMatchBefore): no path left, a match ends before the
-  //     char, and the row is the start state's next on the char;
   //   - else no path left (row 0), with kMatchBefore if a match ends before the char.
-  // A step without kStop has no flag but kMatchBefore.
   using Step = uint32_t;
   static constexpr Step kMatchBefore = 1;
-  static constexpr Step kStop = 2;
-  static constexpr Step kDecode = 4;
-  static constexpr Step kRestart = 8;
+  static constexpr Step kRestart = 2;
+  static constexpr Step kStop = 4;
+  static constexpr Step kDecode = 8;
   static constexpr Step kFlags = 0xF;
-  // A row: the steps on each byte, each twice (at row + 2 * byte and the
-  // next, so that a step with kMatchBefore indexes the next row as it is),
-  // then the steps on each class id.
-  static constexpr uint32_t kClasses = 512;  // the offset of the class steps in a row
+  static constexpr Step kGoFlags = kMatchBefore | kRestart;  // the flags a step that goes on may have
+  // A row: the steps on each byte, each four times (at row + 4 * byte and
+  // the next three, so that a step that goes on indexes the next row as it
+  // is, its flags included), then the steps on each class id.
+  static constexpr uint32_t kClasses = 1024;  // the offset of the class steps in a row
   static constexpr uint32_t kRow = kClasses + 256;
   static constexpr uint32_t kStartRow = kRow;
-  const Step* steps() const { return steps_.data(); }  // at row + 2 * byte (+ 1), row + kClasses + class id
+  const Step* steps() const { return steps_.data(); }  // at row + 4 * byte (+ 0..3), row + kClasses + class id
   size_t states() const { return steps_.size() / kRow; }
+
+  // Two ASCII bytes a step, where ASCII falls in few classes (pairs() null
+  // otherwise): the byte loop's chain of loads is one a pair, not one a byte.
+  // A pair row is a state's number times `stride`; the step on bytes a, b
+  // is at row + first[a] + second[b] in `next` (the next pair row) and
+  // `flags` (kPairRestart1, kPairRestart2: the step on a, on b restarts;
+  // kPairStop: one of the two steps stops: take them one by one).
+  struct Pairs {
+    uint32_t first[256], second[256];
+    uint32_t ascii_classes = 0;  // the class ids of ASCII bytes (a compact number each; one more for the rest)
+    int shift = 0;               // stride = 1 << shift
+    std::vector<uint32_t> next;
+    std::vector<uint8_t> flags;
+  };
+  static constexpr uint8_t kPairRestart1 = kRestart;
+  static constexpr uint8_t kPairRestart2 = 2 * kRestart;
+  static constexpr uint8_t kPairStop = 0x80;
+  const Pairs* pairs() const { return pairs_.get(); }
 
  private:
   SplitAutomaton() = default;
+  void build_pairs(const uint8_t (&ascii_class)[128]);
   std::vector<Step> steps_;  // state 0: no path left
+  std::unique_ptr<Pairs> pairs_;
 };
 
 }  // namespace tokfeed::text::hf
