@@ -487,9 +487,10 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
     size_t pos = i;
     size_t row = A::kStartRow;  // kGoFlags kept: they index the row as it is
     for (;;) {
-      if (pairs != nullptr && n - pos >= 2) {
+      if (pairs != nullptr && n - pos >= 2 && s[pos] < 0x80) {
         // Two ASCII bytes a step, until a step of one of them stops (it is
-        // then taken again below, a byte at a time).
+        // then taken again below, a byte at a time). Not tried on a char past
+        // ASCII, which stops it (the run of Han chars of a Chinese word).
         size_t prow = (row / A::kRow) << pairs->shift;
         auto pair = [&]() {
           const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
@@ -533,13 +534,19 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
       if (pos >= n) {
         step = steps[(row & ~size_t(A::kFlags)) + A::kClasses];  // id 0: the end
       } else if (step & A::kDecode) {
-        step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
-        if ((step & A::kStop) == 0) {
+        // Chars past ASCII, one after the other (a Han run), here.
+        bool stopped = false;
+        do {
+          step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
+          if (step & A::kStop) {
+            stopped = true;
+            break;
+          }
           sink.restart(pos, step & A::kRestart);
           row = step;
           pos += len;
-          continue;
-        }
+        } while (pos < n && s[pos] >= 0x80);
+        if (!stopped) continue;
       } else {
         len = 1;
       }
