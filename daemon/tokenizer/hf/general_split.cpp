@@ -492,6 +492,8 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
         // then taken again below, a byte at a time). Not tried on a char past
         // ASCII, which stops it (the run of Han chars of a Chinese word).
         size_t prow = (row / A::kRow) << pairs->shift;
+        constexpr uint32_t kNone = 0x100;
+        uint32_t last = kNone;  // the flags of the last pair stepped
         auto pair = [&]() {
           const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
           const uint32_t f = pair_flags[at];
@@ -500,6 +502,7 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
           sink.restart(pos + 1, f / 2 & A::kRestart);
           prow = pair_next[at];
           pos += 2;
+          last = f;
           return true;
         };
         for (;;) {
@@ -511,7 +514,8 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
           }
           break;
         }
-        row = (prow >> pairs->shift) * A::kRow;
+        // The row, with kMatchBefore where the last step had it.
+        if (last != kNone) row = (prow >> pairs->shift) * A::kRow | (last & A::kPairMatch2 ? A::kMatchBefore : 0);
       }
       A::Step step = 0;
       // One ASCII byte: false where it stops the loop.
@@ -550,10 +554,23 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
       } else {
         len = 1;
       }
-      // No path left: the match ends before this char, or where the last
-      // match recorded on the way from its begin ends.
+      // No path left: the match ends before this char; else before the
+      // char before it, where the step on that one recorded a match (the
+      // last space of a run before a word, `\s+(?!\S)`), and that char is
+      // not the match's first; else where the last match recorded on the way
+      // from its begin ends (none where one byte was stepped: a lone digit
+      // DeepSeek-V3's first split cut out).
       const size_t begin = sink.begin(i);
-      size_t end = (step & A::kMatchBefore) ? pos : last_match_end(s, n, begin, pos);
+      size_t end = kFail;
+      if (step & A::kMatchBefore) {
+        end = pos;
+      } else if (row & A::kMatchBefore) {
+        size_t q = pos - 1;
+        while (q > begin && (s[q] & 0xC0) == 0x80) --q;  // back to the char's lead byte
+        if (q > begin) end = q;
+      } else if (pos > begin + 1) {
+        end = last_match_end(s, n, begin, pos);
+      }
       if (end != kFail) {
         sink.match(end);
         i = end;
