@@ -468,7 +468,8 @@ size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
 // match's begin taken again to find it, where it does not end right there),
 // and the search goes on at its end.
 //
-// A sink: start(i), a search from i; restart(pos, flag), a match that ends at
+// A sink: kPairs, whether to take ASCII a pair of bytes a step where the
+// automaton has pairs; start(i), a search from i; restart(pos, flag), a match that ends at
 // pos where flag is not 0 (the next begins there); begin(i), where the match
 // under way began (i: the search's start, if no restart since); match(end),
 // the match under way ends at end; none(), no match from begin(i).
@@ -476,7 +477,7 @@ template <class Sink>
 void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) const {
   using A = SplitAutomaton;
   const A::Step* steps = automaton_->steps();
-  const A::Pairs* pairs = automaton_->pairs();
+  const A::Pairs* pairs = Sink::kPairs ? automaton_->pairs() : nullptr;
   const uint32_t* pair_next = pairs ? pairs->next.data() : nullptr;
   const uint8_t* pair_flags = pairs ? pairs->flags.data() : nullptr;
   size_t i = 0;
@@ -611,6 +612,10 @@ namespace {
 
 // scan_automaton's sink for find_all: the matches as pairs.
 struct MatchSink {
+  // Not a pair of bytes a step: the splits before the last (DeepSeek-V3's
+  // digits and CJK runs) have short matches, which the pairs' set-up costs
+  // more than it saves.
+  static constexpr bool kPairs = false;
   std::vector<std::pair<uint32_t, uint32_t>>& out;
   size_t b = 0;  // the match under way began here
   void start(size_t i) { b = i; }
@@ -631,6 +636,7 @@ struct MatchSink {
 // taken back if no match starts there; a restart's end is written on every
 // byte and kept where the flag says.
 struct EndsSink {
+  static constexpr bool kPairs = true;
   uint32_t* w;
   const uint32_t* const first;  // where this subject's ends begin
   uint32_t* before = nullptr;   // w before the search
