@@ -294,9 +294,11 @@ Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
     Value subject = by_attr ? attr_path(x, attr) : x;
     bool ok;
     if (tested) {
-      if (!test && !(test = find_test(name))) throw Error("No test named '" + name + "'.");
+      if (!test) {
+        if (!(test = find_test(name))) throw Error("No test named '" + name + "'.");
+        if (const Signature* sig = test_signature(name)) check_call(*sig, name, targs);  // the same for every item
+      }
       Args ta = targs;
-      if (const Signature* sig = test_signature(name)) check_call(*sig, name, ta);
       ok = test(in, subject, ta);
     } else {
       ok = truthy(subject);
@@ -327,9 +329,11 @@ Value f_map(Interp& in, Value& v, Args& a) {
   fa.pos.assign(a.pos.begin() + 1, a.pos.end());
   fa.kw = a.kw;
   for (Value x : iterate(v)) {
-    if (!f && !(f = find_filter(name))) throw Error("No filter named '" + name + "'.");
+    if (!f) {
+      if (!(f = find_filter(name))) throw Error("No filter named '" + name + "'.");
+      if (const Signature* sig = filter_signature(name)) check_call(*sig, name, fa);  // the same for every item
+    }
     Args copy = fa;
-    if (const Signature* sig = filter_signature(name)) check_call(*sig, name, copy);
     out.push_back(f(in, x, copy));
   }
   return iterator(std::move(out));

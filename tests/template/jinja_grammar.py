@@ -569,7 +569,7 @@ class Gen:
             # A filter block with a chain of filters.
             f1 = r.choice(["upper", "lower", "trim", "title", "replace('a', 'Z')", "indent(2)", "capitalize", "center(9)"])
             # (length: the block's result is no str, which fails jinja2's join)
-            f2 = r.choice(["trim", "upper", "replace('\\n', '|')", "list | join('.')", "e", "truncate(4)", "title",
+            f2 = r.choice(["trim", "upper", "replace('\\n', '|')", "list | join", "e", "truncate(4)", "title",
                            "indent(1, true)", "center(12)", "default('x', true)", "string"] + ["length"] * (r.random() < 0.1))
             return self.N("stmt", self.tag(f"filter {f1} | {f2}"), *self.body(depth + 1), self.tag("endfilter"))
         if k == 23 and r.random() < 0.4:
