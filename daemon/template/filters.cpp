@@ -280,14 +280,18 @@ Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
   if (!truthy(v)) return iterator({});
   std::size_t k = 0;
   Value attr;
-  if (by_attr) attr = arg(a, k++, "attribute");
+  if (by_attr) {  // positional only: keywords go to the test
+    if (a.pos.empty()) throw Error("Missing parameter for attribute name");
+    attr = a.pos[k++];
+  }
   std::string name;
-  bool tested = k < a.pos.size();
+  bool tested = k < a.pos.size();  // without a test, truth (the keywords unused)
   TestFn test = nullptr;
   Args targs;
   if (tested) {
     name = soft_str(a.pos[k++]);
     targs.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(k), a.pos.end());
+    targs.kw = a.kw;
   }
   std::vector<Value> out;
   for (const Value& x : iterate(v)) {
@@ -317,6 +321,8 @@ Value f_map(Interp& in, Value& v, Args& a) {
   std::vector<Value> out;
   const Value& attr = arg(a, 99, "attribute");
   if (a.pos.empty() && given(attr)) {
+    for (const auto& [name, x] : a.kw)
+      if (name != "attribute" && name != "default") throw Error("Unexpected keyword argument '" + name + "'");
     const Value& d = arg(a, 99, "default");
     const Value* dflt = given(d) && !d.is_none() ? &d : nullptr;
     for (const Value& x : iterate(v)) out.push_back(attr_path(x, attr, dflt));

@@ -432,9 +432,9 @@ class Gen:
             return r.choice([g, self.filt("list", self.filt("list", g, "map", "attribute='grouper'"), "list"),
                              self.filt("list", self.filt("list", self.filt("list", g, "map", "attribute='list'"), "map", "'length'"), "list")])
         if k == 0:
-            return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"]])), "list")
+            return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"], ["'divisibleby'", "num=2"], ["'in'", "seq='abc'"], ["'ne'", "b=1"]])), "list")
         if k == 1:
-            return self.filt("list", self.filt("list", r.choice(["messages", self.e("any", d), "zs"]), r.choice(["selectattr", "rejectattr"]), lit_str(r, r.choice(["role", "content", "tool_calls", "missing"])), *r.choice([[], ["'equalto'", "'user'"], ["'defined'"], ["'none'"], ["'string'"], ["'in'", "['user', 'tool']"]])), "list")
+            return self.filt("list", self.filt("list", r.choice(["messages", self.e("any", d), "zs"]), r.choice(["selectattr", "rejectattr"]), lit_str(r, r.choice(["role", "content", "tool_calls", "missing"])), *r.choice([[], ["'equalto'", "'user'"], ["'defined'"], ["'none'"], ["'string'"], ["'in'", "['user', 'tool']"], ["'in'", "seq=['user']"], ["'eq'", "b='tool'"]])), "list")
         if k == 2:
             return self.filt("list", self.filt("list", r.choice(["messages", "zs", self.e("any", d)]), "map", *r.choice([["attribute='role'"], ["attribute='content'"], ["attribute='missing', default='z'"], ["'string'"], ["'length'"], ["'tojson'"], ["'upper'"], ["'trim'"]])), "list")
         if k == 3:
@@ -712,7 +712,8 @@ class Gen:
                           self.tag_split("if ", e("bool")), self.tag_split(f"set {v} = ", e()), self.tag("endif"),
                           "{{ ", v, " }}", self.tag("endfor"), "[{{ ", v, " }}]")
         if k == 5:  # what tojson and string make of engine objects
-            obj = r.choice(["namespace(a=1)", "cycler(1, 2)", "joiner()", "range(3)", "undef", "messages | groupby('role')",
+            # (not cycler() or joiner(): jinja2 prints their address)
+            obj = r.choice(["namespace(a=1)", "range(3)", "undef", "messages | groupby('role')",
                             "d.items()", "xs | batch(2)", "(1, 'a')", "ys | select('odd')", "'<a>' | e"])
             return self.N("stmt", "{{ ", obj, r.choice([" | tojson", " | string", " | list", " | length", " is iterable",
                                                          " is sequence", " | first", " | count"]), " }}")
