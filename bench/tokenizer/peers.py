@@ -74,7 +74,7 @@ def main():
     for engine in a.engines.split(","):
         try:
             run, to_ids = ENGINES[engine](a.tokenizer)
-        except ImportError as e:
+        except (ImportError, RuntimeError) as e:  # not installed, or it cannot load this tokenizer
             print(f"skip {engine}: {e}", file=sys.stderr)
             continue
         run(warm)

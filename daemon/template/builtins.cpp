@@ -23,6 +23,22 @@ namespace {
 bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
 int64_t as_int(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
 
+// jinja2's Macro attributes: a call block's caller is a macro named None.
+Value macro_attr(const Stmt& m, std::string_view name) {
+  if (name == "name") return m.kind == SK::kMacro ? Value::str(m.text) : Value::none();
+  if (name == "arguments") {
+    std::vector<Value> params;
+    for (const std::string& p : m.targets) params.push_back(Value::str(p));
+    return Value::new_list(std::move(params), true);
+  }
+  if (name == "catch_kwargs") return Value::boolean(m.uses_kwargs);
+  if (name == "catch_varargs") return Value::boolean(m.uses_varargs);
+  if (name == "caller") return Value::boolean(m.uses_caller);
+  if (name == "explicit_caller")
+    return Value::boolean(std::find(m.targets.begin(), m.targets.end(), "caller") != m.targets.end());
+  return Value::undefined(std::string(name));
+}
+
 }  // namespace
 
 Value get_attr(const Value& obj, std::string_view name) {
@@ -51,6 +67,9 @@ Value get_attr(const Value& obj, std::string_view name) {
     case Kind::kFloat:
       if (name == "real") return obj;
       if (name == "imag") return Value::real(0.0);
+      return Value::undefined(std::string(name));
+    case Kind::kFunc:
+      if (obj.fn->def) return macro_attr(*static_cast<const Stmt*>(obj.fn->def), name);
       return Value::undefined(std::string(name));
     default: return Value::undefined(std::string(name));
   }
@@ -413,6 +432,12 @@ Value global_function(std::string_view name) {
   if (name == "strftime_now") return strf;
   if (name == "cycler") return cycler;
   if (name == "joiner") return joiner;
+  if (name == "lipsum") {  // defined, as jinja2's; random text, which a render cannot reproduce
+    static const Value lipsum = Value::func("generate_lorem_ipsum", [](Interp&, Args&) -> Value {
+      throw Error("lipsum() gives random text, which the engine does not render");
+    });
+    return lipsum;
+  }
   return Value::undefined();
 }
 

@@ -425,6 +425,7 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     return Value::str(std::move(r));
   });
   if (top) f.fn->macro = m;
+  f.fn->def = m;
   return f;
 }
 
@@ -566,6 +567,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           bind_params(i2, *cs, 1, a);
           return Value::str(capture(i2, cs->bodies[0]));
         });
+        caller.fn->def = cs;
         const Expr& call = *s.exprs[0];
         Value f = eval(in, *call.a[0]);
         Args args;

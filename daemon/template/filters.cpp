@@ -290,23 +290,29 @@ Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
   if (!truthy(v)) return iterator({});
   std::size_t k = 0;
   Value attr;
-  if (by_attr) attr = arg(a, k++, "attribute");
+  if (by_attr) {  // positional only: keywords go to the test
+    if (a.pos.empty()) throw Error("Missing parameter for attribute name");
+    attr = a.pos[k++];
+  }
   std::string name;
-  bool tested = k < a.pos.size();
+  bool tested = k < a.pos.size();  // without a test, truth (the keywords unused)
   TestFn test = nullptr;
   Args targs;
   if (tested) {
     name = soft_str(a.pos[k++]);
     targs.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(k), a.pos.end());
+    targs.kw = a.kw;
   }
   std::vector<Value> out;
   for (const Value& x : iterate(v)) {
     Value subject = by_attr ? attr_path(x, attr) : x;
     bool ok;
     if (tested) {
-      if (!test && !(test = find_test(name))) throw Error("No test named '" + name + "'.");
+      if (!test) {
+        if (!(test = find_test(name))) throw Error("No test named '" + name + "'.");
+        if (const Signature* sig = test_signature(name)) check_call(*sig, name, targs);  // the same for every item
+      }
       Args ta = targs;
-      if (const Signature* sig = test_signature(name)) check_call(*sig, name, ta);
       ok = test(in, subject, ta);
     } else {
       ok = truthy(subject);
@@ -325,6 +331,8 @@ Value f_map(Interp& in, Value& v, Args& a) {
   std::vector<Value> out;
   const Value& attr = arg(a, 99, "attribute");
   if (a.pos.empty() && given(attr)) {
+    for (const auto& [name, x] : a.kw)
+      if (name != "attribute" && name != "default") throw Error("Unexpected keyword argument '" + name + "'");
     const Value& d = arg(a, 99, "default");
     const Value* dflt = given(d) && !d.is_none() ? &d : nullptr;
     for (const Value& x : iterate(v)) out.push_back(attr_path(x, attr, dflt));
@@ -337,9 +345,11 @@ Value f_map(Interp& in, Value& v, Args& a) {
   fa.pos.assign(a.pos.begin() + 1, a.pos.end());
   fa.kw = a.kw;
   for (Value x : iterate(v)) {
-    if (!f && !(f = find_filter(name))) throw Error("No filter named '" + name + "'.");
+    if (!f) {
+      if (!(f = find_filter(name))) throw Error("No filter named '" + name + "'.");
+      if (const Signature* sig = filter_signature(name)) check_call(*sig, name, fa);  // the same for every item
+    }
     Args copy = fa;
-    if (const Signature* sig = filter_signature(name)) check_call(*sig, name, copy);
     out.push_back(f(in, x, copy));
   }
   return iterator(std::move(out));

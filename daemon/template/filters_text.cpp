@@ -37,16 +37,48 @@ void url_quote(const Value& v, bool for_qs, std::string& out) {
 
 bool is_alnum_ascii(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
+// HTML's named references that may go without ';' (HTML 4's Latin-1 set,
+// U+00A0 to U+00FF in order, and amp, lt, gt, quot, in upper case too,
+// COPY, REG): the only names html.unescape reads in text without ';'.
+struct Legacy {
+  std::string_view name;
+  uint32_t cp;
+};
+const std::vector<Legacy>& legacy_entities() {
+  static const std::vector<Legacy> table = [] {
+    static const std::string_view latin1[] = {
+        "nbsp",   "iexcl",  "cent",   "pound",  "curren", "yen",    "brvbar", "sect",   "uml",    "copy",   "ordf",
+        "laquo",  "not",    "shy",    "reg",    "macr",   "deg",    "plusmn", "sup2",   "sup3",   "acute",  "micro",
+        "para",   "middot", "cedil",  "sup1",   "ordm",   "raquo",  "frac14", "frac12", "frac34", "iquest", "Agrave",
+        "Aacute", "Acirc",  "Atilde", "Auml",   "Aring",  "AElig",  "Ccedil", "Egrave", "Eacute", "Ecirc",  "Euml",
+        "Igrave", "Iacute", "Icirc",  "Iuml",   "ETH",    "Ntilde", "Ograve", "Oacute", "Ocirc",  "Otilde", "Ouml",
+        "times",  "Oslash", "Ugrave", "Uacute", "Ucirc",  "Uuml",   "Yacute", "THORN",  "szlig",  "agrave", "aacute",
+        "acirc",  "atilde", "auml",   "aring",  "aelig",  "ccedil", "egrave", "eacute", "ecirc",  "euml",   "igrave",
+        "iacute", "icirc",  "iuml",   "eth",    "ntilde", "ograve", "oacute", "ocirc",  "otilde", "ouml",   "divide",
+        "oslash", "ugrave", "uacute", "ucirc",  "uuml",   "yacute", "thorn",  "yuml"};
+    std::vector<Legacy> t;
+    for (uint32_t k = 0; k < std::size(latin1); ++k) t.push_back({latin1[k], 0xa0 + k});
+    for (const Legacy& x :
+         {Legacy{"amp", '&'}, Legacy{"AMP", '&'}, Legacy{"lt", '<'}, Legacy{"LT", '<'}, Legacy{"gt", '>'},
+          Legacy{"GT", '>'}, Legacy{"quot", '"'}, Legacy{"QUOT", '"'}, Legacy{"COPY", 0xa9}, Legacy{"REG", 0xae}})
+      t.push_back(x);
+    return t;
+  }();
+  return table;
+}
+const Legacy* find_legacy(std::string_view name) {
+  for (const Legacy& x : legacy_entities())
+    if (x.name == name) return &x;
+  return nullptr;
+}
+
 // Python's html.unescape for the references it can be sure of: numeric
-// ones, and the named ones amp, lt, gt, quot, apos, nbsp. A name that may
-// be another of HTML5's entities (two letters or digits or more) fails
-// loudly rather than be left as it is.
+// ones; a name without ';' (only the legacy names above, or the longest of
+// them that begins it, resolve; the rest is text); a legacy name or `apos`
+// with ';'. Another name with ';' of two letters or digits or more may be
+// one of HTML5's other 2,000 entities: it fails loudly rather than be left
+// as it is.
 std::string html_unescape(std::string_view s) {
-  static const std::pair<std::string_view, std::string_view> kNamed[] = {
-      {"amp;", "&"},  {"amp", "&"},   {"AMP;", "&"},         {"AMP", "&"},        {"lt;", "<"},
-      {"lt", "<"},    {"LT;", "<"},   {"LT", "<"},           {"gt;", ">"},        {"gt", ">"},
-      {"GT;", ">"},   {"GT", ">"},    {"quot;", "\""},       {"quot", "\""},      {"QUOT;", "\""},
-      {"QUOT", "\""}, {"apos;", "'"}, {"nbsp;", "\xc2\xa0"}, {"nbsp", "\xc2\xa0"}};
   std::string out;
   std::size_t i = 0;
   while (i < s.size()) {
@@ -92,19 +124,36 @@ std::string html_unescape(std::string_view s) {
       i = j;
       continue;
     }
-    if (e < s.size() && s[e] == ';') ++e;
+    const bool semi = e < s.size() && s[e] == ';';
     std::string_view name = s.substr(j, e - j);
-    auto hit = std::find_if(std::begin(kNamed), std::end(kNamed), [&](const auto& p) { return p.first == name; });
-    if (hit != std::end(kNamed)) {
-      out += hit->second;
+    if (semi) {
+      const Legacy* x = find_legacy(name);
+      if (x || name == "apos") {
+        if (x) utf8_append(x->cp, out);
+        else out += '\'';
+        i = e + 1;
+        continue;
+      }
+      // HTML5's names are two ASCII letters or digits or more: such a name
+      // may be one of them; anything else is read as a name without ';'.
+      if (name.size() >= 2 && std::all_of(name.begin(), name.end(), is_alnum_ascii))
+        throw Error("striptags: the HTML entity &" + std::string(name) + "; is not supported");
+    }
+    // The name itself, else the longest legacy name (two characters or
+    // more) it begins with, else text.
+    std::size_t len = 0;
+    const Legacy* hit = nullptr;
+    for (const Legacy& x : legacy_entities())
+      if (x.name.size() >= 2 && name.starts_with(x.name) && x.name.size() > len) hit = &x, len = x.name.size();
+    if (hit) {
+      utf8_append(hit->cp, out);
+      out += name.substr(len);
     } else {
-      std::size_t alnum = 0;
-      while (alnum < name.size() && is_alnum_ascii(name[alnum])) ++alnum;
-      if (alnum >= 2) throw Error("striptags: the HTML entity &" + std::string(name) + " is not supported");
       out += '&';
       out += name;
     }
-    i = e;
+    if (semi) out += ';';
+    i = semi ? e + 1 : e;
   }
   out.append(s.substr(std::min(i, s.size())));
   return out;

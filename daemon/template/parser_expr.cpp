@@ -333,6 +333,26 @@ ExprPtr ExprParser::call(ExprPtr callee) {
   return c;
 }
 
+// The signature a filter or test call must be checked against when it
+// runs: none where the call's arguments bind (their number and keywords are
+// known here, without `*args` or `**kwargs`); a call that cannot bind fails
+// when reached, as in jinja2.
+static const Signature* runtime_signature(const Signature* sig, const Expr& e) {
+  if (!sig || e.star) return sig;
+  Args shape;
+  shape.pos.resize(e.a.size() - 1);
+  for (const auto& [name, x] : e.kw) {
+    if (name == kStarStar) return sig;
+    shape.kw.emplace_back(name, Value());
+  }
+  try {
+    check_call(*sig, "", shape);
+  } catch (const Error&) {
+    return sig;
+  }
+  return nullptr;
+}
+
 ExprPtr ExprParser::filter(ExprPtr subject) {
   Pos p = cur().pos;
   std::string name = expect_name();
@@ -343,9 +363,9 @@ ExprPtr ExprParser::filter(ExprPtr subject) {
   auto f = node(EK::kFilter, p);
   f->name = name;
   f->filter = find_filter(name);  // null: checked once the template is parsed (parser.cpp)
-  f->sig = filter_signature(name);
   f->a.push_back(std::move(subject));
   if (is_op("(")) call_args(*f);
+  f->sig = runtime_signature(filter_signature(name), *f);
   return f;
 }
 
@@ -377,7 +397,6 @@ ExprPtr ExprParser::test(ExprPtr subject) {
     t->name += "." + expect_name();
   }
   t->test = find_test(t->name);
-  t->sig = test_signature(t->name);
   t->a.push_back(std::move(subject));
   const Token& c = cur();
   if (is_op("(")) {
@@ -388,6 +407,7 @@ ExprPtr ExprParser::test(ExprPtr subject) {
     if (is_name("is")) fail(c.pos, "tests cannot be chained with 'is'");
     t->a.push_back(postfix(primary()));
   }
+  t->sig = runtime_signature(test_signature(t->name), *t);
   return t;
 }
 

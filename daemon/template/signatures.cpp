@@ -110,7 +110,8 @@ const Signature* test_signature(std::string_view name) {
 }
 
 void check_call(const Signature& sig, std::string_view name, const Args& args) {
-  const std::size_t given = args.pos.size() + 1;  // the subject is the first
+  const std::size_t given = args.pos.size() + 1;                               // the subject is the first
+  if (given <= sig.count && args.kw.empty() && given >= sig.required) return;  // the common case
   const std::string fn = std::string(name) + "()";
   if (given > sig.count)
     throw Error(fn + " takes " + std::to_string(sig.count) + " positional argument(s) but " + std::to_string(given) +

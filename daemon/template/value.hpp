@@ -372,6 +372,9 @@ struct FuncObj : RefCounted {
   // The {% macro %} statement of a macro defined at the top level (it
   // closes over nothing): two renders' are the same function.
   const void* macro = nullptr;
+  // The {% macro %} or {% call %} statement (a Stmt) of a macro or a call
+  // block's caller, whose attributes (name, arguments, ...) it reads.
+  const void* def = nullptr;
   std::function<Value(Interp&, Args&)> call;
 };
 

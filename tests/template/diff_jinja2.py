@@ -22,6 +22,7 @@ import datetime
 import html
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +45,9 @@ FIXED_NOW = datetime.datetime(2024, 7, 26)
 # engine cannot (and need not) match them.
 UNCOMPARABLE = ("object at 0x", "<generator object", "<function ", "<bound method", "<built-in", "<class ",
                 "<jinja2.", "<macro ", "<property")  # lower case
+
+
+ADDRESS = re.compile(r"0x[0-9a-f]{8,16}>")
 
 
 class Timeout(Exception):
@@ -80,6 +84,9 @@ def jinja_render(src, ctx):
     # escaped, where an escape or striptags filter went over it.
     low = text.lower()
     if any(u in low or u in html.unescape(low) for u in UNCOMPARABLE) or len(text) > (16 << 20):
+        return None
+    # An address whose words a replace filter changed ("Generbtor Object Do_Bbtch Bt 0X7F8C...>").
+    if ADDRESS.search(low) or ADDRESS.search(html.unescape(low)):
         return None
     return {"text": text}
 

@@ -432,9 +432,9 @@ class Gen:
             return r.choice([g, self.filt("list", self.filt("list", g, "map", "attribute='grouper'"), "list"),
                              self.filt("list", self.filt("list", self.filt("list", g, "map", "attribute='list'"), "map", "'length'"), "list")])
         if k == 0:
-            return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"]])), "list")
+            return self.filt("list", self.filt("list", L(), r.choice(["select", "reject"]), *r.choice([[], ["'defined'"], ["'string'"], ["'number'"], ["'odd'"], ["'equalto'", "1"], ["'in'", "['a', 'ß']"], ["'none'"], ["'divisibleby'", "num=2"], ["'in'", "seq='abc'"], ["'ne'", "b=1"]])), "list")
         if k == 1:
-            return self.filt("list", self.filt("list", r.choice(["messages", self.e("any", d), "zs"]), r.choice(["selectattr", "rejectattr"]), lit_str(r, r.choice(["role", "content", "tool_calls", "missing"])), *r.choice([[], ["'equalto'", "'user'"], ["'defined'"], ["'none'"], ["'string'"], ["'in'", "['user', 'tool']"]])), "list")
+            return self.filt("list", self.filt("list", r.choice(["messages", self.e("any", d), "zs"]), r.choice(["selectattr", "rejectattr"]), lit_str(r, r.choice(["role", "content", "tool_calls", "missing"])), *r.choice([[], ["'equalto'", "'user'"], ["'defined'"], ["'none'"], ["'string'"], ["'in'", "['user', 'tool']"], ["'in'", "seq=['user']"], ["'eq'", "b='tool'"]])), "list")
         if k == 2:
             return self.filt("list", self.filt("list", r.choice(["messages", "zs", self.e("any", d)]), "map", *r.choice([["attribute='role'"], ["attribute='content'"], ["attribute='missing', default='z'"], ["'string'"], ["'length'"], ["'tojson'"], ["'upper'"], ["'trim'"]])), "list")
         if k == 3:
@@ -562,12 +562,14 @@ class Gen:
         r = self.r
         if depth > 3:
             return r.choice([self.text, self.out])()
-        k = r.randint(0, 25)
+        k = r.randint(0, 27)
+        if k >= 26:
+            return self.misc_stmt(depth)
         if k == 22:
             # A filter block with a chain of filters.
             f1 = r.choice(["upper", "lower", "trim", "title", "replace('a', 'Z')", "indent(2)", "capitalize", "center(9)"])
             # (length: the block's result is no str, which fails jinja2's join)
-            f2 = r.choice(["trim", "upper", "replace('\\n', '|')", "list | join('.')", "e", "truncate(4)", "title",
+            f2 = r.choice(["trim", "upper", "replace('\\n', '|')", "list | join", "e", "truncate(4)", "title",
                            "indent(1, true)", "center(12)", "default('x', true)", "string"] + ["length"] * (r.random() < 0.1))
             return self.N("stmt", self.tag(f"filter {f1} | {f2}"), *self.body(depth + 1), self.tag("endfilter"))
         if k == 23 and r.random() < 0.4:
@@ -586,13 +588,15 @@ class Gen:
                 name = self.fresh("mv")
                 body = r.choice(["{{ a }}|{{ varargs }}|{{ kwargs }}", "{{ varargs | join(',') }}{{ kwargs | dictsort }}",
                                  "{{ a }}{{ b }}{{ varargs | length }}", "{{ kwargs.get('z', b) }}"])
-                call = r.choice(["()", "(1)", "(1, 2, 3)", "(1, z=2)", "(b=3)", "(1, 2, z=[1])", "(*xs)", "(**d)",
-                                 "(a=1, a2=2)"])
+                call = r.choice(["()", "(1)", "(1, 2)", "(s1, b=xs)", "(b=3)", "(1, b=2)", "(*ys[:2])", "(**{'a': 1})"]
+                                + (["(1, 2, 3)", "(1, z=2)", "(1, 2, z=[1])", "(*xs)", "(**d)", "(a=1, a2=2)"]
+                                   if "varargs" in body or "kwargs" in body or r.random() < 0.2 else []))
                 return self.N("stmt", self.tag(f"macro {name}(a, b=none)"), body, self.tag("endmacro"), "{{ ", name, call, " }}")
             name = self.fresh("cm")
-            args = r.choice(["(x)", "(x, y=2)", "()", "(x, y)"])
-            inner = r.choice(["{{ caller(1) }}", "{{ caller('a', 'b') }}", "{{ caller() }}", "{{ caller(y=5, x=0) }}",
-                              "{{ caller(1) | upper }}{{ caller(2) }}"])
+            args, inner = r.choice([("(x)", "{{ caller(1) }}"), ("(x, y=2)", "{{ caller('a') }}{{ caller('b', 'c') }}"),
+                                    ("()", "{{ caller() }}"), ("(x, y)", "{{ caller(y=5, x=0) }}"),
+                                    ("(x, y=2)", "{{ caller(1) | upper }}{{ caller(y=3, x=2) }}"), ("(x, y)", "{{ caller(1) }}")]
+                                   + ([("(x)", "{{ caller('a', 'b') }}"), ("()", "{{ caller(y=1) }}")] if r.random() < 0.2 else []))
             return self.N("stmt", self.tag(f"macro {name}()"), inner, self.tag("endmacro"), self.tag(f"call{args} {name}()"),
                           "<{{ x is defined and x }}|{{ y is defined and y }}>", *self.body(depth + 1), self.tag("endcall"))
         if k == 21:  # a recursive loop over nested lists
@@ -677,6 +681,66 @@ class Gen:
                 return self.N("stmt", ws() + open_ + ws() + r.choice(["{{ x }}", "a", "{% if %}", ""]) + ws() + close + ws())
             return self.N("stmt", r.choice(["{# comment #}", "{#- c -#}", "{% raw %}{{ x }}{% endraw %}", "\n{#\n#}\n"]))
         return self.out()
+
+    def misc_stmt(self, depth):
+        """Scoping, unpacking, macro and loop idioms around random expressions."""
+        r = self.r
+        e = lambda t="any": self.e(t, 2)  # noqa: E731
+        k = r.randint(0, 11)
+        if k == 0:  # defaults that read earlier parameters and outer names
+            name = self.fresh("md")
+            return self.N("stmt", self.tag(f"macro {name}(a, b=a, c=s1 ~ 'x')"), "{{ a }}|{{ b }}|{{ c }}", self.tag("endmacro"),
+                          "{{ ", name, "(", e("str"), r.choice([")", ", c=1)", ", none)"]), r.choice(["", " | upper", " | length", " ~ 'z'"]), " }}")
+        if k == 1:  # a macro's result set and reused
+            name, v = self.fresh("mr"), self.fresh("v")
+            self.scope["str"].append(v)
+            return self.N("stmt", self.tag(f"macro {name}(x)"), "<{{ x }}>", self.tag("endmacro"),
+                          self.tag_split(f"set {v} = {name}(", e(), ") ~ " + name + "(", e("str"), ")"), "{{ ", v, " }}")
+        if k == 2:  # unpacking, right and wrong sizes
+            a, b = self.fresh("ua"), self.fresh("ub")
+            src = r.choice(["[[1, 2], [3, 4]]", "['ab', 'cd']", "d.items()", "[(1, 2)]", "[[none, 'x']]", "d | dictsort"]
+                           + (["[[1, 2], [3]]", "['abc']", "messages", "zs"] if r.random() < 0.2 else []))
+            return self.N("stmt", self.tag(f"for {a}, {b} in {src}"), "{{ ", a, " }}:{{ ", b, " }};", self.tag("endfor"))
+        if k == 3:  # the outer loop kept through a set
+            o, i, j = self.fresh("ol"), self.fresh("i"), self.fresh("j")
+            return self.N("stmt", self.tag(f"for {i} in ys"), self.tag(f"set {o} = loop"), self.tag(f"for {j} in xs[:2]"),
+                          "{{ ", o, ".index }}.{{ loop.index }}", r.choice(["", "{{ " + o + ".last }}", "{{ loop.revindex }}"]),
+                          self.tag("endfor"), self.tag("endfor"))
+        if k == 4:  # assignments inside if/for do not leak out of the loop
+            v = self.fresh("lk")
+            return self.N("stmt", self.tag_split(f"set {v} = ", e()), self.tag("for x in ys"),
+                          self.tag_split("if ", e("bool")), self.tag_split(f"set {v} = ", e()), self.tag("endif"),
+                          "{{ ", v, " }}", self.tag("endfor"), "[{{ ", v, " }}]")
+        if k == 5:  # what tojson and string make of engine objects
+            # (not cycler() or joiner(): jinja2 prints their address)
+            obj = r.choice(["namespace(a=1)", "range(3)", "undef", "messages | groupby('role')",
+                            "d.items()", "xs | batch(2)", "(1, 'a')", "ys | select('odd')", "'<a>' | e"])
+            return self.N("stmt", "{{ ", obj, r.choice([" | tojson", " | string", " | list", " | length", " is iterable",
+                                                         " is sequence", " | first", " | count"]), " }}")
+        if k == 6 and r.random() < 0.2:  # set on what is no namespace
+            return self.N("stmt", self.tag(r.choice(["set d.x = 1", "set xs.y = 2", "set undef.z = 3", "set loop.q = 1",
+                                                       "set nn.a = 1"])), "ok")
+        if k == 7:  # a for over a mapping, a string, none, a number
+            v = self.fresh("fv")
+            src = r.choice(["d", "s1", "d.role", "messages[0] if messages else {}", "(1, 2)", "d.values()", "s2 | list"]
+                           + (["nn", "n1", "f1", "undef", "b1"] if r.random() < 0.2 else []))
+            return self.N("stmt", self.tag(f"for {v} in {src}"), "{{ ", v, " }}", self.tag("else"), "-", self.tag("endfor"))
+        if k == 8:  # loop.cycle / changed with several arguments, revindex, length in a filtered loop
+            v = self.fresh("cv")
+            return self.N("stmt", self.tag_split(f"for {v} in ", self.e("list", 2), " if ", self.e("bool", 2)),
+                          "{{ loop.cycle(", e(), ", ", e("str"), ") }}{{ loop.changed(", v, ") }}{{ loop.revindex }}/{{ loop.length }}",
+                          self.tag("endfor"))
+        if k == 9:  # nested macros and callers
+            m1, m2 = self.fresh("na"), self.fresh("nb")
+            return self.N("stmt", self.tag(f"macro {m1}(x)"), "[{{ x }}{{ caller(x) if caller is defined else '' }}]",
+                          self.tag("endmacro"), self.tag(f"macro {m2}()"), self.tag(f"call(y) {m1}(" + r.choice(["1", "'a'", "s2"]) + ")"),
+                          "{{ y }}{{ varargs | length }}", self.tag("endcall"), self.tag("endmacro"),
+                          "{{ ", m2, r.choice(["()", "(1)", "(z=1)"]), " }}")
+        if k == 10:  # whitespace around tags in loops with lstrip/trim
+            return self.N("stmt", r.choice(["\n  ", "  ", "\t", ""]), self.tag("for x in xs[:2]"), r.choice(["\n  ", "\n", ""]),
+                          "{{ x }}", r.choice(["\n", "  \n", ""]), self.tag("endfor"), r.choice(["\n", "", "  \n\n"]))
+        # an expression statement where a statement is expected
+        return self.N("stmt", "{{ ", e(), " if ", e("bool"), " else ", e("str"), " }}")
 
     def chat_loop(self, depth):
         """A loop over messages as chat templates write it: roles, content as

@@ -468,7 +468,8 @@ size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
 // match's begin taken again to find it, where it does not end right there),
 // and the search goes on at its end.
 //
-// A sink: start(i), a search from i; restart(pos, flag), a match that ends at
+// A sink: kPairs, whether to take ASCII a pair of bytes a step where the
+// automaton has pairs; start(i), a search from i; restart(pos, flag), a match that ends at
 // pos where flag is not 0 (the next begins there); begin(i), where the match
 // under way began (i: the search's start, if no restart since); match(end),
 // the match under way ends at end; none(), no match from begin(i).
@@ -476,7 +477,7 @@ template <class Sink>
 void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) const {
   using A = SplitAutomaton;
   const A::Step* steps = automaton_->steps();
-  const A::Pairs* pairs = automaton_->pairs();
+  const A::Pairs* pairs = Sink::kPairs ? automaton_->pairs() : nullptr;
   const uint32_t* pair_next = pairs ? pairs->next.data() : nullptr;
   const uint8_t* pair_flags = pairs ? pairs->flags.data() : nullptr;
   size_t i = 0;
@@ -487,10 +488,13 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
     size_t pos = i;
     size_t row = A::kStartRow;  // kGoFlags kept: they index the row as it is
     for (;;) {
-      if (pairs != nullptr && n - pos >= 2) {
+      if (pairs != nullptr && n - pos >= 2 && s[pos] < 0x80) {
         // Two ASCII bytes a step, until a step of one of them stops (it is
-        // then taken again below, a byte at a time).
+        // then taken again below, a byte at a time). Not tried on a char past
+        // ASCII, which stops it (the run of Han chars of a Chinese word).
         size_t prow = (row / A::kRow) << pairs->shift;
+        constexpr uint32_t kNone = 0x100;
+        uint32_t last = kNone;  // the flags of the last pair stepped
         auto pair = [&]() {
           const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
           const uint32_t f = pair_flags[at];
@@ -499,6 +503,7 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
           sink.restart(pos + 1, f / 2 & A::kRestart);
           prow = pair_next[at];
           pos += 2;
+          last = f;
           return true;
         };
         for (;;) {
@@ -510,7 +515,8 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
           }
           break;
         }
-        row = (prow >> pairs->shift) * A::kRow;
+        // The row, with kMatchBefore where the last step had it.
+        if (last != kNone) row = (prow >> pairs->shift) * A::kRow | (last & A::kPairMatch2 ? A::kMatchBefore : 0);
       }
       A::Step step = 0;
       // One ASCII byte: false where it stops the loop.
@@ -533,20 +539,39 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
       if (pos >= n) {
         step = steps[(row & ~size_t(A::kFlags)) + A::kClasses];  // id 0: the end
       } else if (step & A::kDecode) {
-        step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
-        if ((step & A::kStop) == 0) {
+        // Chars past ASCII, one after the other (a Han run), here.
+        bool stopped = false;
+        do {
+          step = steps[(row & ~size_t(A::kFlags)) + A::kClasses + id_at(s, pos, n, len)];
+          if (step & A::kStop) {
+            stopped = true;
+            break;
+          }
           sink.restart(pos, step & A::kRestart);
           row = step;
           pos += len;
-          continue;
-        }
+        } while (pos < n && s[pos] >= 0x80);
+        if (!stopped) continue;
       } else {
         len = 1;
       }
-      // No path left: the match ends before this char, or where the last
-      // match recorded on the way from its begin ends.
+      // No path left: the match ends before this char; else before the
+      // char before it, where the step on that one recorded a match (the
+      // last space of a run before a word, `\s+(?!\S)`), and that char is
+      // not the match's first; else where the last match recorded on the way
+      // from its begin ends (none where one byte was stepped: a lone digit
+      // DeepSeek-V3's first split cut out).
       const size_t begin = sink.begin(i);
-      size_t end = (step & A::kMatchBefore) ? pos : last_match_end(s, n, begin, pos);
+      size_t end = kFail;
+      if (step & A::kMatchBefore) {
+        end = pos;
+      } else if (row & A::kMatchBefore) {
+        size_t q = pos - 1;
+        while (q > begin && (s[q] & 0xC0) == 0x80) --q;  // back to the char's lead byte
+        if (q > begin) end = q;
+      } else if (pos > begin + 1) {
+        end = last_match_end(s, n, begin, pos);
+      }
       if (end != kFail) {
         sink.match(end);
         i = end;
@@ -587,6 +612,10 @@ namespace {
 
 // scan_automaton's sink for find_all: the matches as pairs.
 struct MatchSink {
+  // Not a pair of bytes a step: the splits before the last (DeepSeek-V3's
+  // digits and CJK runs) have short matches, which the pairs' set-up costs
+  // more than it saves.
+  static constexpr bool kPairs = false;
   std::vector<std::pair<uint32_t, uint32_t>>& out;
   size_t b = 0;  // the match under way began here
   void start(size_t i) { b = i; }
@@ -607,6 +636,7 @@ struct MatchSink {
 // taken back if no match starts there; a restart's end is written on every
 // byte and kept where the flag says.
 struct EndsSink {
+  static constexpr bool kPairs = true;
   uint32_t* w;
   const uint32_t* const first;  // where this subject's ends begin
   uint32_t* before = nullptr;   // w before the search

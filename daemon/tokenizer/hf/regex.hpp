@@ -55,7 +55,8 @@ class Regex {
   // The general matcher behind find_all, or null.
   const GeneralSplit* general() const { return general_.get(); }
   // Which path matches and why, for the load log: "hand-written",
-  // "matcher (7 branches, 10 atoms, automaton of 12 states)", "PCRE2 JIT (lazy quantifier at offset 12)".
+  // "matcher (7 branches, 10 atoms, automaton of 23 states, ASCII a pair of bytes a step (8 classes))",
+  // "PCRE2 JIT (lazy quantifier at offset 12)".
   const std::string& path() const { return path_; }
 
  private:

@@ -155,7 +155,8 @@ void SplitAutomaton::build_pairs(const uint8_t (&ascii_class)[128]) {
         if (s2 & kStop) continue;
         const size_t at = st * stride + c1 * k + c2;
         p->next[at] = uint32_t((s2 / kRow) << shift);
-        p->flags[at] = uint8_t((s1 & kRestart ? kPairRestart1 : 0) | (s2 & kRestart ? kPairRestart2 : 0));
+        p->flags[at] = uint8_t((s1 & kRestart ? kPairRestart1 : 0) | (s2 & kRestart ? kPairRestart2 : 0) |
+                               (s2 & kMatchBefore ? kPairMatch2 : 0));
       }
     }
   pairs_ = std::move(p);

@@ -93,7 +93,8 @@ class SplitAutomaton {
   // A pair row is a state's number times `stride`; the step on bytes a, b
   // is at row + first[a] + second[b] in `next` (the next pair row) and
   // `flags` (kPairRestart1, kPairRestart2: the step on a, on b restarts;
-  // kPairStop: one of the two steps stops: take them one by one).
+  // kPairMatch2: the step on b has kMatchBefore; kPairStop: one of the two
+  // steps stops: take them one by one).
   struct Pairs {
     uint32_t first[256], second[256];
     uint32_t ascii_classes = 0;  // the class ids of ASCII bytes (a compact number each; one more for the rest)
@@ -103,6 +104,7 @@ class SplitAutomaton {
   };
   static constexpr uint8_t kPairRestart1 = kRestart;
   static constexpr uint8_t kPairRestart2 = 2 * kRestart;
+  static constexpr uint8_t kPairMatch2 = 0x20;
   static constexpr uint8_t kPairStop = 0x80;
   const Pairs* pairs() const { return pairs_.get(); }
 
