@@ -23,14 +23,18 @@ Value str(std::string_view s) { return Value::recycled_str(s); }
 // also `thinking` (first) and `reasoning_content` (last). Appends the
 // message to `out`.
 void add_aliased(const Value& m, std::vector<Value>& out) {
+  // What find() gives for each name, in one pass; the first of them set.
+  static constexpr std::string_view kNames[] = {"reasoning_content", "thinking", "reasoning"};
+  const Value* found[3] = {nullptr, nullptr, nullptr};
+  for (const auto& [k, v] : m.dict->items)
+    for (int n = 0; n < 3; ++n)
+      if (!found[n] && tmpl::DictObj::same_key(k, kNames[n])) found[n] = &v;
   const Value* r = nullptr;
-  for (std::string_view k : {"reasoning_content", "thinking", "reasoning"}) {
-    const Value* v = m.dict->find(k);
+  for (const Value* v : found)
     if (v && !v->is_none()) {
       r = v;
       break;
     }
-  }
   if (!r) {
     out.push_back(m);
     return;
@@ -112,7 +116,10 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
     return {};
   }
   if (role == "tool_response" || role == "observation") role = "tool";
-  if (const Value* r = m.dict->find("role"); !(r && r->is_str() && *r->s == role)) m.dict->set("role", str(role));
+  // (`role` is mostly a view of the message's own role: the same bytes.)
+  if (const Value* r = m.dict->find("role");
+      !(r && r->is_str() && ((r->s->data() == role.data() && r->s->size() == role.size()) || *r->s == role)))
+    m.dict->set("role", str(role));
   // transformers' _normalize_chat_messages: a key whose value is null is no
   // key (`"content": null` beside tool calls is an undefined content).
   auto& items = m.dict->items;
@@ -198,13 +205,16 @@ Value record_fields(dom::object obj, const RecordRules& rules) {
 bool detail::same_json(dom::element e, const Value& v) {
   using simdjson::dom::element_type;
   auto same_bits = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  auto same_text = [](const std::string& a, std::string_view b) {
+    return a.size() == b.size() && tmpl::bytes_equal(a.data(), b.data(), b.size());
+  };
   switch (e.type()) {
     case element_type::NULL_VALUE: return v.kind == tmpl::Kind::kNone;
     case element_type::BOOL: return v.kind == tmpl::Kind::kBool && v.b == e.get_bool().value_unsafe();
     case element_type::INT64: return v.kind == tmpl::Kind::kInt && v.i == e.get_int64().value_unsafe();
     case element_type::UINT64: return false;  // from_json refuses it
     case element_type::DOUBLE: return v.kind == tmpl::Kind::kFloat && same_bits(v.f, e.get_double().value_unsafe());
-    case element_type::STRING: return v.kind == tmpl::Kind::kStr && *v.s == e.get_string().value_unsafe();
+    case element_type::STRING: return v.kind == tmpl::Kind::kStr && same_text(*v.s, e.get_string().value_unsafe());
     case element_type::ARRAY: {
       if (v.kind != tmpl::Kind::kList || v.tuple || v.gen || v.view) return false;
       dom::array arr = e.get_array().value_unsafe();
@@ -223,7 +233,7 @@ bool detail::same_json(dom::element e, const Value& v) {
       std::size_t i = 0;
       for (dom::key_value_pair kv : obj) {
         const auto& [key, x] = items[i++];
-        if (kv.key.starts_with('\x01') ? key != tmpl::str_key(kv.key) : key != kv.key) return false;
+        if (kv.key.starts_with('\x01') ? key != tmpl::str_key(kv.key) : !same_text(key, kv.key)) return false;
         if (!same_json(kv.value, x)) return false;
       }
       return true;

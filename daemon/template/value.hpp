@@ -320,7 +320,7 @@ struct DictObj : RefCounted {
   // Empties the dict, keeping its buffer.
   void clear() noexcept {
     items.clear();
-    index_.clear();
+    if (!index_.empty()) index_.clear();
     index_size_ = 0;
   }
   // Whether the key `k` is `key`: keys of one length mostly differ in their

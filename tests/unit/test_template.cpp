@@ -390,6 +390,52 @@ TEST_CASE("the label rule: a clear bad record where no rule places a message") {
   CHECK(labels_of(by_index, rec, true) == std::vector<std::string>{"B"});
 }
 
+TEST_CASE("records: reasoning under any of its names, the first set of reasoning_content, thinking, reasoning") {
+  text::RecordRules rules;
+  Value msgs, tools;
+  auto last = [&](const std::string& assistant) {
+    const std::string rec =
+        R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", )" + assistant + "}]}";
+    REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
+    return tmpl::to_str(msgs.list->items.back());
+  };
+  // A null name is no name; the order of the keys does not matter, the
+  // order of the names does.
+  CHECK(last(R"("reasoning": "r", "thinking": "t", "content": "a")") ==
+        "{'thinking': 't', 'role': 'assistant', 'reasoning': 'r', 'content': 'a', 'reasoning_content': 't'}");
+  CHECK(last(R"("reasoning": "r", "thinking": null, "reasoning_content": "c", "content": "a")") ==
+        "{'thinking': 'c', 'role': 'assistant', 'reasoning': 'r', 'reasoning_content': 'c', 'content': 'a'}");
+  CHECK(last(R"("reasoning_content": null, "content": "a", "reasoning": "r")") ==
+        "{'thinking': 'r', 'role': 'assistant', 'content': 'a', 'reasoning': 'r', 'reasoning_content': 'r'}");
+  CHECK(last(R"("reasoning_contents": "x", "thinkin": "y", "content": "a")") ==
+        "{'role': 'assistant', 'reasoning_contents': 'x', 'thinkin': 'y', 'content': 'a'}");
+}
+
+TEST_CASE("records: duplicate JSON keys keep the last value at the first one's place, in small and big objects") {
+  // json.loads: {"a": 1, "b": 2, "a": 3} is {'a': 3, 'b': 2}. Objects up to
+  // 16 keys are built in place, bigger ones through DictObj::set's index.
+  std::string big = "{", want = "{";
+  for (int k = 0; k < 20; ++k) {
+    big += (k ? ", " : "") + std::string("\"k") + std::to_string(k) + "\": " + std::to_string(k);
+    want += (k ? ", " : "") + std::string("'k") + std::to_string(k) + "': " +
+            (k == 2    ? "102"
+             : k == 15 ? "115"
+             : k == 3  ? "[]"
+                       : std::to_string(k));
+  }
+  big += R"(, "k2": 102, "k15": 115, "k3": 0, "k3": []})";
+  want += "}";
+  CHECK(tmpl::to_str(tmpl::parse_json(big)) == want);
+  CHECK(tmpl::to_str(tmpl::parse_json(R"({"a": 1, "b": 2, "a": 3, "\u0001x": 4, "\u0001x": 5})")) ==
+        "{'a': 3, 'b': 2, '\\x01x': 5}");
+  Value d = tmpl::parse_json(big);
+  CHECK(d.dict->items.size() == 20);
+  const Value* k15 = d.dict->find("k15");
+  REQUIRE(k15 != nullptr);
+  CHECK(k15->i == 115);
+  CHECK(d.dict->find("k19")->i == 19);
+}
+
 TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF tool calls") {
   text::RecordRules rules;
   Value msgs, tools;
