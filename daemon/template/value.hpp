@@ -317,6 +317,11 @@ struct ListObj : RefCounted {
 struct DictObj : RefCounted {
   DictObj() noexcept : RefCounted(Type::kDict) {}
   std::vector<std::pair<std::string, Value>> items;
+  // Drops the index, for a caller that rewrites `items` in place.
+  void reindex() noexcept {
+    if (!index_.empty()) index_.clear();
+    index_size_ = 0;
+  }
   // Empties the dict, keeping its buffer.
   void clear() noexcept {
     items.clear();

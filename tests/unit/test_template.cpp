@@ -436,6 +436,56 @@ TEST_CASE("records: duplicate JSON keys keep the last value at the first one's p
   CHECK(d.dict->find("k19")->i == 19);
 }
 
+// A record's values refill the previous record's objects that nothing else
+// holds (chat_messages.cpp, record_fields): the same objects, this record's
+// contents; an object something else holds keeps what it was.
+TEST_CASE("records: the previous record's objects are refilled where nothing else holds them") {
+  text::RecordRules rules;
+  Value msgs, tools;
+  auto rec = [](const std::string& q, const std::string& a) {
+    return R"({"messages": [{"role": "user", "content": ")" + q + R"("}, {"role": "assistant", "content": ")" + a +
+           R"(", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": ")" + q +
+           R"("}}}]}]})";
+  };
+  auto text_of = [&](const Value& v) { return tmpl::to_str(v); };
+  REQUIRE(text::record_to_chat(rec("first question, longer than fifteen", "a1"), rules, false, msgs, tools) == "");
+  const tmpl::DictObj* user = msgs.list->items[0].dict.get();
+  REQUIRE(text::record_to_chat(rec("q2", "second answer"), rules, false, msgs, tools) == "");
+  CHECK(msgs.list->items[0].dict.get() == user);  // refilled
+  CHECK(text_of(msgs) ==
+        "[{'role': 'user', 'content': 'q2'}, {'role': 'assistant', 'content': 'second answer', 'tool_calls': "
+        "[{'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 'q2'}}}]}]");
+  // Held parts keep their contents: a message, a tool call's arguments.
+  const Value held = msgs.list->items[0];
+  const Value args =
+      *msgs.list->items[1].dict->find("tool_calls")->list->items[0].dict->find("function")->dict->find("arguments");
+  REQUIRE(text::record_to_chat(rec("q3", "a3"), rules, false, msgs, tools) == "");
+  CHECK(msgs.list->items[0].dict.get() != held.dict.get());
+  CHECK(text_of(held) == "{'role': 'user', 'content': 'q2'}");
+  CHECK(text_of(args) == "{'x': 'q2'}");
+  CHECK(text_of(msgs) ==
+        "[{'role': 'user', 'content': 'q3'}, {'role': 'assistant', 'content': 'a3', 'tool_calls': "
+        "[{'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 'q3'}}}]}]");
+  // Other shapes in turn: more keys, fewer, duplicates, a list where a dict was, a big object.
+  std::string big = R"({"role": "user", "content": "c")";
+  for (int k = 0; k < 20; ++k) big += ", \"k" + std::to_string(k) + "\": " + std::to_string(k);
+  big += "}";
+  const std::vector<std::pair<std::string, std::string>> shapes = {
+      {R"({"messages": [{"role": "user", "content": "x", "content": "y", "n": [1, {"a": null}]}]})",
+       "[{'role': 'user', 'content': 'y', 'n': [1, {'a': None}]}]"},
+      {R"({"messages": [{"content": ["p", "q"], "role": "user"}], "m": {}})",
+       "[{'content': ['p', 'q'], 'role': 'user'}]"},
+      {R"({"messages": [)" + big + "]}", ""},
+      {R"({"messages": [{"role": "user", "content": "z"}]})", "[{'role': 'user', 'content': 'z'}]"},
+  };
+  for (const auto& [json, want] : shapes) {
+    INFO(json);
+    REQUIRE(text::record_to_chat(json, rules, false, msgs, tools) == "");
+    if (!want.empty()) CHECK(text_of(msgs) == want);
+    else CHECK(msgs.list->items[0].dict->find("k19")->i == 19);
+  }
+}
+
 TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF tool calls") {
   text::RecordRules rules;
   Value msgs, tools;
