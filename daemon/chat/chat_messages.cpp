@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "template/budget.hpp"
 #include "template/json_value.hpp"
@@ -23,14 +24,18 @@ Value str(std::string_view s) { return Value::recycled_str(s); }
 // also `thinking` (first) and `reasoning_content` (last). Appends the
 // message to `out`.
 void add_aliased(const Value& m, std::vector<Value>& out) {
+  // What find() gives for each name, in one pass; the first of them set.
+  static constexpr std::string_view kNames[] = {"reasoning_content", "thinking", "reasoning"};
+  const Value* found[3] = {nullptr, nullptr, nullptr};
+  for (const auto& [k, v] : m.dict->items)
+    for (int n = 0; n < 3; ++n)
+      if (!found[n] && tmpl::DictObj::same_key(k, kNames[n])) found[n] = &v;
   const Value* r = nullptr;
-  for (std::string_view k : {"reasoning_content", "thinking", "reasoning"}) {
-    const Value* v = m.dict->find(k);
+  for (const Value* v : found)
     if (v && !v->is_none()) {
       r = v;
       break;
     }
-  }
   if (!r) {
     out.push_back(m);
     return;
@@ -112,7 +117,10 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
     return {};
   }
   if (role == "tool_response" || role == "observation") role = "tool";
-  if (const Value* r = m.dict->find("role"); !(r && r->is_str() && *r->s == role)) m.dict->set("role", str(role));
+  // (`role` is mostly a view of the message's own role: the same bytes.)
+  if (const Value* r = m.dict->find("role");
+      !(r && r->is_str() && ((r->s->data() == role.data() && r->s->size() == role.size()) || *r->s == role)))
+    m.dict->set("role", str(role));
   // transformers' _normalize_chat_messages: a key whose value is null is no
   // key (`"content": null` beside tool calls is an undefined content).
   auto& items = m.dict->items;
@@ -178,11 +186,122 @@ const Value* field(const Value& rec, const RecordRules& rules, std::string_view 
   return v && !v->is_none() ? v : nullptr;
 }
 
-// The record's top-level fields, as tmpl::from_json builds them, the
-// tools from the cache (record_tools.hpp) where no column renames a field
-// (so that the tools value goes nowhere but to `tools`, unchanged).
-Value record_fields(dom::object obj, const RecordRules& rules) {
-  Value rec = Value::recycled_dict();
+// The previous record's values are refilled in place for this record's
+// where nothing else holds them any more: records repeat their shapes (a
+// list of dicts with the same keys), so a dict keeps its keys where they
+// are and a string its buffer, instead of each object going to the
+// recycler and back (Value::recycled_*). An object anything else holds (a
+// message the caller kept, a tojson memo's subject, the kept tools) is
+// left alone and a new one built. Bounded as the recycler is: no buffer
+// over kReusedBytes is refilled, no dict over kInPlace keys.
+constexpr std::size_t kReusedBytes = std::size_t{16} << 10;
+constexpr std::size_t kInPlace = 16;  // DictObj's linear size: no index to keep
+
+bool only_here(const Value& v) { return v.s.raw() && v.s.raw()->unique(); }
+
+void fields_over(dom::object obj, tmpl::DictObj& d, const RecordRules* top);
+
+// tmpl::from_json(e), refilling `old`'s object where it may.
+Value json_over(dom::element e, Value&& old) {
+  using simdjson::dom::element_type;
+  Value v;
+  switch (e.type()) {
+    case element_type::STRING:
+      if (old.kind == tmpl::Kind::kStr && only_here(old)) {
+        auto* o = static_cast<tmpl::StrObj*>(const_cast<tmpl::RefCounted*>(old.s.raw()));
+        if (o->text.capacity() > kReusedBytes) break;
+        const std::string_view s = e.get_string().value_unsafe();
+        o->text.clear();
+        o->text.append(s.data(), s.size());
+        v.kind = tmpl::Kind::kStr;
+        v.s = std::move(old.s);
+        return v;
+      }
+      break;
+    case element_type::ARRAY:
+      if (old.kind == tmpl::Kind::kList && !old.tuple && !old.gen && !old.view && only_here(old) &&
+          old.list->items.capacity() * sizeof(Value) <= kReusedBytes) {
+        tmpl::ListObj& l = *old.list;
+        l.group = false;
+        auto& items = l.items;
+        std::size_t n = 0;
+        const dom::array arr = e.get_array().value_unsafe();
+        for (dom::element x : arr) {
+          if (n < items.size()) items[n] = json_over(x, std::move(items[n]));
+          else items.push_back(tmpl::from_json(x));
+          ++n;
+        }
+        items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
+        v.kind = tmpl::Kind::kList;
+        v.list = std::move(old.list);
+        return v;
+      }
+      break;
+    case element_type::OBJECT:
+      if (old.kind == tmpl::Kind::kDict && !old.ns && !old.view && only_here(old) &&
+          old.dict->items.size() <= kInPlace &&
+          old.dict->items.capacity() * sizeof(old.dict->items[0]) <= kReusedBytes) {
+        const dom::object obj = e.get_object().value_unsafe();
+        if (obj.size() > kInPlace) break;
+        fields_over(obj, *old.dict, nullptr);
+        v.kind = tmpl::Kind::kDict;
+        v.dict = std::move(old.dict);
+        return v;
+      }
+      break;
+    default: break;
+  }
+  old = Value();  // freed first: the recycler has its objects for the new value
+  return tmpl::from_json(e);
+}
+
+// `obj`'s members into `d` (at most kInPlace of them), as tmpl::from_json
+// builds them: the last of duplicate keys at the first one's place. `top`:
+// the record's top level, whose tools come from the cache (record_tools.hpp)
+// where no column renames a field (so that the tools value goes nowhere but
+// to `tools`, unchanged).
+void fields_over(dom::object obj, tmpl::DictObj& d, const RecordRules* top) {
+  d.reindex();
+  auto& items = d.items;
+  std::size_t n = 0;  // items[:n] are obj's
+  std::string stored;
+  for (dom::key_value_pair kv : obj) {
+    std::string_view key = kv.key;
+    if (key.starts_with('\x01')) key = stored = tmpl::str_key(key);
+    std::size_t at = 0;
+    while (at < n && !tmpl::DictObj::same_key(items[at].first, key)) ++at;
+    const bool tools = top && top->columns.empty() && kv.key == "tools";
+    if (at < n) {
+      items[at].second = tools ? detail::ToolsCache::local().from_json(kv.value) : tmpl::from_json(kv.value);
+      continue;
+    }
+    if (n == items.size()) items.emplace_back();
+    auto& [k, x] = items[n++];
+    if (!tmpl::DictObj::same_key(k, key)) k.assign(key);
+    if (tools) x = detail::ToolsCache::local().from_json(kv.value);
+    else x = json_over(kv.value, std::move(x));
+  }
+  items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
+}
+
+// The record's top-level fields, as tmpl::from_json builds them (the
+// tools from the cache), refilling the previous record's `prev`.
+Value record_fields(dom::object obj, const RecordRules& rules, Value&& prev) {
+  const bool refill = prev.kind == tmpl::Kind::kDict && only_here(prev) && prev.dict->items.size() <= kInPlace &&
+                      obj.size() <= kInPlace;
+  Value rec;
+  if (refill) {
+    rec.kind = tmpl::Kind::kDict;
+    rec.dict = std::move(prev.dict);
+    prev = Value();
+  } else {
+    prev = Value();
+    rec = Value::recycled_dict();
+  }
+  if (refill || obj.size() <= kInPlace) {
+    fields_over(obj, *rec.dict, &rules);
+    return rec;
+  }
   rec.dict->items.reserve(obj.size());
   for (dom::key_value_pair kv : obj) {
     Value v = rules.columns.empty() && kv.key == "tools" ? detail::ToolsCache::local().from_json(kv.value)
@@ -198,13 +317,16 @@ Value record_fields(dom::object obj, const RecordRules& rules) {
 bool detail::same_json(dom::element e, const Value& v) {
   using simdjson::dom::element_type;
   auto same_bits = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  auto same_text = [](const std::string& a, std::string_view b) {
+    return a.size() == b.size() && tmpl::bytes_equal(a.data(), b.data(), b.size());
+  };
   switch (e.type()) {
     case element_type::NULL_VALUE: return v.kind == tmpl::Kind::kNone;
     case element_type::BOOL: return v.kind == tmpl::Kind::kBool && v.b == e.get_bool().value_unsafe();
     case element_type::INT64: return v.kind == tmpl::Kind::kInt && v.i == e.get_int64().value_unsafe();
     case element_type::UINT64: return false;  // from_json refuses it
     case element_type::DOUBLE: return v.kind == tmpl::Kind::kFloat && same_bits(v.f, e.get_double().value_unsafe());
-    case element_type::STRING: return v.kind == tmpl::Kind::kStr && *v.s == e.get_string().value_unsafe();
+    case element_type::STRING: return v.kind == tmpl::Kind::kStr && same_text(*v.s, e.get_string().value_unsafe());
     case element_type::ARRAY: {
       if (v.kind != tmpl::Kind::kList || v.tuple || v.gen || v.view) return false;
       dom::array arr = e.get_array().value_unsafe();
@@ -223,7 +345,7 @@ bool detail::same_json(dom::element e, const Value& v) {
       std::size_t i = 0;
       for (dom::key_value_pair kv : obj) {
         const auto& [key, x] = items[i++];
-        if (kv.key.starts_with('\x01') ? key != tmpl::str_key(kv.key) : key != kv.key) return false;
+        if (kv.key.starts_with('\x01') ? key != tmpl::str_key(kv.key) : !same_text(key, kv.key)) return false;
         if (!same_json(kv.value, x)) return false;
       }
       return true;
@@ -276,6 +398,14 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   tmpl::ReuseScope reuse;
   messages = Value();
   tools = Value();
+  // The record's fields, kept for the next record to refill (record_fields).
+  static thread_local Value prev;
+  Value rec;
+  struct Keep {
+    Value& from;
+    Value& to;
+    ~Keep() { to = std::move(from); }
+  } keep{rec, prev};
   static thread_local dom::parser parser;
   dom::element root;
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
@@ -291,9 +421,8 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
     }
   }
   if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
-  Value rec;
   try {
-    rec = record_fields(root.get_object().value_unsafe(), rules);
+    rec = record_fields(root.get_object().value_unsafe(), rules, std::move(prev));
   } catch (const tmpl::Error& e) {
     return e.what();
   }

@@ -1,6 +1,15 @@
 #include "template/json_value.hpp"
 
+#include <algorithm>
+#include <tuple>
+
 namespace tokfeed::tmpl {
+
+namespace {
+// Up to this many keys a dict from JSON is built in place (DictObj::set
+// indexes bigger ones).
+constexpr std::size_t kAppended = 16;
+}  // namespace
 
 Value from_json(simdjson::dom::element e) {
   using simdjson::dom::element_type;
@@ -27,10 +36,21 @@ Value from_json(simdjson::dom::element e) {
       Value d = Value::recycled_dict();
       // Python's json.loads keeps the last of duplicate keys, at the first one's place.
       simdjson::dom::object obj = e.get_object().value_unsafe();
-      d.dict->items.reserve(obj.size());
+      auto& items = d.dict->items;
+      items.reserve(obj.size());
       for (simdjson::dom::key_value_pair kv : obj) {
-        if (kv.key.starts_with('\x01')) d.dict->set(str_key(kv.key), from_json(kv.value));
-        else d.dict->set(kv.key, from_json(kv.value));
+        if (kv.key.starts_with('\x01') || items.size() >= kAppended) {
+          d.dict->set(kv.key.starts_with('\x01') ? str_key(kv.key) : std::string(kv.key), from_json(kv.value));
+          continue;
+        }
+        // A small dict's keys are compared here and a new one appended
+        // (DictObj::set's linear case, without its moves of the value).
+        auto same = std::find_if(items.begin(), items.end(),
+                                 [&](const auto& item) { return DictObj::same_key(item.first, kv.key); });
+        if (same != items.end()) same->second = from_json(kv.value);
+        else
+          items.emplace_back(std::piecewise_construct, std::forward_as_tuple(kv.key),
+                             std::forward_as_tuple(from_json(kv.value)));
       }
       return d;
     }

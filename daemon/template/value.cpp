@@ -196,7 +196,8 @@ Value Value::recycled_str(std::string_view x) {
   v.kind = Kind::kStr;
   if (StrObj* o = Recycler::take_str(x.size())) {
     v.s = StrRef::adopt(o);
-    o->text.assign(x);
+    o->text.clear();  // then append: no general replace
+    o->text.append(x.data(), x.size());
   } else {
     v.s = StrRef::make(std::string(x));
   }

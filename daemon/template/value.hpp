@@ -317,10 +317,15 @@ struct ListObj : RefCounted {
 struct DictObj : RefCounted {
   DictObj() noexcept : RefCounted(Type::kDict) {}
   std::vector<std::pair<std::string, Value>> items;
+  // Drops the index, for a caller that rewrites `items` in place.
+  void reindex() noexcept {
+    if (!index_.empty()) index_.clear();
+    index_size_ = 0;
+  }
   // Empties the dict, keeping its buffer.
   void clear() noexcept {
     items.clear();
-    index_.clear();
+    if (!index_.empty()) index_.clear();
     index_size_ = 0;
   }
   // Whether the key `k` is `key`: keys of one length mostly differ in their

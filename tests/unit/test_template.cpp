@@ -390,6 +390,102 @@ TEST_CASE("the label rule: a clear bad record where no rule places a message") {
   CHECK(labels_of(by_index, rec, true) == std::vector<std::string>{"B"});
 }
 
+TEST_CASE("records: reasoning under any of its names, the first set of reasoning_content, thinking, reasoning") {
+  text::RecordRules rules;
+  Value msgs, tools;
+  auto last = [&](const std::string& assistant) {
+    const std::string rec =
+        R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", )" + assistant + "}]}";
+    REQUIRE(text::record_to_chat(rec, rules, false, msgs, tools) == "");
+    return tmpl::to_str(msgs.list->items.back());
+  };
+  // A null name is no name; the order of the keys does not matter, the
+  // order of the names does.
+  CHECK(last(R"("reasoning": "r", "thinking": "t", "content": "a")") ==
+        "{'thinking': 't', 'role': 'assistant', 'reasoning': 'r', 'content': 'a', 'reasoning_content': 't'}");
+  CHECK(last(R"("reasoning": "r", "thinking": null, "reasoning_content": "c", "content": "a")") ==
+        "{'thinking': 'c', 'role': 'assistant', 'reasoning': 'r', 'reasoning_content': 'c', 'content': 'a'}");
+  CHECK(last(R"("reasoning_content": null, "content": "a", "reasoning": "r")") ==
+        "{'thinking': 'r', 'role': 'assistant', 'content': 'a', 'reasoning': 'r', 'reasoning_content': 'r'}");
+  CHECK(last(R"("reasoning_contents": "x", "thinkin": "y", "content": "a")") ==
+        "{'role': 'assistant', 'reasoning_contents': 'x', 'thinkin': 'y', 'content': 'a'}");
+}
+
+TEST_CASE("records: duplicate JSON keys keep the last value at the first one's place, in small and big objects") {
+  // json.loads: {"a": 1, "b": 2, "a": 3} is {'a': 3, 'b': 2}. Objects up to
+  // 16 keys are built in place, bigger ones through DictObj::set's index.
+  std::string big = "{", want = "{";
+  for (int k = 0; k < 20; ++k) {
+    big += (k ? ", " : "") + std::string("\"k") + std::to_string(k) + "\": " + std::to_string(k);
+    want += (k ? ", " : "") + std::string("'k") + std::to_string(k) + "': " +
+            (k == 2    ? "102"
+             : k == 15 ? "115"
+             : k == 3  ? "[]"
+                       : std::to_string(k));
+  }
+  big += R"(, "k2": 102, "k15": 115, "k3": 0, "k3": []})";
+  want += "}";
+  CHECK(tmpl::to_str(tmpl::parse_json(big)) == want);
+  CHECK(tmpl::to_str(tmpl::parse_json(R"({"a": 1, "b": 2, "a": 3, "\u0001x": 4, "\u0001x": 5})")) ==
+        "{'a': 3, 'b': 2, '\\x01x': 5}");
+  Value d = tmpl::parse_json(big);
+  CHECK(d.dict->items.size() == 20);
+  const Value* k15 = d.dict->find("k15");
+  REQUIRE(k15 != nullptr);
+  CHECK(k15->i == 115);
+  CHECK(d.dict->find("k19")->i == 19);
+}
+
+// A record's values refill the previous record's objects that nothing else
+// holds (chat_messages.cpp, record_fields): the same objects, this record's
+// contents; an object something else holds keeps what it was.
+TEST_CASE("records: the previous record's objects are refilled where nothing else holds them") {
+  text::RecordRules rules;
+  Value msgs, tools;
+  auto rec = [](const std::string& q, const std::string& a) {
+    return R"({"messages": [{"role": "user", "content": ")" + q + R"("}, {"role": "assistant", "content": ")" + a +
+           R"(", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": ")" + q +
+           R"("}}}]}]})";
+  };
+  auto text_of = [&](const Value& v) { return tmpl::to_str(v); };
+  REQUIRE(text::record_to_chat(rec("first question, longer than fifteen", "a1"), rules, false, msgs, tools) == "");
+  const tmpl::DictObj* user = msgs.list->items[0].dict.get();
+  REQUIRE(text::record_to_chat(rec("q2", "second answer"), rules, false, msgs, tools) == "");
+  CHECK(msgs.list->items[0].dict.get() == user);  // refilled
+  CHECK(text_of(msgs) ==
+        "[{'role': 'user', 'content': 'q2'}, {'role': 'assistant', 'content': 'second answer', 'tool_calls': "
+        "[{'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 'q2'}}}]}]");
+  // Held parts keep their contents: a message, a tool call's arguments.
+  const Value held = msgs.list->items[0];
+  const Value args =
+      *msgs.list->items[1].dict->find("tool_calls")->list->items[0].dict->find("function")->dict->find("arguments");
+  REQUIRE(text::record_to_chat(rec("q3", "a3"), rules, false, msgs, tools) == "");
+  CHECK(msgs.list->items[0].dict.get() != held.dict.get());
+  CHECK(text_of(held) == "{'role': 'user', 'content': 'q2'}");
+  CHECK(text_of(args) == "{'x': 'q2'}");
+  CHECK(text_of(msgs) ==
+        "[{'role': 'user', 'content': 'q3'}, {'role': 'assistant', 'content': 'a3', 'tool_calls': "
+        "[{'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 'q3'}}}]}]");
+  // Other shapes in turn: more keys, fewer, duplicates, a list where a dict was, a big object.
+  std::string big = R"({"role": "user", "content": "c")";
+  for (int k = 0; k < 20; ++k) big += ", \"k" + std::to_string(k) + "\": " + std::to_string(k);
+  big += "}";
+  const std::vector<std::pair<std::string, std::string>> shapes = {
+      {R"({"messages": [{"role": "user", "content": "x", "content": "y", "n": [1, {"a": null}]}]})",
+       "[{'role': 'user', 'content': 'y', 'n': [1, {'a': None}]}]"},
+      {R"({"messages": [{"content": ["p", "q"], "role": "user"}], "m": {}})",
+       "[{'content': ['p', 'q'], 'role': 'user'}]"},
+      {R"({"messages": [)" + big + "]}", ""},
+      {R"({"messages": [{"role": "user", "content": "z"}]})", "[{'role': 'user', 'content': 'z'}]"},
+  };
+  for (const auto& [json, want] : shapes) {
+    INFO(json);
+    REQUIRE(text::record_to_chat(json, rules, false, msgs, tools) == "");
+    if (!want.empty()) CHECK(text_of(msgs) == want);
+    else CHECK(msgs.list->items[0].dict->find("k19")->i == 19);
+  }
+}
+
 TEST_CASE("records: ms-swift agent form and ShareGPT function calls map onto HF tool calls") {
   text::RecordRules rules;
   Value msgs, tools;
