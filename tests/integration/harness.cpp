@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,14 +87,18 @@ Daemon::Daemon(const std::string& config, const std::string& socket, const std::
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
-  // Ready means the socket accepts: a stale socket file from a killed
-  // daemon may exist before this one binds it.
+  // Ready means this daemon listens on the socket. A killed daemon's
+  // socket file may still accept a connection while a child of it that
+  // holds the listening socket has yet to die: the listener's pid tells.
   for (int i = 0; i < 400; ++i) {
     std::string error;
     int fd = proto::connect_unix(socket_, error);
     if (fd >= 0) {
+      ucred peer{};
+      socklen_t len = sizeof peer;
+      const bool ours = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid == pid_;
       ::close(fd);
-      return;
+      if (ours) return;
     }
     if (!running()) throw std::runtime_error("tokfeedd exited at start: " + log());
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
