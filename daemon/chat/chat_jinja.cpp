@@ -212,7 +212,7 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
   }
   spec->source = spec->name;
   spec->key = source;
-  for (const auto& [k, v] : spec->globals) spec->key += "\n" + k + "=" + tmpl::to_str(v);
+  for (const auto& [k, v] : spec->globals) spec->key += "\n" + k.str() + "=" + tmpl::to_str(v);
   spec->key += "\ntime=" + src.instant + "\nsteps=" + std::to_string(spec->limits.max_steps);
   // The label rule's version: what it serves and trains (docs/data_model.md 2.2).
   spec->key += "\nlabels=generation|prefix|provenance";

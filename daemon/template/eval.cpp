@@ -17,11 +17,7 @@ Value Interp::lookup(Name name) {
   return Value::undefined(name.str());
 }
 
-void assign_scope(Scope& out, const Vars& vars) {
-  out.clear();
-  out.reserve(vars.size());
-  for (const auto& [k, v] : vars) out.emplace_back(Name(k), v);
-}
+void assign_scope(Scope& out, const Vars& vars) { out = vars; }
 
 const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
   tmp = global_function(e.name);

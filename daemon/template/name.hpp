@@ -14,13 +14,16 @@ class Name {
  public:
   // No name: equal to no variable's.
   Name() noexcept : p_(&none()) {}
-  explicit Name(std::string_view s) : p_(intern(s)) {}
+  Name(std::string_view s) : p_(intern(s)) {}    // NOLINT: a name from its text
+  Name(const char* s) : p_(intern(s)) {}         // NOLINT
+  Name(const std::string& s) : p_(intern(s)) {}  // NOLINT
   const std::string& str() const noexcept { return *p_; }
   operator const std::string&() const noexcept { return *p_; }  // NOLINT: read as the string it names
   operator std::string_view() const noexcept { return *p_; }    // NOLINT
   friend bool operator==(Name a, Name b) noexcept { return a.p_ == b.p_; }
   friend bool operator==(Name a, std::string_view b) noexcept { return std::string_view(*a.p_) == b; }
   friend bool operator==(Name a, const char* b) noexcept { return std::string_view(*a.p_) == b; }
+  friend bool operator==(Name a, const std::string& b) noexcept { return *a.p_ == b; }
 
  private:
   static const std::string& none() noexcept;

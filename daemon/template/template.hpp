@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "template/name.hpp"
 #include "template/value.hpp"
 
 namespace tokfeed::tmpl {
@@ -78,7 +79,8 @@ class MemoScope {
 // ("the daemon is stopping"): SIGTERM does not wait for a long render.
 void cancel_renders() noexcept;
 
-using Vars = std::vector<std::pair<std::string, Value>>;
+// A render's variables, by interned name (copying them copies no string).
+using Vars = std::vector<std::pair<Name, Value>>;
 using Spans = std::vector<std::pair<std::size_t, std::size_t>>;  // byte [begin, end)
 
 // Which bytes of the output were written for which message
