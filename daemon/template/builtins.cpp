@@ -41,13 +41,18 @@ Value macro_attr(const Stmt& m, std::string_view name) {
 
 }  // namespace
 
-Value get_attr(const Value& obj, std::string_view name) {
+namespace {
+
+// obj.name; a miss is undefined with `hint` (the key's own str, where
+// obj[key] falls back to it) or else the name as its hint.
+Value attr_of(const Value& obj, std::string_view name, const StrRef* hint) {
+  auto miss = [&] { return hint ? Value::undefined(*hint) : Value::undefined(std::string(name)); };
   switch (obj.kind) {
     case Kind::kUndefined: undefined_error(obj);
     case Kind::kDict:
       if (!obj.ns && has_method(obj, name)) return method_attr(obj, name);
       if (const Value* v = obj.dict->find(name)) return *v;
-      return Value::undefined(std::string(name));
+      return miss();
     case Kind::kStr:
     case Kind::kList:
       if (has_method(obj, name)) return method_attr(obj, name);
@@ -57,23 +62,27 @@ Value get_attr(const Value& obj, std::string_view name) {
       }
       if (obj.tuple && obj.list->group && (name == "grouper" || name == "list"))
         return obj.list->items[name == "grouper" ? 0 : 1];
-      return Value::undefined(std::string(name));
+      return miss();
     case Kind::kInt:
     case Kind::kBool:  // Python's int (and bool) data attributes
       if (name == "real" || name == "numerator") return Value::integer(as_int(obj));
       if (name == "imag") return Value::integer(0);
       if (name == "denominator") return Value::integer(1);
-      return Value::undefined(std::string(name));
+      return miss();
     case Kind::kFloat:
       if (name == "real") return obj;
       if (name == "imag") return Value::real(0.0);
-      return Value::undefined(std::string(name));
+      return miss();
     case Kind::kFunc:
       if (obj.fn->def) return macro_attr(*static_cast<const Stmt*>(obj.fn->def), name);
-      return Value::undefined(std::string(name));
-    default: return Value::undefined(std::string(name));
+      return miss();
+    default: return miss();
   }
 }
+
+}  // namespace
+
+Value get_attr(const Value& obj, std::string_view name) { return attr_of(obj, name, nullptr); }
 
 Value get_item(const Value& obj, const Value& key) {
   switch (obj.kind) {
@@ -82,7 +91,7 @@ Value get_item(const Value& obj, const Value& key) {
       if (key.is_str()) {
         if (const Value* v = obj.dict->find(key.s->starts_with('\x01') ? key_of(key) : *key.s)) return *v;
         if (has_method(obj, *key.s)) return method_attr(obj, *key.s);
-        return Value::undefined(*key.s);
+        return Value::undefined(key.s);
       }
       if (!key.is_undefined() && !key.is_list() && !key.is_dict() && !obj.ns) {
         if (const Value* v = obj.dict->find(key_of(key))) return *v;
@@ -96,7 +105,7 @@ Value get_item(const Value& obj, const Value& key) {
         if (i < 0 || i >= n) return Value::undefined("list index");
         return obj.list->items[static_cast<std::size_t>(i)];
       }
-      if (key.is_str()) return get_attr(obj, *key.s);
+      if (key.is_str()) return attr_of(obj, *key.s, &key.s);
       return Value::undefined();
     case Kind::kStr:
       if (int_like(key)) {
@@ -109,7 +118,7 @@ Value get_item(const Value& obj, const Value& key) {
         else utf8_append(code_points(s)[static_cast<std::size_t>(i)], r);
         return obj.markup ? markup(std::move(r)) : Value::str(std::move(r));  // Markup.__getitem__
       }
-      if (key.is_str()) return get_attr(obj, *key.s);
+      if (key.is_str()) return attr_of(obj, *key.s, &key.s);
       return Value::undefined();
     default: return Value::undefined();
   }

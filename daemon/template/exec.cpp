@@ -58,11 +58,8 @@ const Name& kBlockBodyName() {
 
 struct FrameGuard {
   Interp& in;
-  FrameGuard(Interp& i, bool barrier) : in(i) {
-    in.frames.emplace_back();
-    in.frames.back().barrier = barrier;
-  }
-  ~FrameGuard() { in.frames.pop_back(); }
+  FrameGuard(Interp& i, bool barrier) : in(i) { in.push_frame(barrier); }
+  ~FrameGuard() { in.pop_frame(); }
 };
 
 bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from = 0,
@@ -357,7 +354,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
 void bind_params(Interp& in, const Stmt& m, std::size_t first_default, Args& args) {
   const auto& params = m.targets;
   const auto& param_names = m.names;
-  const std::string label = m.kind == SK::kMacro ? "'" + m.text + "'" : "'caller'";
+  auto label = [&m] { return m.kind == SK::kMacro ? "'" + m.text + "'" : std::string("'caller'"); };
   auto kw = args.kw;
   auto pop = [&](std::string_view name, Value& out) {
     for (auto it = kw.begin(); it != kw.end(); ++it)
@@ -368,7 +365,11 @@ void bind_params(Interp& in, const Stmt& m, std::size_t first_default, Args& arg
       }
     return false;
   };
-  std::vector<bool> given(params.size(), false);
+  // Which parameters the call gave (most macros take a few: no allocation).
+  char given_small[16];
+  std::unique_ptr<char[]> given_big;
+  char* given = given_small;
+  if (params.size() > sizeof given_small) given_big.reset(given = new char[params.size()]);
   for (std::size_t k = 0; k < params.size(); ++k) {
     Value v;
     if (k < args.pos.size()) v = args.pos[k], given[k] = true;
@@ -380,28 +381,32 @@ void bind_params(Interp& in, const Stmt& m, std::size_t first_default, Args& arg
     if (!pop("caller", caller)) caller = Value::undefined("caller");
     in.assign(kCallerName(), caller);
   }
-  Value kwargs = Value::new_dict();
-  if (m.uses_kwargs) {
-    for (auto& [name, v] : kw) kwargs.dict->set(name, v);
-  } else if (!kw.empty()) {
+  if (!m.uses_kwargs && !kw.empty()) {
     if (kw[0].first == "caller")
-      throw Error("macro " + label + " was invoked with two values for the special caller argument");
-    throw Error("macro " + label + " takes no keyword argument '" + kw[0].first + "'");
+      throw Error("macro " + label() + " was invoked with two values for the special caller argument");
+    throw Error("macro " + label() + " takes no keyword argument '" + kw[0].first + "'");
   }
-  std::vector<Value> extra;
-  if (args.pos.size() > params.size()) {
-    if (!m.uses_varargs)
-      throw Error("macro " + label + " takes not more than " + std::to_string(params.size()) + " argument(s)");
-    extra.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(params.size()), args.pos.end());
-  }
+  if (args.pos.size() > params.size() && !m.uses_varargs)
+    throw Error("macro " + label() + " takes not more than " + std::to_string(params.size()) + " argument(s)");
   for (std::size_t k = 0; k < params.size(); ++k) {
     if (given[k]) continue;
     if (const auto& d = m.exprs[first_default + k]) in.assign(param_names[k], eval(in, *d));
     else in.assign(param_names[k], Value::undefined(params[k]));
   }
+  // `varargs` and `kwargs` exist where the body reads them (nothing else
+  // could see them).
   static const Name varargs("varargs"), kwargs_name("kwargs");
-  in.assign(varargs, Value::new_list(std::move(extra), true));
-  in.assign(kwargs_name, kwargs);
+  if (m.uses_varargs) {
+    std::vector<Value> extra;
+    if (args.pos.size() > params.size())
+      extra.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(params.size()), args.pos.end());
+    in.assign(varargs, Value::new_list(std::move(extra), true));
+  }
+  if (m.uses_kwargs) {
+    Value kwargs = Value::new_dict();
+    for (auto& [name, v] : kw) kwargs.dict->set(name, v);
+    in.assign(kwargs_name, kwargs);
+  }
 }
 
 // A macro value: calling it renders its body in a fresh scope, its

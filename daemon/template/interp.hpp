@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -126,6 +127,25 @@ struct Interp {
   // function, or the expression's own undefined value (no allocation).
   const Value& global_or_undefined(const Expr& e, Value& tmp);
   void assign(Name name, Value v) { frames.back().set(name, std::move(v)); }
+  // A scope of its own for a macro, call block, loop or block body; its
+  // variables' buffer is a popped scope's where one is kept.
+  void push_frame(bool barrier) {
+    Frame& f = frames.emplace_back();
+    f.barrier = barrier;
+    if (spare_count != 0) f.vars.swap(spare_scopes[--spare_count]);
+  }
+  // Never allocates (a FrameGuard pops in its destructor).
+  void pop_frame() noexcept {
+    Scope& vars = frames.back().vars;
+    vars.clear();
+    // Kept under 4 KiB, the size whose allocation costs a step (budget.hpp):
+    // a render takes the steps it would take without the buffers it reuses.
+    if (vars.capacity() != 0 && vars.capacity() * sizeof(vars[0]) < 4096 && spare_count < spare_scopes.size())
+      spare_scopes[spare_count++].swap(vars);
+    frames.pop_back();
+  }
+  std::array<Scope, 8> spare_scopes;  // emptied scopes' buffers (push_frame), the first spare_count
+  std::size_t spare_count = 0;
 };
 
 // The record's memo (template.hpp), or null.

@@ -238,6 +238,12 @@ struct Value {
   }
   ~Value() { s.~StrRef(); }
   static Value undefined(std::string hint = {});
+  // The same with the text of a str value as its hint, shared, not copied.
+  static Value undefined(const StrRef& hint) {
+    Value v;
+    if (hint && !hint->empty()) v.s = hint;
+    return v;
+  }
   static Value none() {
     Value v;
     v.kind = Kind::kNone;
