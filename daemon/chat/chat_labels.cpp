@@ -78,10 +78,11 @@ class Renderer {
   std::size_t same_ = 0;
 };
 
-std::string role_of(const Value& m) {
+// The message's role (empty: none), valid while the message lives.
+std::string_view role_of(const Value& m) {
   if (!m.is_dict()) return {};
   const Value* r = m.dict->find("role");
-  return r && r->is_str() ? *r->s : std::string();
+  return r && r->is_str() ? std::string_view(*r->s) : std::string_view();
 }
 
 // The message's own "loss" switch, if it has one.
@@ -287,7 +288,7 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
     }
     if (!placed[i]) {
       reason = "template " + spec.name + ": no label rule places messages[" + std::to_string(i) + "] (" +
-               role_of(msgs[i]) +
+               std::string(role_of(msgs[i])) +
                "): the prefix rule fails there, and the template writes no text while iterating over it (it "
                "reaches messages by index, or collects its output in a variable); use a template with "
                "{% generation %} blocks, or loss = \"last_assistant\" or \"all\"";

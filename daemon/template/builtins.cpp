@@ -2,12 +2,14 @@
 // access, `in`, iteration, len), transformers' tojson, and the
 // globals: range, namespace, dict, raise_exception, strftime_now.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
 
+#include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
 #include "template/resume.hpp"
@@ -163,8 +165,23 @@ std::vector<Value> iterate(const Value& v) {  // NOLINT: consumes iterators thro
   switch (v.kind) {
     case Kind::kUndefined: return {};
     case Kind::kStr: {
+      // Its characters, an ASCII one as a str made once for the process
+      // (CPython too keeps one object per latin-1 character): outside the
+      // render's budget, and never freed.
+      static const std::array<Value, 128>& ascii = *[] {
+        BudgetScope outside(nullptr);
+        auto* a = new std::array<Value, 128>;
+        for (std::size_t c = 0; c < a->size(); ++c) (*a)[c] = Value::str(std::string(1, static_cast<char>(c)));
+        return a;
+      }();
       std::vector<Value> out;
-      for (uint32_t cp : code_points(*v.s)) {
+      const std::string& text = *v.s;
+      out.reserve(text.size());
+      for (uint32_t cp : code_points(text)) {
+        if (cp < ascii.size()) {
+          out.push_back(ascii[cp]);
+          continue;
+        }
         std::string c;
         utf8_append(cp, c);
         out.push_back(Value::str(std::move(c)));

@@ -523,7 +523,8 @@ Value eval(Interp& in, const Expr& e) {
     }
     case EK::kCall: {
       const Expr& callee = *e.a[0];
-      Args args;
+      PooledArgs pooled(in);
+      Args& args = pooled.args;
       if (callee.kind == EK::kAttr) {
         Value obj = eval(in, *callee.a[0]);
         if (tracking(in)) in.track->attr(obj, callee.name);
@@ -550,7 +551,8 @@ Value eval(Interp& in, const Expr& e) {
         return Value::integer(length(subject));
       }
       Value subject = operand(in, *e.a[0]);
-      Args args;
+      PooledArgs pooled(in);
+      Args& args = pooled.args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
       if (!e.filter) throw Error("No filter named '" + e.name + "'.");
@@ -575,7 +577,8 @@ Value eval(Interp& in, const Expr& e) {
         else t = eval(in, *e.a[0]);
       }
       const Value& subject = *sp;
-      Args args;
+      PooledArgs pooled(in);
+      Args& args = pooled.args;
       eval_args(in, e, 1, args);
       in.pos = e.pos;
       if (!e.test) throw Error("No test named '" + e.name + "'.");

@@ -146,6 +146,28 @@ struct Interp {
   }
   std::array<Scope, 8> spare_scopes;  // emptied scopes' buffers (push_frame), the first spare_count
   std::size_t spare_count = 0;
+  std::array<std::vector<Value>, 8> spare_args;  // emptied positional arguments' buffers (PooledArgs)
+  std::size_t spare_args_count = 0;
+};
+
+// A call's arguments, their positional buffer taken from the interpreter's
+// spares and given back, emptied, when the call is done (most calls of a
+// render take one to three arguments: no allocation each).
+struct PooledArgs {
+  Interp& in;
+  Args args;
+  explicit PooledArgs(Interp& i) : in(i) {
+    if (in.spare_args_count != 0) args.pos.swap(in.spare_args[--in.spare_args_count]);
+  }
+  ~PooledArgs() {
+    args.pos.clear();
+    // Under 4 KiB, as scopes are kept (Interp::pop_frame).
+    if (args.pos.capacity() != 0 && args.pos.capacity() * sizeof(Value) < 4096 &&
+        in.spare_args_count < in.spare_args.size())
+      in.spare_args[in.spare_args_count++].swap(args.pos);
+  }
+  PooledArgs(const PooledArgs&) = delete;
+  PooledArgs& operator=(const PooledArgs&) = delete;
 };
 
 // The record's memo (template.hpp), or null.

@@ -58,11 +58,12 @@ const Value& arg(Args& a, std::size_t i, std::string_view kw = {}) {
 
 // CPython's argument count check of a builtin method (no keywords taken).
 void arity(std::string_view type, std::string_view name, const Args& a, std::size_t min, std::size_t max) {
+  if (a.kw.empty() && a.pos.size() >= min && a.pos.size() <= max) [[likely]]
+    return;
   std::string n = std::string(type) + "." + std::string(name) + "()";
   if (!a.kw.empty()) throw Error(n + " takes no keyword arguments");
-  if (a.pos.size() < min || a.pos.size() > max)
-    throw Error(n + " takes " + (min == max ? "exactly " + std::to_string(min) : "at most " + std::to_string(max)) +
-                " argument" + (max == 1 ? "" : "s") + " (" + std::to_string(a.pos.size()) + " given)");
+  throw Error(n + " takes " + (min == max ? "exactly " + std::to_string(min) : "at most " + std::to_string(max)) +
+              " argument" + (max == 1 ? "" : "s") + " (" + std::to_string(a.pos.size()) + " given)");
 }
 
 Value dict_method(const Value& d, std::string_view name, Args& a) {
