@@ -31,10 +31,12 @@ class Renderer {
     prov_.seen.assign(prov_.messages.size(), 0);
     vars_.reserve(spec.globals.size() + 4);  // the globals and the four below, in one allocation
     vars_ = spec.globals;
-    vars_.emplace_back("messages", Value());
-    vars_.emplace_back("tools", tools);
-    vars_.emplace_back("documents", Value::none());
-    vars_.emplace_back("add_generation_prompt", Value::boolean(false));
+    static const tmpl::Name kMessages("messages"), kTools("tools"), kDocuments("documents"),
+        kPrompt("add_generation_prompt");
+    vars_.emplace_back(kMessages, Value());
+    vars_.emplace_back(kTools, tools);
+    vars_.emplace_back(kDocuments, Value::none());
+    vars_.emplace_back(kPrompt, Value::boolean(false));
   }
 
   // Renders all messages (F), keeping resume points for the renders of

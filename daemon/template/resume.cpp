@@ -461,7 +461,6 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   pass.effects = effects;
   if (!watching) return;
   if (pass.iterators || !copies_kept || effects != copies_effects) copies_.reset();
-  seen_.reset();
   // The prefix messages[:k] leaves the loop here; a point taken inside it
   // at the iteration before is kept where it serves more renders.
   const bool inside = k <= n && state->points[k].inside && state->ready[k];
@@ -505,7 +504,9 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
     const std::size_t j = k > passes[i].offset ? k - passes[i].offset : 0;
     if (j < passes[i].starts.size()) p.steps -= passes[i].end - passes[i].starts[j];
   }
-  if (in.provenance && !seen_) seen_ = std::make_shared<const std::vector<char>>(in.provenance->seen);
+  // Shared by the points taken while no other message was bound.
+  if (in.provenance && (!seen_ || *seen_ != in.provenance->seen))
+    seen_ = std::make_shared<const std::vector<char>>(in.provenance->seen);
   p.seen = seen_;
   Memo memo;
   const MainLoop& m = state->loops.back();
