@@ -45,6 +45,26 @@ Value macro_attr(const Stmt& m, std::string_view name) {
 
 namespace {
 
+// The str of one code point: a latin-1 one made once for the process, as
+// CPython keeps one object per latin-1 character (outside any render's
+// budget, never freed), else a new one.
+Value char_str(uint32_t cp) {
+  static const std::array<Value, 256>& latin1 = *[] {
+    BudgetScope outside(nullptr);
+    auto* a = new std::array<Value, 256>;
+    for (uint32_t c = 0; c < a->size(); ++c) {
+      std::string t;
+      utf8_append(c, t);
+      (*a)[c] = Value::str(std::move(t));
+    }
+    return a;
+  }();
+  if (cp < latin1.size()) return latin1[cp];
+  std::string c;
+  utf8_append(cp, c);
+  return Value::str(std::move(c));
+}
+
 // obj.name; a miss is undefined with `hint` (the key's own str, where
 // obj[key] falls back to it) or else the name as its hint.
 Value attr_of(const Value& obj, std::string_view name, const StrRef* hint) {
@@ -115,10 +135,13 @@ Value get_item(const Value& obj, const Value& key) {
         int64_t i = as_int(key), n = static_cast<int64_t>(py_len(s));
         if (i < 0) i += n;
         if (i < 0 || i >= n) return Value::undefined("string index");
+        const uint32_t cp = n == static_cast<int64_t>(s.size())
+                                ? static_cast<unsigned char>(s[static_cast<std::size_t>(i)])
+                                : code_points(s)[static_cast<std::size_t>(i)];
+        if (!obj.markup) return char_str(cp);
         std::string r;
-        if (n == static_cast<int64_t>(s.size())) r.assign(1, s[static_cast<std::size_t>(i)]);
-        else utf8_append(code_points(s)[static_cast<std::size_t>(i)], r);
-        return obj.markup ? markup(std::move(r)) : Value::str(std::move(r));  // Markup.__getitem__
+        utf8_append(cp, r);
+        return markup(std::move(r));  // Markup.__getitem__
       }
       if (key.is_str()) return attr_of(obj, *key.s, &key.s);
       return Value::undefined();
@@ -165,27 +188,10 @@ std::vector<Value> iterate(const Value& v) {  // NOLINT: consumes iterators thro
   switch (v.kind) {
     case Kind::kUndefined: return {};
     case Kind::kStr: {
-      // Its characters, an ASCII one as a str made once for the process
-      // (CPython too keeps one object per latin-1 character): outside the
-      // render's budget, and never freed.
-      static const std::array<Value, 128>& ascii = *[] {
-        BudgetScope outside(nullptr);
-        auto* a = new std::array<Value, 128>;
-        for (std::size_t c = 0; c < a->size(); ++c) (*a)[c] = Value::str(std::string(1, static_cast<char>(c)));
-        return a;
-      }();
       std::vector<Value> out;
       const std::string& text = *v.s;
       out.reserve(text.size());
-      for (uint32_t cp : code_points(text)) {
-        if (cp < ascii.size()) {
-          out.push_back(ascii[cp]);
-          continue;
-        }
-        std::string c;
-        utf8_append(cp, c);
-        out.push_back(Value::str(std::move(c)));
-      }
+      for (uint32_t cp : code_points(text)) out.push_back(char_str(cp));
       return out;
     }
     case Kind::kList:
