@@ -375,7 +375,7 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
       case EK::kDict:
         if (!fold_all(in, e.a, 0, v)) return false;
         out = Value::new_dict();
-        for (std::size_t k = 0; k + 1 < v.size(); k += 2) out.dict->set(key_of(v[k]), v[k + 1]);
+        for (std::size_t k = 0; k + 1 < v.size(); k += 2) out.dict->set_key(v[k], v[k + 1]);
         return true;
       case EK::kAttr:
         if (!fold_all(in, e.a, 0, v)) return false;
@@ -491,7 +491,7 @@ Value eval(Interp& in, const Expr& e) {
       Value d = Value::new_dict();
       for (std::size_t k = 0; k + 1 < e.a.size(); k += 2) {
         Value key = operand(in, *e.a[k]);
-        d.dict->set(key_of(key), operand(in, *e.a[k + 1]));
+        d.dict->set_key(key, operand(in, *e.a[k + 1]));
       }
       return d;
     }

@@ -28,17 +28,69 @@ void write(Interp& in, std::string_view s) {
   wrote(in, at);
 }
 
-void assign_targets(Interp& in, const std::vector<Name>& names, const Value& v) {
+std::string unpack_error(std::size_t want, std::size_t got) {
+  return got < want
+             ? "not enough values to unpack (expected " + std::to_string(want) + ", got " + std::to_string(got) + ")"
+             : "too many values to unpack (expected " + std::to_string(want) + ")";
+}
+
+// `{% set ns.attr = v %}`: `ns` is the variable's name.
+void set_attribute(Interp& in, const Name& ns, const std::string& attr, Value v) {
+  Value obj = in.lookup(ns);
+  if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
+    throw Error("cannot assign attribute on non-namespace object '" + ns.str() + "'");
+  if (!attr.empty() && attr[0] == '_') throw Error("namespace attributes cannot start with '_'");
+  if (tracking(in)) in.track->stored(v);
+  in.keep_namespace(obj, v);
+  if (tracking(in)) in.track->set_attr(obj, attr, v);
+  obj.dict->set(attr, std::move(v));
+}
+
+// A nested target (Stmt::shape) from shape[at] on, names from names[name] on.
+void unpack(Interp& in, const Stmt& s, std::size_t& at, std::size_t& name, const Value& v) {
+  const int16_t n = s.shape[at++];
+  if (n == -1) {
+    in.assign(s.names[name++], v);
+    return;
+  }
+  if (n == -2) {  // ns.attr
+    const std::string& t = s.targets[name++];
+    const std::size_t dot = t.find('.');
+    set_attribute(in, Name(std::string_view(t).substr(0, dot)), t.substr(dot + 1), v);
+    return;
+  }
+  if (v.kind == Kind::kNone || v.kind == Kind::kBool || v.kind == Kind::kInt || v.kind == Kind::kFloat ||
+      v.kind == Kind::kFunc)
+    throw Error("cannot unpack non-iterable " + std::string(type_name(v)) + " object");
+  std::vector<Value> items = iterate(v);
+  if (items.size() != static_cast<std::size_t>(n)) throw Error(unpack_error(static_cast<std::size_t>(n), items.size()));
+  for (const Value& x : items) unpack(in, s, at, name, x);
+}
+
+void assign_targets(Interp& in, const Stmt& s, const Value& v) {
+  if (!s.shape.empty()) {
+    // jinja2 checks each namespace of the target before it assigns anything.
+    for (std::size_t k = 0, name = 0; k < s.shape.size(); ++k) {
+      if (s.shape[k] >= 0) continue;
+      if (s.shape[k] == -2) {
+        const std::string& t = s.targets[name];
+        Value obj = in.lookup(Name(std::string_view(t).substr(0, t.find('.'))));
+        if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
+          throw Error("cannot assign attribute on non-namespace object '" + t.substr(0, t.find('.')) + "'");
+      }
+      ++name;
+    }
+    std::size_t at = 0, name = 0;
+    unpack(in, s, at, name, v);
+    return;
+  }
+  const std::vector<Name>& names = s.names;
   if (names.size() == 1) {
     in.assign(names[0], v);
     return;
   }
   std::vector<Value> items = iterate(v);
-  if (items.size() != names.size())
-    throw Error(items.size() < names.size()
-                    ? "not enough values to unpack (expected " + std::to_string(names.size()) + ", got " +
-                          std::to_string(items.size()) + ")"
-                    : "too many values to unpack (expected " + std::to_string(names.size()) + ")");
+  if (items.size() != names.size()) throw Error(unpack_error(names.size(), items.size()));
   for (std::size_t k = 0; k < names.size(); ++k) in.assign(names[k], items[k]);
 }
 
@@ -153,7 +205,7 @@ Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t de
     FrameGuard filter_scope(in, false);
     for (const auto& v : source) {
       in.step(s.pos);
-      assign_targets(in, s.names, v);
+      assign_targets(in, s, v);
       Value keep = eval(in, *s.exprs[1]);
       if (tracking(in)) in.track->truth(keep);
       if (truthy(keep)) filtered.push_back(v);
@@ -281,7 +333,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   std::size_t target_slot = SIZE_MAX;
   bool completed = false;
   MessageGuard message_guard(in);
-  const bool track = in.provenance && s.targets.size() == 1;
+  const bool track = in.provenance && s.one_name();
   bool bound = false;
   if (track) in.iteration_bound = &bound;
   // The scope's size once `loop` and the targets are in it: each iteration
@@ -303,7 +355,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     in.step(s.pos);  // an empty body still costs a step per iteration
     if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
-    if (s.targets.size() == 1) {
+    if (s.one_name()) {
       auto& vars = in.frames[frame].vars;
       if (target_slot < vars.size()) {
         vars[target_slot].second = item;
@@ -312,7 +364,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
         target_slot = in.frames[frame].slot(s.names[0]);
       }
     } else {
-      assign_targets(in, s.names, item);
+      assign_targets(in, s, item);
     }
     if (keep == SIZE_MAX) keep = in.frames[frame].vars.size();
     if (track) {
@@ -512,23 +564,17 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       case SK::kSet: {
         Value v = eval(in, *s.exprs[0]);
         if (tracking(in)) {
-          if (!s.text.empty() || s.targets.size() != 1) in.track->operand(v);
-          if (!s.text.empty()) in.track->stored(v);
-          if (s.text.empty() && in.frames.size() == 1 && s.targets[0] == "add_generation_prompt")
+          if (!s.text.empty() || !s.one_name()) in.track->operand(v);
+          if (s.text.empty() && in.frames.size() == 1 &&
+              std::find(s.targets.begin(), s.targets.end(), "add_generation_prompt") != s.targets.end())
             in.track->spoil_now(static_cast<int64_t>(in.track->n));
         }
         if (!s.text.empty()) {
-          Value obj = in.lookup(s.names[0]);
-          if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
-            throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
-          if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
-          in.keep_namespace(obj, v);
-          if (tracking(in)) in.track->set_attr(obj, s.text, v);
-          obj.dict->set(s.text, std::move(v));
+          set_attribute(in, s.names[0], s.text, std::move(v));
         } else {
-          if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
-          if (s.names.size() == 1) in.assign(s.names[0], std::move(v));
-          else assign_targets(in, s.names, v);
+          if (in.provenance && s.one_name()) bind_iteration(in, v);
+          if (s.one_name()) in.assign(s.names[0], std::move(v));
+          else assign_targets(in, s, v);
         }
         break;
       }
@@ -544,7 +590,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           in.assign(kBlockBodyName(), v);
           v = eval(in, *s.filter);
         }
-        in.assign(s.names[0], std::move(v));
+        if (s.one_name()) in.assign(s.names[0], std::move(v));
+        else assign_targets(in, s, v);
         break;
       }
       case SK::kMacro: {

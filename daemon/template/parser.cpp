@@ -181,24 +181,67 @@ class Parser : public ExprParser {
     }
   }
 
-  // `a`, `a, b`, `(a, b)`: names to assign.
-  std::vector<std::string> targets() {
-    std::vector<std::string> out;
-    bool paren = is_op("(");
-    if (paren) ++i_;
-    out.push_back(expect_name());
-    while (is_op(",")) {
+  // An assignment target as jinja2's parse_assign_target reads it: at the
+  // top level, items separated by commas (after a trailing comma jinja2
+  // reads the next token as an item, so `for a, in xs` fails); an item is
+  // a name or, in parentheses, any expression that is a name or a tuple of
+  // targets (`(a, (b, c))`, `(a,)`, `()`); a set's top-level items may be
+  // namespace attributes (`ns.a, b`). Sets `s.targets` (the names in order;
+  // "ns.a" for a namespace attribute) and `s.shape` (Stmt::shape).
+  void targets(Stmt& s, bool with_namespace = false) {
+    std::vector<int16_t> shape{0};
+    bool tuple = false;
+    for (;;) {
+      target_item(s, shape, with_namespace);
+      ++shape[0];
+      if (!is_op(",")) break;
+      tuple = true;
       ++i_;
-      if (cur().kind != Tok::kName) break;
-      out.push_back(expect_name());
+      if (cur().kind == Tok::kBlockEnd || cur().kind == Tok::kVarEnd || is_op(")")) break;
     }
-    if (paren) expect_op(")");
-    return out;
+    if (!tuple) shape.erase(shape.begin());
+    // One name, or a flat tuple of two names or more: no shape.
+    const bool flat = std::all_of(shape.begin() + (tuple ? 1 : 0), shape.end(), [](int16_t x) { return x == -1; });
+    if (flat && (tuple ? shape.size() >= 3 : shape.size() == 1)) shape.clear();
+    s.shape = std::move(shape);
+  }
+
+  void target_item(Stmt& s, std::vector<int16_t>& shape, bool with_namespace) {
+    if (is_op("(")) {
+      ExprPtr e = primary();
+      store_target(*e, s, shape);
+      return;
+    }
+    const Token& t = cur();
+    if (t.kind != Tok::kName) fail(t.pos, "expected a name, got " + describe(t));
+    if (t.text == "true" || t.text == "True" || t.text == "false" || t.text == "False" || t.text == "none" ||
+        t.text == "None")
+      fail(t.pos, "can't assign to 'const'");
+    s.targets.push_back(expect_name());
+    shape.push_back(-1);
+    if (with_namespace && is_op(".")) {
+      ++i_;
+      s.targets.back() += "." + expect_name();
+      shape.back() = -2;
+    }
+  }
+
+  void store_target(const Expr& e, Stmt& s, std::vector<int16_t>& shape) {
+    if (e.kind == EK::kName) {
+      s.targets.push_back(e.name);
+      shape.push_back(-1);
+    } else if (e.kind == EK::kTuple || (e.kind == EK::kLiteral && e.lit.is_list() && e.lit.list->items.empty())) {
+      if (e.a.size() > 32767) fail(e.pos, "too many targets");
+      shape.push_back(static_cast<int16_t>(e.a.size()));
+      for (const auto& x : e.a) store_target(*x, s, shape);
+    } else {
+      fail(e.pos, "can't assign to this expression");
+    }
   }
 
   std::unique_ptr<Stmt> for_stmt(Pos p) {
     auto s = make(SK::kFor, p);
-    s->targets = targets();
+    targets(*s);
     if (!is_name("in")) fail(cur().pos, "expected 'in', got " + describe(cur()));
     ++i_;
     s->exprs.push_back(tuple_or_expr(false));
@@ -230,28 +273,27 @@ class Parser : public ExprParser {
   }
 
   std::unique_ptr<Stmt> set_stmt(Pos p) {
-    if (cur().kind == Tok::kName && peek().kind == Tok::kOp && peek().text == ".") {
-      auto s = make(SK::kSet, p);
-      s->targets.push_back(expect_name());
-      ++i_;
-      s->text = expect_name();
-      expect_op("=");
-      s->exprs.push_back(tuple_or_expr(true));
-      expect_block_end();
-      return s;
-    }
-    std::vector<std::string> names = targets();
+    Stmt target;
+    targets(target, true);
     if (is_op("=")) {
       ++i_;
       auto s = make(SK::kSet, p);
-      s->targets = std::move(names);
+      if (target.shape.size() == 1 &&
+          target.shape[0] == -2) {  // ns.attr = ...: the namespace's name, `text` the attribute
+        std::string& t = target.targets[0];
+        s->text = t.substr(t.find('.') + 1);
+        t.resize(t.find('.'));
+        target.shape.clear();
+      }
+      s->targets = std::move(target.targets);
+      s->shape = std::move(target.shape);
       s->exprs.push_back(tuple_or_expr(true));
       expect_block_end();
       return s;
     }
     auto s = make(SK::kSetBlock, p);
-    if (names.size() != 1) fail(p, "a set block assigns one name");
-    s->targets = std::move(names);
+    s->targets = std::move(target.targets);
+    s->shape = std::move(target.shape);
     if (is_op("|")) s->filter = filter_chain(false);
     expect_block_end();
     s->bodies.push_back(body({"endset"}));
@@ -601,7 +643,7 @@ bool uniform_int(const Expr* e, const std::vector<std::string>& bound, int& node
 }
 
 const Expr* idle_guard(const Stmt& s) {
-  if (s.exprs[1] || s.recursive || s.targets.size() != 1 || !s.uses_loop) return nullptr;
+  if (s.exprs[1] || s.recursive || !s.one_name() || !s.uses_loop) return nullptr;
   const Body& body = s.bodies[0];
   std::vector<std::string> bound = s.targets;
   bound.emplace_back("loop");
@@ -611,7 +653,7 @@ const Expr* idle_guard(const Stmt& s) {
     const Stmt& x = *sp;
     if (x.kind == SK::kText && x.text.empty()) continue;
     int nodes = 0;
-    if (!test && x.kind == SK::kSet && x.text.empty() && x.targets.size() == 1 && x.targets[0] != "loop" &&
+    if (!test && x.kind == SK::kSet && x.text.empty() && x.one_name() && x.targets[0] != "loop" &&
         uniform_int(x.exprs[0].get(), bound, nodes))
       continue;
     if (test || x.kind != SK::kIf || x.exprs.size() != 1 || x.bodies.size() != 1) return nullptr;

@@ -482,9 +482,10 @@ class Gen:
         if k == 2:
             return self.N("dict", "(", self.e("dict", d), " if ", self.e("bool", d), " else d)")
         if k == 4 and r.random() < 0.5:
-            # Keys of several kinds (not 1.0, -0.0 or true: their keys print
-            # as the int they equal, docs/chat_templates.md).
-            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'"]) for _ in range(r.randint(1, 3))]
+            # Keys of several kinds; True, 1 and 1.0 are one key, printed as
+            # the object first inserted.
+            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'", "true", "false", "1.0", "-0.0", "0", "7.0"])
+                    for _ in range(r.randint(1, 3))]
             return self.N("dict", "{", *self.join_nodes([self.N("any", key, ": ", self.e("any", d)) for key in keys]), "}")
         if k == 3 and self.loopvars:
             names = [n for n, t in self.loopvars if t == "dict"]
@@ -686,7 +687,31 @@ class Gen:
         """Scoping, unpacking, macro and loop idioms around random expressions."""
         r = self.r
         e = lambda t="any": self.e(t, 2)  # noqa: E731
-        k = r.randint(0, 11)
+        k = r.randint(0, 12)
+        if k == 12:  # nested unpacking targets, right and wrong shapes
+            a, b, c = self.fresh("na"), self.fresh("nb"), self.fresh("nc")
+            kind = r.randint(0, 5)
+            if kind <= 2:
+                target = r.choice([f"{a}, ({b}, {c})", f"({a}, {b}), {c}", f"{a}, ({b}, ({c},))", f"({a},)",
+                                   f"{a}, ({b}, {c},)", f"(({a}, {b}))"])
+                src = r.choice(["[[1, [2, 3]], [4, 'ab']]", "d.items()", "d | dictsort", "[['xy', 'z']]",
+                                "[(0, (1, 2))]", "[[[1, 2], 3]]", "[['a', ['b']]]", "[('x', 'yz')]", "zs"]
+                               + (["[[1, [2]]]", "[[1, 2]]", "[[1, 'abc']]", "xs", "[none]"] if r.random() < 0.3 else []))
+                return self.N("stmt", self.tag(f"for {target} in {src}"), "{{ ", a, " }}:{{ ", b, " }}:{{ ", c, " }};",
+                              self.tag("else"), "-", self.tag("endfor"))
+            if kind == 3:
+                self.scope["any"] += [a, b, c]
+                return self.N("stmt", self.tag_split(f"set {a}, ({b}, {c}) = ", e(), ", (", e(), r.choice([", ", ", 1, "]), e(), ")"),
+                              "{{ ", a, " }}{{ ", b, " }}{{ ", c, " }}")
+            if kind == 4:
+                self.scope["any"] += [a, b]
+                return self.N("stmt", self.tag_split(f"set ({a}, {b}), {c} = ", e("str"), ", ", e()),
+                              "{{ ", a, " }}{{ ", b, " }}")
+            ns = self.fresh("ns")
+            return self.N("stmt", self.tag(f"set {ns} = namespace(a=1)"),
+                          self.tag(r.choice([f"set {ns}.a, {b} = 2, 3", f"set {b}, {ns}.a = 'x', 'y'", f"set {ns}.a, = [5]",
+                                             f"set {a}, {b} %}}xy{{% endset", f"set {ns}.a, {b} %}}xy{{% endset"])),
+                          "{{ ", ns, ".a }}")
         if k == 0:  # defaults that read earlier parameters and outer names
             name = self.fresh("md")
             return self.N("stmt", self.tag(f"macro {name}(a, b=a, c=s1 ~ 'x')"), "{{ a }}|{{ b }}|{{ c }}", self.tag("endmacro"),
