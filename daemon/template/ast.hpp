@@ -97,6 +97,8 @@ enum class SK : uint8_t {
   kBreak,
   kContinue,
   kGeneration,
+  kBlock,       // {% block name [scoped] [required] %}body{% endblock %}: `text` the name
+  kAutoescape,  // {% autoescape exprs[0] %}body{% endautoescape %}
 };
 
 struct Stmt;
@@ -117,7 +119,8 @@ struct Stmt {
   std::vector<Body> bodies;    // kIf: one per condition (+ else); kFor: body, else; others: body
   ExprPtr filter;              // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)
   bool has_else = false;
-  bool recursive = false;  // kFor: `recursive` (the body may call loop(items))
+  bool recursive = false;                 // kFor: `recursive` (the body may call loop(items))
+  bool scoped = false, required = false;  // kBlock
   // kMacro: whether the body reads `varargs`, `kwargs`, `caller` (jinja2
   // then accepts extra positional arguments, unknown keywords, a caller).
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;

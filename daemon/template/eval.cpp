@@ -26,6 +26,7 @@ void assign_scope(Scope& out, const Vars& vars) {
 const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
   tmp = global_function(e.name);
   if (!tmp.is_undefined()) return tmp;
+  if (!e.lit.is_undefined()) return e.lit;  // `self` (parser.cpp)
   if (e.methods & kMethodsKnown) return e.undef;
   tmp = Value::undefined(e.name);
   return tmp;
@@ -573,7 +574,7 @@ Value eval(Interp& in, const Expr& e) {
         in.step(e.a[0]->pos);
         const Value* v = borrow ? in.find_var(e.a[0]->var) : nullptr;
         if (v) sp = v;
-        else t = in.lookup(e.a[0]->var);
+        else t = e.a[0]->lit.is_undefined() ? in.lookup(e.a[0]->var) : e.a[0]->lit;
       } else {
         if (borrow) sp = &eval_ref(in, *e.a[0], t);
         else t = eval(in, *e.a[0]);

@@ -37,7 +37,7 @@ std::string unpack_error(std::size_t want, std::size_t got) {
 // `{% set ns.attr = v %}`: `ns` is the variable's name.
 void set_attribute(Interp& in, const Name& ns, const std::string& attr, Value v) {
   Value obj = in.lookup(ns);
-  if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
+  if (!(obj.is_dict() && obj.ns && !obj.view))
     throw Error("cannot assign attribute on non-namespace object '" + ns.str() + "'");
   if (!attr.empty() && attr[0] == '_') throw Error("namespace attributes cannot start with '_'");
   if (tracking(in)) in.track->stored(v);
@@ -75,7 +75,7 @@ void assign_targets(Interp& in, const Stmt& s, const Value& v) {
       if (s.shape[k] == -2) {
         const std::string& t = s.targets[name];
         Value obj = in.lookup(Name(std::string_view(t).substr(0, t.find('.'))));
-        if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
+        if (!(obj.is_dict() && obj.ns && !obj.view))
           throw Error("cannot assign attribute on non-namespace object '" + t.substr(0, t.find('.')) + "'");
       }
       ++name;
@@ -481,7 +481,43 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
   return f;
 }
 
+// A block's body, in place or called through `self`: a scope that sees the
+// template's top-level variables alone (the enclosing scope's too where
+// it is scoped and renders in place).
+void run_block(Interp& in, const Stmt& s, bool scoped) {
+  if (s.required) throw Error("Required block '" + s.text + "' not found");
+  FrameGuard g(in, !scoped);
+  exec(in, s.bodies[0]);  // no break or continue in it (parser.cpp)
+}
+
 }  // namespace
+
+Value template_self(const std::vector<Stmt*>& blocks) {
+  Value self = Value::new_dict();
+  self.ns = true;
+  self.view = kSelfView;
+  for (const Stmt* b : blocks)
+    self.dict->set(b->text, Value::func(b->text, [b](Interp& in, Args& args) -> Value {
+                     if (!args.pos.empty() || !args.kw.empty())
+                       throw Error("BlockReference.__call__() takes 1 positional argument");
+                     if (++in.depth > 100) throw Error("maximum recursion depth exceeded");
+                     MessageGuard message_guard(in);  // a block called so binds no iteration
+                     in.iteration_bound = nullptr;
+                     std::string buf;
+                     std::string* saved = in.out;
+                     in.out = &buf;
+                     try {
+                       run_block(in, *b, false);
+                     } catch (...) {
+                       in.out = saved;
+                       throw;
+                     }
+                     in.out = saved;
+                     --in.depth;
+                     return Value::str(std::move(buf));
+                   }));
+  return self;
+}
 
 void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& items, std::size_t from) {
   if (from < items.size()) loop_body(in, loop, items, false, from);
@@ -642,6 +678,15 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::vector<Value> vals;
         for (const auto& x : s.exprs) vals.push_back(eval(in, *x));
         for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.names[k], vals[k]);
+        Flow f = exec(in, s.bodies[0]);
+        if (f != Flow::kNormal) return f;
+        break;
+      }
+      case SK::kBlock: run_block(in, s, s.scoped); break;
+      case SK::kAutoescape: {
+        FrameGuard g(in, false);
+        if (truthy(eval(in, *s.exprs[0])))
+          throw Error("autoescape with a true value is not supported (markupsafe escaping of output)");
         Flow f = exec(in, s.bodies[0]);
         if (f != Flow::kNormal) return f;
         break;

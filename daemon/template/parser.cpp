@@ -6,6 +6,7 @@
 #include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/parser_expr.hpp"
+#include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -47,6 +48,7 @@ bool assigns_loop(const Body& body) {
   return false;
 }
 void optimize(Body& body);
+void template_reference(Body& body);
 
 class Parser : public ExprParser {
  public:
@@ -135,6 +137,18 @@ class Parser : public ExprParser {
     if (tag == "call") return call_stmt(p);
     if (tag == "filter") return filter_stmt(p);
     if (tag == "with") return with_stmt(p);
+    if (tag == "block") return block_stmt(p);
+    if (tag == "autoescape") {
+      // A scope of its own (jinja2's Scope around the eval context
+      // modifier), in which the value is computed; a true one fails when
+      // reached (exec.cpp).
+      auto s = make(SK::kAutoescape, p);
+      s->exprs.push_back(expr(true));
+      expect_block_end();
+      s->bodies.push_back(body({"endautoescape"}));
+      end_tag();
+      return s;
+    }
     if (tag == "generation") {
       auto s = make(SK::kGeneration, p);
       expect_block_end();
@@ -371,6 +385,35 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body({"endfilter"}));
     end_tag();
+    return s;
+  }
+
+  // A block renders in place (the template extends none): jinja2 compiles
+  // it to a function of the template's context (top-level variables alone;
+  // the enclosing scope's too where `scoped`), so break and continue are
+  // outside any loop in it.
+  std::unique_ptr<Stmt> block_stmt(Pos p) {
+    auto s = make(SK::kBlock, p);
+    s->text = expect_name();
+    if (is_name("scoped")) {
+      ++i_;
+      s->scoped = true;
+    }
+    if (is_name("required")) {
+      ++i_;
+      s->required = true;
+    }
+    if (is_op("-"))
+      fail(cur().pos, "Block names in Jinja have to be valid Python identifiers and may not contain hyphens");
+    expect_block_end();
+    s->bodies.push_back(body_outside_loop({"endblock"}));
+    ++i_;  // endblock
+    if (cur().kind == Tok::kName && cur().text == s->text) ++i_;
+    expect_block_end();
+    if (s->required)
+      for (const auto& x : s->bodies[0])
+        if (x->kind != SK::kText || !(x->text.empty() || py_isspace_str(x->text)))
+          fail(x->pos, "Required blocks can only contain comments or whitespace");
     return s;
   }
 
@@ -714,10 +757,52 @@ void optimize(Body& body) {
   }
 }
 
+// The statements of kind `k` in `body`, at any depth.
+void collect(Body& body, SK k, std::vector<Stmt*>& out) {
+  for (auto& s : body) {
+    if (s->kind == k) out.push_back(s.get());
+    for (Body& b : s->bodies) collect(b, k, out);
+  }
+}
+
+// Points every `self` name in `e` at `self_ref`.
+void bind_self(Expr* e, const Value& self_ref) {
+  if (!e) return;
+  if (e->kind == EK::kName && e->name == "self") e->lit = self_ref;
+  for (auto& x : e->a) bind_self(x.get(), self_ref);
+  for (auto& [k, x] : e->kw) bind_self(x.get(), self_ref);
+}
+void bind_self(Body& body, const Value& self_ref) {
+  for (auto& s : body) {
+    for (auto& x : s->exprs) bind_self(x.get(), self_ref);
+    bind_self(s->filter.get(), self_ref);
+    for (Body& b : s->bodies) bind_self(b, self_ref);
+  }
+}
+
+// The template's blocks, each name once; `self` (jinja2's
+// TemplateReference: a block by name, rendering it) where no variable of
+// that name is set; an autoescape whose value is constant and true fails.
+void template_reference(Body& body) {
+  std::vector<Stmt*> blocks;
+  collect(body, SK::kBlock, blocks);
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (blocks[i]->text == blocks[j]->text)
+        throw Error(where(blocks[i]->pos) + ": block '" + blocks[i]->text + "' defined twice");
+  std::vector<Stmt*> escapes;
+  collect(body, SK::kAutoescape, escapes);
+  for (const Stmt* s : escapes)
+    if (s->exprs[0]->kind == EK::kLiteral && truthy(s->exprs[0]->lit))
+      throw Error(where(s->pos) + ": autoescape with a true value is not supported (markupsafe escaping of output)");
+  bind_self(body, template_self(blocks));
+}
+
 }  // namespace
 
 Parsed parse(std::string_view source) {
   Parsed p = Parser(lex(source)).run();
+  template_reference(p.body);
   if (source.find("changed") == std::string_view::npos) no_changed(p.body);
   return p;
 }

@@ -474,6 +474,10 @@ void append_repr(const Value& v, std::string& out) {
         out += '>';
         return;
       }
+      if (v.ns && v.view == kSelfView) {
+        out += "<TemplateReference None>";
+        return;
+      }
       if (v.ns && v.view == kCyclerView) {
         out += "<jinja2.utils.Cycler object>";
         return;

@@ -687,7 +687,21 @@ class Gen:
         """Scoping, unpacking, macro and loop idioms around random expressions."""
         r = self.r
         e = lambda t="any": self.e(t, 2)  # noqa: E731
-        k = r.randint(0, 12)
+        k = r.randint(0, 13)
+        if k == 13:  # blocks rendered in place (scoped or not), self.name(), autoescape with a false value
+            name = self.fresh("blk")
+            kind = r.randint(0, 3)
+            if kind == 3:
+                return self.N("stmt", self.tag(r.choice(["autoescape false", "autoescape none", "autoescape undef",
+                                                         "autoescape ''", "autoescape 0"])),
+                              *self.body(depth + 1), self.tag("endautoescape"))
+            head = f"block {name}" + r.choice(["", "", " scoped"])
+            blk = [self.tag(head), *self.body(depth + 1), self.tag(r.choice(["endblock", f"endblock {name}"]))]
+            if kind == 0:
+                return self.N("stmt", *blk)
+            if kind == 1:
+                return self.N("stmt", *blk, "{{ self.", name, "() ", r.choice(["", "| upper", "| length", "~ 'z'"]), " }}")
+            return self.N("stmt", self.tag("for i in ys"), *blk, self.tag("endfor"), "{{ self.", name, "() }}")
         if k == 12:  # nested unpacking targets, right and wrong shapes
             a, b, c = self.fresh("na"), self.fresh("nb"), self.fresh("nc")
             kind = r.randint(0, 5)
