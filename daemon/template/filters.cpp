@@ -477,6 +477,9 @@ constexpr NamedFilter kFilters[] = {
     {"xmlattr", f_xmlattr},
     {"urlencode", f_urlencode},
     {"striptags", f_striptags},
+    {"wordwrap", f_wordwrap},
+    {"pprint", f_pprint},
+    {"random", f_random},
 };
 
 }  // namespace

@@ -118,7 +118,17 @@ class Gen:
         i = lambda: self.e("int", d)  # noqa: E731
         small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
         L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
-        k = r.randint(0, 63)
+        k = r.randint(0, 65)
+        if k == 64:  # textwrap through wordwrap
+            args = r.choice([[], [r.choice(["1", "2", "3", "5", "8", "0", "2.5"])], ["4", "false"], ["3, true, '|'"],
+                             ["width=6, break_on_hyphens=false"], ["5, wrapstring='<br>'"], ["7, break_on_hyphens=1"],
+                             ["2, break_long_words=false, break_on_hyphens=false"]])
+            subj = r.choice([s(), s(), "'well-known hyphen-ated--dash a-b-c words'", "(s1 ~ ' ' ~ s2 ~ '-' ~ s1)"])
+            return self.filt("str", subj, "wordwrap", *args)
+        if k == 65:  # pprint.pformat, wrapped at 80 columns, dicts sorted
+            subj = r.choice([self.e("any", d), self.e("dict", d), self.e("list", d), "messages", "zs", "tools", "d",
+                             s(), "(s1 * 8)", "[s1 * 5, s2 * 5, d]", "{'k': s2 * 9, 'a': [1, 2], 2: none}"])
+            return self.filt("str", subj, "pprint")
         if k >= 62:
             # Markup inside an expression: its +, %, * and str methods escape
             # the plain str they take in.
