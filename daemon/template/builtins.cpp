@@ -256,12 +256,13 @@ void dump(const Value& v, DumpOptions& o, int level, std::string& out) {
         std::stable_sort(order.begin(), order.end(),
                          [](const auto& a, const auto& b) { return compare_op(kLess, a.first, b.first); });
       }
+      std::string key_buf;
       out += '{';
       for (std::size_t k = 0; k < kvs.size(); ++k) {
         const auto& kv = o.sort ? *order[k].second : kvs[k];
         if (k) out += o.item_sep;
         if (o.indent) newline(level + 1);
-        json_quote(key_json(*v.dict, kv.first), out, o.ascii);
+        json_quote(key_json(*v.dict, kv.first, key_buf), out, o.ascii);
         out += o.key_sep;
         dump(kv.second, o, level + 1, out);
       }

@@ -34,7 +34,8 @@ std::string unpack_error(std::size_t want, std::size_t got) {
              : "too many values to unpack (expected " + std::to_string(want) + ")";
 }
 
-// `{% set ns.attr = v %}`: `ns` is the variable's name.
+// `ns.attr` in a tuple target (`{% set ns.attr, b = ... %}`): `ns` is the
+// variable's name. (A set of `ns.attr` alone is exec's.)
 void set_attribute(Interp& in, const Name& ns, const std::string& attr, Value v) {
   Value obj = in.lookup(ns);
   if (!(obj.is_dict() && obj.ns && !obj.view))
@@ -333,7 +334,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   std::size_t target_slot = SIZE_MAX;
   bool completed = false;
   MessageGuard message_guard(in);
-  const bool track = in.provenance && s.one_name();
+  const bool one = s.one_name();
+  const bool track = in.provenance && one;
   bool bound = false;
   if (track) in.iteration_bound = &bound;
   // The scope's size once `loop` and the targets are in it: each iteration
@@ -355,7 +357,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     in.step(s.pos);  // an empty body still costs a step per iteration
     if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
-    if (s.one_name()) {
+    if (one) {
       auto& vars = in.frames[frame].vars;
       if (target_slot < vars.size()) {
         vars[target_slot].second = item;
@@ -601,12 +603,19 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         Value v = eval(in, *s.exprs[0]);
         if (tracking(in)) {
           if (!s.text.empty() || !s.one_name()) in.track->operand(v);
+          if (!s.text.empty()) in.track->stored(v);
           if (s.text.empty() && in.frames.size() == 1 &&
               std::find(s.targets.begin(), s.targets.end(), "add_generation_prompt") != s.targets.end())
             in.track->spoil_now(static_cast<int64_t>(in.track->n));
         }
         if (!s.text.empty()) {
-          set_attribute(in, s.names[0], s.text, std::move(v));
+          Value obj = in.lookup(s.names[0]);
+          if (!(obj.is_dict() && obj.ns && !obj.view))
+            throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
+          if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
+          in.keep_namespace(obj, v);
+          if (tracking(in)) in.track->set_attr(obj, s.text, v);
+          obj.dict->set(s.text, std::move(v));
         } else {
           if (in.provenance && s.one_name()) bind_iteration(in, v);
           if (s.one_name()) in.assign(s.names[0], std::move(v));

@@ -592,19 +592,19 @@ void DictObj::set_from(const DictObj& src, const std::string& k, Value v) {
   }
 }
 
-std::string key_json(const DictObj& d, const std::string& k) {
+std::string_view key_json(const DictObj& d, const std::string& k, std::string& buf) {
   if (!d.key_objs.empty() || (k.size() > 1 && k[0] == '\x01' && k[1] == 'f')) {
     Value obj = d.key(k);
     if (obj.kind == Kind::kBool) return obj.b ? "true" : "false";
     if (obj.kind == Kind::kFloat) {
       if (std::isnan(obj.f)) return "NaN";
       if (std::isinf(obj.f)) return obj.f > 0 ? "Infinity" : "-Infinity";
-      std::string r;
-      append_float(obj.f, r);
-      return r;
+      buf.clear();
+      append_float(obj.f, buf);
+      return buf;
     }
   }
-  return std::string(key_json(k));
+  return key_json(k);
 }
 
 std::string_view key_json(std::string_view key) {

@@ -443,7 +443,8 @@ std::string str_key(std::string_view s);
 Value key_value(const std::string& key);
 // The key as json.dumps writes it (an int key 1 becomes "1").
 std::string_view key_json(std::string_view key);
-// The key `k` of `d` as json.dumps writes it (True becomes "true", 1.0 "1.0").
-std::string key_json(const DictObj& d, const std::string& k);
+// The key `k` of `d` as json.dumps writes it (True becomes "true", 1.0
+// "1.0"): in `k`, or in `buf`.
+std::string_view key_json(const DictObj& d, const std::string& k, std::string& buf);
 
 }  // namespace tokfeed::tmpl
