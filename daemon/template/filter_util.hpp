@@ -69,5 +69,6 @@ Value f_striptags(Interp&, Value& v, Args& a);
 Value f_wordwrap(Interp&, Value& v, Args& a);
 Value f_pprint(Interp&, Value& v, Args& a);
 Value f_random(Interp&, Value& v, Args& a);
+Value f_urlize(Interp&, Value& v, Args& a);
 
 }  // namespace tokfeed::tmpl

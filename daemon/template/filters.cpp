@@ -480,6 +480,7 @@ constexpr NamedFilter kFilters[] = {
     {"wordwrap", f_wordwrap},
     {"pprint", f_pprint},
     {"random", f_random},
+    {"urlize", f_urlize},
 };
 
 }  // namespace

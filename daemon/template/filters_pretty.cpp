@@ -1,5 +1,5 @@
-// jinja2's wordwrap (Python's textwrap), pprint (Python's pprint.pformat)
-// and random filters.
+// jinja2's wordwrap (Python's textwrap), pprint (Python's pprint.pformat),
+// urlize and random filters.
 #include <algorithm>
 #include <cmath>
 
@@ -337,6 +337,142 @@ struct Pretty {
   }
 };
 
+// ---- urlize: jinja2.utils.urlize with transformers' policies (rel "noopener")
+
+// What [a-z] matches under re.IGNORECASE: ASCII letters, and İ, ı, ſ, K
+// (whose simple case mappings are ASCII letters).
+bool ci_letter(uint32_t c) {
+  return (c < 128 && ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) || c == 0x130 || c == 0x131 || c == 0x17F || c == 0x212A;
+}
+// Whether c matches the ASCII letter or digit `want` under re.IGNORECASE.
+bool ci_is(uint32_t c, char want) {
+  if (c < 128) return (c >= 'A' && c <= 'Z' ? c | 0x20 : c) == static_cast<uint32_t>(want);
+  if (want == 'i') return c == 0x130 || c == 0x131;
+  if (want == 's') return c == 0x17F;
+  if (want == 'k') return c == 0x212A;
+  return false;
+}
+bool ci_prefix(const Chars& t, std::size_t at, std::string_view word) {
+  if (at + word.size() > t.size()) return false;
+  for (std::size_t k = 0; k < word.size(); ++k) {
+    const char w = word[k];
+    if (w >= 'a' && w <= 'z' ? !ci_is(t[at + k], w) : t[at + k] != static_cast<unsigned char>(w)) return false;
+  }
+  return true;
+}
+bool label_char(uint32_t c) { return c == '%' || c == '-' || py_is_word_char(c); }  // [\w%-]
+bool hex_char(uint32_t c) { return decimal(c) || (c < 128 && (c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
+
+// _http_re's tail from t[e]: (?::\d{1,5})? (?:[/?#]\S*)? $ (the text has no whitespace).
+bool http_rest(const Chars& t, std::size_t e) {
+  if (e == t.size() || t[e] == '/' || t[e] == '?' || t[e] == '#') return true;
+  if (t[e] != ':') return false;
+  std::size_t d = e + 1;
+  while (d < t.size() && decimal(t[d])) ++d;
+  const std::size_t n = d - e - 1;
+  return n >= 1 && n <= 5 && (d == t.size() || t[d] == '/' || t[d] == '?' || t[d] == '#');
+}
+
+// Whether the whole of `t` matches jinja2's _http_re.
+bool http_match(const Chars& t) {
+  const std::size_t n = t.size();
+  // (https?://|www\.) (([\w%-]+\.)+)? ([a-z]{2,63} | xn--[\w%]{2,59})
+  std::size_t p = ci_prefix(t, 0, "https://") ? 8 : ci_prefix(t, 0, "http://") ? 7 : ci_prefix(t, 0, "www.") ? 4 : 0;
+  if (p) {
+    for (std::size_t s = p; s <= n;) {  // s: where the tld starts (after the labels before it)
+      std::size_t e = s;
+      while (e < n && e - s < 63 && ci_letter(t[e])) {
+        ++e;
+        if (e - s >= 2 && http_rest(t, e)) return true;
+      }
+      if (ci_prefix(t, s, "xn--"))
+        for (std::size_t k = s + 4; k < n && k - s - 4 < 59 && (t[k] == '%' || py_is_word_char(t[k]));) {
+          ++k;
+          if (k - s - 4 >= 2 && http_rest(t, k)) return true;
+        }
+      std::size_t d = s;  // the next label
+      while (d < n && label_char(t[d])) ++d;
+      if (d == s || d >= n || t[d] != '.') break;
+      s = d + 1;
+    }
+  }
+  // ([\w%-]{2,63}\.)+ (com|net|int|edu|gov|org|info|mil)
+  for (std::size_t s = 0;;) {
+    std::size_t d = s;
+    while (d < n && label_char(t[d])) ++d;
+    if (d - s < 2 || d - s > 63 || d >= n || t[d] != '.') break;
+    s = d + 1;
+    for (std::string_view tld : {"com", "net", "int", "edu", "gov", "org", "info", "mil"})
+      if (ci_prefix(t, s, tld) && http_rest(t, s + tld.size())) return true;
+  }
+  // (https?://) (IPv4 | IPv6)
+  p = ci_prefix(t, 0, "https://") ? 8 : ci_prefix(t, 0, "http://") ? 7 : 0;
+  if (!p) return false;
+  std::size_t q = p;
+  bool v4 = true;
+  for (int g = 0; g < 4 && v4; ++g) {
+    if (g) {
+      if (q >= n || t[q] != '.') v4 = false;
+      ++q;
+    }
+    std::size_t d = q;
+    while (d < n && d - q < 3 && decimal(t[d])) ++d;
+    if (d == q) v4 = false;
+    q = d;
+  }
+  if (v4 && http_rest(t, q)) return true;
+  // \[([\da-f]{0,4}:){2}([\da-f]{0,4}:?){1,6}]
+  if (p >= n || t[p] != '[') return false;
+  std::size_t close = p + 1;
+  while (close < n && (hex_char(t[close]) || t[close] == ':')) ++close;
+  if (close >= n || t[close] != ']') return false;
+  std::size_t at = p + 1;
+  for (int g = 0; g < 2; ++g) {
+    std::size_t d = at;
+    while (d < close && hex_char(t[d])) ++d;
+    if (d - at > 4 || d >= close || t[d] != ':') return false;
+    at = d + 1;
+  }
+  // The rest: runs of hex between colons, each piece up to 4 digits and a colon.
+  std::size_t pieces = 0, run = 0;
+  for (std::size_t k = at; k < close; ++k) {
+    if (t[k] == ':') {
+      pieces += std::max<std::size_t>(1, (run + 3) / 4);
+      run = 0;
+    } else {
+      ++run;
+    }
+  }
+  pieces += (run + 3) / 4;
+  return pieces <= 6 && http_rest(t, close + 1);
+}
+
+// ^\S+@\w[\w.-]*\.\w+$ (the text has no whitespace).
+bool email_match(const Chars& t) {
+  for (std::size_t at = 1; at < t.size(); ++at) {
+    if (t[at] != '@') continue;
+    const std::size_t s = at + 1;
+    if (s >= t.size() || !py_is_word_char(t[s])) continue;
+    std::size_t dot = SIZE_MAX;
+    bool ok = true;
+    for (std::size_t k = s + 1; k < t.size() && ok; ++k) {
+      if (t[k] == '.') dot = k;
+      else ok = t[k] == '-' || py_is_word_char(t[k]);
+    }
+    if (!ok || dot == SIZE_MAX || dot + 1 >= t.size()) continue;
+    bool word = true;
+    for (std::size_t k = dot + 1; k < t.size(); ++k) word = word && py_is_word_char(t[k]);
+    if (word) return true;
+  }
+  return false;
+}
+
+std::size_t count_of(std::string_view s, std::string_view x) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(x); at != std::string_view::npos; at = s.find(x, at + x.size())) ++n;
+  return n;
+}
+
 }  // namespace
 
 Value f_wordwrap(Interp&, Value& v, Args& a) {
@@ -388,6 +524,149 @@ Value f_pprint(Interp&, Value& v, Args&) {
   Pretty p;
   std::string out;
   p.format(v, out, 0, 0, 0);
+  return Value::str(std::move(out));
+}
+
+Value f_urlize(Interp&, Value& v, Args& a) {
+  // Six parameters, more than a Signature holds: bound here.
+  static constexpr std::string_view kParams[] = {"trim_url_limit", "nofollow", "target", "rel", "extra_schemes"};
+  if (a.pos.size() > 5) throw Error("do_urlize() takes from 2 to 7 positional arguments");
+  for (std::size_t k = 0; k < a.kw.size(); ++k) {
+    const auto* p = std::find(std::begin(kParams), std::end(kParams), a.kw[k].first);
+    if (p == std::end(kParams)) throw Error("do_urlize() got an unexpected keyword argument '" + a.kw[k].first + "'");
+    if (static_cast<std::size_t>(p - std::begin(kParams)) < a.pos.size())
+      throw Error("do_urlize() got multiple values for argument '" + a.kw[k].first + "'");
+  }
+  const Value& limit = arg(a, 0, "trim_url_limit");
+  const Value& nofollow = arg(a, 1, "nofollow");
+  const Value& target = arg(a, 2, "target");
+  const Value& rel_arg = arg(a, 3, "rel");
+  const Value& schemes_arg = arg(a, 4, "extra_schemes");
+  // rel: the words of `rel`, nofollow, and the policy's noopener, sorted.
+  std::vector<std::string> rel_parts;
+  if (given(rel_arg) && truthy(rel_arg)) {
+    if (!rel_arg.is_str()) throw Error("'" + std::string(type_name(rel_arg)) + "' object has no attribute 'split'");
+    rel_parts = py_split(*rel_arg.s, std::nullopt, -1, false);
+  }
+  if (truthy(nofollow)) rel_parts.emplace_back("nofollow");
+  rel_parts.emplace_back("noopener");
+  std::sort(rel_parts.begin(), rel_parts.end());
+  rel_parts.erase(std::unique(rel_parts.begin(), rel_parts.end()), rel_parts.end());
+  std::string rel_attr = " rel=\"";
+  for (std::size_t k = 0; k < rel_parts.size(); ++k) {
+    if (k) rel_attr += ' ';
+    html_escape(rel_parts[k], rel_attr);
+  }
+  rel_attr += '"';
+  std::string target_attr;
+  if (given(target) && truthy(target)) target_attr = " target=\"" + *markup_escape(target).s + "\"";
+  std::vector<std::string> schemes;
+  if (given(schemes_arg) && !schemes_arg.is_none()) {
+    for (const Value& x : iterate(schemes_arg)) {
+      if (!x.is_str()) throw Error("expected string or bytes-like object");
+      // ^([\w.+-]{2,}:(/){0,2})$
+      Chars c = code_points(*x.s);
+      std::size_t k = 0;
+      while (k < c.size() && (c[k] == '.' || c[k] == '+' || c[k] == '-' || py_is_word_char(c[k]))) ++k;
+      bool ok = k >= 2 && k < c.size() && c[k] == ':';
+      std::size_t slashes = 0;
+      for (std::size_t m = k + 1; ok && m < c.size(); ++m) ok = c[m] == '/' && ++slashes <= 2;
+      if (!ok) {
+        std::string r;
+        py_repr(*x.s, r);
+        throw Error(r + " is not a valid URI scheme prefix.");
+      }
+      schemes.push_back(*x.s);
+    }
+  }
+  auto trim = [&](const std::string& x) -> std::string {
+    if (!given(limit) || limit.is_none()) return x;
+    if (!limit.is_number())
+      throw Error("'>' not supported between instances of 'int' and '" + std::string(type_name(limit)) + "'");
+    Chars c = code_points(x);
+    if (static_cast<double>(c.size()) <= as_double(limit)) return x;
+    if (!int_like(limit)) throw Error("slice indices must be integers or None or have an __index__ method");
+    const int64_t n = as_int(limit);
+    const std::size_t keep =
+        n < 0 ? (static_cast<std::size_t>(-n) > c.size() ? 0 : c.size() - static_cast<std::size_t>(-n))
+              : static_cast<std::size_t>(n);
+    return utf8(c, 0, keep) + "...";
+  };
+  const std::string text = *markup_escape(v).s;
+  // re.split(r"(\s+)", text): words and the whitespace between them.
+  std::vector<std::string> words;
+  for (std::size_t i = 0; i < text.size();) {
+    uint32_t c = 0;
+    utf8_decode(text, i, c);
+    const bool sp = py_isspace(c);
+    std::size_t j = i;
+    while (j < text.size()) {
+      std::size_t len = utf8_decode(text, j, c);
+      if (py_isspace(c) != sp) break;
+      j += len;
+    }
+    words.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  std::string out;
+  for (const std::string& word : words) {
+    std::string head, middle = word, tail;
+    // ^([(<]|&lt;)+
+    std::size_t h = 0;
+    for (;;) {
+      if (h < middle.size() && (middle[h] == '(' || middle[h] == '<')) ++h;
+      else if (middle.compare(h, 4, "&lt;") == 0) h += 4;
+      else break;
+    }
+    head = middle.substr(0, h);
+    middle.erase(0, h);
+    // ([)>.,\n]|&gt;)+$: the leftmost start from which the rest is such tokens.
+    {
+      const std::size_t n = middle.size();
+      std::vector<char> ok(n + 1, 0);
+      ok[n] = 1;
+      for (std::size_t k = n; k-- > 0;) {
+        const char c = middle[k];
+        if (c == ')' || c == '>' || c == '.' || c == ',' || c == '\n') ok[k] = ok[k + 1];
+        else if (middle.compare(k, 4, "&gt;") == 0) ok[k] = ok[k + 4];
+      }
+      for (std::size_t k = 0; k < n; ++k)
+        if (ok[k]) {
+          tail = middle.substr(k);
+          middle.resize(k);
+          break;
+        }
+    }
+    // Balance parentheses: move closing ones from the tail back.
+    for (auto [open, close] : {std::pair<std::string_view, std::string_view>{"(", ")"}, {"<", ">"}, {"&lt;", "&gt;"}}) {
+      const std::size_t starts = count_of(middle, open);
+      if (starts <= count_of(middle, close)) continue;
+      const std::size_t moves = std::min(starts, count_of(tail, close));
+      for (std::size_t m = 0; m < moves; ++m) {
+        const std::size_t end = tail.find(close) + close.size();
+        middle += tail.substr(0, end);
+        tail.erase(0, end);
+      }
+    }
+    const Chars mc = code_points(middle);
+    if (http_match(mc)) {
+      const bool scheme = middle.rfind("https://", 0) == 0 || middle.rfind("http://", 0) == 0;
+      middle = "<a href=\"" + std::string(scheme ? "" : "https://") + middle + "\"" + rel_attr + target_attr + ">" +
+               trim(middle) + "</a>";
+    } else if (middle.rfind("mailto:", 0) == 0 && email_match(code_points(middle.substr(7)))) {
+      middle = "<a href=\"" + middle + "\">" + middle.substr(7) + "</a>";
+    } else if (middle.find('@') != std::string::npos && middle.rfind("www.", 0) != 0 &&
+               middle.find(':') == std::string::npos && email_match(mc)) {
+      middle = "<a href=\"mailto:" + middle + "\">" + middle + "</a>";
+    } else {
+      for (const std::string& sch : schemes)
+        if (middle != sch && middle.rfind(sch, 0) == 0)
+          middle = "<a href=\"" + middle + "\"" + rel_attr + target_attr + ">" + middle + "</a>";
+    }
+    out += head;
+    out += middle;
+    out += tail;
+  }
   return Value::str(std::move(out));
 }
 

@@ -13,7 +13,7 @@ namespace tokfeed::tmpl {
 namespace {
 
 void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
-bool reads(const Body& body, std::string_view name);
+bool reads(const Body& body, std::string_view name, bool into_blocks = true);
 
 // A call with a keyword argument repeated: Python's SyntaxError when jinja2
 // compiles what its optimizer left, so not where folding removed the call
@@ -339,9 +339,9 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body_outside_loop({"endmacro"}));
     end_tag();
-    s->uses_varargs = reads(s->bodies[0], "varargs");
-    s->uses_kwargs = reads(s->bodies[0], "kwargs");
-    s->uses_caller = reads(s->bodies[0], "caller");
+    s->uses_varargs = reads(s->bodies[0], "varargs", false);
+    s->uses_kwargs = reads(s->bodies[0], "kwargs", false);
+    s->uses_caller = reads(s->bodies[0], "caller", false);
     return s;
   }
 
@@ -373,9 +373,9 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body_outside_loop({"endcall"}));
     end_tag();
-    s->uses_varargs = reads(s->bodies[0], "varargs");  // the caller's, as a macro's
-    s->uses_kwargs = reads(s->bodies[0], "kwargs");
-    s->uses_caller = reads(s->bodies[0], "caller");
+    s->uses_varargs = reads(s->bodies[0], "varargs", false);  // the caller's, as a macro's
+    s->uses_kwargs = reads(s->bodies[0], "kwargs", false);
+    s->uses_caller = reads(s->bodies[0], "caller", false);
     return s;
   }
 
@@ -444,14 +444,17 @@ bool reads(const Expr& e, std::string_view name) {
   return false;
 }
 
-// Whether `body` reads the variable `name` anywhere (nested blocks included).
-bool reads(const Body& body, std::string_view name) {
+// Whether `body` reads the variable `name`; not inside a {% block %} where
+// !into_blocks (jinja2's find_undeclared, which tells a macro's varargs,
+// kwargs and caller, visits no block).
+bool reads(const Body& body, std::string_view name, bool into_blocks) {
   for (const auto& s : body) {
+    if (!into_blocks && s->kind == SK::kBlock) continue;
     for (const auto& x : s->exprs)
       if (x && reads(*x, name)) return true;
     if (s->filter && reads(*s->filter, name)) return true;
     for (const Body& b : s->bodies)
-      if (reads(b, name)) return true;
+      if (reads(b, name, into_blocks)) return true;
   }
   return false;
 }

@@ -118,7 +118,12 @@ class Gen:
         i = lambda: self.e("int", d)  # noqa: E731
         small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
         L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
-        k = r.randint(0, 65)
+        k = r.randint(0, 66)
+        if k == 66:  # urlize: links, e-mail addresses, trimmed, rel/target
+            subj = r.choice([s(), "'see http://x.com/a?b=1, (www.y.org). mail me@z.io <foo.net> ' ~ s1",
+                             "s1 ~ ' https://[::1]:80/ http://10.0.0.1 ii.int x@y ' ~ s2", "messages | map(attribute='content') | join(' ')"])
+            return self.filt("str", subj, "urlize", *r.choice([[], ["10"], ["nofollow=true"], ["target='_blank'"],
+                                                               ["rel='me'"], ["extra_schemes=['ftp:']"], ["2, true, 'x', 'y z'"]]))
         if k == 64:  # textwrap through wordwrap
             args = r.choice([[], [r.choice(["1", "2", "3", "5", "8", "0", "2.5"])], ["4", "false"], ["3, true, '|'"],
                              ["width=6, break_on_hyphens=false"], ["5, wrapstring='<br>'"], ["7, break_on_hyphens=1"],
