@@ -97,6 +97,8 @@ enum class SK : uint8_t {
   kBreak,
   kContinue,
   kGeneration,
+  kBlock,       // {% block name [scoped] [required] %}body{% endblock %}: `text` the name
+  kAutoescape,  // {% autoescape exprs[0] %}body{% endautoescape %}
 };
 
 struct Stmt;
@@ -107,12 +109,18 @@ struct Stmt {
   Pos pos;
   std::string text;                  // kText; kSet's namespace attribute; kMacro's name
   std::vector<std::string> targets;  // kFor/kSet/kSetBlock names; kMacro params
-  std::vector<Name> names;           // `targets` interned; kMacro: then its name (set by optimize, parser.cpp)
-  std::vector<ExprPtr> exprs;        // kIf: conditions; kOutput/kSet/kFor(iter, filter)/kCallBlock; kMacro defaults
-  std::vector<Body> bodies;          // kIf: one per condition (+ else); kFor: body, else; others: body
-  ExprPtr filter;                    // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)
+  // kFor/kSet/kSetBlock: the target's nesting where it is not one name or a
+  // flat tuple of two names or more (`a, (b, c)`, `(a,)`, `()`), in
+  // pre-order: -1 a name (the next of `targets`), -2 a namespace attribute
+  // (the next of `targets`, "ns.attr"), n >= 0 a tuple of n items.
+  std::vector<int16_t> shape;
+  std::vector<Name> names;     // `targets` interned; kMacro: then its name (set by optimize, parser.cpp)
+  std::vector<ExprPtr> exprs;  // kIf: conditions; kOutput/kSet/kFor(iter, filter)/kCallBlock; kMacro defaults
+  std::vector<Body> bodies;    // kIf: one per condition (+ else); kFor: body, else; others: body
+  ExprPtr filter;              // kSetBlock/kFilterBlock: filter chain applied to the body (subject null)
   bool has_else = false;
-  bool recursive = false;  // kFor: `recursive` (the body may call loop(items))
+  bool recursive = false;                 // kFor: `recursive` (the body may call loop(items))
+  bool scoped = false, required = false;  // kBlock
   // kMacro: whether the body reads `varargs`, `kwargs`, `caller` (jinja2
   // then accepts extra positional arguments, unknown keywords, a caller).
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
@@ -139,6 +147,9 @@ struct Stmt {
   // one only compute those integers and test `g` (exec.cpp: the render
   // runs one and counts the others' steps). Null: none.
   const Expr* idle_guard = nullptr;
+
+  // kFor/kSet/kSetBlock: whether the target is one name (no unpacking).
+  bool one_name() const { return targets.size() == 1 && shape.empty(); }
 };
 
 }  // namespace tokfeed::tmpl

@@ -200,7 +200,7 @@ std::vector<Value> iterate(const Value& v) {  // NOLINT: consumes iterators thro
     case Kind::kDict: {
       if (v.ns) break;
       std::vector<Value> out;
-      for (const auto& [k, x] : v.dict->items) out.push_back(key_value(k));
+      for (const auto& [k, x] : v.dict->items) out.push_back(v.dict->key(k));
       return out;
     }
     default: break;
@@ -283,17 +283,18 @@ void dump(const Value& v, DumpOptions& o, int level, std::string& out) {
       // number, None).
       std::vector<std::pair<Value, const std::pair<std::string, Value>*>> order;
       if (o.sort) {
-        for (const auto& kv : kvs) order.emplace_back(key_value(kv.first), &kv);
+        for (const auto& kv : kvs) order.emplace_back(v.dict->key(kv.first), &kv);
         static const std::string kLess = "<";
         std::stable_sort(order.begin(), order.end(),
                          [](const auto& a, const auto& b) { return compare_op(kLess, a.first, b.first); });
       }
+      std::string key_buf;
       out += '{';
       for (std::size_t k = 0; k < kvs.size(); ++k) {
         const auto& kv = o.sort ? *order[k].second : kvs[k];
         if (k) out += o.item_sep;
         if (o.indent) newline(level + 1);
-        json_quote(key_json(kv.first), out, o.ascii);
+        json_quote(key_json(*v.dict, kv.first, key_buf), out, o.ascii);
         out += o.key_sep;
         dump(kv.second, o, level + 1, out);
       }
@@ -353,7 +354,7 @@ Value fn_namespace(Interp&, Args& a) {
   ns.dict->items.reserve(a.kw.size());  // namespace(a=..., b=...): its attributes in one allocation
   for (const Value& p : a.pos) {
     if (!p.is_dict()) throw Error("namespace() takes a mapping");
-    for (const auto& [k, v] : p.dict->items) ns.dict->set(k, v);
+    for (const auto& [k, v] : p.dict->items) ns.dict->set_from(*p.dict, k, v);
   }
   for (auto& [k, v] : a.kw) {
     if (!k.empty() && k[0] == '_')
@@ -367,12 +368,12 @@ Value fn_dict(Interp&, Args& a) {
   Value d = Value::new_dict();
   for (const Value& p : a.pos) {
     if (p.is_dict()) {
-      for (const auto& [k, v] : p.dict->items) d.dict->set(k, v);
+      for (const auto& [k, v] : p.dict->items) d.dict->set_from(*p.dict, k, v);
     } else {
       for (const Value& kv : iterate(p)) {
         std::vector<Value> pair = iterate(kv);
         if (pair.size() != 2) throw Error("dictionary update sequence element has wrong length; 2 is required");
-        d.dict->set(key_of(pair[0]), pair[1]);
+        d.dict->set_key(pair[0], pair[1]);
       }
     }
   }

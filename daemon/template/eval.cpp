@@ -22,6 +22,7 @@ void assign_scope(Scope& out, const Vars& vars) { out = vars; }
 const Value& Interp::global_or_undefined(const Expr& e, Value& tmp) {
   tmp = global_function(e.name);
   if (!tmp.is_undefined()) return tmp;
+  if (!e.lit.is_undefined()) return e.lit;  // `self` (parser.cpp)
   if (e.methods & kMethodsKnown) return e.undef;
   tmp = Value::undefined(e.name);
   return tmp;
@@ -371,7 +372,7 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
       case EK::kDict:
         if (!fold_all(in, e.a, 0, v)) return false;
         out = Value::new_dict();
-        for (std::size_t k = 0; k + 1 < v.size(); k += 2) out.dict->set(key_of(v[k]), v[k + 1]);
+        for (std::size_t k = 0; k + 1 < v.size(); k += 2) out.dict->set_key(v[k], v[k + 1]);
         return true;
       case EK::kAttr:
         if (!fold_all(in, e.a, 0, v)) return false;
@@ -487,7 +488,7 @@ Value eval(Interp& in, const Expr& e) {
       Value d = Value::new_dict();
       for (std::size_t k = 0; k + 1 < e.a.size(); k += 2) {
         Value key = operand(in, *e.a[k]);
-        d.dict->set(key_of(key), operand(in, *e.a[k + 1]));
+        d.dict->set_key(key, operand(in, *e.a[k + 1]));
       }
       return d;
     }
@@ -571,7 +572,7 @@ Value eval(Interp& in, const Expr& e) {
         in.step(e.a[0]->pos);
         const Value* v = borrow ? in.find_var(e.a[0]->var) : nullptr;
         if (v) sp = v;
-        else t = in.lookup(e.a[0]->var);
+        else t = e.a[0]->lit.is_undefined() ? in.lookup(e.a[0]->var) : e.a[0]->lit;
       } else {
         if (borrow) sp = &eval_ref(in, *e.a[0], t);
         else t = eval(in, *e.a[0]);

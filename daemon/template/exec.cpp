@@ -28,17 +28,70 @@ void write(Interp& in, std::string_view s) {
   wrote(in, at);
 }
 
-void assign_targets(Interp& in, const std::vector<Name>& names, const Value& v) {
+std::string unpack_error(std::size_t want, std::size_t got) {
+  return got < want
+             ? "not enough values to unpack (expected " + std::to_string(want) + ", got " + std::to_string(got) + ")"
+             : "too many values to unpack (expected " + std::to_string(want) + ")";
+}
+
+// `ns.attr` in a tuple target (`{% set ns.attr, b = ... %}`): `ns` is the
+// variable's name. (A set of `ns.attr` alone is exec's.)
+void set_attribute(Interp& in, const Name& ns, const std::string& attr, Value v) {
+  Value obj = in.lookup(ns);
+  if (!(obj.is_dict() && obj.ns && !obj.view))
+    throw Error("cannot assign attribute on non-namespace object '" + ns.str() + "'");
+  if (!attr.empty() && attr[0] == '_') throw Error("namespace attributes cannot start with '_'");
+  if (tracking(in)) in.track->stored(v);
+  in.keep_namespace(obj, v);
+  if (tracking(in)) in.track->set_attr(obj, attr, v);
+  obj.dict->set(attr, std::move(v));
+}
+
+// A nested target (Stmt::shape) from shape[at] on, names from names[name] on.
+void unpack(Interp& in, const Stmt& s, std::size_t& at, std::size_t& name, const Value& v) {
+  const int16_t n = s.shape[at++];
+  if (n == -1) {
+    in.assign(s.names[name++], v);
+    return;
+  }
+  if (n == -2) {  // ns.attr
+    const std::string& t = s.targets[name++];
+    const std::size_t dot = t.find('.');
+    set_attribute(in, Name(std::string_view(t).substr(0, dot)), t.substr(dot + 1), v);
+    return;
+  }
+  if (v.kind == Kind::kNone || v.kind == Kind::kBool || v.kind == Kind::kInt || v.kind == Kind::kFloat ||
+      v.kind == Kind::kFunc)
+    throw Error("cannot unpack non-iterable " + std::string(type_name(v)) + " object");
+  std::vector<Value> items = iterate(v);
+  if (items.size() != static_cast<std::size_t>(n)) throw Error(unpack_error(static_cast<std::size_t>(n), items.size()));
+  for (const Value& x : items) unpack(in, s, at, name, x);
+}
+
+void assign_targets(Interp& in, const Stmt& s, const Value& v) {
+  if (!s.shape.empty()) {
+    // jinja2 checks each namespace of the target before it assigns anything.
+    for (std::size_t k = 0, name = 0; k < s.shape.size(); ++k) {
+      if (s.shape[k] >= 0) continue;
+      if (s.shape[k] == -2) {
+        const std::string& t = s.targets[name];
+        Value obj = in.lookup(Name(std::string_view(t).substr(0, t.find('.'))));
+        if (!(obj.is_dict() && obj.ns && !obj.view))
+          throw Error("cannot assign attribute on non-namespace object '" + t.substr(0, t.find('.')) + "'");
+      }
+      ++name;
+    }
+    std::size_t at = 0, name = 0;
+    unpack(in, s, at, name, v);
+    return;
+  }
+  const std::vector<Name>& names = s.names;
   if (names.size() == 1) {
     in.assign(names[0], v);
     return;
   }
   std::vector<Value> items = iterate(v);
-  if (items.size() != names.size())
-    throw Error(items.size() < names.size()
-                    ? "not enough values to unpack (expected " + std::to_string(names.size()) + ", got " +
-                          std::to_string(items.size()) + ")"
-                    : "too many values to unpack (expected " + std::to_string(names.size()) + ")");
+  if (items.size() != names.size()) throw Error(unpack_error(names.size(), items.size()));
   for (std::size_t k = 0; k < names.size(); ++k) in.assign(names[k], items[k]);
 }
 
@@ -150,7 +203,7 @@ Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t de
     FrameGuard filter_scope(in, false);
     for (const auto& v : source) {
       in.step(s.pos);
-      assign_targets(in, s.names, v);
+      assign_targets(in, s, v);
       Value keep = eval(in, *s.exprs[1]);
       if (tracking(in)) in.track->truth(keep);
       if (truthy(keep)) filtered.push_back(v);
@@ -278,7 +331,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
   std::size_t target_slot = SIZE_MAX;
   bool completed = false;
   MessageGuard message_guard(in);
-  const bool track = in.provenance && s.targets.size() == 1;
+  const bool one = s.one_name();
+  const bool track = in.provenance && one;
   bool bound = false;
   if (track) in.iteration_bound = &bound;
   // The scope's size once `loop` and the targets are in it: each iteration
@@ -300,7 +354,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     in.step(s.pos);  // an empty body still costs a step per iteration
     if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
-    if (s.targets.size() == 1) {
+    if (one) {
       auto& vars = in.frames[frame].vars;
       if (target_slot < vars.size()) {
         vars[target_slot].second = item;
@@ -309,7 +363,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
         target_slot = in.frames[frame].slot(s.names[0]);
       }
     } else {
-      assign_targets(in, s.names, item);
+      assign_targets(in, s, item);
     }
     if (keep == SIZE_MAX) keep = in.frames[frame].vars.size();
     if (track) {
@@ -434,7 +488,43 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
   return f;
 }
 
+// A block's body, in place or called through `self`: a scope that sees the
+// template's top-level variables alone (the enclosing scope's too where
+// it is scoped and renders in place).
+void run_block(Interp& in, const Stmt& s, bool scoped) {
+  if (s.required) throw Error("Required block '" + s.text + "' not found");
+  FrameGuard g(in, !scoped);
+  exec(in, s.bodies[0]);  // no break or continue in it (parser.cpp)
+}
+
 }  // namespace
+
+Value template_self(const std::vector<Stmt*>& blocks) {
+  Value self = Value::new_dict();
+  self.ns = true;
+  self.view = kSelfView;
+  for (const Stmt* b : blocks)
+    self.dict->set(b->text, Value::func(b->text, [b](Interp& in, Args& args) -> Value {
+                     if (!args.pos.empty() || !args.kw.empty())
+                       throw Error("BlockReference.__call__() takes 1 positional argument");
+                     if (++in.depth > 100) throw Error("maximum recursion depth exceeded");
+                     MessageGuard message_guard(in);  // a block called so binds no iteration
+                     in.iteration_bound = nullptr;
+                     std::string buf;
+                     std::string* saved = in.out;
+                     in.out = &buf;
+                     try {
+                       run_block(in, *b, false);
+                     } catch (...) {
+                       in.out = saved;
+                       throw;
+                     }
+                     in.out = saved;
+                     --in.depth;
+                     return Value::str(std::move(buf));
+                   }));
+  return self;
+}
 
 void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& items, std::size_t from) {
   if (from < items.size()) loop_body(in, loop, items, false, from);
@@ -517,23 +607,24 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       case SK::kSet: {
         Value v = eval(in, *s.exprs[0]);
         if (tracking(in)) {
-          if (!s.text.empty() || s.targets.size() != 1) in.track->operand(v);
+          if (!s.text.empty() || !s.one_name()) in.track->operand(v);
           if (!s.text.empty()) in.track->stored(v);
-          if (s.text.empty() && in.frames.size() == 1 && s.targets[0] == "add_generation_prompt")
+          if (s.text.empty() && in.frames.size() == 1 &&
+              std::find(s.targets.begin(), s.targets.end(), "add_generation_prompt") != s.targets.end())
             in.track->spoil_now(static_cast<int64_t>(in.track->n));
         }
         if (!s.text.empty()) {
           Value obj = in.lookup(s.names[0]);
-          if (!(obj.is_dict() && obj.ns && obj.view != kCyclerView))
+          if (!(obj.is_dict() && obj.ns && !obj.view))
             throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);
           if (tracking(in)) in.track->set_attr(obj, s.text, v);
           obj.dict->set(s.text, std::move(v));
         } else {
-          if (in.provenance && s.targets.size() == 1) bind_iteration(in, v);
-          if (s.names.size() == 1) in.assign(s.names[0], std::move(v));
-          else assign_targets(in, s.names, v);
+          if (in.provenance && s.one_name()) bind_iteration(in, v);
+          if (s.one_name()) in.assign(s.names[0], std::move(v));
+          else assign_targets(in, s, v);
         }
         break;
       }
@@ -549,7 +640,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
           in.assign(kBlockBodyName(), v);
           v = eval(in, *s.filter);
         }
-        in.assign(s.names[0], std::move(v));
+        if (s.one_name()) in.assign(s.names[0], std::move(v));
+        else assign_targets(in, s, v);
         break;
       }
       case SK::kMacro: {
@@ -600,6 +692,15 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::vector<Value> vals;
         for (const auto& x : s.exprs) vals.push_back(eval(in, *x));
         for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.names[k], vals[k]);
+        Flow f = exec(in, s.bodies[0]);
+        if (f != Flow::kNormal) return f;
+        break;
+      }
+      case SK::kBlock: run_block(in, s, s.scoped); break;
+      case SK::kAutoescape: {
+        FrameGuard g(in, false);
+        if (truthy(eval(in, *s.exprs[0])))
+          throw Error("autoescape with a true value is not supported (markupsafe escaping of output)");
         Flow f = exec(in, s.bodies[0]);
         if (f != Flow::kNormal) return f;
         break;

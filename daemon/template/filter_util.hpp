@@ -65,5 +65,10 @@ Value f_filesizeformat(Interp&, Value& v, Args& a);
 Value f_xmlattr(Interp&, Value& v, Args& a);
 Value f_urlencode(Interp&, Value& v, Args& a);
 Value f_striptags(Interp&, Value& v, Args& a);
+// Filters defined in filters_pretty.cpp.
+Value f_wordwrap(Interp&, Value& v, Args& a);
+Value f_pprint(Interp&, Value& v, Args& a);
+Value f_random(Interp&, Value& v, Args& a);
+Value f_urlize(Interp&, Value& v, Args& a);
 
 }  // namespace tokfeed::tmpl

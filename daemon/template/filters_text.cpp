@@ -240,7 +240,7 @@ Value f_xmlattr(Interp&, Value& v, Args& a) {
   std::string out;
   for (const auto& [k, x] : v.dict->items) {
     if (x.is_none() || x.is_undefined()) continue;
-    Value key = key_value(k);
+    Value key = v.dict->key(k);
     if (!key.is_str()) throw Error("expected string or bytes-like object, got '" + std::string(type_name(key)) + "'");
     if (key.s->find_first_of(" \t\n\r\f\v/>=") != std::string::npos) {
       std::string r;
@@ -267,7 +267,7 @@ Value f_urlencode(Interp&, Value& v, Args& a) {
   }
   std::vector<Value> pairs;
   if (v.is_dict()) {
-    for (const auto& [k, x] : v.dict->items) pairs.push_back(Value::new_list({key_value(k), x}, true));
+    for (const auto& [k, x] : v.dict->items) pairs.push_back(Value::new_list({v.dict->key(k), x}, true));
   } else {
     pairs = iterate(v);
   }

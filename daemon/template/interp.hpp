@@ -208,6 +208,9 @@ void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& i
 // Renders `body` into a fresh string (macros, set blocks, filter blocks);
 // `flow`, when given, receives how the body ended (break, continue).
 std::string capture(Interp& in, const Body& body, Flow* flow = nullptr);
+// jinja2's `self` (a TemplateReference) for a template's blocks: a
+// namespace-like object whose attributes render them.
+Value template_self(const std::vector<Stmt*>& blocks);
 // capture() into `buf` (emptied first).
 void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow = nullptr);
 // The same in a scope of its own, as jinja2 runs set blocks, filter blocks

@@ -6,13 +6,14 @@
 #include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/parser_expr.hpp"
+#include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
 
 namespace {
 
 void check_names(const Body& body, bool soft, std::vector<std::string>& warnings);
-bool reads(const Body& body, std::string_view name);
+bool reads(const Body& body, std::string_view name, bool into_blocks = true);
 
 // A call with a keyword argument repeated: Python's SyntaxError when jinja2
 // compiles what its optimizer left, so not where folding removed the call
@@ -47,6 +48,7 @@ bool assigns_loop(const Body& body) {
   return false;
 }
 void optimize(Body& body);
+void template_reference(Body& body);
 
 class Parser : public ExprParser {
  public:
@@ -135,6 +137,18 @@ class Parser : public ExprParser {
     if (tag == "call") return call_stmt(p);
     if (tag == "filter") return filter_stmt(p);
     if (tag == "with") return with_stmt(p);
+    if (tag == "block") return block_stmt(p);
+    if (tag == "autoescape") {
+      // A scope of its own (jinja2's Scope around the eval context
+      // modifier), in which the value is computed; a true one fails when
+      // reached (exec.cpp).
+      auto s = make(SK::kAutoescape, p);
+      s->exprs.push_back(expr(true));
+      expect_block_end();
+      s->bodies.push_back(body({"endautoescape"}));
+      end_tag();
+      return s;
+    }
     if (tag == "generation") {
       auto s = make(SK::kGeneration, p);
       expect_block_end();
@@ -181,24 +195,67 @@ class Parser : public ExprParser {
     }
   }
 
-  // `a`, `a, b`, `(a, b)`: names to assign.
-  std::vector<std::string> targets() {
-    std::vector<std::string> out;
-    bool paren = is_op("(");
-    if (paren) ++i_;
-    out.push_back(expect_name());
-    while (is_op(",")) {
+  // An assignment target as jinja2's parse_assign_target reads it: at the
+  // top level, items separated by commas (after a trailing comma jinja2
+  // reads the next token as an item, so `for a, in xs` fails); an item is
+  // a name or, in parentheses, any expression that is a name or a tuple of
+  // targets (`(a, (b, c))`, `(a,)`, `()`); a set's top-level items may be
+  // namespace attributes (`ns.a, b`). Sets `s.targets` (the names in order;
+  // "ns.a" for a namespace attribute) and `s.shape` (Stmt::shape).
+  void targets(Stmt& s, bool with_namespace = false) {
+    std::vector<int16_t> shape{0};
+    bool tuple = false;
+    for (;;) {
+      target_item(s, shape, with_namespace);
+      ++shape[0];
+      if (!is_op(",")) break;
+      tuple = true;
       ++i_;
-      if (cur().kind != Tok::kName) break;
-      out.push_back(expect_name());
+      if (cur().kind == Tok::kBlockEnd || cur().kind == Tok::kVarEnd || is_op(")")) break;
     }
-    if (paren) expect_op(")");
-    return out;
+    if (!tuple) shape.erase(shape.begin());
+    // One name, or a flat tuple of two names or more: no shape.
+    const bool flat = std::all_of(shape.begin() + (tuple ? 1 : 0), shape.end(), [](int16_t x) { return x == -1; });
+    if (flat && (tuple ? shape.size() >= 3 : shape.size() == 1)) shape.clear();
+    s.shape = std::move(shape);
+  }
+
+  void target_item(Stmt& s, std::vector<int16_t>& shape, bool with_namespace) {
+    if (is_op("(")) {
+      ExprPtr e = primary();
+      store_target(*e, s, shape);
+      return;
+    }
+    const Token& t = cur();
+    if (t.kind != Tok::kName) fail(t.pos, "expected a name, got " + describe(t));
+    if (t.text == "true" || t.text == "True" || t.text == "false" || t.text == "False" || t.text == "none" ||
+        t.text == "None")
+      fail(t.pos, "can't assign to 'const'");
+    s.targets.push_back(expect_name());
+    shape.push_back(-1);
+    if (with_namespace && is_op(".")) {
+      ++i_;
+      s.targets.back() += "." + expect_name();
+      shape.back() = -2;
+    }
+  }
+
+  void store_target(const Expr& e, Stmt& s, std::vector<int16_t>& shape) {
+    if (e.kind == EK::kName) {
+      s.targets.push_back(e.name);
+      shape.push_back(-1);
+    } else if (e.kind == EK::kTuple || (e.kind == EK::kLiteral && e.lit.is_list() && e.lit.list->items.empty())) {
+      if (e.a.size() > 32767) fail(e.pos, "too many targets");
+      shape.push_back(static_cast<int16_t>(e.a.size()));
+      for (const auto& x : e.a) store_target(*x, s, shape);
+    } else {
+      fail(e.pos, "can't assign to this expression");
+    }
   }
 
   std::unique_ptr<Stmt> for_stmt(Pos p) {
     auto s = make(SK::kFor, p);
-    s->targets = targets();
+    targets(*s);
     if (!is_name("in")) fail(cur().pos, "expected 'in', got " + describe(cur()));
     ++i_;
     s->exprs.push_back(tuple_or_expr(false));
@@ -230,28 +287,27 @@ class Parser : public ExprParser {
   }
 
   std::unique_ptr<Stmt> set_stmt(Pos p) {
-    if (cur().kind == Tok::kName && peek().kind == Tok::kOp && peek().text == ".") {
-      auto s = make(SK::kSet, p);
-      s->targets.push_back(expect_name());
-      ++i_;
-      s->text = expect_name();
-      expect_op("=");
-      s->exprs.push_back(tuple_or_expr(true));
-      expect_block_end();
-      return s;
-    }
-    std::vector<std::string> names = targets();
+    Stmt target;
+    targets(target, true);
     if (is_op("=")) {
       ++i_;
       auto s = make(SK::kSet, p);
-      s->targets = std::move(names);
+      if (target.shape.size() == 1 &&
+          target.shape[0] == -2) {  // ns.attr = ...: the namespace's name, `text` the attribute
+        std::string& t = target.targets[0];
+        s->text = t.substr(t.find('.') + 1);
+        t.resize(t.find('.'));
+        target.shape.clear();
+      }
+      s->targets = std::move(target.targets);
+      s->shape = std::move(target.shape);
       s->exprs.push_back(tuple_or_expr(true));
       expect_block_end();
       return s;
     }
     auto s = make(SK::kSetBlock, p);
-    if (names.size() != 1) fail(p, "a set block assigns one name");
-    s->targets = std::move(names);
+    s->targets = std::move(target.targets);
+    s->shape = std::move(target.shape);
     if (is_op("|")) s->filter = filter_chain(false);
     expect_block_end();
     s->bodies.push_back(body({"endset"}));
@@ -283,9 +339,9 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body_outside_loop({"endmacro"}));
     end_tag();
-    s->uses_varargs = reads(s->bodies[0], "varargs");
-    s->uses_kwargs = reads(s->bodies[0], "kwargs");
-    s->uses_caller = reads(s->bodies[0], "caller");
+    s->uses_varargs = reads(s->bodies[0], "varargs", false);
+    s->uses_kwargs = reads(s->bodies[0], "kwargs", false);
+    s->uses_caller = reads(s->bodies[0], "caller", false);
     return s;
   }
 
@@ -317,9 +373,9 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body_outside_loop({"endcall"}));
     end_tag();
-    s->uses_varargs = reads(s->bodies[0], "varargs");  // the caller's, as a macro's
-    s->uses_kwargs = reads(s->bodies[0], "kwargs");
-    s->uses_caller = reads(s->bodies[0], "caller");
+    s->uses_varargs = reads(s->bodies[0], "varargs", false);  // the caller's, as a macro's
+    s->uses_kwargs = reads(s->bodies[0], "kwargs", false);
+    s->uses_caller = reads(s->bodies[0], "caller", false);
     return s;
   }
 
@@ -329,6 +385,35 @@ class Parser : public ExprParser {
     expect_block_end();
     s->bodies.push_back(body({"endfilter"}));
     end_tag();
+    return s;
+  }
+
+  // A block renders in place (the template extends none): jinja2 compiles
+  // it to a function of the template's context (top-level variables alone;
+  // the enclosing scope's too where `scoped`), so break and continue are
+  // outside any loop in it.
+  std::unique_ptr<Stmt> block_stmt(Pos p) {
+    auto s = make(SK::kBlock, p);
+    s->text = expect_name();
+    if (is_name("scoped")) {
+      ++i_;
+      s->scoped = true;
+    }
+    if (is_name("required")) {
+      ++i_;
+      s->required = true;
+    }
+    if (is_op("-"))
+      fail(cur().pos, "Block names in Jinja have to be valid Python identifiers and may not contain hyphens");
+    expect_block_end();
+    s->bodies.push_back(body_outside_loop({"endblock"}));
+    ++i_;  // endblock
+    if (cur().kind == Tok::kName && cur().text == s->text) ++i_;
+    expect_block_end();
+    if (s->required)
+      for (const auto& x : s->bodies[0])
+        if (x->kind != SK::kText || !(x->text.empty() || py_isspace_str(x->text)))
+          fail(x->pos, "Required blocks can only contain comments or whitespace");
     return s;
   }
 
@@ -359,14 +444,17 @@ bool reads(const Expr& e, std::string_view name) {
   return false;
 }
 
-// Whether `body` reads the variable `name` anywhere (nested blocks included).
-bool reads(const Body& body, std::string_view name) {
+// Whether `body` reads the variable `name`; not inside a {% block %} where
+// !into_blocks (jinja2's find_undeclared, which tells a macro's varargs,
+// kwargs and caller, visits no block).
+bool reads(const Body& body, std::string_view name, bool into_blocks) {
   for (const auto& s : body) {
+    if (!into_blocks && s->kind == SK::kBlock) continue;
     for (const auto& x : s->exprs)
       if (x && reads(*x, name)) return true;
     if (s->filter && reads(*s->filter, name)) return true;
     for (const Body& b : s->bodies)
-      if (reads(b, name)) return true;
+      if (reads(b, name, into_blocks)) return true;
   }
   return false;
 }
@@ -601,7 +689,7 @@ bool uniform_int(const Expr* e, const std::vector<std::string>& bound, int& node
 }
 
 const Expr* idle_guard(const Stmt& s) {
-  if (s.exprs[1] || s.recursive || s.targets.size() != 1 || !s.uses_loop) return nullptr;
+  if (s.exprs[1] || s.recursive || !s.one_name() || !s.uses_loop) return nullptr;
   const Body& body = s.bodies[0];
   std::vector<std::string> bound = s.targets;
   bound.emplace_back("loop");
@@ -611,7 +699,7 @@ const Expr* idle_guard(const Stmt& s) {
     const Stmt& x = *sp;
     if (x.kind == SK::kText && x.text.empty()) continue;
     int nodes = 0;
-    if (!test && x.kind == SK::kSet && x.text.empty() && x.targets.size() == 1 && x.targets[0] != "loop" &&
+    if (!test && x.kind == SK::kSet && x.text.empty() && x.one_name() && x.targets[0] != "loop" &&
         uniform_int(x.exprs[0].get(), bound, nodes))
       continue;
     if (test || x.kind != SK::kIf || x.exprs.size() != 1 || x.bodies.size() != 1) return nullptr;
@@ -672,10 +760,52 @@ void optimize(Body& body) {
   }
 }
 
+// The statements of kind `k` in `body`, at any depth.
+void collect(Body& body, SK k, std::vector<Stmt*>& out) {
+  for (auto& s : body) {
+    if (s->kind == k) out.push_back(s.get());
+    for (Body& b : s->bodies) collect(b, k, out);
+  }
+}
+
+// Points every `self` name in `e` at `self_ref`.
+void bind_self(Expr* e, const Value& self_ref) {
+  if (!e) return;
+  if (e->kind == EK::kName && e->name == "self") e->lit = self_ref;
+  for (auto& x : e->a) bind_self(x.get(), self_ref);
+  for (auto& [k, x] : e->kw) bind_self(x.get(), self_ref);
+}
+void bind_self(Body& body, const Value& self_ref) {
+  for (auto& s : body) {
+    for (auto& x : s->exprs) bind_self(x.get(), self_ref);
+    bind_self(s->filter.get(), self_ref);
+    for (Body& b : s->bodies) bind_self(b, self_ref);
+  }
+}
+
+// The template's blocks, each name once; `self` (jinja2's
+// TemplateReference: a block by name, rendering it) where no variable of
+// that name is set; an autoescape whose value is constant and true fails.
+void template_reference(Body& body) {
+  std::vector<Stmt*> blocks;
+  collect(body, SK::kBlock, blocks);
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (blocks[i]->text == blocks[j]->text)
+        throw Error(where(blocks[i]->pos) + ": block '" + blocks[i]->text + "' defined twice");
+  std::vector<Stmt*> escapes;
+  collect(body, SK::kAutoescape, escapes);
+  for (const Stmt* s : escapes)
+    if (s->exprs[0]->kind == EK::kLiteral && truthy(s->exprs[0]->lit))
+      throw Error(where(s->pos) + ": autoescape with a true value is not supported (markupsafe escaping of output)");
+  bind_self(body, template_self(blocks));
+}
+
 }  // namespace
 
 Parsed parse(std::string_view source) {
   Parsed p = Parser(lex(source)).run();
+  template_reference(p.body);
   if (source.find("changed") == std::string_view::npos) no_changed(p.body);
   return p;
 }

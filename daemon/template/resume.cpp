@@ -55,6 +55,7 @@ Value copy_mutable(const Value& v, Memo& memo, std::vector<Ref<DictObj>>& made) 
     memo.emplace_back(key, out);  // before the items: a namespace may hold itself
     bool changed = v.ns;
     out.dict->items.reserve(v.dict->items.size());
+    out.dict->key_objs = v.dict->key_objs;
     for (const auto& [k, x] : v.dict->items) {
       out.dict->items.emplace_back(k, copy_mutable(x, memo, made));
       const Value& c = out.dict->items.back().second;
@@ -354,8 +355,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   if (!watching || !watched(seq)) return false;
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
   std::vector<std::pair<const Body*, std::size_t>> path;
-  if (main || o < 0 || s.targets.size() != 1 || s.exprs[1] || s.has_else || in.frames.size() != 1 ||
-      in.out != in.root || !find_path(*top, &s, path)) {
+  if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
+      !find_path(*top, &s, path)) {
     spoil_all();  // a loop over the messages the prefixes would run fewer times
     return false;
   }

@@ -46,6 +46,8 @@ constexpr NamedSignature kFilterSigs[] = {
     {"lower", {{"s"}, 1, 1, false}},
     {"max", {{"value", "case_sensitive", "attribute"}, 3, 1, false}},
     {"min", {{"value", "case_sensitive", "attribute"}, 3, 1, false}},
+    {"pprint", {{"value"}, 1, 1, false}},
+    {"random", {{"seq"}, 1, 1, false}},
     {"replace", {{"s", "old", "new", "count"}, 4, 3, false}},
     {"reverse", {{"value"}, 1, 1, false}},
     {"round", {{"value", "precision", "method"}, 3, 1, false}},
@@ -63,6 +65,7 @@ constexpr NamedSignature kFilterSigs[] = {
     {"upper", {{"s"}, 1, 1, false}},
     {"urlencode", {{"value"}, 1, 1, false}},
     {"wordcount", {{"s"}, 1, 1, false}},
+    {"wordwrap", {{"s", "width", "break_long_words", "wrapstring", "break_on_hyphens"}, 5, 1, false}},
     {"xmlattr", {{"d", "autospace"}, 2, 1, false}},
 };
 

@@ -474,6 +474,10 @@ void append_repr(const Value& v, std::string& out) {
         out += '>';
         return;
       }
+      if (v.ns && v.view == kSelfView) {
+        out += "<TemplateReference None>";
+        return;
+      }
       if (v.ns && v.view == kCyclerView) {
         out += "<jinja2.utils.Cycler object>";
         return;
@@ -489,7 +493,7 @@ void append_repr(const Value& v, std::string& out) {
       for (const auto& [k, x] : v.dict->items) {
         if (!first) out += ", ";
         first = false;
-        append_repr(key_value(k), out);
+        append_repr(v.dict->key(k), out);
         out += ": ";
         append_repr(x, out);
       }
@@ -531,7 +535,9 @@ std::string key_of(const Value& v) {
     case Kind::kBool: return std::string("\x01i") + (v.b ? "1" : "0");
     case Kind::kInt: return "\x01i" + std::to_string(v.i);
     case Kind::kFloat:
-      if (v.f == std::floor(v.f) && std::fabs(v.f) < 9e15) return "\x01i" + std::to_string(static_cast<int64_t>(v.f));
+      // A float equal to an int is that int's key (Python's hash and ==).
+      if (v.f == std::floor(v.f) && v.f >= -9223372036854775808.0 && v.f < 9223372036854775808.0)
+        return "\x01i" + std::to_string(static_cast<int64_t>(v.f));
       {
         std::string r = "\001f";  // octal: "\x01f" would be one char, 0x1F
         append_float(v.f, r);
@@ -560,6 +566,45 @@ Value key_value(const std::string& key) {
   }
   // 's' (a string key that starts with U+0001), or anything else: the text.
   return Value::str(std::string(first, last));
+}
+
+Value DictObj::key(const std::string& k) const {
+  if (!key_objs.empty() && k.size() > 1 && k[0] == '\x01' && k[1] == 'i')
+    for (const auto& [stored, obj] : key_objs)
+      if (stored == k) return obj;
+  return key_value(k);
+}
+
+void DictObj::set_key(const Value& key, Value v) {
+  std::string k = key_of(key);
+  const std::size_t n = items.size();
+  set(k, std::move(v));
+  if (items.size() > n && (key.kind == Kind::kBool || (key.kind == Kind::kFloat && k[1] == 'i')))
+    key_objs.emplace_back(std::move(k), key);
+}
+
+void DictObj::set_from(const DictObj& src, const std::string& k, Value v) {
+  const std::size_t n = items.size();
+  set(k, std::move(v));
+  if (items.size() > n && !src.key_objs.empty()) {
+    Value obj = src.key(k);
+    if (obj.kind == Kind::kBool || obj.kind == Kind::kFloat) key_objs.emplace_back(k, std::move(obj));
+  }
+}
+
+std::string_view key_json(const DictObj& d, const std::string& k, std::string& buf) {
+  if (!d.key_objs.empty() || (k.size() > 1 && k[0] == '\x01' && k[1] == 'f')) {
+    Value obj = d.key(k);
+    if (obj.kind == Kind::kBool) return obj.b ? "true" : "false";
+    if (obj.kind == Kind::kFloat) {
+      if (std::isnan(obj.f)) return "NaN";
+      if (std::isinf(obj.f)) return obj.f > 0 ? "Infinity" : "-Infinity";
+      buf.clear();
+      append_float(obj.f, buf);
+      return buf;
+    }
+  }
+  return key_json(k);
 }
 
 std::string_view key_json(std::string_view key) {

@@ -191,6 +191,8 @@ struct Args {
 constexpr uint8_t kRangeView = 4;   // Value::view of a range
 constexpr uint8_t kLoopView = 2;    // Value::view of a dict that is a for loop's `loop` (printed <LoopContext i/n>)
 constexpr uint8_t kCyclerView = 1;  // Value::view of a namespace that is a cycler() (no attribute assignment)
+constexpr uint8_t kSelfView =
+    3;  // Value::view of a namespace that is `self`, the template's blocks (jinja2's TemplateReference)
 
 struct Value {
   Kind kind = Kind::kUndefined;
@@ -323,6 +325,16 @@ struct ListObj : RefCounted {
 struct DictObj : RefCounted {
   DictObj() noexcept : RefCounted(Type::kDict) {}
   std::vector<std::pair<std::string, Value>> items;
+  // The keys whose object is not what their stored form reads back as: a
+  // bool or a float equal to an int (True and 1.0 are the key 1; Python
+  // keeps the object first inserted for a key). Empty in nearly every dict.
+  std::vector<std::pair<std::string, Value>> key_objs;
+  // The object of the stored key `k` (key_value(k) but for key_objs).
+  Value key(const std::string& k) const;
+  // set() of the key object `key`, keeping its object where it is a new key.
+  void set_key(const Value& key, Value v);
+  // set() of `src`'s key `k`, its object along.
+  void set_from(const DictObj& src, const std::string& k, Value v);
   // Drops the index, for a caller that rewrites `items` in place.
   void reindex() noexcept {
     if (!index_.empty()) index_.clear();
@@ -331,6 +343,7 @@ struct DictObj : RefCounted {
   // Empties the dict, keeping its buffer.
   void clear() noexcept {
     items.clear();
+    key_objs.clear();
     if (!index_.empty()) index_.clear();
     index_size_ = 0;
   }
@@ -436,5 +449,8 @@ std::string str_key(std::string_view s);
 Value key_value(const std::string& key);
 // The key as json.dumps writes it (an int key 1 becomes "1").
 std::string_view key_json(std::string_view key);
+// The key `k` of `d` as json.dumps writes it (True becomes "true", 1.0
+// "1.0"): in `k`, or in `buf`.
+std::string_view key_json(const DictObj& d, const std::string& k, std::string& buf);
 
 }  // namespace tokfeed::tmpl

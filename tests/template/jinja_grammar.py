@@ -118,7 +118,22 @@ class Gen:
         i = lambda: self.e("int", d)  # noqa: E731
         small = lambda: self.N("int", str(r.choice([0, 1, 2, 3, -1, -2, 5, 8, 20])))  # noqa: E731
         L = lambda: lit_str(r, r.choice(["", " ", "a", "-", "ß", "\n", ", ", "xy", "İ", "%"]))  # noqa: E731
-        k = r.randint(0, 63)
+        k = r.randint(0, 66)
+        if k == 66:  # urlize: links, e-mail addresses, trimmed, rel/target
+            subj = r.choice([s(), "'see http://x.com/a?b=1, (www.y.org). mail me@z.io <foo.net> ' ~ s1",
+                             "s1 ~ ' https://[::1]:80/ http://10.0.0.1 ii.int x@y ' ~ s2", "messages | map(attribute='content') | join(' ')"])
+            return self.filt("str", subj, "urlize", *r.choice([[], ["10"], ["nofollow=true"], ["target='_blank'"],
+                                                               ["rel='me'"], ["extra_schemes=['ftp:']"], ["2, true, 'x', 'y z'"]]))
+        if k == 64:  # textwrap through wordwrap
+            args = r.choice([[], [r.choice(["1", "2", "3", "5", "8", "0", "2.5"])], ["4", "false"], ["3, true, '|'"],
+                             ["width=6, break_on_hyphens=false"], ["5, wrapstring='<br>'"], ["7, break_on_hyphens=1"],
+                             ["2, break_long_words=false, break_on_hyphens=false"]])
+            subj = r.choice([s(), s(), "'well-known hyphen-ated--dash a-b-c words'", "(s1 ~ ' ' ~ s2 ~ '-' ~ s1)"])
+            return self.filt("str", subj, "wordwrap", *args)
+        if k == 65:  # pprint.pformat, wrapped at 80 columns, dicts sorted
+            subj = r.choice([self.e("any", d), self.e("dict", d), self.e("list", d), "messages", "zs", "tools", "d",
+                             s(), "(s1 * 8)", "[s1 * 5, s2 * 5, d]", "{'k': s2 * 9, 'a': [1, 2], 2: none}"])
+            return self.filt("str", subj, "pprint")
         if k >= 62:
             # Markup inside an expression: its +, %, * and str methods escape
             # the plain str they take in.
@@ -482,9 +497,10 @@ class Gen:
         if k == 2:
             return self.N("dict", "(", self.e("dict", d), " if ", self.e("bool", d), " else d)")
         if k == 4 and r.random() < 0.5:
-            # Keys of several kinds (not 1.0, -0.0 or true: their keys print
-            # as the int they equal, docs/chat_templates.md).
-            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'"]) for _ in range(r.randint(1, 3))]
+            # Keys of several kinds; True, 1 and 1.0 are one key, printed as
+            # the object first inserted.
+            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'", "true", "false", "1.0", "-0.0", "0", "7.0"])
+                    for _ in range(r.randint(1, 3))]
             return self.N("dict", "{", *self.join_nodes([self.N("any", key, ": ", self.e("any", d)) for key in keys]), "}")
         if k == 3 and self.loopvars:
             names = [n for n, t in self.loopvars if t == "dict"]
@@ -686,7 +702,45 @@ class Gen:
         """Scoping, unpacking, macro and loop idioms around random expressions."""
         r = self.r
         e = lambda t="any": self.e(t, 2)  # noqa: E731
-        k = r.randint(0, 11)
+        k = r.randint(0, 13)
+        if k == 13:  # blocks rendered in place (scoped or not), self.name(), autoescape with a false value
+            name = self.fresh("blk")
+            kind = r.randint(0, 3)
+            if kind == 3:
+                return self.N("stmt", self.tag(r.choice(["autoescape false", "autoescape none", "autoescape undef",
+                                                         "autoescape ''", "autoescape 0"])),
+                              *self.body(depth + 1), self.tag("endautoescape"))
+            head = f"block {name}" + r.choice(["", "", " scoped"])
+            blk = [self.tag(head), *self.body(depth + 1), self.tag(r.choice(["endblock", f"endblock {name}"]))]
+            if kind == 0:
+                return self.N("stmt", *blk)
+            if kind == 1:
+                return self.N("stmt", *blk, "{{ self.", name, "() ", r.choice(["", "| upper", "| length", "~ 'z'"]), " }}")
+            return self.N("stmt", self.tag("for i in ys"), *blk, self.tag("endfor"), "{{ self.", name, "() }}")
+        if k == 12:  # nested unpacking targets, right and wrong shapes
+            a, b, c = self.fresh("na"), self.fresh("nb"), self.fresh("nc")
+            kind = r.randint(0, 5)
+            if kind <= 2:
+                target = r.choice([f"{a}, ({b}, {c})", f"({a}, {b}), {c}", f"{a}, ({b}, ({c},))", f"({a},)",
+                                   f"{a}, ({b}, {c},)", f"(({a}, {b}))"])
+                src = r.choice(["[[1, [2, 3]], [4, 'ab']]", "d.items()", "d | dictsort", "[['xy', 'z']]",
+                                "[(0, (1, 2))]", "[[[1, 2], 3]]", "[['a', ['b']]]", "[('x', 'yz')]", "zs"]
+                               + (["[[1, [2]]]", "[[1, 2]]", "[[1, 'abc']]", "xs", "[none]"] if r.random() < 0.3 else []))
+                return self.N("stmt", self.tag(f"for {target} in {src}"), "{{ ", a, " }}:{{ ", b, " }}:{{ ", c, " }};",
+                              self.tag("else"), "-", self.tag("endfor"))
+            if kind == 3:
+                self.scope["any"] += [a, b, c]
+                return self.N("stmt", self.tag_split(f"set {a}, ({b}, {c}) = ", e(), ", (", e(), r.choice([", ", ", 1, "]), e(), ")"),
+                              "{{ ", a, " }}{{ ", b, " }}{{ ", c, " }}")
+            if kind == 4:
+                self.scope["any"] += [a, b]
+                return self.N("stmt", self.tag_split(f"set ({a}, {b}), {c} = ", e("str"), ", ", e()),
+                              "{{ ", a, " }}{{ ", b, " }}")
+            ns = self.fresh("ns")
+            return self.N("stmt", self.tag(f"set {ns} = namespace(a=1)"),
+                          self.tag(r.choice([f"set {ns}.a, {b} = 2, 3", f"set {b}, {ns}.a = 'x', 'y'", f"set {ns}.a, = [5]",
+                                             f"set {a}, {b} %}}xy{{% endset", f"set {ns}.a, {b} %}}xy{{% endset"])),
+                          "{{ ", ns, ".a }}")
         if k == 0:  # defaults that read earlier parameters and outer names
             name = self.fresh("md")
             return self.N("stmt", self.tag(f"macro {name}(a, b=a, c=s1 ~ 'x')"), "{{ a }}|{{ b }}|{{ c }}", self.tag("endmacro"),

@@ -192,6 +192,10 @@ TEST_CASE("errors: unsupported constructs at load with line:column; raise_except
   CHECK(load_error("{% for m in [] %}\n{{ m | nosuch }}{% endfor %}").rfind("2:8:", 0) == 0);  // a loop is no branch
   CHECK(load_error("{{ dict(a=1, a=2) }}").find("keyword argument repeated") != std::string::npos);
   CHECK(load_error("{% for x in y %}").find("endfor") != std::string::npos);
+  CHECK(load_error("a\n {% autoescape true %}<{% endautoescape %}").rfind("2:5: autoescape", 0) == 0);
+  CHECK(render_error("{% autoescape x %}{% endautoescape %}", R"({"x": 1})").find("autoescape") != std::string::npos);
+  CHECK(load_error("{% block b %}{% endblock %}{% block b %}{% endblock %}").find("defined twice") !=
+        std::string::npos);
   CHECK(load_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").find("nesting") !=
         std::string::npos);
   CHECK(render_error("{{ raise_exception('roles must alternate') }}").rfind("roles must alternate", 0) == 0);
