@@ -53,9 +53,10 @@ namespace {
 constexpr size_t kBatch = FastSplit::kWordBatch;
 
 // All three pieces of e, an inline hit for the word at [wb, wb + len) of
-// the text (the caller keeps e.n of them).
+// the text (the caller keeps e.n of them). Ids: the 16 bytes from e.ids,
+// one int past the three.
 [[gnu::always_inline]] inline void store_inline(int32_t* o, const WordCache::Entry& e, uint32_t, uint32_t) {
-  std::memcpy(o, e.ids, sizeof e.ids);
+  std::memcpy(o, e.ids, 16);
 }
 [[gnu::always_inline]] inline void store_inline(Token* o, const WordCache::Entry& e, uint32_t wb, uint32_t len) {
   const uint32_t e0 = wb + e.lens[0], e1 = e0 + e.lens[1];
@@ -63,7 +64,6 @@ constexpr size_t kBatch = FastSplit::kWordBatch;
   o[1] = {int32_t(e.ids[1]), e0, e1};
   o[2] = {int32_t(e.ids[2]), e1, wb + len};
 }
-
 // `count` pieces of a word that begins at wb.
 [[gnu::always_inline]] inline void store_pieces(int32_t* o, const WordPiece* p, size_t count, uint32_t) {
   for (size_t i = 0; i < count; ++i) o[i] = p[i].id;
@@ -80,10 +80,11 @@ constexpr size_t kBatch = FastSplit::kWordBatch;
 
 // A batch's pieces gather in a buffer on the stack, appended to the
 // caller's vector when it fills and at the end. An inline hit stores its
-// three pieces with no check of room: the buffer has room for three a word,
-// made again after a word that is not one.
+// three pieces (and for ids one int more) with no check of room: the buffer
+// has room for three a word and one more, made again after a word that is
+// not one.
 constexpr size_t kLongPieces = 64;  // more pieces than this skip the buffer
-constexpr size_t kBufferRoom = 3 * kBatch + kLongPieces;
+constexpr size_t kBufferRoom = 3 * kBatch + 1 + kLongPieces;
 
 // Room for `n` more pieces at w in buf[0, kBufferRoom); the new w.
 template <class T>
@@ -118,36 +119,89 @@ template <class T>
   return w;
 }
 
-// A word of a batch: its key, where it begins in the piece, its length.
+// A word of a batch: its key (lo, hi as WordCache::Key's) and its home slot.
 struct BatchWord {
-  WordCache::Key key;
-  uint32_t begin, len;
+  uint64_t key[2];
+  const WordCache::Entry* slot;
 };
 
 // The keys of words[0, n) (word j is piece[ends[j - 1], ends[j]), with
 // ends[-1] = first), their home slots prefetched. `all_readable`: 16 bytes
-// may be read from every word's start.
+// may be read from every word's start. A word longer than
+// WordCache::kInlineKey gets the key {hash, kMatchesNone}, which no slot holds.
 template <bool all_readable>
 [[gnu::always_inline]] inline void batch_keys(std::string_view piece, size_t readable, const char* readable_end,
                                               uint32_t first, const uint32_t* ends, size_t n,
-                                              const WordCache::Entry* slots, int shift, BatchWord* words) {
+                                              const WordCache::Entry* slots, uint64_t mask, BatchWord* words) {
   const char* const s = piece.data();
   for (size_t j = 0; j < n; ++j) {
     const uint32_t end = ends[j], len = end - first;
     BatchWord& wd = words[j];
-    wd.key = len <= WordCache::kInlineKey && (all_readable || first + 16 <= readable)
-                 ? WordCache::key16(s + first, len)
-                 : WordCache::key_of(piece.substr(first, len), readable_end);
-    wd.begin = first;
-    wd.len = len;
-    __builtin_prefetch(slots + (wd.key.hash >> shift));
+    uint64_t hash;
+    if (len <= WordCache::kInlineKey && (all_readable || first + 16 <= readable)) {
+      hash = WordCache::key16(s + first, len, wd.key);
+    } else {
+      const WordCache::Key k = WordCache::key_of(piece.substr(first, len), readable_end);
+      wd.key[0] = k.lo;
+      wd.key[1] = len > WordCache::kInlineKey ? WordCache::kMatchesNone : k.hi;
+      hash = k.hash;
+    }
+    wd.slot = WordCache::home_of(slots, mask, hash);
+    __builtin_prefetch(wd.slot);
     first = end;
   }
 }
 
-// The words of a batch: word j is piece[ends[j - 1], ends[j]), with
-// ends[-1] = first; 1 <= n <= kBatch. The piece starts at `base` in the
-// text, which goes on to `readable_end`.
+// A batch: word j is piece[ends[j - 1], ends[j]), with ends[-1] = first;
+// 1 <= n <= kBatch. The piece starts at `base` in the text, which goes on
+// to `readable_end`.
+template <class T>
+struct Batch {
+  const BpeModel& model;
+  std::string_view piece;
+  uint32_t base;
+  const char* readable_end;
+  uint32_t first;
+  const uint32_t* ends;
+  size_t n;
+  std::vector<T>& out;
+  T* buf;
+  BatchWord* words;
+  uint32_t generation;  // the word cache's when words' home slots were found
+};
+
+// Word j of batch b, which is not an inline hit in its home slot; its
+// pieces go to w. The new w. Kept out of the loop over the words, whose
+// registers it would take.
+template <class T>
+[[gnu::noinline]] T* batch_word(Batch<T>& b, size_t j, T* w) {
+  const WordCache& cache = b.model.word_cache();
+  const uint32_t begin = j > 0 ? b.ends[j - 1] : b.first, len = b.ends[j] - begin;
+  const std::string_view word = b.piece.substr(begin, len);
+  const WordCache::Key key = WordCache::key_again(b.words[j].key[0], b.words[j].key[1]);
+  size_t count;
+  const WordPiece* p = cache.pieces_at(*b.words[j].slot, key, word, count);
+  if (p != nullptr && count <= kLongPieces) {  // out of line in its home slot
+    w = make_room(b.buf, w, count + 3 * (b.n - j) + 1, b.out);
+    store_pieces(w, p, count, b.base + begin);
+    return w + count;
+  }
+  w = word_pieces(b.model, b.piece, b.base, begin, len, key, b.buf, w, b.out);
+  w = make_room(b.buf, w, 3 * (b.n - j) + 1, b.out);
+  if (cache.generation() != b.generation) {
+    // An insert grew or cleared the table: the home slots of the words left
+    // are found again.
+    b.generation = cache.generation();
+    const WordCache::Entry* slots = cache.slots();
+    const uint64_t mask = cache.offset_mask();
+    for (size_t k = j + 1; k < b.n; ++k)
+      b.words[k].slot =
+          WordCache::home_of(slots, mask, WordCache::key_again(b.words[k].key[0], b.words[k].key[1]).hash);
+  }
+  return w;
+}
+
+// The words of a batch (see Batch).
 template <class T>
 [[gnu::noinline]] void encode_batch(const BpeModel& model, std::string_view piece, uint32_t base,
                                     const char* readable_end, uint32_t first, const uint32_t* ends, size_t n,
@@ -165,39 +219,23 @@ template <class T>
     out.insert(out.end(), buf, w);
     return;
   }
-  int shift = cache.shift();
   BatchWord words[kBatch];
   const size_t readable = size_t(readable_end - piece.data());  // bytes that may be read from the piece's start
   // Mostly every word of the batch is followed by 16 readable bytes: then
   // the loop checks only the length.
   if ((n > 1 ? ends[n - 2] : first) + 16 <= readable)
-    batch_keys<true>(piece, readable, readable_end, first, ends, n, slots, shift, words);
-  else batch_keys<false>(piece, readable, readable_end, first, ends, n, slots, shift, words);
+    batch_keys<true>(piece, readable, readable_end, first, ends, n, slots, cache.offset_mask(), words);
+  else batch_keys<false>(piece, readable, readable_end, first, ends, n, slots, cache.offset_mask(), words);
+  Batch<T> b{model, piece, base, readable_end, first, ends, n, out, buf, words, cache.generation()};
   for (size_t j = 0; j < n; ++j) {
-    // Scalars, not the struct: a store to w may alias words[j] (int32_t and
-    // uint32_t), which would make the compiler copy it first. Words that
-    // are not an inline hit at home (rare) read it again.
-    const uint64_t lo = words[j].key.lo, hi = words[j].key.hi;
-    const uint32_t len = words[j].len;
-    const WordCache::Entry& e = slots[words[j].key.hash >> shift];
-    store_inline(w, e, base + words[j].begin, len);
-    if (((e.lo ^ lo) | (e.hi ^ hi) | (e.key_len ^ len)) == 0 && uint8_t(e.n - 1) < 3) {
+    // A slot equal to the word's key holds it with its pieces inline.
+    const WordCache::Entry& e = *words[j].slot;
+    uint32_t begin = 0, len = 0;
+    if constexpr (std::is_same_v<T, Token>) begin = j > 0 ? ends[j - 1] : first, len = ends[j] - begin;
+    store_inline(w, e, base + begin, len);
+    if (e.lo == words[j].key[0] && e.hi == words[j].key[1]) [[likely]]
       w += e.n;
-      continue;
-    }
-    const BatchWord& word = words[j];
-    size_t count;
-    const WordPiece* p = cache.pieces_at(e, word.key, piece.substr(word.begin, len), count);
-    if (p != nullptr && count <= kLongPieces) {  // out of line in its home slot
-      w = make_room(buf, w, count + 3 * (n - j), out);
-      store_pieces(w, p, count, base + word.begin);
-      w += count;
-      continue;
-    }
-    w = word_pieces(model, piece, base, word.begin, len, word.key, buf, w, out);
-    w = make_room(buf, w, 3 * (n - j), out);
-    slots = cache.slots();  // an insert may have grown the table
-    shift = cache.shift();
+    else w = batch_word(b, j, w);
   }
   out.insert(out.end(), buf, w);
 }

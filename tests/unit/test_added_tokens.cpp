@@ -1,9 +1,12 @@
 // AddedTokenMatcher::split (text/hf/added_vocab.hpp) against the plainest
 // reading of leftmost-longest matching: at each position, the longest token
 // that starts there, else the next position. Token sets whose tokens start
-// with one byte (memchr), a few (16 bytes at a time) and many (a byte at a
-// time), on random strings with the tokens near every position, the ends of
-// 16-byte blocks included.
+// with one byte (memchr), a few (64 bytes at a time, then 16) and many (a
+// byte at a time), on random strings with the tokens near every position,
+// and on long runs with no first byte and a token after them at every
+// offset of a 64-byte step; and the scan for first bytes itself
+// (next_first_byte), from every position of texts whose first bytes are far
+// apart.
 #include <doctest/doctest.h>
 
 #include <random>
@@ -79,5 +82,81 @@ TEST_CASE("added tokens: split finds every token, with one, a few or many first 
       }
     }
     CHECK(found > 3000);
+  }
+}
+
+TEST_CASE("added tokens: a few first bytes, the first one found at every offset of a 64-byte step") {
+  const std::vector<std::vector<std::string>> sets = {
+      {"<s>", "[INST]"},            // two first bytes
+      {"<a>", "[b]", "{c}"},        // three
+      {"<a>", "[b]", "{c}", "|d|"}  // four
+  };
+  for (const auto& tokens : sets) {
+    std::vector<AddedToken> added;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      added.push_back({tokens[t], int32_t(100 + t), false, false, false, false, true});
+    AddedTokenMatcher m;
+    m.build(added, tokens);
+    size_t checked = 0;
+    for (size_t before = 0; before < 200; ++before)
+      for (size_t t = 0; t < tokens.size(); ++t)
+        for (const bool decoy : {false, true}) {
+          // A first byte that starts no token (a decoy) a little after the
+          // run, and a token after that: the scan stops at the decoy first.
+          std::string text(before, 'a');
+          if (decoy) text += std::string(1, tokens[(t + 1) % tokens.size()][0]) + "zz" + std::string(before % 70, 'b');
+          text += tokens[t];
+          text.append(before % 37, 'c');
+          std::vector<AddedSplit> got;
+          m.split(text, got);
+          const std::vector<AddedSplit> want = plain_split(tokens, text);
+          CAPTURE(text);
+          REQUIRE(got.size() == want.size());
+          for (size_t k = 0; k < got.size(); ++k) {
+            CHECK(got[k].id == want[k].id);
+            CHECK(got[k].begin == want[k].begin);
+            CHECK(got[k].end == want[k].end);
+          }
+          REQUIRE(got[got.size() - (before % 37 ? 2 : 1)].id == int32_t(100 + t));
+          ++checked;
+        }
+    CHECK(checked == 200 * tokens.size() * 2);
+  }
+}
+
+TEST_CASE("added tokens: next_first_byte is the first position with a token's first byte, from any position") {
+  const std::vector<std::vector<std::string>> sets = {{"<s>"},
+                                                      {"<s>", "[INST]"},
+                                                      {"<a>", "[b]", "{c}"},
+                                                      {"<a>", "[b]", "{c}", "|d|"},
+                                                      {"<a>", "[b]", "{c}", "|d|", "~e"}};
+  std::mt19937_64 rng(7);
+  for (const auto& tokens : sets) {
+    std::vector<AddedToken> added;
+    std::string firsts;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      added.push_back({tokens[t], int32_t(100 + t), false, false, false, false, true});
+      firsts += tokens[t][0];
+    }
+    AddedTokenMatcher m;
+    m.build(added, tokens);
+    size_t checked = 0, bad = 0;
+    for (int round = 0; round < 400; ++round) {
+      // First bytes far apart (up to 300 bytes of others between them).
+      std::string text;
+      while (text.size() < 600) {
+        text.append(rng() % 300, "abc xyz"[rng() % 7]);
+        text += firsts[rng() % firsts.size()];
+      }
+      text.resize(rng() % 600);
+      for (size_t pos = 0; pos <= text.size(); ++pos) {
+        size_t want = pos;
+        while (want < text.size() && firsts.find(text[want]) == std::string::npos) ++want;
+        if (m.next_first_byte(text, pos) != want && bad++ < 3) FAIL_CHECK("at " << pos << " of " << text.size());
+        ++checked;
+      }
+    }
+    CHECK(bad == 0);
+    CHECK(checked > 100000);
   }
 }

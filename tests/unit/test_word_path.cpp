@@ -197,7 +197,7 @@ TEST_CASE("word cache: hits give what the merges give, through growth and the cl
   std::mt19937 rng(5);
   static const char* units[] = {"a", "e", "t", "th", "ing", " ", "=", "0", "\xe4\xb8\xad", "\xc3\xa9", "\xff", "_"};
   // More distinct words than the cache's largest table holds at half load
-  // (2^18), some of them long (inline keys end at 16 bytes; 255 is the most
+  // (2^18), some of them long (inline keys end at 15 bytes; 255 is the most
   // it keeps), each asked for three times: a miss, then a hit (a long word:
   // a miss, a miss that keeps it, then a hit).
   std::vector<std::string> words;
@@ -222,6 +222,80 @@ TEST_CASE("word cache: hits give what the merges give, through growth and the cl
       if (!ok && bad++ < 3) FAIL_CHECK("word " << i << " pass " << pass << " (" << w.size() << " bytes) differs");
     }
   }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("word cache: words told apart by their length alone, around the end of inline keys") {
+  // A word's key is its bytes zero-padded, with its length beside them:
+  // words that differ only in trailing NUL bytes are different words. And
+  // words of 15, 16 and 17 bytes, where inline keys end, asked for where 16
+  // bytes may be read past their start and where they end the text.
+  const std::string path = tokenizer_json("qwen3");
+  REQUIRE(!path.empty());
+  std::vector<std::string> words;
+  for (const std::string stem : {"!", "a", "\xff", "=="})
+    for (size_t nuls = 0; nuls < 18; ++nuls) words.push_back(stem + std::string(nuls, '\0'));
+  for (size_t len = 13; len <= 18; ++len) {
+    words.push_back(std::string(len, '!'));
+    words.push_back(std::string(len - 1, '!') + '\0');
+    words.push_back(std::string(len - 1, '!') + '\x1f');
+    words.push_back(std::string(len, ' '));
+  }
+  // Keys: the batch's (16 readable bytes) and the general one's agree, and
+  // no two short words share one.
+  std::vector<WordCache::Key> keys;
+  for (const std::string& w : words) {
+    const std::string padded = w + std::string(16, 'x');
+    const WordCache::Key a = WordCache::key_of(w, nullptr),
+                         b = WordCache::key_of(padded.substr(0, w.size()), padded.data() + padded.size());
+    CAPTURE(w.size());
+    CHECK(a.lo == b.lo);
+    CHECK(a.hi == b.hi);
+    CHECK(a.hash == b.hash);
+    if (w.size() <= WordCache::kInlineKey) {
+      uint64_t k16[2];
+      CHECK(WordCache::key16(padded.data(), w.size(), k16) == a.hash);
+      CHECK(k16[0] == a.lo);
+      CHECK(k16[1] == a.hi);
+      CHECK((a.hi >> 56) == w.size());
+      for (const WordCache::Key& k : keys) CHECK_FALSE((k.lo == a.lo && k.hi == a.hi));
+      keys.push_back(a);
+    } else {
+      CHECK(a.hi == WordCache::kLongKey);
+    }
+  }
+  CHECK(keys.size() > 60);
+  // Through the cache: each word asked for three times, in both orders, as
+  // words of the model and as texts of the fused path against the general one.
+  HfParts parts = load_hf_parts(path);
+  const BpeModel& m = *parts.model;
+  size_t bad = 0;
+  for (int order = 0; order < 2; ++order)
+    for (int pass = 0; pass < 3; ++pass)
+      for (size_t i = 0; i < words.size(); ++i) {
+        const std::string& w = words[order == 0 ? i : words.size() - 1 - i];
+        std::vector<WordPiece> cached, heap;
+        m.tokenize(w, cached);
+        m.tokenize_heap(w, heap);
+        bool ok = cached.size() == heap.size();
+        for (size_t k = 0; ok && k < heap.size(); ++k) ok = cached[k].id == heap[k].id && cached[k].len == heap[k].len;
+        if (!ok && bad++ < 3) FAIL_CHECK("word of " << w.size() << " bytes, pass " << pass << " differs");
+      }
+  HfTokenizer fused(load_hf_parts(path), true), general(load_hf_parts(path), false);
+  for (int pass = 0; pass < 3; ++pass)
+    for (const std::string& w : words)
+      for (const std::string& text : {w, "x" + w, w + "x y", "(" + w + ")" + std::string(20, 'z')}) {
+        std::vector<Token> a, b;
+        fused.encode(text, a);
+        general.encode(text, b);
+        std::vector<int32_t> ids;
+        fused.encode_ids(text, ids);
+        bool ok = same(a, b) && ids.size() == b.size();
+        for (size_t k = 0; ok && k < b.size(); ++k) ok = ids[k] == b[k].id;
+        if (!ok && bad++ < 6)
+          FAIL_CHECK("text of " << text.size() << " bytes, pass " << pass << ": fused " << show(a) << "\ngeneral "
+                                << show(b));
+      }
   CHECK(bad == 0);
 }
 

@@ -45,6 +45,42 @@ void AddedTokenMatcher::build(std::vector<AddedToken> tokens, const std::vector<
     }
 }
 
+#if defined(__SSE2__)
+namespace {
+
+// Where in text[pos, n) the first of the K bytes of `firsts` is, 64 bytes a
+// step (then 16), or past the last step's end (the caller scans the rest).
+template <int K>
+size_t find_first_of(const char* text, size_t pos, size_t n, const unsigned char* firsts, bool* found) {
+  __m128i f[K];
+  for (int k = 0; k < K; ++k) f[k] = _mm_set1_epi8(static_cast<char>(firsts[k]));
+  const auto hits = [&](size_t at) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text + at));
+    __m128i hit = _mm_cmpeq_epi8(v, f[0]);
+    for (int k = 1; k < K; ++k) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, f[k]));
+    return hit;
+  };
+  for (; pos + 64 <= n; pos += 64) {
+    const __m128i h0 = hits(pos), h1 = hits(pos + 16), h2 = hits(pos + 32), h3 = hits(pos + 48);
+    if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(h0, h1), _mm_or_si128(h2, h3))) == 0) continue;
+    const uint64_t m = uint64_t(unsigned(_mm_movemask_epi8(h0))) | uint64_t(unsigned(_mm_movemask_epi8(h1))) << 16 |
+                       uint64_t(unsigned(_mm_movemask_epi8(h2))) << 32 |
+                       uint64_t(unsigned(_mm_movemask_epi8(h3))) << 48;
+    *found = true;
+    return pos + size_t(__builtin_ctzll(m));
+  }
+  for (; pos + 16 <= n; pos += 16)
+    if (const int mask = _mm_movemask_epi8(hits(pos))) {
+      *found = true;
+      return pos + size_t(__builtin_ctz(unsigned(mask)));
+    }
+  *found = false;
+  return pos;
+}
+
+}  // namespace
+#endif
+
 size_t AddedTokenMatcher::next_first_byte(std::string_view text, size_t pos) const {
   const size_t n = text.size();
   if (first_byte_count_ == 1) {
@@ -52,16 +88,15 @@ size_t AddedTokenMatcher::next_first_byte(std::string_view text, size_t pos) con
     return at ? size_t(static_cast<const char*>(at) - text.data()) : n;
   }
 #if defined(__SSE2__)
-  if (first_byte_count_ <= kFewFirstBytes) {
-    __m128i firsts[kFewFirstBytes];
-    for (int k = 0; k < first_byte_count_; ++k) firsts[k] = _mm_set1_epi8(static_cast<char>(first_bytes_[k]));
-    for (; pos + 16 <= n; pos += 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + pos));
-      __m128i hit = _mm_setzero_si128();
-      for (int k = 0; k < first_byte_count_; ++k) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, firsts[k]));
-      if (const int mask = _mm_movemask_epi8(hit)) return pos + size_t(__builtin_ctz(unsigned(mask)));
-    }
+  static_assert(kFewFirstBytes == 4);
+  bool found = false;
+  switch (first_byte_count_) {
+    case 2: pos = find_first_of<2>(text.data(), pos, n, first_bytes_, &found); break;
+    case 3: pos = find_first_of<3>(text.data(), pos, n, first_bytes_, &found); break;
+    case 4: pos = find_first_of<4>(text.data(), pos, n, first_bytes_, &found); break;
+    default: break;
   }
+  if (found) return pos;
 #endif
   while (pos < n && !first_byte_[static_cast<unsigned char>(text[pos])]) ++pos;
   return pos;

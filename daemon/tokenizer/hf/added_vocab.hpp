@@ -31,6 +31,8 @@ class AddedTokenMatcher {
 
   // Splits `text` into pieces covering all of it, in order.
   void split(std::string_view text, std::vector<AddedSplit>& out) const;
+  // The first position from pos whose byte some token starts with, or text.size().
+  size_t next_first_byte(std::string_view text, size_t pos) const;
 
  private:
   struct Node {
@@ -39,10 +41,8 @@ class AddedTokenMatcher {
   };
   // Longest token matching at text[pos]: its index and length, or -1.
   int32_t longest_at(std::string_view text, size_t pos, size_t* len) const;
-  // The first position from pos whose byte some token starts with, or text.size().
-  size_t next_first_byte(std::string_view text, size_t pos) const;
 
-  static constexpr int kFewFirstBytes = 4;  // up to this many, scanned for 16 bytes at a time
+  static constexpr int kFewFirstBytes = 4;  // up to this many, scanned for 64 bytes at a time
   std::vector<AddedToken> tokens_;
   std::vector<Node> nodes_;
   bool first_byte_[256] = {};

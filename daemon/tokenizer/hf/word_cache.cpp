@@ -10,9 +10,9 @@ uint64_t WordCache::hash_long(std::string_view word) { return hash_bytes(word); 
 
 void WordCache::grow() {
   constexpr Entry kEmpty{0, 0, {0, 0, 0}, 0, 0, {0, 0}};
+  ++generation_;
   if (slots_.empty() || slots_.size() >= kMaxSlots) {
     slots_.assign(slots_.empty() ? kMinSlots : kMaxSlots, kEmpty);
-    shift_ = 64 - __builtin_ctzll(slots_.size());
     keys_.clear();
     values_.clear();
     std::fill(seen_.begin(), seen_.end(), 0);
@@ -23,21 +23,11 @@ void WordCache::grow() {
   // entry's hash is not kept: it is computed again from its key.
   HugeVector<Entry> old(slots_.size() * 2, kEmpty);
   old.swap(slots_);
-  shift_ = 64 - __builtin_ctzll(slots_.size());
   const size_t mask = slots_.size() - 1;
-  Lookup at;
   for (const Entry& e : old) {
     if (e.key_len == 0) continue;
-    if (e.key_len > kInlineKey) {
-      key(std::string_view(keys_.data() + e.ids[0], e.key_len), at);
-    } else {
-      // The key's bytes are the entry's two integers, little-endian.
-      char buf[16];
-      std::memcpy(buf, &e.lo, 8);
-      std::memcpy(buf + 8, &e.hi, 8);
-      key(std::string_view(buf, e.key_len), at);
-    }
-    size_t i = at.hash >> shift_;
+    const uint64_t hash = e.key_len > kInlineKey ? e.lo : hash_of(e.lo, e.hi & ~kOutOfLine);
+    size_t i = home(hash, mask);
     while (slots_[i].key_len != 0) i = (i + 1) & mask;
     slots_[i] = e;
   }
@@ -56,7 +46,7 @@ void WordCache::insert(std::string_view word, Lookup& at, const WordPiece* piece
   if (at.slot == SIZE_MAX || count_ + 1 > slots_.size() / 2) {
     grow();
     const size_t mask = slots_.size() - 1;
-    at.slot = at.hash >> shift_;
+    at.slot = home(at.hash, mask);
     while (slots_[at.slot].key_len != 0) at.slot = (at.slot + 1) & mask;
   }
   Entry e{at.lo, at.hi, {0, 0, 0}, uint8_t(word.size()), 0, {0, 0}};
@@ -69,7 +59,7 @@ void WordCache::insert(std::string_view word, Lookup& at, const WordPiece* piece
     for (size_t i = 0; i < n; ++i) e.ids[i] = uint32_t(pieces[i].id);
     for (size_t i = 0; i < n && i < 2; ++i) e.lens[i] = uint8_t(pieces[i].len);
   } else {
-    e.n = kOutOfLine;
+    e.hi |= kOutOfLine;
     if (word.size() > kInlineKey) {
       e.ids[0] = uint32_t(keys_.size());
       keys_.append(word);
