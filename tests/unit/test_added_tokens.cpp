@@ -44,6 +44,16 @@ std::vector<AddedSplit> plain_split(const std::vector<std::string>& tokens, cons
   return out;
 }
 
+// A matcher of `tokens`, special, with ids from 100 in their order.
+AddedTokenMatcher matcher_of(const std::vector<std::string>& tokens) {
+  std::vector<AddedToken> added;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    added.push_back({tokens[t], int32_t(100 + t), false, false, false, false, true});
+  AddedTokenMatcher m;
+  m.build(added, tokens);
+  return m;
+}
+
 // The matcher's split of `text` equals the plain one, piece by piece;
 // returns how many pieces are added tokens.
 size_t check_split(const AddedTokenMatcher& m, const std::vector<std::string>& tokens, const std::string& text) {
@@ -73,11 +83,7 @@ TEST_CASE("added tokens: split finds every token, with one, a few or many first 
   };
   std::mt19937_64 rng(20261206);
   for (const auto& tokens : sets) {
-    std::vector<AddedToken> added;
-    for (size_t t = 0; t < tokens.size(); ++t)
-      added.push_back({tokens[t], int32_t(100 + t), false, false, false, false, true});
-    AddedTokenMatcher m;
-    m.build(added, tokens);
+    const AddedTokenMatcher m = matcher_of(tokens);
     const std::string filler = "ab <[{|~x \xEF\xBD";
     size_t found = 0;
     for (int round = 0; round < 3000; ++round) {
@@ -100,11 +106,7 @@ TEST_CASE("added tokens: a few first bytes, the first one found at every offset 
       {"<a>", "[b]", "{c}", "|d|"}  // four
   };
   for (const auto& tokens : sets) {
-    std::vector<AddedToken> added;
-    for (size_t t = 0; t < tokens.size(); ++t)
-      added.push_back({tokens[t], int32_t(100 + t), false, false, false, false, true});
-    AddedTokenMatcher m;
-    m.build(added, tokens);
+    const AddedTokenMatcher m = matcher_of(tokens);
     size_t checked = 0;
     for (size_t before = 0; before < 200; ++before)
       for (size_t t = 0; t < tokens.size(); ++t)
