@@ -70,10 +70,6 @@ std::size_t wordsep_match(const Chars& t, std::size_t i) {
   return n - i;
 }
 
-bool blank(const Chars& c) {
-  return std::all_of(c.begin(), c.end(), [](uint32_t x) { return py_isspace(x); });
-}
-
 struct Wrap {
   double width;
   bool int_width;  // an int (or bool) width: a float one fails where a long word is broken
@@ -82,66 +78,70 @@ struct Wrap {
 
 // textwrap.wrap(line) with jinja2's options.
 std::vector<std::string> wrap_line(const Chars& line, const Wrap& w) {
-  std::vector<Chars> chunks;  // in order; `next` the first left
-  if (w.hyphens_split) {
-    for (std::size_t i = 0; i < line.size();) {
-      std::size_t len = wordsep_match(line, i);
-      chunks.emplace_back(line.begin() + static_cast<std::ptrdiff_t>(i),
-                          line.begin() + static_cast<std::ptrdiff_t>(i + len));
-      i += len;
-    }
-  } else {
-    for (std::size_t i = 0; i < line.size();) {
-      std::size_t j = i;
+  // The chunks as [begin, end) spans of `line`, in order; `next` the first left.
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;
+  for (std::size_t i = 0; i < line.size();) {
+    std::size_t j = i;
+    if (w.hyphens_split) {
+      j = i + wordsep_match(line, i);
+    } else {
       const bool sp = tw_space(line[i]);
       while (j < line.size() && tw_space(line[j]) == sp) ++j;
-      chunks.emplace_back(line.begin() + static_cast<std::ptrdiff_t>(i), line.begin() + static_cast<std::ptrdiff_t>(j));
-      i = j;
     }
+    chunks.emplace_back(i, j);
+    i = j;
   }
   if (w.width <= 0) throw Error("invalid width " + to_str(Value::real(w.width)) + " (must be > 0)");
+  auto size = [](const std::pair<std::size_t, std::size_t>& c) { return c.second - c.first; };
+  auto blank = [&](const std::pair<std::size_t, std::size_t>& c) {
+    for (std::size_t k = c.first; k < c.second; ++k)
+      if (!py_isspace(line[k])) return false;
+    return true;
+  };
   std::vector<std::string> lines;
+  std::vector<std::pair<std::size_t, std::size_t>> cur;
   std::size_t next = 0;
   while (next < chunks.size()) {
-    std::vector<Chars> cur;
+    cur.clear();
     double cur_len = 0;
     if (!lines.empty() && blank(chunks[next])) ++next;
     while (next < chunks.size()) {
-      const auto l = static_cast<double>(chunks[next].size());
+      const auto l = static_cast<double>(size(chunks[next]));
       if (cur_len + l > w.width) break;
-      cur.push_back(std::move(chunks[next++]));
+      cur.push_back(chunks[next++]);
       cur_len += l;
     }
-    if (next < chunks.size() && static_cast<double>(chunks[next].size()) > w.width) {
+    if (next < chunks.size() && static_cast<double>(size(chunks[next])) > w.width) {
       // _handle_long_word
       if (w.break_long_words) {
         double space_left = w.width < 1 ? 1 : w.width - cur_len;
         if (!(w.width < 1) && !w.int_width) throw Error("slice indices must be integers or None");
+        auto& chunk = chunks[next];
         auto end = static_cast<std::size_t>(space_left);
-        Chars& chunk = chunks[next];
-        if (w.break_on_hyphens && static_cast<double>(chunk.size()) > space_left) {
-          // After the last hyphen before space_left that has no hyphens alone before it.
-          std::size_t limit = std::min(end, chunk.size());
-          for (std::size_t h = limit; h-- > 1;) {
-            if (chunk[h] != '-') continue;
-            if (std::any_of(chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(h),
-                            [](uint32_t c) { return c != '-'; }))
-              end = h + 1;
+        if (w.break_on_hyphens && static_cast<double>(size(chunk)) > space_left) {
+          // After the last hyphen before space_left, where something but hyphens is before it.
+          for (std::size_t h = std::min(end, size(chunk)); h-- > 1;) {
+            if (line[chunk.first + h] != '-') continue;
+            for (std::size_t k = chunk.first; k < chunk.first + h; ++k)
+              if (line[k] != '-') {
+                end = h + 1;
+                break;
+              }
             break;
           }
         }
-        end = std::min(end, chunk.size());
-        cur.emplace_back(chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(end));
-        chunk.erase(chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(end));
+        end = std::min(end, size(chunk));
+        cur.emplace_back(chunk.first, chunk.first + end);
+        chunk.first += end;
       } else if (cur.empty()) {
-        cur.push_back(std::move(chunks[next++]));
+        cur.push_back(chunks[next++]);
       }
     }
     if (!cur.empty() && blank(cur.back())) cur.pop_back();
     if (!cur.empty()) {
-      std::string s;
-      for (const Chars& c : cur) s += utf8(c);
-      lines.push_back(std::move(s));
+      std::string text;
+      for (const auto& c : cur) text += utf8(line, c.first, c.second);
+      lines.push_back(std::move(text));
     }
   }
   return lines;
@@ -447,24 +447,24 @@ bool http_match(const Chars& t) {
   return pieces <= 6 && http_rest(t, close + 1);
 }
 
-// ^\S+@\w[\w.-]*\.\w+$ (the text has no whitespace).
+// ^\S+@\w[\w.-]*\.\w+$ (the text has no whitespace): the '@' is the one
+// before the run of [\w.-] that ends the text, with something before it, a
+// word character after it, and after the last '.' word characters alone.
 bool email_match(const Chars& t) {
-  for (std::size_t at = 1; at < t.size(); ++at) {
-    if (t[at] != '@') continue;
-    const std::size_t s = at + 1;
-    if (s >= t.size() || !py_is_word_char(t[s])) continue;
-    std::size_t dot = SIZE_MAX;
-    bool ok = true;
-    for (std::size_t k = s + 1; k < t.size() && ok; ++k) {
-      if (t[k] == '.') dot = k;
-      else ok = t[k] == '-' || py_is_word_char(t[k]);
+  const std::size_t n = t.size();
+  std::size_t dot = SIZE_MAX;  // the last '.'
+  for (std::size_t k = n; k-- > 0;)
+    if (t[k] == '.') {
+      dot = k;
+      break;
     }
-    if (!ok || dot == SIZE_MAX || dot + 1 >= t.size()) continue;
-    bool word = true;
-    for (std::size_t k = dot + 1; k < t.size(); ++k) word = word && py_is_word_char(t[k]);
-    if (word) return true;
-  }
-  return false;
+  if (dot == SIZE_MAX || dot + 1 >= n) return false;
+  for (std::size_t k = dot + 1; k < n; ++k)
+    if (!py_is_word_char(t[k])) return false;
+  std::size_t from = n;
+  while (from > 0 && (t[from - 1] == '.' || t[from - 1] == '-' || py_is_word_char(t[from - 1]))) --from;
+  const std::size_t at = from - 1;
+  return from >= 2 && t[at] == '@' && at + 1 < dot && py_is_word_char(t[at + 1]);
 }
 
 std::size_t count_of(std::string_view s, std::string_view x) {
@@ -642,11 +642,10 @@ Value f_urlize(Interp&, Value& v, Args& a) {
       const std::size_t starts = count_of(middle, open);
       if (starts <= count_of(middle, close)) continue;
       const std::size_t moves = std::min(starts, count_of(tail, close));
-      for (std::size_t m = 0; m < moves; ++m) {
-        const std::size_t end = tail.find(close) + close.size();
-        middle += tail.substr(0, end);
-        tail.erase(0, end);
-      }
+      std::size_t from = 0;  // what moved: tail[0, from)
+      for (std::size_t m = 0; m < moves; ++m) from = tail.find(close, from) + close.size();
+      middle += tail.substr(0, from);
+      tail.erase(0, from);
     }
     const Chars mc = code_points(middle);
     if (http_match(mc)) {
@@ -655,7 +654,7 @@ Value f_urlize(Interp&, Value& v, Args& a) {
                trim(middle) + "</a>";
     } else if (middle.rfind("mailto:", 0) == 0 && email_match(code_points(middle.substr(7)))) {
       middle = "<a href=\"" + middle + "\">" + middle.substr(7) + "</a>";
-    } else if (middle.find('@') != std::string::npos && middle.rfind("www.", 0) != 0 &&
+    } else if (middle.find('@') != std::string::npos && middle.rfind("www.", 0) != 0 && middle[0] != '@' &&
                middle.find(':') == std::string::npos && email_match(mc)) {
       middle = "<a href=\"mailto:" + middle + "\">" + middle + "</a>";
     } else {

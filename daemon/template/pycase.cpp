@@ -264,10 +264,17 @@ bool py_is_word_char(uint32_t cp) { return cp == '_' || alpha(cp) || numeric(cp)
 namespace {
 
 // The text between Python's whitespace, its decimal digits (any script)
-// as ASCII; false when another non-ASCII character is in it.
+// as ASCII; false when another non-ASCII character is in it. int() and
+// float() strip what str.isspace() calls whitespace but U+001C-U+001F
+// (`float('7\x1f')` fails).
 bool ascii_number_text(std::string_view s, std::string& out) {
-  std::string_view t = py_strip(s, std::nullopt, true, true);
-  for (uint32_t c : code_points(t)) {
+  std::vector<uint32_t> cps = code_points(s);
+  auto space = [](uint32_t c) { return py_isspace(c) && !(c >= 0x1c && c <= 0x1f); };
+  std::size_t b = 0, e = cps.size();
+  while (b < e && space(cps[b])) ++b;
+  while (e > b && space(cps[e - 1])) --e;
+  for (std::size_t k = b; k < e; ++k) {
+    const uint32_t c = cps[k];
     if (c < 0x80) out += static_cast<char>(c);
     else if (decimal(c)) out += static_cast<char>('0' + u_charDigitValue(static_cast<UChar32>(c)));
     else return false;

@@ -47,7 +47,8 @@ UNCOMPARABLE = ("object at 0x", "<generator object", "<function ", "<bound metho
                 "<jinja2.", "<macro ", "<property")  # lower case
 
 
-ADDRESS = re.compile(r"0x[0-9a-f]{8,16}>")
+# (letters a replace filter put into the address too: "0x7f8cZ...>")
+ADDRESS = re.compile(r"0x[0-9a-z]{8,16}>")
 
 
 class Timeout(Exception):
