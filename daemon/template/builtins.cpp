@@ -41,10 +41,6 @@ Value macro_attr(const Stmt& m, std::string_view name) {
   return Value::undefined(std::string(name));
 }
 
-}  // namespace
-
-namespace {
-
 // The str of one code point: a latin-1 one made once for the process, as
 // CPython keeps one object per latin-1 character (outside any render's
 // budget, never freed), else a new one.

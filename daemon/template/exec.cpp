@@ -34,12 +34,18 @@ std::string unpack_error(std::size_t want, std::size_t got) {
              : "too many values to unpack (expected " + std::to_string(want) + ")";
 }
 
+// jinja2's error where the variable `name` holds `obj`, which is no
+// namespace, and a set assigns an attribute of it.
+void require_namespace(const Value& obj, std::string_view name) {
+  if (!(obj.is_dict() && obj.ns && !obj.view))
+    throw Error("cannot assign attribute on non-namespace object '" + std::string(name) + "'");
+}
+
 // `ns.attr` in a tuple target (`{% set ns.attr, b = ... %}`): `ns` is the
 // variable's name. (A set of `ns.attr` alone is exec's.)
 void set_attribute(Interp& in, const Name& ns, const std::string& attr, Value v) {
   Value obj = in.lookup(ns);
-  if (!(obj.is_dict() && obj.ns && !obj.view))
-    throw Error("cannot assign attribute on non-namespace object '" + ns.str() + "'");
+  require_namespace(obj, ns.str());
   if (!attr.empty() && attr[0] == '_') throw Error("namespace attributes cannot start with '_'");
   if (tracking(in)) in.track->stored(v);
   in.keep_namespace(obj, v);
@@ -74,10 +80,8 @@ void assign_targets(Interp& in, const Stmt& s, const Value& v) {
     for (std::size_t k = 0, name = 0; k < s.shape.size(); ++k) {
       if (s.shape[k] >= 0) continue;
       if (s.shape[k] == -2) {
-        const std::string& t = s.targets[name];
-        Value obj = in.lookup(Name(std::string_view(t).substr(0, t.find('.'))));
-        if (!(obj.is_dict() && obj.ns && !obj.view))
-          throw Error("cannot assign attribute on non-namespace object '" + t.substr(0, t.find('.')) + "'");
+        const std::string_view ns = std::string_view(s.targets[name]).substr(0, s.targets[name].find('.'));
+        require_namespace(in.lookup(Name(ns)), ns);
       }
       ++name;
     }
@@ -491,10 +495,13 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
 // A block's body, in place or called through `self`: a scope that sees the
 // template's top-level variables alone (the enclosing scope's too where
 // it is scoped and renders in place).
-void run_block(Interp& in, const Stmt& s, bool scoped) {
+// Its output goes to `into` where given (emptied first).
+void run_block(Interp& in, const Stmt& s, bool scoped, std::string* into = nullptr) {
   if (s.required) throw Error("Required block '" + s.text + "' not found");
   FrameGuard g(in, !scoped);
-  exec(in, s.bodies[0]);  // no break or continue in it (parser.cpp)
+  // No break or continue in it (parser.cpp).
+  if (into) capture_into(in, s.bodies[0], *into);
+  else exec(in, s.bodies[0]);
 }
 
 }  // namespace
@@ -511,15 +518,7 @@ Value template_self(const std::vector<Stmt*>& blocks) {
                      MessageGuard message_guard(in);  // a block called so binds no iteration
                      in.iteration_bound = nullptr;
                      std::string buf;
-                     std::string* saved = in.out;
-                     in.out = &buf;
-                     try {
-                       run_block(in, *b, false);
-                     } catch (...) {
-                       in.out = saved;
-                       throw;
-                     }
-                     in.out = saved;
+                     run_block(in, *b, false, &buf);
                      --in.depth;
                      return Value::str(std::move(buf));
                    }));
@@ -615,8 +614,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         }
         if (!s.text.empty()) {
           Value obj = in.lookup(s.names[0]);
-          if (!(obj.is_dict() && obj.ns && !obj.view))
-            throw Error("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
+          require_namespace(obj, s.targets[0]);
           if (!s.text.empty() && s.text[0] == '_') throw Error("namespace attributes cannot start with '_'");
           in.keep_namespace(obj, v);
           if (tracking(in)) in.track->set_attr(obj, s.text, v);

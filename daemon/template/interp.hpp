@@ -132,22 +132,30 @@ struct Interp {
   void push_frame(bool barrier) {
     Frame& f = frames.emplace_back();
     f.barrier = barrier;
-    if (spare_count != 0) f.vars.swap(spare_scopes[--spare_count]);
+    spare_scopes.take(f.vars);
   }
   // Never allocates (a FrameGuard pops in its destructor).
   void pop_frame() noexcept {
-    Scope& vars = frames.back().vars;
-    vars.clear();
-    // Kept under 4 KiB, the size whose allocation costs a step (budget.hpp):
-    // a render takes the steps it would take without the buffers it reuses.
-    if (vars.capacity() != 0 && vars.capacity() * sizeof(vars[0]) < 4096 && spare_count < spare_scopes.size())
-      spare_scopes[spare_count++].swap(vars);
+    spare_scopes.give(frames.back().vars);
     frames.pop_back();
   }
-  std::array<Scope, 8> spare_scopes;  // emptied scopes' buffers (push_frame), the first spare_count
-  std::size_t spare_count = 0;
-  std::array<std::vector<Value>, 8> spare_args;  // emptied positional arguments' buffers (PooledArgs)
-  std::size_t spare_args_count = 0;
+  // Emptied vectors' buffers, reused by the next scopes and calls: up to 8,
+  // each under 4 KiB, the size whose allocation costs a step (budget.hpp),
+  // so a render takes the steps it would take without them.
+  template <class T>
+  struct Spares {
+    std::array<std::vector<T>, 8> kept;
+    std::size_t count = 0;
+    void take(std::vector<T>& v) noexcept {
+      if (count != 0) v.swap(kept[--count]);
+    }
+    void give(std::vector<T>& v) noexcept {
+      v.clear();
+      if (v.capacity() != 0 && v.capacity() * sizeof(T) < 4096 && count < kept.size()) kept[count++].swap(v);
+    }
+  };
+  Spares<std::pair<Name, Value>> spare_scopes;
+  Spares<Value> spare_args;  // positional arguments (PooledArgs)
 };
 
 // A call's arguments, their positional buffer taken from the interpreter's
@@ -156,16 +164,8 @@ struct Interp {
 struct PooledArgs {
   Interp& in;
   Args args;
-  explicit PooledArgs(Interp& i) : in(i) {
-    if (in.spare_args_count != 0) args.pos.swap(in.spare_args[--in.spare_args_count]);
-  }
-  ~PooledArgs() {
-    args.pos.clear();
-    // Under 4 KiB, as scopes are kept (Interp::pop_frame).
-    if (args.pos.capacity() != 0 && args.pos.capacity() * sizeof(Value) < 4096 &&
-        in.spare_args_count < in.spare_args.size())
-      in.spare_args[in.spare_args_count++].swap(args.pos);
-  }
+  explicit PooledArgs(Interp& i) : in(i) { in.spare_args.take(args.pos); }
+  ~PooledArgs() { in.spare_args.give(args.pos); }
   PooledArgs(const PooledArgs&) = delete;
   PooledArgs& operator=(const PooledArgs&) = delete;
 };

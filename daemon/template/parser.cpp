@@ -292,8 +292,8 @@ class Parser : public ExprParser {
     if (is_op("=")) {
       ++i_;
       auto s = make(SK::kSet, p);
-      if (target.shape.size() == 1 &&
-          target.shape[0] == -2) {  // ns.attr = ...: the namespace's name, `text` the attribute
+      // ns.attr = ...: the namespace's name, `text` the attribute.
+      if (target.shape.size() == 1 && target.shape[0] == -2) {
         std::string& t = target.targets[0];
         s->text = t.substr(t.find('.') + 1);
         t.resize(t.find('.'));

@@ -191,8 +191,8 @@ struct Args {
 constexpr uint8_t kRangeView = 4;   // Value::view of a range
 constexpr uint8_t kLoopView = 2;    // Value::view of a dict that is a for loop's `loop` (printed <LoopContext i/n>)
 constexpr uint8_t kCyclerView = 1;  // Value::view of a namespace that is a cycler() (no attribute assignment)
-constexpr uint8_t kSelfView =
-    3;  // Value::view of a namespace that is `self`, the template's blocks (jinja2's TemplateReference)
+// Value::view of a namespace that is `self`, the template's blocks (jinja2's TemplateReference).
+constexpr uint8_t kSelfView = 3;
 
 struct Value {
   Kind kind = Kind::kUndefined;
