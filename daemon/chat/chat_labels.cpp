@@ -65,6 +65,9 @@ class Renderer {
     vars_.back().second = Value::boolean(generation_prompt);
     return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr);
   }
+  // Gives back a text render() returned whose first `same` bytes are F's:
+  // a later resumed render takes its buffer (tmpl::Resumes::recycle).
+  void recycle(std::string&& text, std::size_t same) { resumes_.recycle(std::move(text), same); }
   const tmpl::Provenance& provenance() const { return prov_; }
   // How many bytes at the start of the last render() are the full
   // render's, known without comparing (copied from it by a resumed render).
@@ -263,10 +266,23 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   auto region = [&](std::size_t i, std::vector<Span>& spans) -> bool {
     const bool assistant = role_of(msgs[i]) == "assistant";
     spans.clear();
-    std::string p;
+    // The prefixes' texts, and their bytes copied from F; given back to
+    // the renderer when done with.
+    struct Texts {
+      explicit Texts(Renderer& r) : r(r) {}
+      Renderer& r;
+      std::string p, fi, u;
+      std::size_t p_same = 0, fi_same = 0, u_same = 0;
+      ~Texts() {
+        r.recycle(std::move(p), p_same);
+        r.recycle(std::move(fi), fi_same);
+        r.recycle(std::move(u), u_same);
+      }
+    } texts(r);
+    std::string& p = texts.p;
+    std::size_t& p_same = texts.p_same;
     bool p_ok = false;
     std::size_t p_last_end = std::string::npos;
-    std::size_t p_same = 0;  // P's bytes copied from F
     try {
       p = r.render(i, assistant);
       p_ok = true;
@@ -274,8 +290,10 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
       if (!r.provenance().pieces.empty()) p_last_end = r.provenance().pieces.back().end;
       // P ⊑ Fi ⊑ F needs P ⊑ F: where that fails, Fi need not be rendered.
       if (starts_with(full, p, p_same)) {
-        std::string fi = i + 1 == n ? full : r.render(i + 1, false);
-        const std::size_t fi_same = i + 1 == n ? full.size() : r.same();
+        std::string& fi = texts.fi;
+        if (i + 1 == n) fi = full;
+        else fi = r.render(i + 1, false);
+        const std::size_t fi_same = texts.fi_same = i + 1 == n ? full.size() : r.same();
         if (starts_with(fi, p, std::min(p_same, fi_same)) && starts_with(full, fi, fi_same)) {
           // An empty span trains nothing, not even a token it falls inside.
           if (fi.size() > p.size()) add_span(spans, p.size(), fi.size());
@@ -304,8 +322,10 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
     std::string_view prompt;
     if (p_ok) {
       try {
-        std::string u = r.render(i, false);
-        std::size_t k = common_prefix(p, u, std::min(p_same, r.same()));
+        std::string& u = texts.u;
+        u = r.render(i, false);
+        texts.u_same = r.same();
+        std::size_t k = common_prefix(p, u, std::min(p_same, texts.u_same));
         if (p_last_end != std::string::npos) k = std::min(k, p_last_end);
         prompt = std::string_view(p).substr(k);
       } catch (const tmpl::LimitError& e) {

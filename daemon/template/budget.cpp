@@ -37,6 +37,10 @@ BudgetScope::~BudgetScope() {
   if (!prev_) tl_budget = nullptr;
 }
 
+OutsideBudget::OutsideBudget() noexcept : saved_(tl_budget) { tl_budget = nullptr; }
+
+OutsideBudget::~OutsideBudget() { tl_budget = saved_; }
+
 bool budget_counts_allocations() noexcept { return TOKFEED_COUNT_ALLOCATIONS; }
 
 }  // namespace tokfeed::tmpl

@@ -52,6 +52,20 @@ class BudgetScope {
   RenderBudget* prev_;
 };
 
+// Lifts the budget of the render running on this thread while in scope:
+// what is made once for the process, and never freed, is no render's (its
+// steps would depend on which render came first).
+class OutsideBudget {
+ public:
+  OutsideBudget() noexcept;
+  ~OutsideBudget();
+  OutsideBudget(const OutsideBudget&) = delete;
+  OutsideBudget& operator=(const OutsideBudget&) = delete;
+
+ private:
+  RenderBudget* saved_;
+};
+
 // While in scope on this thread (scopes nest), small blocks are reused as
 // inside a render, budget or none: the work around a record's renders (its
 // label rule, the resume points, the prefixes' texts) allocates and frees

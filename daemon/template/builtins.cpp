@@ -46,7 +46,7 @@ Value macro_attr(const Stmt& m, std::string_view name) {
 // budget, never freed), else a new one.
 Value char_str(uint32_t cp) {
   static const std::array<Value, 256>& latin1 = *[] {
-    BudgetScope outside(nullptr);
+    OutsideBudget outside;
     auto* a = new std::array<Value, 256>;
     for (uint32_t c = 0; c < a->size(); ++c) {
       std::string t;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "template/budget.hpp"
 #include "template/filter_util.hpp"
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
@@ -46,6 +47,7 @@ struct Legacy {
 };
 const std::vector<Legacy>& legacy_entities() {
   static const std::vector<Legacy> table = [] {
+    OutsideBudget outside;  // made once for the process
     static const std::string_view latin1[] = {
         "nbsp",   "iexcl",  "cent",   "pound",  "curren", "yen",    "brvbar", "sect",   "uml",    "copy",   "ordf",
         "laquo",  "not",    "shy",    "reg",    "macr",   "deg",    "plusmn", "sup2",   "sup3",   "acute",  "micro",

@@ -1,6 +1,7 @@
 // The process's table of interned variable names.
 #include "template/name.hpp"
 
+#include "template/budget.hpp"
 #include "template/value.hpp"
 
 #include <cstdint>
@@ -54,6 +55,7 @@ const std::string* Name::intern(std::string_view s) {
   Table& t = table();
   const std::string* p;
   {
+    OutsideBudget outside;  // the table is the process's, and lives on
     std::lock_guard<std::mutex> lock(t.mu);
     auto it = t.names.find(s);
     if (it == t.names.end()) it = t.names.emplace(s).first;

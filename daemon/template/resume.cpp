@@ -91,6 +91,18 @@ bool Resumes::ready(std::size_t k, bool g) const noexcept {
   return state && k < state->ready.size() && (state->ready[k] & (g ? 10 : 5));
 }
 
+void Resumes::recycle(std::string&& text, std::size_t same) const {
+  // Two serve the label rule, which holds the renders of messages[:i] and
+  // messages[:i + 1] at once; a third, one that asked for prefixes in
+  // another order.
+  constexpr std::size_t kSpares = 3;
+  if (!state || !text.capacity()) return;
+  auto& spares = state->spares;
+  if (spares.size() == kSpares) spares.erase(spares.begin());
+  same = std::min(same, text.size());
+  spares.push_back({std::move(text), same});
+}
+
 void Tracker::preamble_read(int64_t lo, int64_t hi, uint8_t bits) {
   if (top_at == SIZE_MAX || tried == top_at || !passes.empty() || !watching) return;
   bool fresh = false;
@@ -533,8 +545,23 @@ namespace {
 // render goes on from.
 template <class Mark>
 void restore_output(const ResumeState& st, const Mark& at, Interp& in) {
-  in.root->reserve(at.capacity);  // to grow as the full render's output grows, in the same allocations
-  in.root->assign(st.full, 0, at.output);
+  // The output grows as the full render's did, in the same allocations (the
+  // steps count them): its buffer has the capacity F's had at the mark. A
+  // spare of that capacity holds the most of F's bytes already.
+  std::string& out = *in.root;
+  auto& spares = st.spares;
+  auto best = spares.end();
+  for (auto s = spares.begin(); s != spares.end(); ++s)
+    if (s->text.capacity() == at.capacity && (best == spares.end() || s->same > best->same)) best = s;
+  if (best != spares.end()) {
+    out.swap(best->text);
+    out.resize(std::min(best->same, at.output));
+    spares.erase(best);
+    out.append(st.full, out.size(), at.output - out.size());
+  } else {
+    out.reserve(at.capacity);
+    out.assign(st.full, 0, at.output);
+  }
   in.steps = at.steps;
   if (in.generation) in.generation->assign(st.full_generation.begin(), st.full_generation.begin() + at.generation);
   if (in.provenance && st.provenance) {

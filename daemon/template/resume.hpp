@@ -154,6 +154,14 @@ struct ResumeState {
   };
   mutable std::vector<Probed> probed;
   std::vector<Start> starts;  // in the order the full render met them
+  // Texts of resumed renders given back (Resumes::recycle): a buffer whose
+  // capacity is a point's serves its render, which copies only F's bytes
+  // past the `same` it starts with (restore_output).
+  struct Spare {
+    std::string text;
+    std::size_t same = 0;
+  };
+  mutable std::vector<Spare> spares;
   // The latest start the render of messages[:k] with add_generation_prompt
   // g can begin at (null: the template's start).
   const Start* start_for(std::size_t k, bool g) const {

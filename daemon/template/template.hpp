@@ -121,6 +121,10 @@ struct Resumes {
   // prefix sees differently, from there if the prefix's state is then the
   // full render's (else resume() renders it in full).
   bool ready(std::size_t k, bool g) const noexcept;
+  // Gives back a text resume() returned, whose first `same` bytes are still
+  // the full render's: its buffer serves a later resumed render, which then
+  // copies only the full render's bytes past those.
+  void recycle(std::string&& text, std::size_t same) const;
 };
 
 class Template {

@@ -74,25 +74,32 @@ std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value
     return "fails";
   }
   std::string ready;
-  for (std::size_t k = 0; k <= n; ++k)
-    for (bool g : {false, true}) {
-      if (!resumes.ready(k, g)) continue;
-      Outcome full = outcome(t, vars, limits, messages, k, g, nullptr);
-      const std::size_t before = resumes.resumed;
-      Outcome resumed = outcome(t, vars, limits, messages, k, g, &resumes);
-      if (resumes.resumed != before) ready += std::to_string(k) + (g ? "+" : "-");
-      INFO("k = " << k << ", add_generation_prompt = " << g);
-      // The bytes resume() says the text starts with are the full render's
-      // (the label rule compares only what follows them); a render in full
-      // says none.
-      CHECK(resumes.same <= resumed.text.size());
-      CHECK(resumed.text.compare(0, resumes.same, f, 0, resumes.same) == 0);
-      if (resumes.resumed == before) CHECK(resumes.same == 0);
-      CHECK(resumed.text == full.text);
-      CHECK(resumed.error == full.error);
-      CHECK(resumed.pieces == full.pieces);
-      CHECK(resumed.seen == full.seen);
-      CHECK(resumed.steps == full.steps);
+  // Twice, in order and then backwards, each resumed text given back: the
+  // later renders start from buffers that hold less or more of F than they
+  // need, and a tail of another prefix's own.
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t j = 0; j <= n; ++j) {
+      const std::size_t k = pass == 0 ? j : n - j;
+      for (bool g : {false, true}) {
+        if (!resumes.ready(k, g)) continue;
+        Outcome full = outcome(t, vars, limits, messages, k, g, nullptr);
+        const std::size_t before = resumes.resumed;
+        Outcome resumed = outcome(t, vars, limits, messages, k, g, &resumes);
+        if (pass == 0 && resumes.resumed != before) ready += std::to_string(k) + (g ? "+" : "-");
+        INFO("k = " << k << ", add_generation_prompt = " << g << (pass ? ", backwards" : ""));
+        // The bytes resume() says the text starts with are the full render's
+        // (the label rule compares only what follows them); a render in full
+        // says none.
+        CHECK(resumes.same <= resumed.text.size());
+        CHECK(resumed.text.compare(0, resumes.same, f, 0, resumes.same) == 0);
+        if (resumes.resumed == before) CHECK(resumes.same == 0);
+        CHECK(resumed.text == full.text);
+        CHECK(resumed.error == full.error);
+        CHECK(resumed.pieces == full.pieces);
+        CHECK(resumed.seen == full.seen);
+        CHECK(resumed.steps == full.steps);
+        resumes.recycle(std::move(resumed.text), resumes.same);
+      }
     }
   return ready;
 }
