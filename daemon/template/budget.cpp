@@ -41,6 +41,14 @@ OutsideBudget::OutsideBudget() noexcept : saved_(tl_budget) { tl_budget = nullpt
 
 OutsideBudget::~OutsideBudget() { tl_budget = saved_; }
 
+StepsUncounted::StepsUncounted() noexcept : saved_(tl_budget ? tl_budget->steps : nullptr) {
+  if (tl_budget) tl_budget->steps = nullptr;
+}
+
+StepsUncounted::~StepsUncounted() {
+  if (tl_budget) tl_budget->steps = saved_;
+}
+
 bool budget_counts_allocations() noexcept { return TOKFEED_COUNT_ALLOCATIONS; }
 
 }  // namespace tokfeed::tmpl

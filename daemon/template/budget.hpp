@@ -66,6 +66,21 @@ class OutsideBudget {
   RenderBudget* saved_;
 };
 
+// While in scope, what the render running on this thread allocates costs
+// no steps (its bytes still count): the tracker's records for the prefix
+// renders (template/resume.hpp), which a render without them, or one
+// resumed from them, does not make, so that both take the same steps.
+class StepsUncounted {
+ public:
+  StepsUncounted() noexcept;
+  ~StepsUncounted();
+  StepsUncounted(const StepsUncounted&) = delete;
+  StepsUncounted& operator=(const StepsUncounted&) = delete;
+
+ private:
+  uint64_t* saved_;
+};
+
 // While in scope on this thread (scopes nest), small blocks are reused as
 // inside a render, budget or none: the work around a record's renders (its
 // label rule, the resume points, the prefixes' texts) allocates and frees

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "template/budget.hpp"
 #include "template/interp.hpp"
 
 namespace tokfeed::tmpl {
@@ -111,6 +112,7 @@ void Tracker::preamble_read(int64_t lo, int64_t hi, uint8_t bits) {
     fresh = (want[static_cast<std::size_t>(k)] & clean[static_cast<std::size_t>(k)] & bits) != 0;
   if (!fresh) return;  // what it concerns was concerned before, or is not wanted
   tried = top_at;
+  StepsUncounted uncounted;
   const Stmt& s = *(*top)[top_at];
   // A set evaluates its value before it assigns: up to this read it has
   // changed nothing (what the value calls cannot reach the top-level
@@ -240,6 +242,7 @@ void Tracker::slice(const Value& obj, const Value& start, const Value& stop, con
     return;
   }
   // messages[:k][o:][s:] is messages[o + s:k]: a prefix of messages[o + s:].
+  StepsUncounted uncounted;
   state->lists.emplace_back(out, static_cast<std::size_t>(o + (start.is_none() ? 0 : as_int(start))));
 }
 
@@ -285,6 +288,8 @@ void Tracker::set_attr(const Value& ns, std::string_view name, const Value& v) {
 }
 
 void Tracker::slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind) {
+  if (!record_use()) return;
+  StepsUncounted uncounted;
   SlotUse& u = state->uses.emplace_back();
   u.ns = ns;
   u.name = name;
@@ -363,8 +368,24 @@ void Tracker::watch_slots(const MainLoop& m, Entry& e) {
   slots = std::move(ns);
 }
 
+bool Tracker::record_use() {
+  // Each use costs the render a step: a template that makes more than
+  // this many is watched no more.
+  constexpr std::size_t kMaxUses = std::size_t{1} << 16;
+  if (state->uses.size() < kMaxUses) return true;
+  spoil_now(static_cast<int64_t>(n));
+  return false;
+}
+
 bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   if (!watching || !watched(seq)) return false;
+  StepsUncounted uncounted;
+  // A loop that computes what a later one that writes reads: the prefixes
+  // run it themselves, up to that loop.
+  if (s.scan && passes.empty()) {
+    spoil_all();
+    return false;
+  }
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
   std::vector<std::pair<const Body*, std::size_t>> path;
   if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
@@ -467,6 +488,7 @@ bool plain_scope(const Interp& in, const Tracker& t, std::size_t k) {
 }  // namespace
 
 void Tracker::iteration(const Interp& in, std::size_t k) {
+  StepsUncounted uncounted;
   Pass& pass = passes.back();
   if (!pass.starts.empty() && changed_since(*this, pass, in)) pass.changed = cur;
   pass.starts.push_back(in.steps);
@@ -492,8 +514,11 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
   }
   // The iteration over message k is the last of messages[:k + 1]. Points
   // inside the loop cost a copy each: a template whose iterations read
-  // nothing that ends them (loop.last) stops taking them.
-  if (k + 1 < n && main->reads_ahead && usable(k + 1) && plain_scope(in, *this, k)) take_point(in, k + 1, true);
+  // nothing that ends them (loop.last) stops taking them, unless a prefix
+  // may have computed a slot otherwise (its last iteration's comparisons
+  // with it may come out otherwise: prefix_at_loop resumes there).
+  if (k + 1 < n && (main->reads_ahead || !slots.empty()) && usable(k + 1) && plain_scope(in, *this, k))
+    take_point(in, k + 1, true);
   cur = static_cast<int64_t>(k);
   settle();
 }

@@ -212,6 +212,8 @@ struct Tracker {
     return false;
   }
   void slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind);
+  // Whether another SlotUse may be kept (else the render is watched no more).
+  bool record_use();
   void watch_slots(const MainLoop& m, Entry& e);
   const uint64_t* steps = nullptr;  // the render's
   const Interp* in = nullptr;       // the render

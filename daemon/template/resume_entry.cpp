@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "template/budget.hpp"
 #include "template/interp.hpp"
 #include "template/resume.hpp"
 
@@ -47,7 +49,7 @@ bool uses_agree(const ResumeState& st, const ResumePoint& p, const std::vector<S
   for (const SlotDiff& d : diffs) {
     bool written = false;
     for (const SlotUse& u : st.uses) {
-      if (u.at >= p.at) break;
+      if (u.at > p.at) break;  // after it (an iteration takes its step after the point)
       if (u.ns != d.ns || (!u.name.empty() && u.name != d.name)) continue;
       if (u.kind == SlotUse::kWrite) {
         written = true;
@@ -226,6 +228,9 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   } else if (in.provenance || st.provenance) {
     return false;
   }
+  // What deciding and restoring allocate is no step of the render's: the
+  // point's steps are the full render's, its output's growth included.
+  std::optional<StepsUncounted> uncounted(std::in_place);
   SameState same(st, k);
   std::vector<SlotDiff> diffs;
   for (std::size_t i = 0; i < vars.size(); ++i) {
@@ -255,6 +260,7 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   const uint64_t steps = p->steps - e.steps + in.steps;
   if (steps >= in.max_steps) return false;  // the render in full says where it stops
   resume_at(st, found, k, probe.g, in);
+  uncounted.reset();
   probe.same = p->output;
   in.steps = steps;
   run_after_loop(in, st, *p, k);
@@ -314,7 +320,8 @@ void Consumer::compared(const std::string& op, const Value& l, const Value& r, b
     return;
   }
   const Read& s = a.ns ? a : b;
-  if (!s.ns) return;
+  if (!s.ns || !t_->record_use()) return;
+  StepsUncounted uncounted;
   SlotUse& u = t_->state->uses.emplace_back();
   u.ns = s.ns;
   u.name = s.name;

@@ -86,7 +86,7 @@ std::string check_resumes(const Template& t, const tmpl::Vars& vars, const Value
         const std::size_t before = resumes.resumed;
         Outcome resumed = outcome(t, vars, limits, messages, k, g, &resumes);
         if (pass == 0 && resumes.resumed != before) ready += std::to_string(k) + (g ? "+" : "-");
-        INFO("k = " << k << ", add_generation_prompt = " << g << (pass ? ", backwards" : ""));
+        INFO("k = " << k << ", add_generation_prompt = " << g << std::string(pass ? ", backwards" : ""));
         // The bytes resume() says the text starts with are the full render's
         // (the label rule compares only what follows them); a render in full
         // says none.
@@ -246,36 +246,61 @@ TEST_CASE("resume: a loop that scans the messages before the one that renders th
       "{% set ns.sys = m.content %}{% endif %}{% endfor %}[{{ ns.sys }}]"
       "{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.content }}{% endfor %}{{ ns.n }}"
       "{% if add_generation_prompt %}G{% endif %}";
+  // The scan writes nothing and a loop that writes follows: each prefix runs
+  // it itself, and resumes in the loop that writes where what it wrote
+  // before that loop is the full render's (not messages[:0], which has no
+  // system prompt).
   CHECK(ready_for(scan, R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
-                           {"role": "assistant", "content": "b"}])") == "0-0+1-1+2-2+");
-  // The system message later on: the prefixes before it resume after the scan.
+                           {"role": "assistant", "content": "b"}])") == "1-1+2-2+");
+  // The system message later on: the prefixes before it print another one.
   CHECK(ready_for(scan, R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                           {"role": "system", "content": "s"}, {"role": "user", "content": "c"}])") ==
-        "0-0+1-1+2-2+3-3+");
+                           {"role": "system", "content": "s"}, {"role": "user", "content": "c"}])") == "3-3+");
   // A scan that writes, reads the last message, uses up an iterator.
   CHECK(ready_for("{% for m in messages %}{{ m.role[0] }}{% endfor %}|{% for m in messages %}{{ m.content }}"
                   "{% endfor %}{% if add_generation_prompt %}G{% endif %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
+  // Each prefix's last message, printed in every iteration: each prefix
+  // resumes at the start of the loop's first iteration and runs the loop
+  // itself.
   CHECK(ready_for("{% set ns = namespace(l='') %}{% for m in messages %}{% if loop.last %}{% set ns.l = m.content %}"
                   "{% endif %}{% endfor %}{% for m in messages %}{{ m.content }}{{ ns.l }}{% endfor %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
   CHECK(
       ready_for("{% set it = ['x', 'y', 'z', 'w'] | map('upper') %}{% for m in messages %}{% for v in it %}"
                 "{% break %}{% endfor %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}{{ it | list }}",
-                kFour) == "0-0+1-1+2-2+3-3+");
+                kFour) == "1-1+2-2+3-3+");  // messages[:0] uses up none of the iterator
+}
+
+TEST_CASE("resume: loops that compute what the loop that writes reads run in each prefix") {
+  // DeepSeek-V3.2's shape: the system prompt collected, the last user
+  // message found, then the loop that writes. Each prefix runs the first
+  // two itself and resumes in the third where every comparison with the
+  // last user's index before its point comes out as its own would.
+  const std::string t =
+      "{% set ns = namespace(sys='') %}{% for m in messages %}{% if m.role == 'system' %}{% set ns.sys = m.content %}"
+      "{% endif %}{% endfor %}[{{ ns.sys }}]{% set last = namespace(i=-1) %}{% for m in messages %}"
+      "{% if m.role == 'user' %}{% set last.i = loop.index0 %}{% endif %}{% endfor %}{% for m in messages %}"
+      "{% if m.role == 'assistant' and loop.index0 > last.i %}<think>{% endif %}{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}G{% endif %}";
+  const char* seven =
+      R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+          {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"},
+          {"role": "user", "content": "e"}, {"role": "assistant", "content": "f"}])";
+  CHECK(ready_for(t, seven) == "1-1+2-2+3-3+4-4+5-5+6-6+");
 }
 
 TEST_CASE("resume: a template that reads the messages as a whole before its loop") {
   // Qwen3's last query, found by a reversed scan: a prefix whose last user
   // message differs resumes where the loop's comparison with it comes out
-  // as in the full render for every iteration before its point
-  // (messages[:2]: `1 > 0` where the full render has `1 > 2`).
+  // as in the full render for every iteration before its point; where the
+  // last iteration compares otherwise (messages[:2]: `1 > 0` where the full
+  // render has `1 > 2`), at the start of that iteration.
   CHECK(ready_for("{% set ns = namespace(multi=true, last=messages | length - 1) %}{% for m in messages[::-1] %}"
                   "{% set i = (messages | length - 1) - loop.index0 %}{% if ns.multi and m.role == 'user' %}"
                   "{% set ns.multi = false %}{% set ns.last = i %}{% endif %}{% endfor %}{% for m in messages %}"
                   "{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}{% endfor %}"
                   "{% if add_generation_prompt %}G{% endif %}",
-                  kFour) == "0-0+1-1+3-3+");
+                  kFour) == "0-0+1-1+2-2+3-3+");
   // Llama 3.1's first user message taken out when the list is not empty;
   // the empty prefix raises before the loop, as in full.
   CHECK(
@@ -342,31 +367,32 @@ TEST_CASE("resume: a value the prefix computed otherwise before the loop, consum
   // Other operators, the value on either side.
   CHECK(ready_for(last_query("{% if ns.last == loop.index0 + 1 %}>{% endif %}{% if 2 != ns.last %}!{% endif %}"
                              "{{ m.content }}"),
-                  kSix) == "0-0+1-1+2-2+5-5+");
+                  kSix) == "0-0+1-1+2-2+3-3+4-4+5-5+");
   // Read after the loop, where the loop did not set it: the prefix's own.
   CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}", "[{{ ns.last }}]"), kSix) ==
-        "0-0+1-1+3-3+5-5+");
+        "0-0+1-1+2-2+3-3+4-4+5-5+");
   // Set in the loop before the point: from there on, the full render's is
   // the prefix's (the comparisons after the set are not the prefix's to agree with).
   CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}*{% endif %}{% if loop.index0 == 1 %}{% set ns.last = 9 %}"
                              "{% endif %}{{ m.content }}",
                              "[{{ ns.last }}]"),
-                  kSix) == "0-0+1-1+3-3+4-4+5-5+");
+                  kSix) == "0-0+1-1+2-2+3-3+4-4+5-5+");
 }
 
-TEST_CASE("resume: a value the prefix computed otherwise, read as a value, renders in full") {
+TEST_CASE("resume: a value the prefix computed otherwise, read as a value, resumes before the first read") {
   // Printed in the loop, computed with, tested for truth, compared twice in
   // one chain or with another such value, read by key, copied to a
-  // variable: only the prefixes whose value is the full render's resume
-  // (messages[:5], whose last query is 4 as in full), and messages[:0],
-  // whose loop reads nothing.
+  // variable: the prefixes whose value is the full render's resume from
+  // their points (messages[:5], whose last query is 4 as in full, and
+  // messages[:0], whose loop reads nothing), the others at the start of
+  // the loop's first iteration, running the loop themselves.
   for (const char* body :
        {"{{ ns.last }}", "{% if loop.index0 > ns.last + 0 %}*{% endif %}", "{% if ns.last %}*{% endif %}",
         "{% if 0 <= ns.last < loop.index0 %}*{% endif %}", "{% if ns.last > ns.multi %}*{% endif %}",
         "{% if ns['last'] > loop.index0 %}*{% endif %}", "{% set l = ns.last %}{% if l > loop.index0 %}*{% endif %}",
         "{% if ns.last | string == '4' %}*{% endif %}"}) {
     INFO(body);
-    CHECK(ready_for(last_query(std::string(body) + "{{ m.content }}"), kSix) == "0-0+5-5+");
+    CHECK(ready_for(last_query(std::string(body) + "{{ m.content }}"), kSix) == "0-0+1-1+2-2+3-3+4-4+5-5+");
   }
   // Passed to a macro: the loop reads ahead (a macro may), so each prefix
   // resumes from the point inside the loop before the first such read,
@@ -377,14 +403,16 @@ TEST_CASE("resume: a value the prefix computed otherwise, read as a value, rende
   // resumed render must not have taken the full render's branch.
   CHECK(ready_for(last_query("{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}"),
                   R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                      {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}])") == "0-0+1-1+");
-  // The namespace also reachable through a list, where its attributes may
-  // be read unseen: no prefix whose value differs resumes.
+                      {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}])") ==
+        "0-0+1-1+2-2+3-3+");
+  // Found by another scan: as above. The namespace also reachable through a
+  // list, where its attributes may be read unseen: no prefix whose value
+  // differs resumes (no slot is watched, no point is taken inside the loop).
   const std::string scan =
       "{% set ns = namespace(last=-1) %}{% for m in messages[::-1] %}{% if m.role == 'user' and ns.last < 0 %}"
       "{% set ns.last = messages | length - 1 - loop.index0 %}{% endif %}{% endfor %}";
   CHECK(ready_for(scan + "{% for m in messages %}{% if loop.index0 > ns.last %}*{% endif %}{{ m.content }}{% endfor %}",
-                  kSix) == "0-0+1-1+3-3+5-5+");
+                  kSix) == "0-0+1-1+2-2+3-3+4-4+5-5+");
   CHECK(ready_for(scan + "{% set all = [ns] %}{% for m in messages %}{% if loop.index0 > all[0].last %}*{% endif %}"
                          "{{ m.content }}{% endfor %}",
                   kSix) == "5-5+");
