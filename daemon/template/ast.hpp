@@ -129,11 +129,6 @@ struct Stmt {
   // name it iterates over; add_generation_prompt; a call of a macro
   // (template/resume.hpp: where none, no point is kept inside the loop).
   bool reads_ahead = true;
-  // kFor: a loop over `messages` at the top level (through `if`s) that
-  // writes nothing, before one that writes: it computes what that loop
-  // reads (the system prompt, the last user message). The prefixes run it
-  // themselves and resume in the loop that writes (template/resume.hpp).
-  bool scan = false;
   // kFor: whether the body may read `loop` (by name, or through a macro or
   // call block defined in it); where not, no `loop` is made.
   bool uses_loop = true;

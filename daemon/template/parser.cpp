@@ -801,63 +801,11 @@ void template_reference(Body& body) {
   bind_self(body, template_self(blocks));
 }
 
-// Whether running `body` may write the output (a macro's body and a set
-// block's write elsewhere).
-bool writes(const Body& body) {
-  for (const auto& s : body) {
-    switch (s->kind) {
-      case SK::kText:
-        if (!s->text.empty()) return true;
-        break;
-      case SK::kOutput:
-      case SK::kCallBlock:
-      case SK::kFilterBlock:
-      case SK::kGeneration:
-      case SK::kBlock: return true;
-      case SK::kMacro:
-      case SK::kSetBlock: continue;
-      default: break;
-    }
-    for (const Body& b : s->bodies)
-      if (writes(b)) return true;
-  }
-  return false;
-}
-
-// The loops over `messages` (or a slice of it) at the top level, through
-// `if`s, in the order they come.
-void message_loops(Body& body, std::vector<Stmt*>& out) {
-  for (auto& s : body) {
-    if (s->kind == SK::kIf) {
-      for (Body& b : s->bodies) message_loops(b, out);
-      continue;
-    }
-    if (s->kind != SK::kFor) continue;
-    const Expr* seq = s->exprs[0].get();
-    while (seq->kind == EK::kSlice) seq = seq->a[0].get();
-    if (seq->kind == EK::kName && seq->name == "messages") out.push_back(s.get());
-  }
-}
-
-// Marks the loops over the messages that write nothing before one that
-// writes (Stmt::scan).
-void mark_scans(Body& body) {
-  std::vector<Stmt*> loops;
-  message_loops(body, loops);
-  bool written = false;  // by a loop after
-  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
-    const bool w = writes((*it)->bodies[0]);
-    (*it)->scan = !w && written;
-    written = written || w;
-  }
-}
-
 }  // namespace
 
 Parsed parse(std::string_view source) {
   Parsed p = Parser(lex(source)).run();
   template_reference(p.body);
-  mark_scans(p.body);
   if (source.find("changed") == std::string_view::npos) no_changed(p.body);
   return p;
 }

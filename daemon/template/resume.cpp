@@ -93,15 +93,13 @@ bool Resumes::ready(std::size_t k, bool g) const noexcept {
 }
 
 void Resumes::recycle(std::string&& text, std::size_t same) const {
-  // Two serve the label rule, which holds the renders of messages[:i] and
-  // messages[:i + 1] at once; a third, one that asked for prefixes in
-  // another order.
-  constexpr std::size_t kSpares = 3;
-  if (!state || !text.capacity()) return;
-  auto& spares = state->spares;
-  if (spares.size() == kSpares) spares.erase(spares.begin());
-  same = std::min(same, text.size());
-  spares.push_back({std::move(text), same});
+  // Only outputs that grew past the room every render starts with: copying
+  // less than that is cheaper than keeping it.
+  if (!state || text.capacity() <= kOutputReserve || same == 0) return;
+  ResumeState::Spare& s = state->spares[state->next_spare];
+  state->next_spare = (state->next_spare + 1) % state->spares.size();
+  s.same = std::min(same, text.size());
+  s.text = std::move(text);
 }
 
 void Tracker::preamble_read(int64_t lo, int64_t hi, uint8_t bits) {
@@ -157,7 +155,11 @@ void Tracker::spoil(int64_t hi, uint8_t bits) {
 }
 
 void Tracker::spoil_now(int64_t hi, uint8_t bits) {
-  if (watching && passes.empty()) preamble_read(cur + 1, hi, bits);
+  if (!watching) return;
+  if (passes.empty()) preamble_read(cur + 1, hi, bits);
+  for (int64_t k = cur + 1; k <= std::min(hi, static_cast<int64_t>(n)); ++k)
+    never[static_cast<std::size_t>(k)] |= static_cast<uint8_t>(bits << 2);
+  if (may_reenter) count_reentries();
   spoil_bits(hi, static_cast<uint8_t>(bits | bits << 2));
 }
 
@@ -180,7 +182,13 @@ void Tracker::spoil_bits(int64_t hi, uint8_t bits) {
 void Tracker::settle() {
   for (std::size_t k = static_cast<std::size_t>(cur + 1); k <= n; ++k)
     if (usable(k)) return;
-  watching = false;  // no resume point is left to take
+  if (may_reenter) return;  // a prefix may still run up to a later main loop itself
+  watching = false;         // no resume point is left to take
+}
+
+void Tracker::count_reentries() {
+  may_reenter = false;
+  for (std::size_t k = 1; k <= n && !may_reenter; ++k) may_reenter = reenters(k);
 }
 
 void Tracker::truth_read(const Value& v) {
@@ -380,12 +388,6 @@ bool Tracker::record_use() {
 bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   if (!watching || !watched(seq)) return false;
   StepsUncounted uncounted;
-  // A loop that computes what a later one that writes reads: the prefixes
-  // run it themselves, up to that loop.
-  if (s.scan && passes.empty()) {
-    spoil_all();
-    return false;
-  }
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
   std::vector<std::pair<const Body*, std::size_t>> path;
   if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
@@ -408,6 +410,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   m.top_capacity = in.frames[0].vars.capacity();
   Pass& pass = passes.emplace_back();
   pass.offset = offset;
+  pass.begin = in.root->size();
+  if (passes.size() == 1) count_reentries();
   for (std::size_t i = 0; i < m.top.size(); ++i) {
     const Value& v = m.top[i].second;
     if (i < vars->size()) {
@@ -420,12 +424,30 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
     left = 4096;
     pass.iterators = pass.iterators || holds(v, left, kIterators);
   }
+  // A later main loop, where a prefix cannot resume from its point (an
+  // iteration of an earlier one after its messages changed something:
+  // loop_ended): such prefixes run up to this loop themselves, so what they
+  // read before it is theirs, and the entry moves here.
+  // (Not after one that wrote output or could use up an iterator: the
+  // prefix's state would not be the full render's here.)
+  bool reentry = state->loops.size() > 1;
+  for (std::size_t i = 0; i + 1 < passes.size() && reentry; ++i) reentry = !passes[i].wrote && !passes[i].iterators;
+  bool wanted = false;
+  for (std::size_t k = 1; k <= n && reentry && !wanted; ++k) wanted = (want[k] & ~clean[k] & 3) && reenters(k);
+  reentry = reentry && wanted;
+  if (reentry) {
+    for (std::size_t k = 0; k <= n; ++k) clean[k] |= static_cast<uint8_t>((want[k] << 2) & ~never[k]);
+    state->preamble = true;
+    state->uses.clear();  // those of the entry before
+    slots.clear();
+  }
   // The entry, where a prefix that read differently before the loop may
   // still resume from here.
   bool entry = false;
-  for (std::size_t k = 0; k <= n && state->loops.size() == 1 && state->preamble; ++k)
+  for (std::size_t k = 0; k <= n && (state->loops.size() == 1 || reentry) && state->preamble; ++k)
     entry = entry || ((usable(k) >> 2) & ~usable(k) & 3);
   if (entry) {
+    state->entry_loop = state->loops.size() - 1;
     assign_scope(state->vars, *vars);
     Entry& e = state->entry;
     e.top = m.top;
@@ -458,6 +480,7 @@ void Tracker::loop_ended(const Interp& in) {
   Pass& pass = passes.back();
   if (!pass.starts.empty() && changed_since(*this, pass, in)) pass.changed = cur;
   pass.end = in.steps;
+  pass.wrote = in.root->size() != pass.begin;
   // A later main loop's prefixes ran this one's iterations before message
   // k alone: k must not exceed a message whose iteration changed anything.
   for (int64_t k = 0; k <= pass.changed && k <= static_cast<int64_t>(n); ++k) clean[static_cast<std::size_t>(k)] = 0;
@@ -574,14 +597,14 @@ void restore_output(const ResumeState& st, const Mark& at, Interp& in) {
   // steps count them): its buffer has the capacity F's had at the mark. A
   // spare of that capacity holds the most of F's bytes already.
   std::string& out = *in.root;
-  auto& spares = st.spares;
-  auto best = spares.end();
-  for (auto s = spares.begin(); s != spares.end(); ++s)
-    if (s->text.capacity() == at.capacity && (best == spares.end() || s->same > best->same)) best = s;
-  if (best != spares.end()) {
+  ResumeState::Spare* best = nullptr;
+  if (at.capacity > kOutputReserve)
+    for (ResumeState::Spare& s : st.spares)
+      if (s.text.capacity() == at.capacity && (!best || s.same > best->same)) best = &s;
+  if (best) {
     out.swap(best->text);
     out.resize(std::min(best->same, at.output));
-    spares.erase(best);
+    best->same = 0;  // it holds this render's buffer now
     out.append(st.full, out.size(), at.output - out.size());
   } else {
     out.reserve(at.capacity);

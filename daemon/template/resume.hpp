@@ -13,6 +13,7 @@
 // spoils every prefix not yet passed, which are then rendered in full.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -139,6 +140,10 @@ struct ResumeState {
   Scope vars;                        // the render's variables (where `entry` is kept)
   bool preamble = false;             // read before the first main loop: `entry` decides
   Entry entry;
+  // The main loop the entry is at: the first, or a later one where an
+  // earlier one changed what the prefixes resuming in it would see
+  // (Tracker::enter_loop).
+  std::size_t entry_loop = 0;
   std::vector<SlotUse> uses;  // in the order the full render made them
   // Per k: what a prefix render that ran up to the first main loop found
   // there, where it resumed and read no add_generation_prompt before: the
@@ -156,12 +161,15 @@ struct ResumeState {
   std::vector<Start> starts;  // in the order the full render met them
   // Texts of resumed renders given back (Resumes::recycle): a buffer whose
   // capacity is a point's serves its render, which copies only F's bytes
-  // past the `same` it starts with (restore_output).
+  // past the `same` it starts with (restore_output). Three: the label rule
+  // holds the renders of messages[:i] and messages[:i + 1] at once, and a
+  // third serves one that asked for prefixes in another order.
   struct Spare {
     std::string text;
     std::size_t same = 0;
   };
-  mutable std::vector<Spare> spares;
+  mutable std::array<Spare, 3> spares;
+  mutable std::size_t next_spare = 0;  // the one the next text replaces
   // The latest start the render of messages[:k] with add_generation_prompt
   // g can begin at (null: the template's start).
   const Start* start_for(std::size_t k, bool g) const {
@@ -181,6 +189,10 @@ struct Tracker {
   // which would after running up to the first main loop themselves (want
   // shifted by 2: what was read before it aside).
   std::vector<uint8_t> clean;
+  // Per k: the bits of `clean` shifted by 2 that running up to a later main
+  // loop does not restore (spoil_now: what a prefix stores there that its
+  // state cannot be compared by).
+  std::vector<uint8_t> never;
   uint8_t usable(std::size_t k) const { return static_cast<uint8_t>((want[k] | want[k] << 2) & clean[k]); }
   int64_t cur = -1;               // in a main loop: resume points are taken for k <= cur
   bool watching = true;           // false once no wanted prefix is left to resume
@@ -199,6 +211,8 @@ struct Tracker {
     int64_t changed = -1;          // the last message whose iteration changed something
     std::size_t output = 0;        // the output's size and the namespace sets at the iteration's start
     uint64_t effects = 0;
+    std::size_t begin = 0;  // the output's size at the loop's start
+    bool wrote = false;     // it wrote output (loop_ended)
   };
   std::vector<Pass> passes;
   // From the first main loop on, where prefixes may run up to it
@@ -271,6 +285,13 @@ struct Tracker {
   void spoil_one(std::size_t k, uint8_t bits = 3);
   // Stops watching once no wanted prefix is left to resume.
   void settle();
+  // Whether prefix k may still run up to a later main loop itself and
+  // resume there (enter_loop).
+  bool reenters(std::size_t k) const {
+    return !passes.empty() && (static_cast<uint8_t>(want[k] << 2) & ~never[k] & 12);
+  }
+  bool may_reenter = false;  // reenters(k) for some k >= 1 (count_reentries)
+  void count_reentries();
   // `v` used where its value is read as a whole (printed, compared,
   // filtered, passed to a function).
   void operand(const Value& v) {

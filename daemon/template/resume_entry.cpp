@@ -202,7 +202,7 @@ void resume_at(const ResumeState& st, const ResumeState::Probed& found, std::siz
 bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   Probe& probe = *in.probe;
   const ResumeState& st = *probe.state;
-  if (&s != st.loops.front().stmt || in.frames.size() != 1 || in.out != in.root) return false;
+  if (&s != st.loops[st.entry_loop].stmt || in.frames.size() != 1 || in.out != in.root) return false;
   in.probe = nullptr;  // the first main loop: resumed from here, or rendered on in full
   const std::size_t k = probe.k;
   const Entry& e = st.entry;
@@ -244,6 +244,7 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
   if (!same.same(e.seq, seq)) return false;  // messages[offset:k]
   std::vector<std::size_t> targets;  // per diff: the variable that holds its namespace at the point, npos: set before
   const ResumePoint* p = &st.points[k];
+  if (p->loop != st.entry_loop) return false;  // taken before the entry moved
   if (!diffs.empty() && !uses_agree(st, *p, diffs, targets)) p = earlier_point(st, k, diffs, targets);
   if (!p) return false;
   ResumeState::Probed found;
@@ -256,8 +257,8 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
     if (st.probed.size() <= k) st.probed.resize(st.ready.size());
     st.probed[k] = found;
   }
-  // The point's steps, less the full render's before the loop, plus this one's.
-  const uint64_t steps = p->steps - e.steps + in.steps;
+  // The full render's steps from the loop to the point, plus this one's.
+  const uint64_t steps = p->at - e.steps + in.steps;
   if (steps >= in.max_steps) return false;  // the render in full says where it stops
   resume_at(st, found, k, probe.g, in);
   uncounted.reset();
@@ -270,7 +271,7 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
 
 uint64_t probed_steps(const ResumeState& st, std::size_t k) {
   const ResumeState::Probed& found = st.probed[k];
-  return found.point->steps - st.entry.steps + found.steps;
+  return found.point->at - st.entry.steps + found.steps;
 }
 
 void restore_probed(const ResumeState& st, std::size_t k, bool g, Interp& in) {

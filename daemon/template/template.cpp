@@ -115,10 +115,7 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
     throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
                      " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
   std::string out;
-  // Room for a short conversation at once, under the size whose allocation
-  // costs a step: every render starts alike, so a resumed one grows as a
-  // fresh one does.
-  out.reserve(4000);
+  out.reserve(kOutputReserve);
   Interp in;
   in.frames.reserve(16);
   in.frames.emplace_back();
@@ -236,6 +233,7 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       tracker.n = resumes->want.size() - 1;
       tracker.want = resumes->want;
       tracker.clean.assign(resumes->want.size(), 15);
+      tracker.never.assign(resumes->want.size(), 0);
       state->points.resize(resumes->want.size());
       state->ready.assign(resumes->want.size(), 0);
       tracker.top = tracker.pre = &p_->body;

@@ -109,6 +109,11 @@ struct ResumeState;
 // conversation up to the point where its loop over the messages reaches
 // message k (template/resume.hpp). The render's `messages` and
 // `add_generation_prompt` are the variables of those names.
+// The room every render's output starts with: a short conversation's at
+// once, under the size whose allocation costs a step (budget.hpp). Every
+// render starts alike, so a resumed one grows as a fresh one does.
+inline constexpr std::size_t kOutputReserve = 4000;
+
 struct Resumes {
   std::vector<uint8_t> want;           // in, per k in [0, n]: 1: render(messages[:k], false) wanted; 2: with the prompt
   std::shared_ptr<ResumeState> state;  // out

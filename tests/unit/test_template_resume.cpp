@@ -140,6 +140,21 @@ TEST_CASE("resume: a resumed render says how much of the full render's text it s
   CHECK(resumes.same == 0);
 }
 
+TEST_CASE("resume: outputs past the first buffer reuse the texts given back") {
+  // Twelve messages of 1,000 bytes: the output outgrows the room every
+  // render starts with, so the texts check_resumes gives back serve later
+  // prefixes (in order, then backwards), which copy only what they lack.
+  std::string messages = "[";
+  for (int i = 0; i < 12; ++i) {
+    messages += std::string(i ? ", " : "") + R"({"role": ")" + (i % 2 ? "assistant" : "user") + R"(", "content": ")" +
+                std::string(1000, static_cast<char>('a' + i)) + "\"}";
+  }
+  messages += "]";
+  CHECK(ready_for("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                  "{% if add_generation_prompt %}<assistant>{% endif %}",
+                  messages) == "0-0+1-1+2-2+3-3+4-4+5-5+6-6+7-7+8-8+9-9+10-10+11-11+");
+}
+
 TEST_CASE("resume: what the prefixes read differently spoils exactly the prefixes that read it") {
   // loop.last in the iteration over message j: the prefix messages[:j+1],
   // which resumes inside the loop instead, running that iteration as its
@@ -246,36 +261,36 @@ TEST_CASE("resume: a loop that scans the messages before the one that renders th
       "{% set ns.sys = m.content %}{% endif %}{% endfor %}[{{ ns.sys }}]"
       "{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.content }}{% endfor %}{{ ns.n }}"
       "{% if add_generation_prompt %}G{% endif %}";
-  // The scan writes nothing and a loop that writes follows: each prefix runs
-  // it itself, and resumes in the loop that writes where what it wrote
-  // before that loop is the full render's (not messages[:0], which has no
-  // system prompt).
   CHECK(ready_for(scan, R"([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
-                           {"role": "assistant", "content": "b"}])") == "1-1+2-2+");
-  // The system message later on: the prefixes before it print another one.
+                           {"role": "assistant", "content": "b"}])") == "0-0+1-1+2-2+");
+  // The system message later on: the prefixes before it run the scan
+  // themselves and resume in the loop that renders, where what they wrote
+  // before it is the full render's (none here: they print no system prompt).
   CHECK(ready_for(scan, R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                            {"role": "system", "content": "s"}, {"role": "user", "content": "c"}])") == "3-3+");
-  // A scan that writes, reads the last message, uses up an iterator.
+  // A scan that writes, reads the last message, uses up an iterator: the
+  // prefixes resume in it, and run the loop that renders themselves.
   CHECK(ready_for("{% for m in messages %}{{ m.role[0] }}{% endfor %}|{% for m in messages %}{{ m.content }}"
                   "{% endfor %}{% if add_generation_prompt %}G{% endif %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
   // Each prefix's last message, printed in every iteration: each prefix
-  // resumes at the start of the loop's first iteration and runs the loop
-  // itself.
+  // runs the scan itself and resumes at the start of the first iteration of
+  // the loop that renders.
   CHECK(ready_for("{% set ns = namespace(l='') %}{% for m in messages %}{% if loop.last %}{% set ns.l = m.content %}"
                   "{% endif %}{% endfor %}{% for m in messages %}{{ m.content }}{{ ns.l }}{% endfor %}",
                   kFour) == "0-0+1-1+2-2+3-3+");
   CHECK(
       ready_for("{% set it = ['x', 'y', 'z', 'w'] | map('upper') %}{% for m in messages %}{% for v in it %}"
                 "{% break %}{% endfor %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}{{ it | list }}",
-                kFour) == "1-1+2-2+3-3+");  // messages[:0] uses up none of the iterator
+                kFour) == "0-0+1-1+2-2+3-3+");
 }
 
 TEST_CASE("resume: loops that compute what the loop that writes reads run in each prefix") {
   // DeepSeek-V3.2's shape: the system prompt collected, the last user
-  // message found, then the loop that writes. Each prefix runs the first
-  // two itself and resumes in the third where every comparison with the
-  // last user's index before its point comes out as its own would.
+  // message found, then the loop that writes. A prefix before the last user
+  // message runs the first two itself and resumes in the third where every
+  // comparison with the last user's index before its point comes out as its
+  // own would.
   const std::string t =
       "{% set ns = namespace(sys='') %}{% for m in messages %}{% if m.role == 'system' %}{% set ns.sys = m.content %}"
       "{% endif %}{% endfor %}[{{ ns.sys }}]{% set last = namespace(i=-1) %}{% for m in messages %}"
