@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "tokenizer/hf/split_automaton.hpp"
@@ -237,7 +238,8 @@ std::string GeneralSplit::summary() const {
   if (!automaton_) return s + "backtracking (" + backtracking_why_ + ")";
   s += "automaton of " + std::to_string(automaton_->states()) + " states";
   if (const SplitAutomaton::Pairs* p = automaton_->pairs())
-    s += ", ASCII a pair of bytes a step (" + std::to_string(p->ascii_classes) + " classes)";
+    s += ", ASCII " + std::string(p->width == 3 ? "three bytes" : "a pair of bytes") + " a step (" +
+         std::to_string(p->ascii_classes) + " classes)";
   return s;
 }
 
@@ -468,9 +470,10 @@ size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
 // match's begin taken again to find it, where it does not end right there),
 // and the search goes on at its end.
 //
-// A sink: kPairs, whether to take ASCII a pair of bytes a step where the
+// A sink: kPairs, whether to take ASCII two or three bytes a step where the
 // automaton has pairs; start(i), a search from i; restart(pos, flag), a match that ends at
-// pos where flag is not 0 (the next begins there); begin(i), where the match
+// pos where flag is not 0 (the next begins there); restarts(pos, flags), the
+// restarts of a step of two or three bytes from pos; begin(i), where the match
 // under way began (i: the search's start, if no restart since); match(end),
 // the match under way ends at end; none(), no match from begin(i).
 template <class Sink>
@@ -488,35 +491,40 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
     size_t pos = i;
     size_t row = A::kStartRow;  // kGoFlags kept: they index the row as it is
     for (;;) {
-      if (pairs != nullptr && n - pos >= 2 && s[pos] < 0x80) {
-        // Two ASCII bytes a step, until a step of one of them stops (it is
-        // then taken again below, a byte at a time). Not tried on a char past
-        // ASCII, which stops it (the run of Han chars of a Chinese word).
-        size_t prow = (row / A::kRow) << pairs->shift;
-        constexpr uint32_t kNone = 0x100;
-        uint32_t last = kNone;  // the flags of the last pair stepped
-        auto pair = [&]() {
-          const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
-          const uint32_t f = pair_flags[at];
-          if (f & A::kPairStop) return false;
-          sink.restart(pos, f & A::kPairRestart1);
-          sink.restart(pos + 1, f / 2 & A::kRestart);
-          prow = pair_next[at];
-          pos += 2;
-          last = f;
-          return true;
-        };
-        for (;;) {
-          if (n - pos >= 8) {  // four pairs with no bound check between them
-            if (pair() && pair() && pair() && pair()) continue;
+      if (pairs != nullptr && s[pos] < 0x80 && n - pos >= size_t(pairs->width)) {
+        // Two or three ASCII bytes a step, until a step of one of them stops
+        // (they are then taken again below, a byte at a time). Not tried on a
+        // char past ASCII, which stops it (the run of Han chars of a Chinese word).
+        auto tuples = [&](auto width) {
+          constexpr size_t w = decltype(width)::value;
+          size_t prow = (row / A::kRow) << pairs->shift;
+          constexpr uint32_t kNone = 0x100;
+          uint32_t last = kNone;  // the flags of the last step
+          auto tuple = [&]() {
+            size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
+            if constexpr (w == 3) at += pairs->third[s[pos + 2]];
+            const uint32_t f = pair_flags[at];
+            if (f & A::kPairStop) return false;
+            sink.restarts(pos, f);
+            prow = pair_next[at];
+            pos += w;
+            last = f;
+            return true;
+          };
+          for (;;) {
+            if (n - pos >= 4 * w) {  // four steps with no bound check between them
+              if (tuple() && tuple() && tuple() && tuple()) continue;
+              break;
+            }
+            while (n - pos >= w && tuple()) {
+            }
             break;
           }
-          while (n - pos >= 2 && pair()) {
-          }
-          break;
-        }
-        // The row, with kMatchBefore where the last step had it.
-        if (last != kNone) row = (prow >> pairs->shift) * A::kRow | (last & A::kPairMatch2 ? A::kMatchBefore : 0);
+          // The row, with kMatchBefore where the last step had it.
+          if (last != kNone) row = (prow >> pairs->shift) * A::kRow | (last & A::kPairMatchLast ? A::kMatchBefore : 0);
+        };
+        if (pairs->width == 3) tuples(std::integral_constant<size_t, 3>());
+        else tuples(std::integral_constant<size_t, 2>());
       }
       A::Step step = 0;
       // One ASCII byte: false where it stops the loop.
@@ -625,10 +633,18 @@ struct MatchSink {
       b = pos;
     }
   }
+  void restarts(size_t pos, uint32_t flags) {
+    for (uint32_t k = 0; k < 3; ++k) restart(pos + k, flags >> k & SplitAutomaton::kPairRestart1);
+  }
   size_t begin(size_t) const { return b; }
   void match(size_t end) { out.emplace_back(uint32_t(b), uint32_t(end)); }
   void none() {}
 };
+
+// For each set of restarts in a step of three bytes (bit k: at the step's
+// byte k), their offsets from the step's first byte, in order.
+alignas(16) constexpr uint32_t kRestartOffsets[8][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0},
+                                                        {2, 0, 0, 0}, {0, 2, 0, 0}, {1, 2, 0, 0}, {0, 1, 2, 0}};
 
 // scan_automaton's sink for split_ends: the ends of the pieces, written in
 // place, from the subject's start (the caller adds the base). The end of the
@@ -654,6 +670,22 @@ struct EndsSink {
     static_assert(2 * SplitAutomaton::kRestart == sizeof(uint32_t));
     w = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(w) + 2 * flag);
   }
+  // The restarts of a step of two or three bytes from pos (`flags`, a pair
+  // step's): their ends written at once, the list moved by how many they are.
+  [[gnu::always_inline]] void restarts(size_t pos, uint32_t flags) {
+    using A = SplitAutomaton;
+    static_assert(A::kPairRestart1 == 16 && A::kPairRestarts == 0x70);  // the flags index the rows of 16 bytes
+    // The row of kRestartOffsets, 16 bytes each.
+    const char* offsets = reinterpret_cast<const char*>(kRestartOffsets) + (flags & A::kPairRestarts);
+#if defined(__SSE2__)
+    const __m128i at =
+        _mm_add_epi32(_mm_set1_epi32(int32_t(pos)), _mm_load_si128(reinterpret_cast<const __m128i*>(offsets)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w), at);
+#else
+    for (uint32_t k = 0; k < 4; ++k) w[k] = uint32_t(pos) + reinterpret_cast<const uint32_t*>(offsets)[k];
+#endif
+    w += flags & A::kPairCount;
+  }
   size_t begin(size_t i) const { return w != after ? w[-1] : i; }
   void match(size_t end) { *w++ = uint32_t(end); }
   void none() {
@@ -673,9 +705,9 @@ void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint
 }
 
 void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& ends) const {
-  // A piece takes a byte at least: room for one end per byte, and one more
-  // for the restart's end written on the last byte.
-  uint32_t* w = ends.room(subject.size() + 1);
+  // A piece takes a byte at least: room for one end per byte, and three more
+  // for the restarts' ends written past the list's end (four at a time).
+  uint32_t* w = ends.room(subject.size() + 4);
   if (automaton_) {
     uint32_t* const first = w;
     EndsSink sink{w, first};

@@ -88,7 +88,7 @@ class GeneralSplit {
   // between two matches, before the first or after the last.
   void split_ends(std::string_view subject, uint32_t base, EndList& ends) const;
 
-  // "7 branches, 10 atoms, automaton of 23 states[, ASCII a pair of bytes a step (8 classes)]",
+  // "7 branches, 10 atoms, automaton of 23 states[, ASCII three bytes a step (8 classes)]",
   // or "..., backtracking (why)".
   std::string summary() const;
 
