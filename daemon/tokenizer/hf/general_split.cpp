@@ -729,6 +729,140 @@ void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& 
   ends.end_at(w);
 }
 
+uint32_t GeneralSplit::run_max() const {
+  if (atoms_ != 1 || branches_.size() != 1 || branches_[0].size() != 1) return 0;
+  const SplitItem& it = branches_[0][0];
+  return it.kind == SplitItem::kAtom && it.min == 1 ? it.max : 0;
+}
+
+bool GeneralSplit::matches_none_within(const std::vector<bool>& in) const {
+  if (!automaton_) return false;
+  using A = SplitAutomaton;
+  std::vector<bool> cls(bits_.size(), false);
+  for (char32_t cp = 0; cp < in.size(); ++cp)
+    if (in[cp]) cls[table_.get(cp)] = true;
+  cls[0] = true;  // the end of the text
+  // Every state the start state reaches on such chars: none may record a
+  // match on one of them or on the end.
+  const A::Step* steps = automaton_->steps();
+  std::vector<bool> seen(automaton_->states(), false);
+  std::vector<size_t> todo = {A::kStartRow};
+  seen[1] = true;
+  while (!todo.empty()) {
+    const size_t row = todo.back();
+    todo.pop_back();
+    for (size_t c = 0; c < cls.size(); ++c) {
+      if (!cls[c]) continue;
+      const A::Step step = steps[row + A::kClasses + c];
+      if (step & A::kMatchBefore) return false;
+      if (step & A::kStop) continue;
+      const size_t next = step & ~size_t(A::kFlags);
+      if (!seen[next / A::kRow]) {
+        seen[next / A::kRow] = true;
+        todo.push_back(next);
+      }
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit*>& levels, const GeneralSplit& last) {
+  if (levels.empty() || levels.size() > 254) return nullptr;
+  std::unique_ptr<RunSplits> r(new RunSplits());
+  for (const GeneralSplit* g : levels) {
+    const uint32_t m = g->run_max();
+    if (m == 0) return nullptr;
+    r->max_.push_back(m);
+  }
+  std::vector<uint8_t> full(0x110000, 0);
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;  // no valid char
+    for (size_t l = 0; l < levels.size(); ++l) {
+      if (!levels[l]->in_run(cp)) continue;
+      if (full[cp] != 0) return nullptr;  // two atoms share it
+      full[cp] = uint8_t(l + 1);
+    }
+  }
+  r->table_ = CodePointTable(full);
+  for (int b = 0; b < 0x80; ++b) r->ascii_[b] = full[size_t(b)];
+  // The bytes a char of an atom may start with: such ASCII chars, and lead
+  // bytes of such chars.
+  for (int b = 0; b < 256; ++b) {
+    char32_t from = 0, count = 0;  // the code points b leads
+    if (b < 0x80) from = char32_t(b), count = 1;
+    else if (b >= 0xC2 && b <= 0xDF) from = char32_t(b & 0x1F) << 6, count = 1 << 6;
+    else if (b >= 0xE0 && b <= 0xEF) from = char32_t(b & 0x0F) << 12, count = 1 << 12;
+    else if (b >= 0xF0 && b <= 0xF4) from = char32_t(b & 0x07) << 18, count = 1 << 18;
+    for (char32_t cp = from; cp < from + count && cp < 0x110000 && !r->maybe_[b]; ++cp) r->maybe_[b] = full[cp] != 0;
+  }
+  std::vector<std::pair<int, int>> ranges;
+  for (int b = 0; b < 0x80; ++b) {
+    if (!r->maybe_[b]) continue;
+    if (!ranges.empty() && ranges.back().second == b - 1) ranges.back().second = b;
+    else ranges.emplace_back(b, b);
+  }
+  if (ranges.size() > 3) return nullptr;
+  ranges.emplace_back(0xC0, 0xFF);  // lead bytes
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    std::memset(r->lo_[k], ranges[k].first, 16);
+    std::memset(r->span_[k], ranges[k].second - ranges[k].first, 16);
+  }
+  r->ranges_ = int(ranges.size());
+  for (size_t l = 0; l < levels.size(); ++l) {
+    std::vector<bool> in(0x110000, false);
+    for (char32_t cp = 0; cp < 0x110000; ++cp) in[cp] = full[cp] == l + 1;
+    r->whole_.push_back(last.matches_none_within(in));
+  }
+  return r;
+}
+
+size_t RunSplits::skip(const unsigned char* s, size_t n, size_t i) const {
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  while (n - i >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i may = zero;
+    for (int k = 0; k < ranges_; ++k) {  // v - lo <= hi - lo, unsigned
+      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo_[k]));
+      const __m128i span = _mm_load_si128(reinterpret_cast<const __m128i*>(span_[k]));
+      may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, lo), span), zero));
+    }
+    for (uint32_t mask = uint32_t(_mm_movemask_epi8(may)); mask != 0; mask &= mask - 1) {
+      const size_t at = i + size_t(__builtin_ctz(mask));
+      if (maybe_[s[at]]) return at;
+    }
+    i += 16;
+  }
+#endif
+  while (i < n && !maybe_[s[i]]) ++i;
+  return i;
+}
+
+uint8_t RunSplits::level_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
+  const unsigned char b0 = s[i];
+  len = 1;
+  if (b0 < 0x80) return ascii_[b0];
+  const size_t left = n - i;
+  auto cont = [&](size_t k) { return k < left && (s[i + k] & 0xC0) == 0x80; };
+  char32_t cp = 0;
+  uint32_t l = 0;
+  if (b0 >= 0xC2 && b0 <= 0xDF && cont(1)) {
+    cp = char32_t(b0 & 0x1F) << 6 | (s[i + 1] & 0x3F), l = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF && cont(1) && cont(2)) {
+    cp = char32_t(b0 & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F), l = 3;
+    if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, a surrogate: invalid
+  } else if (b0 >= 0xF0 && b0 <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+    cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
+         (s[i + 3] & 0x3F),
+    l = 4;
+    if (cp < 0x10000 || cp > 0x10FFFF) return 0;
+  } else {
+    return 0;  // invalid UTF-8: a byte at a time, in no atom
+  }
+  len = l;
+  return table_.get(cp);
+}
+
 void EndList::grow(size_t need) {
   const size_t capacity = std::max({need, 2 * capacity_, size_t(256)});
   std::unique_ptr<uint32_t[]> data(new uint32_t[capacity]);
