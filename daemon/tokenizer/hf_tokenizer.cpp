@@ -30,6 +30,13 @@ HfTokenizer::HfTokenizer(HfParts parts, bool fused) : p_(std::move(parts)) {
       !p_.pre_tokenizer->word_regexes(word_regexes_))
     word_regexes_.clear();
   level_matches_.resize(word_regexes_.size());
+  if (word_regexes_.size() >= 2 && word_regexes_.back()->general() != nullptr) {
+    std::vector<const GeneralSplit*> before;
+    for (size_t l = 0; l + 1 < word_regexes_.size() && word_regexes_[l]->general() != nullptr; ++l)
+      before.push_back(word_regexes_[l]->general());
+    if (before.size() + 1 == word_regexes_.size())
+      run_splits_ = RunSplits::build(before, *word_regexes_.back()->general());
+  }
 }
 
 std::string HfTokenizer::engine() const {
@@ -41,6 +48,7 @@ std::string HfTokenizer::engine() const {
   }
   if (word_split_) e += "; split and merges fused";
   if (!word_regexes_.empty()) e += "; splits and merges fused";
+  if (run_splits_) e += "; the splits before the last in one pass";
   if (metaspace_words_) e += "; words cut before each \u2581 run";
   e += "; " + describe_huge_page_use();  // of the process's tokenizer tables
   return e;
@@ -319,6 +327,16 @@ void HfTokenizer::encode_word_run(std::string_view text, uint32_t begin, uint32_
 }
 
 void HfTokenizer::regex_word_ends(std::string_view s, size_t level, uint32_t base) const {
+  if (level == 0 && run_splits_) {
+    // The runs the splits before the last cut out, and the stretches between
+    // them, each split by the last.
+    const GeneralSplit& last = *word_regexes_.back()->general();
+    run_splits_->pieces(s, [&](size_t b, size_t e, bool whole) {
+      if (whole) word_ends_.push_back(base + uint32_t(e));
+      else last.split_ends(s.substr(b, e - b), base + uint32_t(b), word_ends_);
+    });
+    return;
+  }
   if (level == word_regexes_.size()) {
     word_ends_.push_back(base + uint32_t(s.size()));
     return;

@@ -84,7 +84,12 @@ std::string random_text(std::mt19937& rng) {
                                                  "<\xef\xbd\x9cUser\xef\xbd\x9c>",
                                                  " <|EOT|> ",
                                                  "\xe3\x82\xa2\xe3\x82\xa4",
-                                                 "1234567"};
+                                                 "1234567",
+                                                 "\xef\xbc\x92",
+                                                 "\xe2\x85\xa0",
+                                                 "\xe3\x83\xbb",
+                                                 "\xe3\x83\xbc",
+                                                 "\xe4\xb8\x80\xe3\x81\x82"};
   std::string s;
   const size_t n = rng() % 30;
   for (size_t i = 0; i < n; ++i) s += units[rng() % units.size()];

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "tokenizer/hf/split_automaton.hpp"
@@ -237,7 +238,8 @@ std::string GeneralSplit::summary() const {
   if (!automaton_) return s + "backtracking (" + backtracking_why_ + ")";
   s += "automaton of " + std::to_string(automaton_->states()) + " states";
   if (const SplitAutomaton::Pairs* p = automaton_->pairs())
-    s += ", ASCII a pair of bytes a step (" + std::to_string(p->ascii_classes) + " classes)";
+    s += ", ASCII " + std::string(p->width == 3 ? "three bytes" : "a pair of bytes") + " a step (" +
+         std::to_string(p->ascii_classes) + " classes)";
   return s;
 }
 
@@ -468,9 +470,10 @@ size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
 // match's begin taken again to find it, where it does not end right there),
 // and the search goes on at its end.
 //
-// A sink: kPairs, whether to take ASCII a pair of bytes a step where the
+// A sink: kPairs, whether to take ASCII two or three bytes a step where the
 // automaton has pairs; start(i), a search from i; restart(pos, flag), a match that ends at
-// pos where flag is not 0 (the next begins there); begin(i), where the match
+// pos where flag is not 0 (the next begins there); restarts(pos, flags), the
+// restarts of a step of two or three bytes from pos; begin(i), where the match
 // under way began (i: the search's start, if no restart since); match(end),
 // the match under way ends at end; none(), no match from begin(i).
 template <class Sink>
@@ -488,35 +491,40 @@ void GeneralSplit::scan_automaton(const unsigned char* s, size_t n, Sink& sink) 
     size_t pos = i;
     size_t row = A::kStartRow;  // kGoFlags kept: they index the row as it is
     for (;;) {
-      if (pairs != nullptr && n - pos >= 2 && s[pos] < 0x80) {
-        // Two ASCII bytes a step, until a step of one of them stops (it is
-        // then taken again below, a byte at a time). Not tried on a char past
-        // ASCII, which stops it (the run of Han chars of a Chinese word).
-        size_t prow = (row / A::kRow) << pairs->shift;
-        constexpr uint32_t kNone = 0x100;
-        uint32_t last = kNone;  // the flags of the last pair stepped
-        auto pair = [&]() {
-          const size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
-          const uint32_t f = pair_flags[at];
-          if (f & A::kPairStop) return false;
-          sink.restart(pos, f & A::kPairRestart1);
-          sink.restart(pos + 1, f / 2 & A::kRestart);
-          prow = pair_next[at];
-          pos += 2;
-          last = f;
-          return true;
-        };
-        for (;;) {
-          if (n - pos >= 8) {  // four pairs with no bound check between them
-            if (pair() && pair() && pair() && pair()) continue;
+      if (pairs != nullptr && s[pos] < 0x80 && n - pos >= size_t(pairs->width)) {
+        // Two or three ASCII bytes a step, until a step of one of them stops
+        // (they are then taken again below, a byte at a time). Not tried on a
+        // char past ASCII, which stops it (the run of Han chars of a Chinese word).
+        auto tuples = [&](auto width) {
+          constexpr size_t w = decltype(width)::value;
+          size_t prow = (row / A::kRow) << pairs->shift;
+          constexpr uint32_t kNone = 0x100;
+          uint32_t last = kNone;  // the flags of the last step
+          auto tuple = [&]() {
+            size_t at = prow + pairs->first[s[pos]] + pairs->second[s[pos + 1]];
+            if constexpr (w == 3) at += pairs->third[s[pos + 2]];
+            const uint32_t f = pair_flags[at];
+            if (f & A::kPairStop) return false;
+            sink.restarts(pos, f);
+            prow = pair_next[at];
+            pos += w;
+            last = f;
+            return true;
+          };
+          for (;;) {
+            if (n - pos >= 4 * w) {  // four steps with no bound check between them
+              if (tuple() && tuple() && tuple() && tuple()) continue;
+              break;
+            }
+            while (n - pos >= w && tuple()) {
+            }
             break;
           }
-          while (n - pos >= 2 && pair()) {
-          }
-          break;
-        }
-        // The row, with kMatchBefore where the last step had it.
-        if (last != kNone) row = (prow >> pairs->shift) * A::kRow | (last & A::kPairMatch2 ? A::kMatchBefore : 0);
+          // The row, with kMatchBefore where the last step had it.
+          if (last != kNone) row = (prow >> pairs->shift) * A::kRow | (last & A::kPairMatchLast ? A::kMatchBefore : 0);
+        };
+        if (pairs->width == 3) tuples(std::integral_constant<size_t, 3>());
+        else tuples(std::integral_constant<size_t, 2>());
       }
       A::Step step = 0;
       // One ASCII byte: false where it stops the loop.
@@ -625,10 +633,18 @@ struct MatchSink {
       b = pos;
     }
   }
+  void restarts(size_t pos, uint32_t flags) {
+    for (uint32_t k = 0; k < 3; ++k) restart(pos + k, flags >> k & SplitAutomaton::kPairRestart1);
+  }
   size_t begin(size_t) const { return b; }
   void match(size_t end) { out.emplace_back(uint32_t(b), uint32_t(end)); }
   void none() {}
 };
+
+// For each set of restarts in a step of three bytes (bit k: at the step's
+// byte k), their offsets from the step's first byte, in order.
+alignas(16) constexpr uint32_t kRestartOffsets[8][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0},
+                                                        {2, 0, 0, 0}, {0, 2, 0, 0}, {1, 2, 0, 0}, {0, 1, 2, 0}};
 
 // scan_automaton's sink for split_ends: the ends of the pieces, written in
 // place, from the subject's start (the caller adds the base). The end of the
@@ -654,6 +670,22 @@ struct EndsSink {
     static_assert(2 * SplitAutomaton::kRestart == sizeof(uint32_t));
     w = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(w) + 2 * flag);
   }
+  // The restarts of a step of two or three bytes from pos (`flags`, a pair
+  // step's): their ends written at once, the list moved by how many they are.
+  [[gnu::always_inline]] void restarts(size_t pos, uint32_t flags) {
+    using A = SplitAutomaton;
+    static_assert(A::kPairRestart1 == 16 && A::kPairRestarts == 0x70);  // the flags index the rows of 16 bytes
+    // The row of kRestartOffsets, 16 bytes each.
+    const char* offsets = reinterpret_cast<const char*>(kRestartOffsets) + (flags & A::kPairRestarts);
+#if defined(__SSE2__)
+    const __m128i at =
+        _mm_add_epi32(_mm_set1_epi32(int32_t(pos)), _mm_load_si128(reinterpret_cast<const __m128i*>(offsets)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w), at);
+#else
+    for (uint32_t k = 0; k < 4; ++k) w[k] = uint32_t(pos) + reinterpret_cast<const uint32_t*>(offsets)[k];
+#endif
+    w += flags & A::kPairCount;
+  }
   size_t begin(size_t i) const { return w != after ? w[-1] : i; }
   void match(size_t end) { *w++ = uint32_t(end); }
   void none() {
@@ -673,9 +705,9 @@ void GeneralSplit::find_all(std::string_view subject, std::vector<std::pair<uint
 }
 
 void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& ends) const {
-  // A piece takes a byte at least: room for one end per byte, and one more
-  // for the restart's end written on the last byte.
-  uint32_t* w = ends.room(subject.size() + 1);
+  // A piece takes a byte at least: room for one end per byte, and three more
+  // for the restarts' ends written past the list's end (four at a time).
+  uint32_t* w = ends.room(subject.size() + 4);
   if (automaton_) {
     uint32_t* const first = w;
     EndsSink sink{w, first};
@@ -695,6 +727,140 @@ void GeneralSplit::split_ends(std::string_view subject, uint32_t base, EndList& 
   });
   if (prev < subject.size()) *w++ = base + uint32_t(subject.size());
   ends.end_at(w);
+}
+
+uint32_t GeneralSplit::run_max() const {
+  if (atoms_ != 1 || branches_.size() != 1 || branches_[0].size() != 1) return 0;
+  const SplitItem& it = branches_[0][0];
+  return it.kind == SplitItem::kAtom && it.min == 1 ? it.max : 0;
+}
+
+bool GeneralSplit::matches_none_within(const std::vector<bool>& in) const {
+  if (!automaton_) return false;
+  using A = SplitAutomaton;
+  std::vector<bool> cls(bits_.size(), false);
+  for (char32_t cp = 0; cp < in.size(); ++cp)
+    if (in[cp]) cls[table_.get(cp)] = true;
+  cls[0] = true;  // the end of the text
+  // Every state the start state reaches on such chars: none may record a
+  // match on one of them or on the end.
+  const A::Step* steps = automaton_->steps();
+  std::vector<bool> seen(automaton_->states(), false);
+  std::vector<size_t> todo = {A::kStartRow};
+  seen[1] = true;
+  while (!todo.empty()) {
+    const size_t row = todo.back();
+    todo.pop_back();
+    for (size_t c = 0; c < cls.size(); ++c) {
+      if (!cls[c]) continue;
+      const A::Step step = steps[row + A::kClasses + c];
+      if (step & A::kMatchBefore) return false;
+      if (step & A::kStop) continue;
+      const size_t next = step & ~size_t(A::kFlags);
+      if (!seen[next / A::kRow]) {
+        seen[next / A::kRow] = true;
+        todo.push_back(next);
+      }
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit*>& levels, const GeneralSplit& last) {
+  if (levels.empty() || levels.size() > 254) return nullptr;
+  std::unique_ptr<RunSplits> r(new RunSplits());
+  for (const GeneralSplit* g : levels) {
+    const uint32_t m = g->run_max();
+    if (m == 0) return nullptr;
+    r->max_.push_back(m);
+  }
+  std::vector<uint8_t> full(0x110000, 0);
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;  // no valid char
+    for (size_t l = 0; l < levels.size(); ++l) {
+      if (!levels[l]->in_run(cp)) continue;
+      if (full[cp] != 0) return nullptr;  // two atoms share it
+      full[cp] = uint8_t(l + 1);
+    }
+  }
+  r->table_ = CodePointTable(full);
+  for (int b = 0; b < 0x80; ++b) r->ascii_[b] = full[size_t(b)];
+  // The bytes a char of an atom may start with: such ASCII chars, and lead
+  // bytes of such chars.
+  for (int b = 0; b < 256; ++b) {
+    char32_t from = 0, count = 0;  // the code points b leads
+    if (b < 0x80) from = char32_t(b), count = 1;
+    else if (b >= 0xC2 && b <= 0xDF) from = char32_t(b & 0x1F) << 6, count = 1 << 6;
+    else if (b >= 0xE0 && b <= 0xEF) from = char32_t(b & 0x0F) << 12, count = 1 << 12;
+    else if (b >= 0xF0 && b <= 0xF4) from = char32_t(b & 0x07) << 18, count = 1 << 18;
+    for (char32_t cp = from; cp < from + count && cp < 0x110000 && !r->maybe_[b]; ++cp) r->maybe_[b] = full[cp] != 0;
+  }
+  std::vector<std::pair<int, int>> ranges;
+  for (int b = 0; b < 0x80; ++b) {
+    if (!r->maybe_[b]) continue;
+    if (!ranges.empty() && ranges.back().second == b - 1) ranges.back().second = b;
+    else ranges.emplace_back(b, b);
+  }
+  if (ranges.size() > 3) return nullptr;
+  ranges.emplace_back(0xC0, 0xFF);  // lead bytes
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    std::memset(r->lo_[k], ranges[k].first, 16);
+    std::memset(r->span_[k], ranges[k].second - ranges[k].first, 16);
+  }
+  r->ranges_ = int(ranges.size());
+  for (size_t l = 0; l < levels.size(); ++l) {
+    std::vector<bool> in(0x110000, false);
+    for (char32_t cp = 0; cp < 0x110000; ++cp) in[cp] = full[cp] == l + 1;
+    r->whole_.push_back(last.matches_none_within(in));
+  }
+  return r;
+}
+
+size_t RunSplits::skip(const unsigned char* s, size_t n, size_t i) const {
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  while (n - i >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i may = zero;
+    for (int k = 0; k < ranges_; ++k) {  // v - lo <= hi - lo, unsigned
+      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo_[k]));
+      const __m128i span = _mm_load_si128(reinterpret_cast<const __m128i*>(span_[k]));
+      may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, lo), span), zero));
+    }
+    for (uint32_t mask = uint32_t(_mm_movemask_epi8(may)); mask != 0; mask &= mask - 1) {
+      const size_t at = i + size_t(__builtin_ctz(mask));
+      if (maybe_[s[at]]) return at;
+    }
+    i += 16;
+  }
+#endif
+  while (i < n && !maybe_[s[i]]) ++i;
+  return i;
+}
+
+uint8_t RunSplits::level_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
+  const unsigned char b0 = s[i];
+  len = 1;
+  if (b0 < 0x80) return ascii_[b0];
+  const size_t left = n - i;
+  auto cont = [&](size_t k) { return k < left && (s[i + k] & 0xC0) == 0x80; };
+  char32_t cp = 0;
+  uint32_t l = 0;
+  if (b0 >= 0xC2 && b0 <= 0xDF && cont(1)) {
+    cp = char32_t(b0 & 0x1F) << 6 | (s[i + 1] & 0x3F), l = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF && cont(1) && cont(2)) {
+    cp = char32_t(b0 & 0x0F) << 12 | char32_t(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F), l = 3;
+    if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, a surrogate: invalid
+  } else if (b0 >= 0xF0 && b0 <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+    cp = char32_t(b0 & 0x07) << 18 | char32_t(s[i + 1] & 0x3F) << 12 | char32_t(s[i + 2] & 0x3F) << 6 |
+         (s[i + 3] & 0x3F),
+    l = 4;
+    if (cp < 0x10000 || cp > 0x10FFFF) return 0;
+  } else {
+    return 0;  // invalid UTF-8: a byte at a time, in no atom
+  }
+  len = l;
+  return table_.get(cp);
 }
 
 void EndList::grow(size_t need) {

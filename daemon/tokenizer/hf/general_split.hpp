@@ -88,7 +88,16 @@ class GeneralSplit {
   // between two matches, before the first or after the last.
   void split_ends(std::string_view subject, uint32_t base, EndList& ends) const;
 
-  // "7 branches, 10 atoms, automaton of 23 states[, ASCII a pair of bytes a step (8 classes)]",
+  // Where the pattern is one atom repeated, X{1,m} or X+: m (SplitItem::kMany
+  // for +), else 0.
+  uint32_t run_max() const;
+  // The atom's chars, where run_max() is not 0: whether a valid char's code point is one.
+  bool in_run(char32_t cp) const { return (bits_[table_.get(cp)] & 1) != 0; }
+  // Whether no text made of chars `in` takes holds a match (the automaton
+  // says; false where there is none).
+  bool matches_none_within(const std::vector<bool>& in) const;
+
+  // "7 branches, 10 atoms, automaton of 23 states[, ASCII three bytes a step (8 classes)]",
   // or "..., backtracking (why)".
   std::string summary() const;
 
@@ -136,5 +145,79 @@ class GeneralSplit {
   std::unique_ptr<SplitAutomaton> automaton_;  // null: backtracking
   std::string backtracking_why_;
 };
+
+// The splits before the last of a pipeline of Isolated splits (DeepSeek-V3's
+// digits, then CJK runs), where each is one atom repeated (X{1,m} or X+) and
+// no two atoms share a char: their pieces in one pass over the text. Each
+// split's matches are then the runs of its atom's chars, cut every m chars
+// from the run's start (the split before it leaves every such run whole, and
+// a run ends at a char of no atom or of another's), and the pieces between
+// are the stretches of chars in no atom.
+class RunSplits {
+ public:
+  // Null where `levels` are not all of that shape, their atoms share a char,
+  // or their ASCII chars do not fall in three ranges at most.
+  static std::unique_ptr<RunSplits> build(const std::vector<const GeneralSplit*>& levels, const GeneralSplit& last);
+
+  // Calls piece(begin, end, whole) for each piece of `subject` in order;
+  // whole: a run the last split is known to leave whole (it matches nothing
+  // within such runs).
+  template <class Piece>
+  void pieces(std::string_view subject, Piece&& piece) const;
+  // Whether the last split leaves the runs of level's atom whole.
+  bool whole(size_t level) const { return whole_[level]; }
+
+ private:
+  RunSplits() = default;
+  // The first byte from i on that may be a char of an atom (lead bytes from
+  // 0xC0 included), or n.
+  size_t skip(const unsigned char* s, size_t n, size_t i) const;
+  // The level + 1 of the char at i (0: in no atom), its length.
+  uint8_t level_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const;
+
+  uint8_t ascii_[128] = {};  // level + 1 of each ASCII char, 0: none
+  bool maybe_[256] = {};     // the bytes a char of an atom may start with
+  alignas(16) uint8_t lo_[4][16] = {};
+  alignas(16) uint8_t span_[4][16] = {};
+  int ranges_ = 0;             // of ASCII chars in an atom, and lead bytes from 0xC0
+  CodePointTable table_;       // level + 1 of each code point
+  std::vector<uint32_t> max_;  // per level: m
+  std::vector<bool> whole_;    // per level: the last split leaves its runs whole
+};
+
+template <class Piece>
+void RunSplits::pieces(std::string_view subject, Piece&& piece) const {
+  const auto* s = reinterpret_cast<const unsigned char*>(subject.data());
+  const size_t n = subject.size();
+  size_t begin = 0;  // of the stretch under way
+  for (size_t i = 0;;) {
+    i = skip(s, n, i);
+    if (i >= n) break;
+    uint32_t len;
+    const uint8_t level = level_at(s, i, n, len);
+    if (level == 0) {
+      i += len;
+      continue;
+    }
+    if (begin < i) piece(begin, i, false);
+    // The run, cut every m chars.
+    const uint32_t m = max_[level - 1];
+    const bool whole = whole_[level - 1];
+    size_t run = i;
+    uint32_t chars = 0;
+    for (;;) {
+      i += len;
+      if (++chars == m) {
+        piece(run, i, whole);
+        run = i;
+        chars = 0;
+      }
+      if (i >= n || level_at(s, i, n, len) != level) break;
+    }
+    if (run < i) piece(run, i, whole);
+    begin = i;
+  }
+  if (begin < n) piece(begin, n, false);
+}
 
 }  // namespace tokfeed::text::hf

@@ -75,6 +75,8 @@ class HfTokenizer final : public Tokenizer {
   // to (pre_tokenizer.word_regexes): text that NFC leaves as it is takes
   // encode_words, its words those of the regexes one after the other.
   std::vector<const Regex*> word_regexes_;
+  // The splits before the last, in one pass, where they allow (DeepSeek-V3's).
+  std::unique_ptr<RunSplits> run_splits_;
   mutable std::vector<std::vector<std::pair<uint32_t, uint32_t>>> level_matches_;
   mutable EndList word_ends_;
   bool nfc_ = false;

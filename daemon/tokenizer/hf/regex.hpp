@@ -55,7 +55,7 @@ class Regex {
   // The general matcher behind find_all, or null.
   const GeneralSplit* general() const { return general_.get(); }
   // Which path matches and why, for the load log: "hand-written",
-  // "matcher (7 branches, 10 atoms, automaton of 23 states, ASCII a pair of bytes a step (8 classes))",
+  // "matcher (7 branches, 10 atoms, automaton of 23 states, ASCII three bytes a step (8 classes))",
   // "PCRE2 JIT (lazy quantifier at offset 12)".
   const std::string& path() const { return path_; }
 

@@ -136,29 +136,54 @@ void SplitAutomaton::build_pairs(const uint8_t (&ascii_class)[128]) {
   }
   const uint32_t k = uint32_t(byte_of.size()) + 1;
   for (int b = 128; b < 256; ++b) compact[b] = k - 1;
-  int shift = 0;
-  while ((uint32_t(1) << shift) < k * k) ++shift;
-  const size_t stride = size_t(1) << shift, states = steps_.size() / kRow;
-  if (k > 32 || states * stride > (size_t(1) << 16)) return;  // few states and classes only: a table of 320 KiB at most
+  const size_t states = steps_.size() / kRow;
+  if (k > 32) return;
+  // Three bytes a step where the table stays within 2^16 entries (320 KiB),
+  // else two where it does.
+  int width = 3, shift = 0;
+  for (;; --width) {
+    if (width < 2) return;
+    const size_t cells = width == 3 ? size_t(k) * k * k : size_t(k) * k;
+    shift = 0;
+    while ((size_t(1) << shift) < cells) ++shift;
+    if (states << shift <= (size_t(1) << 16)) break;
+  }
+  const size_t stride = size_t(1) << shift;
   auto p = std::make_unique<Pairs>();
   p->ascii_classes = k - 1;
+  p->width = width;
   p->shift = shift;
-  for (int b = 0; b < 256; ++b) p->first[b] = compact[b] * k, p->second[b] = compact[b];
+  for (int b = 0; b < 256; ++b) {
+    p->first[b] = width == 3 ? compact[b] * k * k : compact[b] * k;
+    p->second[b] = width == 3 ? compact[b] * k : compact[b];
+    p->third[b] = compact[b];
+  }
   p->next.assign(states * stride, 0);
   p->flags.assign(states * stride, kPairStop);
-  for (size_t st = 0; st < states; ++st)
-    for (uint32_t c1 = 0; c1 + 1 < k; ++c1) {
-      const Step s1 = steps_[st * kRow + 4 * size_t(byte_of[c1])];
-      if (s1 & kStop) continue;
-      for (uint32_t c2 = 0; c2 + 1 < k; ++c2) {
-        const Step s2 = steps_[(s1 & ~kFlags) + 4 * size_t(byte_of[c2])];
-        if (s2 & kStop) continue;
-        const size_t at = st * stride + c1 * k + c2;
-        p->next[at] = uint32_t((s2 / kRow) << shift);
-        p->flags[at] = uint8_t((s1 & kRestart ? kPairRestart1 : 0) | (s2 & kRestart ? kPairRestart2 : 0) |
-                               (s2 & kMatchBefore ? kPairMatch2 : 0));
+  // Every sequence of `width` ASCII classes from every state, while no step stops.
+  for (size_t st = 0; st < states; ++st) {
+    uint32_t cls[3] = {0, 0, 0};
+    for (;;) {
+      Step row = Step(st * kRow), last = 0;
+      uint8_t flags = 0;
+      bool stops = false;
+      for (int d = 0; d < width && !stops; ++d) {
+        last = steps_[(row & ~kFlags) + 4 * size_t(byte_of[cls[d]])];
+        stops = (last & kStop) != 0;
+        if (last & kRestart) flags = uint8_t((flags | kPairRestart1 << d) + 1);  // its bit, one more in the count
+        row = last;
       }
+      if (!stops) {
+        const size_t at = st * stride + p->first[byte_of[cls[0]]] + p->second[byte_of[cls[1]]] +
+                          (width == 3 ? p->third[byte_of[cls[2]]] : 0);
+        p->next[at] = uint32_t((last / kRow) << shift);
+        p->flags[at] = uint8_t(flags | (last & kMatchBefore ? kPairMatchLast : 0));
+      }
+      int d = width - 1;  // the next sequence, the last class fastest
+      while (d >= 0 && ++cls[d] + 1 == k) cls[d--] = 0;
+      if (d < 0) break;
     }
+  }
   pairs_ = std::move(p);
 }
 

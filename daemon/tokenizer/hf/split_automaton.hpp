@@ -88,23 +88,27 @@ class SplitAutomaton {
   const Step* steps() const { return steps_.data(); }  // at row + 4 * byte (+ 0..3), row + kClasses + class id
   size_t states() const { return steps_.size() / kRow; }
 
-  // Two ASCII bytes a step, where ASCII falls in few classes (pairs() null
-  // otherwise): the byte loop's chain of loads is one a pair, not one a byte.
-  // A pair row is a state's number times `stride`; the step on bytes a, b
-  // is at row + first[a] + second[b] in `next` (the next pair row) and
-  // `flags` (kPairRestart1, kPairRestart2: the step on a, on b restarts;
-  // kPairMatch2: the step on b has kMatchBefore; kPairStop: one of the two
-  // steps stops: take them one by one).
+  // Two or three ASCII bytes a step, where ASCII falls in few classes
+  // (pairs() null otherwise): the byte loop's chain of loads is one a pair
+  // or triple, not one a byte. A row is a state's number times `stride`; the
+  // step on bytes a, b (and c) is at row + first[a] + second[b] (+ third[c])
+  // in `next` (the next row) and `flags`: kPairStop, one of the steps stops
+  // (take them one by one); else kPairRestarts, the steps that restart (bit
+  // 4: on the first byte, 5: the second, 6: the third), kPairCount, how many
+  // they are, and kPairMatchLast, the step on the last byte has
+  // kMatchBefore. Three bytes where states × 2^⌈log2 k³⌉ fits, else two.
   struct Pairs {
-    uint32_t first[256], second[256];
+    uint32_t first[256], second[256], third[256];
     uint32_t ascii_classes = 0;  // the class ids of ASCII bytes (a compact number each; one more for the rest)
+    int width = 2;               // bytes a step: 2 or 3
     int shift = 0;               // stride = 1 << shift
     std::vector<uint32_t> next;
     std::vector<uint8_t> flags;
   };
-  static constexpr uint8_t kPairRestart1 = kRestart;
-  static constexpr uint8_t kPairRestart2 = 2 * kRestart;
-  static constexpr uint8_t kPairMatch2 = 0x20;
+  static constexpr uint8_t kPairCount = 0x03;
+  static constexpr uint8_t kPairMatchLast = 0x08;
+  static constexpr uint8_t kPairRestart1 = 0x10;
+  static constexpr uint8_t kPairRestarts = 0x70;
   static constexpr uint8_t kPairStop = 0x80;
   const Pairs* pairs() const { return pairs_.get(); }
 
