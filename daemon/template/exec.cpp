@@ -179,6 +179,7 @@ Value recurse(Interp& in, const Stmt& s, const Value& items, int64_t depth, std:
   std::string buf;
   in.out = &buf;
   run_loop(in, s, items, false, depth);
+  if (s.escape && escapes(in, s)) return markup(std::move(buf));
   return Value::str(std::move(buf));
 }
 
@@ -485,6 +486,9 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     bind_params(in, *m, 0, args);
     std::string r = capture(in, m->bodies[0]);
     --in.depth;
+    // Markup where the body escapes, or where autoescape is on (jinja2's
+    // Macro.__call__ takes the caller's eval context).
+    if (in.autoescape || (m->escape && escapes(in, *m))) return markup(std::move(r));
     return Value::str(std::move(r));
   });
   if (top) f.fn->macro = m;
@@ -520,6 +524,7 @@ Value template_self(const std::vector<Stmt*>& blocks) {
                      std::string buf;
                      run_block(in, *b, false, &buf);
                      --in.depth;
+                     if (in.autoescape) return markup(std::move(buf));  // BlockReference.__call__
                      return Value::str(std::move(buf));
                    }));
   return self;
@@ -563,6 +568,18 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       case SK::kText: write(in, s.text); break;
       case SK::kOutput: {
         const Expr& x = *s.exprs[0];
+        if (s.escape && escapes(in, s)) [[unlikely]] {  // markupsafe's escape() of what is no Markup
+          Value v = eval(in, x);
+          if (tracking(in)) in.track->operand(v);
+          if (v.is_str() && v.markup) {
+            write(in, *v.s);
+          } else {
+            std::string e;
+            html_escape(v.is_str() ? std::string_view(*v.s) : std::string_view(to_str(v)), e);
+            write(in, e);
+          }
+          break;
+        }
         if (is_concat(x)) {  // joined straight into the output (no expression writes to it)
           in.step(x.pos);
           std::string& out = *in.out;
@@ -632,12 +649,14 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         Flow f = Flow::kNormal;
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
-        Value v = Value::str(std::move(body));
+        // (Markup if context.eval_ctx.autoescape else identity)(filter(Markup(text) where escapes))
+        Value v = s.escape && s.filter && escapes(in, s) ? markup(std::move(body)) : Value::str(std::move(body));
         if (s.filter) {
           FrameGuard g(in, false);
           in.assign(kBlockBodyName(), v);
           v = eval(in, *s.filter);
         }
+        if (in.autoescape && !(v.is_str() && v.markup)) v = markup(v.is_str() ? *v.s : to_str(v));
         if (s.one_name()) in.assign(s.names[0], std::move(v));
         else assign_targets(in, s, v);
         break;
@@ -655,12 +674,16 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       }
       case SK::kCallBlock: {
         const Stmt* cs = &s;
+        // Markup where the body escapes, or where autoescape is on (a Macro
+        // called from the template gets the caller's eval context).
         Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
           FrameGuard g(i2, false);
           MessageGuard message_guard(i2);  // nor one in a call block
           i2.iteration_bound = nullptr;
           bind_params(i2, *cs, 1, a);
-          return Value::str(capture(i2, cs->bodies[0]));
+          std::string r = capture(i2, cs->bodies[0]);
+          if (i2.autoescape || (cs->escape && escapes(i2, *cs))) return markup(std::move(r));
+          return Value::str(std::move(r));
         });
         caller.fn->def = cs;
         const Expr& call = *s.exprs[0];
@@ -677,7 +700,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
-        in.assign(kBlockBodyName(), Value::str(std::move(body)));
+        in.assign(kBlockBodyName(), s.escape && escapes(in, s) ? markup(std::move(body)) : Value::str(std::move(body)));
         // jinja2 yields the chain's result as it is: what is no str fails
         // the join of the output.
         Value r = eval(in, *s.filter);
@@ -697,10 +720,13 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       case SK::kBlock: run_block(in, s, s.scoped); break;
       case SK::kAutoescape: {
         FrameGuard g(in, false);
-        if (truthy(eval(in, *s.exprs[0])))
-          throw Error("autoescape with a true value is not supported (markupsafe escaping of output)");
+        const bool was = in.autoescape;
+        in.autoescape = truthy(eval(in, *s.exprs[0]));
         Flow f = exec(in, s.bodies[0]);
+        // jinja2 reverts the eval context after the body: a break or
+        // continue in it leaves the value set.
         if (f != Flow::kNormal) return f;
+        in.autoescape = was;
         break;
       }
       case SK::kBreak: return Flow::kBreak;
@@ -709,6 +735,10 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = std::move(in.spare_capture);
         {
           FrameGuard g(in, false);
+          if (s.uses_varargs || s.uses_kwargs || s.uses_caller) {
+            Args none;
+            bind_params(in, s, 0, none);
+          }
           capture_into(in, s.bodies[0], body);
         }
         // As transformers counts it: from the top-level output so far.
