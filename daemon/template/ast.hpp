@@ -103,6 +103,7 @@ enum class SK : uint8_t {
   kGeneration,
   kBlock,       // {% block name [scoped] [required] %}body{% endblock %}: `text` the name
   kAutoescape,  // {% autoescape exprs[0] %}body{% endautoescape %}
+  kEscOutput,   // kOutput under an autoescape (Stmt::escape): it escapes what is no Markup
 };
 
 struct Stmt;

@@ -297,9 +297,13 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     loop = Value::new_dict();
     loop.view = kLoopView;
     d = &loop.dict->items;
+    // The names of its methods, made once too (not a string built from a
+    // literal per loop).
+    static const std::string kCycle("cycle"), kCycleFn("loop.cycle"), kChanged("changed"), kChangedFn("loop.changed"),
+        kLoopFn("loop"), kCall(kLoopCall);
     d->reserve(14);
     d->assign(kAttrs.begin(), kAttrs.end());
-    d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
+    d->emplace_back(kCycle, Value::func(kCycleFn, [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
                       int64_t i = loop_d->items[1].second.i;
                       return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
@@ -307,7 +311,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     // loop.changed(*values): whether they differ from the last call's (true the first time).
     if (s.uses_changed) {
       changed_state = std::make_shared<std::optional<std::vector<Value>>>();
-      d->emplace_back("changed", Value::func("loop.changed", [last = changed_state](Interp&, Args& a) -> Value {
+      d->emplace_back(kChanged, Value::func(kChangedFn, [last = changed_state](Interp&, Args& a) -> Value {
                         if (!a.kw.empty()) throw Error("changed() got an unexpected keyword argument");
                         auto& prev = *last;
                         if (prev && prev->size() == a.pos.size() &&
@@ -319,8 +323,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
                       }));
     }
     if (s.recursive) {
-      d->emplace_back(std::string(kLoopCall),
-                      Value::func("loop", [&s, depth, base = in.frames.size() - 1](Interp& in2, Args& a) -> Value {
+      d->emplace_back(kCall,
+                      Value::func(kLoopFn, [&s, depth, base = in.frames.size() - 1](Interp& in2, Args& a) -> Value {
                         if (a.pos.size() != 1 || !a.kw.empty())
                           throw Error("loop() takes exactly one argument (" + std::to_string(a.pos.size()) + " given)");
                         return recurse(in2, s, a.pos[0], depth + 1, base);
@@ -559,6 +563,49 @@ void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow) {
   in.out = saved;
 }
 
+namespace {
+
+// An output under an autoescape: markupsafe's escape() of what is no Markup
+// where the autoescape is on.
+[[gnu::noinline]] void escaped_output(Interp& in, const Stmt& s) {
+  Value v = eval(in, *s.exprs[0]);
+  if (tracking(in)) in.track->operand(v);
+  if (!escapes(in, s) || (v.is_str() && v.markup)) {
+    write(in, v.is_str() ? *v.s : to_str(v));
+    return;
+  }
+  std::string e;
+  html_escape(v.is_str() ? std::string_view(*v.s) : std::string_view(to_str(v)), e);
+  write(in, e);
+}
+
+// Markup(v): a str marked safe as it is, anything else its str().
+[[gnu::noinline]] void as_markup(Value& v) {
+  if (v.is_str()) v.markup = true;
+  else v = markup(to_str(v));
+}
+
+// A {% generation %} body's own varargs, kwargs and caller (a caller called
+// without arguments).
+[[gnu::noinline]] void bind_caller_names(Interp& in, const Stmt& s) {
+  Args none;
+  bind_params(in, s, 0, none);
+}
+
+// {% autoescape %}: the value set while the body runs; jinja2 reverts the
+// eval context after the body, so a break or continue in it leaves the
+// value set.
+[[gnu::noinline]] Flow exec_autoescape(Interp& in, const Stmt& s) {
+  FrameGuard g(in, false);
+  const bool was = in.autoescape;
+  in.autoescape = truthy(eval(in, *s.exprs[0]));
+  Flow f = exec(in, s.bodies[0]);
+  if (f == Flow::kNormal) in.autoescape = was;
+  return f;
+}
+
+}  // namespace
+
 Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
   const std::size_t end = std::min(to, body.size());
   for (std::size_t at = from; at < end && !in.done; ++at) {
@@ -566,20 +613,9 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
     in.step(s.pos);
     switch (s.kind) {
       case SK::kText: write(in, s.text); break;
+      case SK::kEscOutput: escaped_output(in, s); break;
       case SK::kOutput: {
         const Expr& x = *s.exprs[0];
-        if (s.escape && escapes(in, s)) [[unlikely]] {  // markupsafe's escape() of what is no Markup
-          Value v = eval(in, x);
-          if (tracking(in)) in.track->operand(v);
-          if (v.is_str() && v.markup) {
-            write(in, *v.s);
-          } else {
-            std::string e;
-            html_escape(v.is_str() ? std::string_view(*v.s) : std::string_view(to_str(v)), e);
-            write(in, e);
-          }
-          break;
-        }
         if (is_concat(x)) {  // joined straight into the output (no expression writes to it)
           in.step(x.pos);
           std::string& out = *in.out;
@@ -649,14 +685,16 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         Flow f = Flow::kNormal;
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
+        Value v = Value::str(std::move(body));
         // (Markup if context.eval_ctx.autoescape else identity)(filter(Markup(text) where escapes))
-        Value v = s.escape && s.filter && escapes(in, s) ? markup(std::move(body)) : Value::str(std::move(body));
+        if (s.escape && s.filter && escapes(in, s)) v.markup = true;
         if (s.filter) {
           FrameGuard g(in, false);
           in.assign(kBlockBodyName(), v);
           v = eval(in, *s.filter);
         }
-        if (in.autoescape && !(v.is_str() && v.markup)) v = markup(v.is_str() ? *v.s : to_str(v));
+        if (in.autoescape) [[unlikely]]
+          as_markup(v);
         if (s.one_name()) in.assign(s.names[0], std::move(v));
         else assign_targets(in, s, v);
         break;
@@ -700,7 +738,9 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
-        in.assign(kBlockBodyName(), s.escape && escapes(in, s) ? markup(std::move(body)) : Value::str(std::move(body)));
+        Value text = Value::str(std::move(body));
+        if (s.escape && escapes(in, s)) text.markup = true;
+        in.assign(kBlockBodyName(), std::move(text));
         // jinja2 yields the chain's result as it is: what is no str fails
         // the join of the output.
         Value r = eval(in, *s.filter);
@@ -719,14 +759,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       }
       case SK::kBlock: run_block(in, s, s.scoped); break;
       case SK::kAutoescape: {
-        FrameGuard g(in, false);
-        const bool was = in.autoescape;
-        in.autoescape = truthy(eval(in, *s.exprs[0]));
-        Flow f = exec(in, s.bodies[0]);
-        // jinja2 reverts the eval context after the body: a break or
-        // continue in it leaves the value set.
+        Flow f = exec_autoescape(in, s);
         if (f != Flow::kNormal) return f;
-        in.autoescape = was;
         break;
       }
       case SK::kBreak: return Flow::kBreak;
@@ -735,10 +769,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = std::move(in.spare_capture);
         {
           FrameGuard g(in, false);
-          if (s.uses_varargs || s.uses_kwargs || s.uses_caller) {
-            Args none;
-            bind_params(in, s, 0, none);
-          }
+          if (s.uses_varargs || s.uses_kwargs || s.uses_caller) [[unlikely]]
+            bind_caller_names(in, s);
           capture_into(in, s.bodies[0], body);
         }
         // As transformers counts it: from the top-level output so far.

@@ -812,6 +812,8 @@ void optimize(Body& body, uint8_t escape) {
       s.kind = SK::kText;
       s.text = (escape & 1) ? *markup_escape(v).s : to_str(v);
       s.exprs.clear();
+    } else if (s.kind == SK::kOutput && escape) {
+      s.kind = SK::kEscOutput;
     }
     for (auto& x : s.exprs) poison_nonfinite(x);
     poison_nonfinite(s.filter);
