@@ -65,8 +65,8 @@ struct Interp {
   Probe* probe = nullptr;    // a prefix render that may resume at the first main loop (resume.hpp)
   bool done = false;         // a probed render resumed and ran to its end: the statements in progress stop
   // jinja2's context.eval_ctx.autoescape: set by {% autoescape %} while its
-  // body runs (what join, replace, urlize, xmlattr, a set block and a macro
-  // defined now read).
+  // body runs (what join, replace, urlize, xmlattr, a set block's result and
+  // a macro or caller called now read).
   bool autoescape = false;
   // Folding a constant where autoescape is volatile (Stmt::escape & 2):
   // jinja2 folds no filter or test there.
@@ -188,12 +188,13 @@ Value eval(Interp& in, const Expr& e);
 const Value& eval_ref(Interp& in, const Expr& e, Value& tmp);
 // eval_ref() of an operand read as a whole (resume.hpp).
 const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
+// Whether the body of `s` (a macro, caller, recursive loop, set or filter
+// block) gives Markup, or an output under autoescape escapes, as jinja2
+// compiled it there (Stmt::escape).
+inline bool escapes(const Interp& in, const Stmt& s) { return (s.escape & 2) ? in.autoescape : (s.escape & 1) != 0; }
 // A `+` or `~` node, and eval() of one: a left-nested chain of them is
 // evaluated as the nested nodes are (the same steps, operands and errors)
 // with its strings joined in one buffer (eval_ref.cpp).
-// Whether the body of `s` (a macro, caller, recursive loop, set or filter
-// block) gives Markup, as jinja2 compiled it there (Stmt::escape).
-inline bool escapes(const Interp& in, const Stmt& s) { return (s.escape & 2) ? in.autoescape : (s.escape & 1) != 0; }
 inline bool is_concat(const Expr& e) {
   return e.kind == EK::kBinary && e.name.size() == 1 && (e.name[0] == '+' || e.name[0] == '~');
 }
