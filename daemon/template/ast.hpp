@@ -80,6 +80,10 @@ inline constexpr std::string_view kBlockBody = "\001body";
 inline constexpr std::string_view kLoopCall = "\001call";
 // The name of a call's `**kwargs` among its keyword arguments (no identifier).
 inline constexpr std::string_view kStarStar = "**";
+// A `~` under a constant true autoescape: markupsafe's markup_join (a
+// Markup operand escapes the others, the result is Markup) instead of a
+// plain join (kBinary's name).
+inline constexpr std::string_view kMarkupJoin = "~~";
 
 constexpr uint8_t kMethodStr = 1, kMethodDict = 2, kMethodList = 4, kMethodsKnown = 8;
 
@@ -99,6 +103,7 @@ enum class SK : uint8_t {
   kGeneration,
   kBlock,       // {% block name [scoped] [required] %}body{% endblock %}: `text` the name
   kAutoescape,  // {% autoescape exprs[0] %}body{% endautoescape %}
+  kEscOutput,   // kOutput under an autoescape (Stmt::escape): it escapes what is no Markup
 };
 
 struct Stmt;
@@ -124,6 +129,14 @@ struct Stmt {
   // kMacro: whether the body reads `varargs`, `kwargs`, `caller` (jinja2
   // then accepts extra positional arguments, unknown keywords, a caller).
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
+  // jinja2's compile-time autoescape where the statement is: 1 its value
+  // (constant), 2 volatile (under an {% autoescape %} of a value known at
+  // render time alone: in.autoescape then). An output escapes what is no
+  // Markup; a `~` joins as markup_join (set on its node: kMarkupJoin); a
+  // macro's, caller's or recursive loop's body and a set or filter block's
+  // text are Markup (exec.cpp). A block's body is 0: jinja2 compiles blocks
+  // after the template's body, the autoescape scope closed.
+  uint8_t escape = 0;
   // kFor: whether the body may read past its iteration: `loop` other than
   // loop.index, index0, first, previtem, depth, cycle; `messages` or the
   // name it iterates over; add_generation_prompt; a call of a macro

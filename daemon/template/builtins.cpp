@@ -111,7 +111,7 @@ Value get_item(const Value& obj, const Value& key) {
         if (has_method(obj, *key.s)) return method_attr(obj, *key.s);
         return Value::undefined(key.s);
       }
-      if (!key.is_undefined() && !key.is_list() && !key.is_dict() && !obj.ns) {
+      if (!key.is_undefined() && !key.is_dict() && !obj.ns && (!key.is_list() || hashable(key))) {
         if (const Value* v = obj.dict->find(key_of(key))) return *v;
       }
       return Value::undefined();
@@ -174,6 +174,7 @@ bool contains(const Value& c, const Value& item) {
       if (item.is_str()) return c.dict->find(item.s->starts_with('\x01') ? key_of(item) : *item.s) != nullptr;
       if (item.is_number() || item.is_none()) return c.dict->find(key_of(item)) != nullptr;
       require_hashable(item);
+      if (item.is_list() && item.tuple && item.is_seq()) return c.dict->find(key_of(item)) != nullptr;
       return false;
     default: break;
   }

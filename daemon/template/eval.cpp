@@ -82,6 +82,13 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
       throw Error("integer overflow");
     return Value::integer(r);
   }
+  if (c == '~' && twice) {  // kMarkupJoin
+    if ((a.is_str() && a.markup) || (b.is_str() && b.markup)) {
+      std::string r = *markup_escape(a).s;
+      r += *markup_escape(b).s;
+      return markup(std::move(r));
+    }
+  }
   if (c == '~') {
     std::string r = to_str(a);
     append_str(b, r);
@@ -404,6 +411,7 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
             (!e.filter || std::find(std::begin(kContextual), std::end(kContextual), e.filter) != std::end(kContextual)))
           return false;
         if (e.kind == EK::kTest && !e.test) return false;
+        if (in.fold_volatile) return false;  // _FilterTestCommon.as_const: Impossible where volatile
         if (e.star || std::any_of(e.kw.begin(), e.kw.end(), [](const auto& k) { return k.first == kStarStar; }))
           return false;
         if (!fold_all(in, e.a, 0, v)) return false;
@@ -428,10 +436,12 @@ bool fold_const(Interp& in, const Expr& e, Value& out) {
         if (!fold_all(in, e.a, 0, v)) return false;
         out = unary(e.kind == EK::kNeg, v[0]);
         return true;
-      case EK::kBinary:
+      case EK::kBinary: {
         if (!fold_all(in, e.a, 0, v)) return false;
-        out = arith(e.name, v[0], v[1]);
+        static const std::string tilde("~");  // Concat.as_const joins plain strs, markup_join or not
+        out = arith(e.name == kMarkupJoin ? tilde : e.name, v[0], v[1]);
         return true;
+      }
       case EK::kCompare:
         if (!fold_all(in, e.a, 0, v)) return false;
         out = Value::boolean(true);

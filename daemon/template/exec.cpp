@@ -179,6 +179,7 @@ Value recurse(Interp& in, const Stmt& s, const Value& items, int64_t depth, std:
   std::string buf;
   in.out = &buf;
   run_loop(in, s, items, false, depth);
+  if (s.escape && escapes(in, s)) return markup(std::move(buf));
   return Value::str(std::move(buf));
 }
 
@@ -296,9 +297,13 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     loop = Value::new_dict();
     loop.view = kLoopView;
     d = &loop.dict->items;
+    // The names of its methods, made once too (not a string built from a
+    // literal per loop).
+    static const std::string kCycle("cycle"), kCycleFn("loop.cycle"), kChanged("changed"), kChangedFn("loop.changed"),
+        kLoopFn("loop"), kCall(kLoopCall);
     d->reserve(14);
     d->assign(kAttrs.begin(), kAttrs.end());
-    d->emplace_back("cycle", Value::func("loop.cycle", [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
+    d->emplace_back(kCycle, Value::func(kCycleFn, [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
                       int64_t i = loop_d->items[1].second.i;
                       return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
@@ -306,7 +311,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     // loop.changed(*values): whether they differ from the last call's (true the first time).
     if (s.uses_changed) {
       changed_state = std::make_shared<std::optional<std::vector<Value>>>();
-      d->emplace_back("changed", Value::func("loop.changed", [last = changed_state](Interp&, Args& a) -> Value {
+      d->emplace_back(kChanged, Value::func(kChangedFn, [last = changed_state](Interp&, Args& a) -> Value {
                         if (!a.kw.empty()) throw Error("changed() got an unexpected keyword argument");
                         auto& prev = *last;
                         if (prev && prev->size() == a.pos.size() &&
@@ -318,8 +323,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
                       }));
     }
     if (s.recursive) {
-      d->emplace_back(std::string(kLoopCall),
-                      Value::func("loop", [&s, depth, base = in.frames.size() - 1](Interp& in2, Args& a) -> Value {
+      d->emplace_back(kCall,
+                      Value::func(kLoopFn, [&s, depth, base = in.frames.size() - 1](Interp& in2, Args& a) -> Value {
                         if (a.pos.size() != 1 || !a.kw.empty())
                           throw Error("loop() takes exactly one argument (" + std::to_string(a.pos.size()) + " given)");
                         return recurse(in2, s, a.pos[0], depth + 1, base);
@@ -485,6 +490,9 @@ Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
     bind_params(in, *m, 0, args);
     std::string r = capture(in, m->bodies[0]);
     --in.depth;
+    // Markup where the body escapes, or where autoescape is on (jinja2's
+    // Macro.__call__ takes the caller's eval context).
+    if (in.autoescape || (m->escape && escapes(in, *m))) return markup(std::move(r));
     return Value::str(std::move(r));
   });
   if (top) f.fn->macro = m;
@@ -520,6 +528,7 @@ Value template_self(const std::vector<Stmt*>& blocks) {
                      std::string buf;
                      run_block(in, *b, false, &buf);
                      --in.depth;
+                     if (in.autoescape) return markup(std::move(buf));  // BlockReference.__call__
                      return Value::str(std::move(buf));
                    }));
   return self;
@@ -554,6 +563,49 @@ void capture_into(Interp& in, const Body& body, std::string& buf, Flow* flow) {
   in.out = saved;
 }
 
+namespace {
+
+// An output under an autoescape: markupsafe's escape() of what is no Markup
+// where the autoescape is on.
+[[gnu::noinline]] void escaped_output(Interp& in, const Stmt& s) {
+  Value v = eval(in, *s.exprs[0]);
+  if (tracking(in)) in.track->operand(v);
+  if (!escapes(in, s) || (v.is_str() && v.markup)) {
+    write(in, v.is_str() ? *v.s : to_str(v));
+    return;
+  }
+  std::string e;
+  html_escape(v.is_str() ? std::string_view(*v.s) : std::string_view(to_str(v)), e);
+  write(in, e);
+}
+
+// Markup(v): a str marked safe as it is, anything else its str().
+[[gnu::noinline]] void as_markup(Value& v) {
+  if (v.is_str()) v.markup = true;
+  else v = markup(to_str(v));
+}
+
+// A {% generation %} body's own varargs, kwargs and caller (a caller called
+// without arguments).
+[[gnu::noinline]] void bind_caller_names(Interp& in, const Stmt& s) {
+  Args none;
+  bind_params(in, s, 0, none);
+}
+
+// {% autoescape %}: the value set while the body runs; jinja2 reverts the
+// eval context after the body, so a break or continue in it leaves the
+// value set.
+[[gnu::noinline]] Flow exec_autoescape(Interp& in, const Stmt& s) {
+  FrameGuard g(in, false);
+  const bool was = in.autoescape;
+  in.autoescape = truthy(eval(in, *s.exprs[0]));
+  Flow f = exec(in, s.bodies[0]);
+  if (f == Flow::kNormal) in.autoescape = was;
+  return f;
+}
+
+}  // namespace
+
 Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
   const std::size_t end = std::min(to, body.size());
   for (std::size_t at = from; at < end && !in.done; ++at) {
@@ -561,6 +613,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
     in.step(s.pos);
     switch (s.kind) {
       case SK::kText: write(in, s.text); break;
+      case SK::kEscOutput: escaped_output(in, s); break;
       case SK::kOutput: {
         const Expr& x = *s.exprs[0];
         if (is_concat(x)) {  // joined straight into the output (no expression writes to it)
@@ -633,11 +686,15 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         Value v = Value::str(std::move(body));
+        // (Markup if context.eval_ctx.autoescape else identity)(filter(Markup(text) where escapes))
+        if (s.escape && s.filter && escapes(in, s)) v.markup = true;
         if (s.filter) {
           FrameGuard g(in, false);
           in.assign(kBlockBodyName(), v);
           v = eval(in, *s.filter);
         }
+        if (in.autoescape) [[unlikely]]
+          as_markup(v);
         if (s.one_name()) in.assign(s.names[0], std::move(v));
         else assign_targets(in, s, v);
         break;
@@ -655,12 +712,16 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       }
       case SK::kCallBlock: {
         const Stmt* cs = &s;
+        // Markup where the body escapes, or where autoescape is on (a Macro
+        // called from the template gets the caller's eval context).
         Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
           FrameGuard g(i2, false);
           MessageGuard message_guard(i2);  // nor one in a call block
           i2.iteration_bound = nullptr;
           bind_params(i2, *cs, 1, a);
-          return Value::str(capture(i2, cs->bodies[0]));
+          std::string r = capture(i2, cs->bodies[0]);
+          if (i2.autoescape || (cs->escape && escapes(i2, *cs))) return markup(std::move(r));
+          return Value::str(std::move(r));
         });
         caller.fn->def = cs;
         const Expr& call = *s.exprs[0];
@@ -677,7 +738,9 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = scoped_capture(in, s.bodies[0], &f);
         if (f != Flow::kNormal) return f;
         FrameGuard g(in, false);
-        in.assign(kBlockBodyName(), Value::str(std::move(body)));
+        Value text = Value::str(std::move(body));
+        if (s.escape && escapes(in, s)) text.markup = true;
+        in.assign(kBlockBodyName(), std::move(text));
         // jinja2 yields the chain's result as it is: what is no str fails
         // the join of the output.
         Value r = eval(in, *s.filter);
@@ -696,10 +759,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       }
       case SK::kBlock: run_block(in, s, s.scoped); break;
       case SK::kAutoescape: {
-        FrameGuard g(in, false);
-        if (truthy(eval(in, *s.exprs[0])))
-          throw Error("autoescape with a true value is not supported (markupsafe escaping of output)");
-        Flow f = exec(in, s.bodies[0]);
+        Flow f = exec_autoescape(in, s);
         if (f != Flow::kNormal) return f;
         break;
       }
@@ -709,6 +769,8 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         std::string body = std::move(in.spare_capture);
         {
           FrameGuard g(in, false);
+          if (s.uses_varargs || s.uses_kwargs || s.uses_caller) [[unlikely]]
+            bind_caller_names(in, s);
           capture_into(in, s.bodies[0], body);
         }
         // As transformers counts it: from the top-level output so far.

@@ -98,16 +98,40 @@ Value f_title(Interp&, Value& v, Args&) {
   }
   return Value::str(std::move(out));
 }
-Value f_replace(Interp&, Value& v, Args& a) {
+Value f_replace(Interp& in, Value& v, Args& a) {
   const Value& c = arg(a, 2, "count");
   if (given(c) && !c.is_none() && !int_like(c))
     throw Error("'" + std::string(type_name(c)) + "' object cannot be interpreted as an integer");
-  return Value::str(py_replace(soft_str(v), soft_str(arg(a, 0, "old")), soft_str(arg(a, 1, "new")),
-                               given(c) && !c.is_none() ? as_int(c) : -1));
+  const Value &old = arg(a, 0, "old"), &new_ = arg(a, 1, "new");
+  const int64_t n = given(c) && !c.is_none() ? as_int(c) : -1;
+  if (in.autoescape) {
+    // Under autoescape: Markup old or new (new only where s is no Markup)
+    // escapes s; Markup's replace escapes the plain strs it takes.
+    auto is_markup = [](const Value& x) { return x.is_str() && x.markup; };
+    if (is_markup(old) || (is_markup(new_) && !is_markup(v)) || is_markup(v))
+      return markup(py_replace(*markup_escape(v).s, *markup_escape(old).s, *markup_escape(new_).s, n));
+  }
+  return Value::str(py_replace(soft_str(v), soft_str(old), soft_str(new_), n));
 }
-Value f_join(Interp&, Value& v, Args& a) {
+Value f_join(Interp& in, Value& v, Args& a) {
   const Value& d = arg(a, 0, "d");
   const Value& attr = arg(a, 1, "attribute");
+  if (in.autoescape) {
+    // Under autoescape: a Markup separator or item makes every part escaped
+    // and the result Markup.
+    std::vector<Value> items = iterate(v);
+    if (given(attr))
+      for (Value& x : items) x = attr_path(x, attr);
+    bool html = given(d) && d.is_str() && d.markup;
+    for (const Value& x : items) html = html || (x.is_str() && x.markup);
+    std::string sep = given(d) ? (html ? *markup_escape(d).s : soft_str(d)) : "", out;
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      if (k) out += sep;
+      if (html) out += *markup_escape(items[k]).s;
+      else append_str(items[k], out);
+    }
+    return html ? markup(std::move(out)) : Value::str(std::move(out));
+  }
   std::string sep = given(d) ? soft_str(d) : "", out;
   bool first = true;
   for (const Value& x : iterate(v)) {

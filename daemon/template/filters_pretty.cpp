@@ -154,12 +154,13 @@ bool pp_seq(const Value& v) { return v.is_seq() && !(v.tuple && v.list->group); 
 bool pp_str(const Value& v) { return v.is_str() && !v.markup; }
 
 // sorted(items, key=_safe_tuple) of a dict's keys (None, bools, numbers,
-// strs): values compare where Python's < does, otherwise by type name
-// ("<class 'NoneType'>" first, "<class 'str'>" after the numbers').
+// strs, tuples): values compare where Python's < does, otherwise by type
+// name ("<class 'NoneType'>" first, "<class 'str'>" after the numbers',
+// "<class 'tuple'>" last).
 std::vector<std::size_t> sorted_keys(const DictObj& d) {
   std::vector<std::pair<Value, std::size_t>> keys;
   for (std::size_t k = 0; k < d.items.size(); ++k) keys.emplace_back(d.key(d.items[k].first), k);
-  auto rank = [](const Value& v) { return v.is_none() ? 0 : v.is_str() ? 2 : 1; };
+  auto rank = [](const Value& v) { return v.is_none() ? 0 : v.is_str() ? 2 : v.is_list() ? 3 : 1; };
   std::stable_sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) {
     const int ra = rank(a.first), rb = rank(b.first);
     if (ra != rb) return ra < rb;
@@ -527,7 +528,7 @@ Value f_pprint(Interp&, Value& v, Args&) {
   return Value::str(std::move(out));
 }
 
-Value f_urlize(Interp&, Value& v, Args& a) {
+Value f_urlize(Interp& in, Value& v, Args& a) {
   // Six parameters, more than a Signature holds: bound here.
   static constexpr std::string_view kParams[] = {"trim_url_limit", "nofollow", "target", "rel", "extra_schemes"};
   if (a.pos.size() > 5) throw Error("do_urlize() takes from 2 to 7 positional arguments");
@@ -666,6 +667,7 @@ Value f_urlize(Interp&, Value& v, Args& a) {
     out += middle;
     out += tail;
   }
+  if (in.autoescape) return markup(std::move(out));  // Markup under autoescape
   return Value::str(std::move(out));
 }
 

@@ -234,7 +234,7 @@ Value f_filesizeformat(Interp&, Value& v, Args& a) {
                     (binary ? kBinary : kDecimal)[i]);
 }
 
-Value f_xmlattr(Interp&, Value& v, Args& a) {
+Value f_xmlattr(Interp& in, Value& v, Args& a) {
   max_args(a, 1, "xmlattr");
   no_undefined(v);
   if (!v.is_dict() || v.ns) throw Error("'" + std::string(type_name(v)) + "' object has no attribute 'items'");
@@ -256,6 +256,7 @@ Value f_xmlattr(Interp&, Value& v, Args& a) {
     out += '"';
   }
   if ((!given(autospace) || truthy(autospace)) && !out.empty()) out.insert(0, " ");
+  if (in.autoescape) return markup(std::move(out));  // Markup under autoescape
   return Value::str(std::move(out));
 }
 

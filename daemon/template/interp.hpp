@@ -64,8 +64,15 @@ struct Interp {
   Tracker* track = nullptr;  // what a render with resume points watches (resume.hpp)
   Probe* probe = nullptr;    // a prefix render that may resume at the first main loop (resume.hpp)
   bool done = false;         // a probed render resumed and ran to its end: the statements in progress stop
-  Value resume_items;        // a render resumed inside its loop: the loop's items (resume.hpp)
-  int64_t message = -1;      // the message the innermost message-bound iteration is on (-1: none)
+  // jinja2's context.eval_ctx.autoescape: set by {% autoescape %} while its
+  // body runs (what join, replace, urlize, xmlattr, a set block's result and
+  // a macro or caller called now read).
+  bool autoescape = false;
+  // Folding a constant where autoescape is volatile (Stmt::escape & 2):
+  // jinja2 folds no filter or test there.
+  bool fold_volatile = false;
+  Value resume_items;    // a render resumed inside its loop: the loop's items (resume.hpp)
+  int64_t message = -1;  // the message the innermost message-bound iteration is on (-1: none)
   // Whether the innermost one-variable `for` iteration is bound to a message
   // (null: none, or in a macro or call block); a `{% set %}` of a message
   // binds one that is not.
@@ -181,6 +188,10 @@ Value eval(Interp& in, const Expr& e);
 const Value& eval_ref(Interp& in, const Expr& e, Value& tmp);
 // eval_ref() of an operand read as a whole (resume.hpp).
 const Value& operand_ref(Interp& in, const Expr& e, Value& tmp);
+// Whether the body of `s` (a macro, caller, recursive loop, set or filter
+// block) gives Markup, or an output under autoescape escapes, as jinja2
+// compiled it there (Stmt::escape).
+inline bool escapes(const Interp& in, const Stmt& s) { return (s.escape & 2) ? in.autoescape : (s.escape & 1) != 0; }
 // A `+` or `~` node, and eval() of one: a left-nested chain of them is
 // evaluated as the nested nodes are (the same steps, operands and errors)
 // with its strings joined in one buffer (eval_ref.cpp).

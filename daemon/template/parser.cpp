@@ -47,7 +47,15 @@ bool assigns_loop(const Body& body) {
   }
   return false;
 }
-void optimize(Body& body);
+void optimize(Body& body, uint8_t escape = 0);
+bool any_escape(const Body& body) {
+  for (const auto& s : body) {
+    if (s->escape) return true;
+    for (const Body& b : s->bodies)
+      if (any_escape(b)) return true;
+  }
+  return false;
+}
 void template_reference(Body& body);
 
 class Parser : public ExprParser {
@@ -61,6 +69,7 @@ class Parser : public ExprParser {
     p.has_generation = has_generation_;
     check_names(p.body, false, p.warnings);
     optimize(p.body);
+    p.escapes = any_escape(p.body);
     check_repeated_keywords(p.body);
     return p;
   }
@@ -140,8 +149,8 @@ class Parser : public ExprParser {
     if (tag == "block") return block_stmt(p);
     if (tag == "autoescape") {
       // A scope of its own (jinja2's Scope around the eval context
-      // modifier), in which the value is computed; a true one fails when
-      // reached (exec.cpp).
+      // modifier), in which the value is computed (optimize() tells what
+      // its statements escape).
       auto s = make(SK::kAutoescape, p);
       s->exprs.push_back(expr(true));
       expect_block_end();
@@ -155,6 +164,11 @@ class Parser : public ExprParser {
       s->bodies.push_back(body_outside_loop({"endgeneration"}));
       end_tag();
       has_generation_ = true;
+      // transformers' extension makes it a call block: the body is a caller
+      // of its own, with its own (empty) varargs and kwargs and no caller.
+      s->uses_varargs = reads(s->bodies[0], "varargs", false);
+      s->uses_kwargs = reads(s->bodies[0], "kwargs", false);
+      s->uses_caller = reads(s->bodies[0], "caller", false);
       return s;
     }
     if (tag == "break" || tag == "continue") {
@@ -534,10 +548,40 @@ bool safe_repr(const Value& v) {
   }
 }
 
-void optimize_expr(ExprPtr& e, Interp& in) {
+// A list or dict, in `v` or a tuple `v` is: what Python cannot hash.
+const Value* unhashable_in(const Value& v) {
+  if (v.is_list() && v.tuple && v.is_seq()) {
+    for (const Value& x : v.list->items)
+      if (const Value* u = unhashable_in(x)) return u;
+    return nullptr;
+  }
+  return (v.is_list() && v.is_seq()) || (v.is_dict() && !v.ns) ? &v : nullptr;
+}
+
+// jinja2's optimizer folds a dict literal with dict() over its pairs in
+// order: a constant key Python cannot hash, its value and the pairs before
+// it constant, fails the compile (the TypeError is no Impossible), reached
+// or not. It runs on the operands of an operator, attribute, item, call,
+// filter, test or conditional (the code generator's @optimizeconst nodes)
+// where autoescape is not volatile; a dict printed, assigned, iterated or
+// in a list or tuple alone is left to the render.
+void check_constant_keys(Interp& in, const Expr& e) {
+  for (std::size_t k = 0; k + 1 < e.a.size(); k += 2) {
+    Value key, value;
+    if (!fold_const(in, *e.a[k], key) || !fold_const(in, *e.a[k + 1], value)) return;
+    if (const Value* u = unhashable_in(key))
+      throw Error(where(e.a[k]->pos) + ": unhashable type: '" + std::string(type_name(*u)) + "'");
+  }
+}
+
+// Where `folds`: under an @optimizeconst node (check_constant_keys).
+void optimize_expr(ExprPtr& e, Interp& in, bool folds = false) {
   if (!e) return;
-  for (auto& x : e->a) optimize_expr(x, in);
-  for (auto& [k, x] : e->kw) optimize_expr(x, in);
+  const bool below = folds || !(e->kind == EK::kLiteral || e->kind == EK::kName || e->kind == EK::kList ||
+                                e->kind == EK::kTuple || e->kind == EK::kDict);
+  if (e->kind == EK::kBinary && e->name == "~" && in.autoescape && !in.fold_volatile) e->name = kMarkupJoin;
+  for (auto& x : e->a) optimize_expr(x, in, below);
+  for (auto& [k, x] : e->kw) optimize_expr(x, in, below);
   if (e->kind == EK::kName) e->var = Name(e->name);
   if (e->kind == EK::kName || e->kind == EK::kAttr) {
     e->undef = Value::undefined(e->name);
@@ -546,6 +590,7 @@ void optimize_expr(ExprPtr& e, Interp& in) {
   e->pure = e->kind != EK::kCall && e->kind != EK::kFilter;
   for (const auto& x : e->a) e->pure = e->pure && (!x || x->pure);
   for (const auto& [k, x] : e->kw) e->pure = e->pure && x->pure;
+  if (e->kind == EK::kDict && folds && !in.fold_volatile) check_constant_keys(in, *e);
   Value v;
   if (e->kind == EK::kLiteral || !fold_const(in, *e, v) || !safe_repr(v)) return;
   auto lit = std::make_unique<Expr>();
@@ -721,7 +766,8 @@ void no_changed(Body& body) {
   }
 }
 
-void optimize(Body& body) {
+// `escape`: jinja2's compile-time autoescape there (Stmt::escape).
+void optimize(Body& body, uint8_t escape) {
   std::string sink;
   Interp in;
   in.frames.emplace_back();
@@ -739,9 +785,21 @@ void optimize(Body& body) {
     Stmt& s = *sp;
     for (const std::string& t : s.targets) s.names.emplace_back(t);
     if (s.kind == SK::kMacro) s.names.emplace_back(s.text);
+    s.escape = escape;
+    in.autoescape = (escape & 1) != 0;  // what join, replace, ... fold with (jinja2's compile-time eval context)
+    in.fold_volatile = (escape & 2) != 0;
     for (auto& x : s.exprs) optimize_expr(x, in);
-    optimize_expr(s.filter, in);
-    for (Body& b : s.bodies) optimize(b);
+    optimize_expr(s.filter, in, true);
+    uint8_t inner = escape;
+    if (s.kind == SK::kAutoescape) {
+      // A constant sets the value (volatile stays volatile); anything else
+      // makes the scope volatile, the value left as it was.
+      const Expr& x = *s.exprs[0];
+      inner = x.kind == EK::kLiteral ? static_cast<uint8_t>((escape & 2) | (truthy(x.lit) ? 1 : 0)) : (escape | 2);
+    } else if (s.kind == SK::kBlock) {
+      inner = 0;
+    }
+    for (Body& b : s.bodies) optimize(b, inner);
     if (s.kind == SK::kFor) {
       const Expr* seq = s.exprs[0].get();
       while (seq->kind == EK::kSlice) seq = seq->a[0].get();  // messages[1:]
@@ -752,8 +810,10 @@ void optimize(Body& body) {
     Value v;
     if (s.kind == SK::kOutput && fold_const(in, *s.exprs[0], v)) {
       s.kind = SK::kText;
-      s.text = to_str(v);
+      s.text = (escape & 1) ? *markup_escape(v).s : to_str(v);
       s.exprs.clear();
+    } else if (s.kind == SK::kOutput && escape) {
+      s.kind = SK::kEscOutput;
     }
     for (auto& x : s.exprs) poison_nonfinite(x);
     poison_nonfinite(s.filter);
@@ -785,7 +845,7 @@ void bind_self(Body& body, const Value& self_ref) {
 
 // The template's blocks, each name once; `self` (jinja2's
 // TemplateReference: a block by name, rendering it) where no variable of
-// that name is set; an autoescape whose value is constant and true fails.
+// that name is set.
 void template_reference(Body& body) {
   std::vector<Stmt*> blocks;
   collect(body, SK::kBlock, blocks);
@@ -793,11 +853,6 @@ void template_reference(Body& body) {
     for (std::size_t j = 0; j < i; ++j)
       if (blocks[i]->text == blocks[j]->text)
         throw Error(where(blocks[i]->pos) + ": block '" + blocks[i]->text + "' defined twice");
-  std::vector<Stmt*> escapes;
-  collect(body, SK::kAutoescape, escapes);
-  for (const Stmt* s : escapes)
-    if (s->exprs[0]->kind == EK::kLiteral && truthy(s->exprs[0]->lit))
-      throw Error(where(s->pos) + ": autoescape with a true value is not supported (markupsafe escaping of output)");
   bind_self(body, template_self(blocks));
 }
 

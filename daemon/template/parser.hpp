@@ -34,6 +34,10 @@ void check_call(const Signature& sig, std::string_view name, const Args& args);
 struct Parsed {
   Body body;
   bool has_generation = false;
+  // Whether some statement is under an autoescape that is not constant and
+  // false (Stmt::escape): such renders keep no resume points (resume.hpp
+  // keeps no autoescape state).
+  bool escapes = false;
   std::vector<std::string> warnings;  // "line:column: unknown filter 'x' ..."
 };
 

@@ -220,8 +220,8 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
                              Resumes* resumes) const {
   Tracker tracker;
   std::shared_ptr<ResumeState> state;
-  if (resumes) {
-    resumes->state.reset();
+  if (resumes) resumes->state.reset();
+  if (resumes && !p_->escapes) {
     const std::size_t m = var_index(vars, "messages"), g = var_index(vars, "add_generation_prompt");
     const bool any = std::any_of(resumes->want.begin(), resumes->want.end(), [](uint8_t w) { return w != 0; });
     if (any && m < vars.size() && g < vars.size() && vars[m].second.is_seq() &&

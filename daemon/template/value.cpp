@@ -544,7 +544,36 @@ std::string key_of(const Value& v) {
         return r;
       }
     case Kind::kNone: return "\x01n";
+    case Kind::kList:
+      // A tuple of hashable items: each item's key after its length.
+      if (v.tuple && v.is_seq()) {
+        std::string r = "\x01t";
+        for (const Value& x : v.list->items) {
+          std::string k = key_of(x);
+          r += std::to_string(k.size());
+          r += ':';
+          r += k;
+        }
+        return r;
+      }
+      [[fallthrough]];
     default: throw Error("unhashable type: '" + std::string(type_name(v)) + "'");
+  }
+}
+
+bool hashable(const Value& v) {
+  switch (v.kind) {
+    case Kind::kStr:
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat:
+    case Kind::kNone: return true;
+    case Kind::kList:
+      if (!v.tuple || !v.is_seq()) return false;
+      for (const Value& x : v.list->items)
+        if (!hashable(x)) return false;
+      return true;
+    default: return false;
   }
 }
 
@@ -563,13 +592,27 @@ Value key_value(const std::string& key) {
     if (end && *end == '\0' && !digits.empty()) return Value::real(f);
   } else if (tag == 'n') {
     return Value::none();
+  } else if (tag == 't') {
+    // A tuple key whose object was not kept (key_of's encoding read back).
+    std::vector<Value> items;
+    const char* p = first;
+    while (p < last) {
+      std::size_t n = 0;
+      auto r = std::from_chars(p, last, n);
+      if (r.ec != std::errc() || r.ptr == last || *r.ptr != ':' || n > static_cast<std::size_t>(last - r.ptr - 1))
+        return Value::str(std::string(first, last));
+      p = r.ptr + 1;
+      items.push_back(key_value(std::string(p, p + n)));
+      p += n;
+    }
+    return Value::new_list(std::move(items), true);
   }
   // 's' (a string key that starts with U+0001), or anything else: the text.
   return Value::str(std::string(first, last));
 }
 
 Value DictObj::key(const std::string& k) const {
-  if (!key_objs.empty() && k.size() > 1 && k[0] == '\x01' && k[1] == 'i')
+  if (!key_objs.empty() && k.size() > 1 && k[0] == '\x01' && (k[1] == 'i' || k[1] == 't'))
     for (const auto& [stored, obj] : key_objs)
       if (stored == k) return obj;
   return key_value(k);
@@ -579,7 +622,7 @@ void DictObj::set_key(const Value& key, Value v) {
   std::string k = key_of(key);
   const std::size_t n = items.size();
   set(k, std::move(v));
-  if (items.size() > n && (key.kind == Kind::kBool || (key.kind == Kind::kFloat && k[1] == 'i')))
+  if (items.size() > n && (key.kind == Kind::kBool || (key.kind == Kind::kFloat && k[1] == 'i') || key.is_list()))
     key_objs.emplace_back(std::move(k), key);
 }
 
@@ -588,11 +631,13 @@ void DictObj::set_from(const DictObj& src, const std::string& k, Value v) {
   set(k, std::move(v));
   if (items.size() > n && !src.key_objs.empty()) {
     Value obj = src.key(k);
-    if (obj.kind == Kind::kBool || obj.kind == Kind::kFloat) key_objs.emplace_back(k, std::move(obj));
+    if (obj.kind == Kind::kBool || obj.kind == Kind::kFloat || obj.is_list()) key_objs.emplace_back(k, std::move(obj));
   }
 }
 
 std::string_view key_json(const DictObj& d, const std::string& k, std::string& buf) {
+  if (k.size() > 1 && k[0] == '\x01' && k[1] == 't')
+    throw Error("keys must be str, int, float, bool or None, not tuple");
   if (!d.key_objs.empty() || (k.size() > 1 && k[0] == '\x01' && k[1] == 'f')) {
     Value obj = d.key(k);
     if (obj.kind == Kind::kBool) return obj.b ? "true" : "false";
@@ -610,6 +655,7 @@ std::string_view key_json(const DictObj& d, const std::string& k, std::string& b
 std::string_view key_json(std::string_view key) {
   if (key.empty() || key[0] != '\x01') return key;
   if (key.size() > 1 && key[1] == 'n') return "null";
+  if (key.size() > 1 && key[1] == 't') throw Error("keys must be str, int, float, bool or None, not tuple");
   return key.substr(std::min<std::size_t>(2, key.size()));
 }
 

@@ -444,6 +444,8 @@ void append_float(double f, std::string& out);
 // string key that itself starts with \x01 is stored after "\x01s". No key is
 // ever converted with an exception: a malformed one is its text.
 std::string key_of(const Value& v);
+// Whether Python can hash `v` as a dict key (a tuple of hashable items too).
+bool hashable(const Value& v);
 // The stored form of the string key `s` (what key_of(Value::str(s)) gives).
 std::string str_key(std::string_view s);
 Value key_value(const std::string& key);

@@ -499,7 +499,10 @@ class Gen:
         if k == 4 and r.random() < 0.5:
             # Keys of several kinds; True, 1 and 1.0 are one key, printed as
             # the object first inserted.
-            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'", "true", "false", "1.0", "-0.0", "0", "7.0"])
+            # Tuples are keys too (of hashable items; equal tuples are one key).
+            keys = [r.choice(["1", "7", "2.5", "none", "'x'", "'1'", "true", "false", "1.0", "-0.0", "0", "7.0",
+                              "(1, 2)", "(0, 'a')", "()", "(3, ('x', none))", "(true, 1.0)", "(1.0, 2)", "(n2 + 10, s1)"]
+                             + (["(1, [2])", "(d,)"] if r.random() < 0.1 else []))
                     for _ in range(r.randint(1, 3))]
             return self.N("dict", "{", *self.join_nodes([self.N("any", key, ": ", self.e("any", d)) for key in keys]), "}")
         if k == 3 and self.loopvars:
@@ -702,13 +705,86 @@ class Gen:
         """Scoping, unpacking, macro and loop idioms around random expressions."""
         r = self.r
         e = lambda t="any": self.e(t, 2)  # noqa: E731
-        k = r.randint(0, 13)
+        k = r.randint(0, 18)
+        if k == 14:  # {% generation %}: jinja2 compiles its body to a caller of its own
+            v = self.fresh("gv")
+            inner = r.choice(["{{ " + e("str").render() + " }}", "{% set " + v + " = 1 %}x", "{{ varargs }}{{ kwargs }}",
+                              "{{ caller is defined }}", "{{ loop is defined and loop.index }}", "{{ self is defined }}",
+                              "{% for g in ys %}{{ g }}{% if loop.last %}{% break %}{% endif %}{% endfor %}",
+                              "{{ varargs | length }}", "{{ kwargs | tojson }}"] + (["{% break %}", "{{ caller() }}"] if r.random() < 0.1 else []))
+            gen = [self.tag("generation"), inner, *self.body(depth + 1, r.randint(0, 2)), self.tag("endgeneration")]
+            kind = r.randint(0, 3)
+            if kind == 0:
+                return self.N("stmt", *gen, "{{ ", v, " is defined }}")
+            if kind == 1:
+                return self.N("stmt", self.tag("for m in messages"), *gen, "{{ loop.index }}", self.tag("endfor"))
+            if kind == 2:
+                name = self.fresh("gm")
+                return self.N("stmt", self.tag(f"macro {name}(a)"), *gen, "{{ a }}", self.tag("endmacro"),
+                              r.choice(["{{ " + name + "(1) }}", "{% call " + name + "(2) %}c{% endcall %}"]))
+            return self.N("stmt", self.tag_split("if ", self.e("bool", 2)), *gen, self.tag("endif"))
+        if k == 15:  # str.format with keywords, * and ** arguments
+            fmt = r.choice(["{i}-{}", "{a}|{b}", "{role}: {content}", "{0[role]}", "{}{}", "{x!r:>5}", "{a[0]}", "{i:3d}"])
+            args = r.choice([["1", "i=" + e().render()], ["**d"], ["**" + self.e("dict", 2).render()], ["*xs"], ["*" + self.e("list", 2).render()],
+                             ["x=" + e().render()], ["i=n1"], ["a=s1, b=" + e().render()], ["*ys, **d"], ["messages[0] if messages else {}"],
+                             ["**(messages[0] if messages else {})"]])
+            return self.N("stmt", "{{ ", lit_str(r, fmt), ".format(", ", ".join(args), ") }}")
+        if k == 16:  # indexing as templates write it: computed, negative, through attributes
+            idx = r.choice(["[-1]", "[loop_i - 1]", "[n2 - 1]", "[n1 % 3]", "[ys | length - 1]", "[xs | length]", "[-n2]",
+                            "[d.a]", "[s1]", "['role']", "[(n2 + 1) // 2]", "[none]", "[true]", "[1.0]", "[-0]"])
+            recv = r.choice(["messages", "xs", "ys", "zs", "d", "s1", "tools", "messages[0] if messages else []"])
+            tail = r.choice(["", ".role", "['content']", " | string", " is defined", " | default('-')", " | tojson"])
+            return self.N("stmt", self.tag("set loop_i = n2"), "{{ (", recv, ")", idx.replace("loop_i", "loop_i"), tail, " }}")
+        if k == 17:  # a tuple as a dict key: lookups, membership, views, filters over such dicts
+            v = self.fresh("td")
+            # (tuples that order at their first item: pprint orders tuples that
+            # do not compare by their address)
+            lit = "{" + r.choice(["(1, 2): 'a', (0, 'b'): [1], (): none", "(n2 + 10, s1): ys, (1, 2.0): 'x'", "(1, 2): 'p', (1.0, 2): 'q'",
+                                  "('x', (1, 'y')): d, 'x': 1, 2: 'z'", "(true, 1): 1, (1, 1.0): 2"]) + "}"
+            use = r.choice(["{{ V }}", "{{ V[(1, 2)] }}", "{{ V[(1, [2])] }}", "{{ V[[1, 2]] }}", "{{ (1, 2) in V }}",
+                            "{{ [1, 2] in V }}", "{{ V.get((1, 2), '-') }}", "{{ V | dictsort }}", "{{ V | pprint }}",
+                            "{{ V | tojson }}", "{{ V | list }}", "{{ V.items() | list }}", "{{ V | string }}",
+                            "{% for k, x in V.items() %}{{ k }}={{ x }};{% endfor %}", "{{ V | length }}", "{{ V | first }}",
+                            "{{ V.keys() | map('string') | join('|') }}", "{{ V | urlencode }}", "{{ V | xmlattr }}",
+                            "{% for (a, b), x in V | items %}{{ a }}{{ b }}{{ x }}{% else %}-{% endfor %}", "{{ V | unique | list }}",
+                            "{{ V[(n2 + 10, s1)] }}", "{{ V | dictsort(by='value') }}", "{{ dict(V) }}", "{{ V | sort }}"])
+            return self.N("stmt", self.tag(f"set {v} = {lit}"), use.replace("V", v))
+        if k == 18:  # autoescape with a true value: what escapes, what is Markup, what joins as markup_join
+            v, m = self.fresh("ae"), self.fresh("am")
+            S = lambda: self.e("str", 2).render()  # noqa: E731
+            piece = lambda: r.choice([  # noqa: E731
+                "{{ " + S() + " }}", "{{ " + S() + " | safe }}", "{{ " + S() + " | e }}", "{{ (" + S() + " | safe) ~ " + S() + " }}",
+                "{{ " + S() + " ~ (" + S() + " | e) }}", "{{ " + m + "(" + S() + ") }}", "{{ " + m + "(" + S() + ") ~ " + S() + " }}",
+                "{% set " + v + " %}<{{ " + S() + " }}>{% endset %}{{ " + v + " }}{{ " + v + " ~ '<' }}{{ " + v + " | length }}",
+                "{% set " + v + " | upper %}<{{ s1 }}>&{% endset %}{{ " + v + " }}", "{% set " + v + " = " + S() + " %}{{ " + v + " }}",
+                "{% filter " + r.choice(["upper", "replace('a', '<')", "e", "safe", "indent(2)", "center(9)", "trim"]) + " %}<{{ " + S() + " }}>{% endfilter %}",
+                "{{ " + r.choice(["xs", "[s1 | safe, '<', 1]", "[s1, s2]", "messages | map(attribute='role')"]) + " | join(" + r.choice(["", "'<'", "'<' | safe", "s1", "s1 | e"]) + ") }}",
+                "{{ " + S() + " | replace(" + r.choice(["'a', '<'", "'<' | safe, '>'", "'a', '&' | safe", "s2, s1", "'a', 'b', 1"]) + ") }}",
+                "{{ " + r.choice(["(" + S() + " | safe) | replace('a', '<')", "d | xmlattr", "(s1 ~ ' http://x.org <y>') | urlize", "d | tojson",
+                                  "d", "xs", "[s1 | safe]", "messages | first", "nn", "undef", "n1", "f1", "b1", "(s1 | e).upper()",
+                                  "'%s<' % s1", "('%s<' | safe) % s1", "s1 | indent(2)", "(s1 ~ '\n<') | indent(2, true)",
+                                  "s1 | center(9)", "s1 | truncate(4)", "s1 | wordwrap(3)", "s1 | striptags", "s1 | title",
+                                  "s1 | urlencode", "'%s' | format(s1)", "s1 | string", "(s1 | safe) | string", "s1 | e | length",
+                                  "self." + v + "b()", "(s1 | e) + s2", "(s1 | e) * 2", "'<' ~ 1 ~ none", "'<' | safe ~ '<'"]) + " }}",
+                "{% call " + m + "(" + S() + ") %}<{{ " + S() + " }}>{% endcall %}",
+                "{% for x in [[s1], s2] recursive %}{% if x is string %}{{ x }}{% else %}{{ loop(x) }}{% endif %}{% endfor %}",
+                "{% block " + v + "b %}<{{ s1 }}>{% endblock %}",
+                "{% generation %}<{{ " + S() + " }}>{% endgeneration %}",
+                "{% for x in xs %}{% autoescape true %}{% if loop.first %}{% break %}{% endif %}{% endautoescape %}{% endfor %}{{ s1 }}",
+                "{% autoescape " + r.choice(["false", "b1", "true", "nn"]) + " %}{{ " + S() + " }}{{ '<' }}{{ s1 ~ (s2 | safe) }}{% endautoescape %}"])
+            macro = self.tag(f"macro {m}(x)") + r.choice(["<{{ x }}>", "{{ x ~ '<' }}", "{{ caller() if caller is defined else x }}"]) + self.tag("endmacro")
+            inside = r.random() < 0.5
+            return self.N("stmt", "" if inside else macro,
+                          self.tag("autoescape " + r.choice(["true", "true", "b1", "1", "not false", "s3"])), macro if inside else "",
+                          *[piece() for _ in range(r.randint(1, 4))], self.tag("endautoescape"),
+                          r.choice(["", "{{ " + m + "(s1) }}", "{{ s1 }}", "{{ xs | join(s1 | safe) }}"]))
         if k == 13:  # blocks rendered in place (scoped or not), self.name(), autoescape with a false value
             name = self.fresh("blk")
             kind = r.randint(0, 3)
             if kind == 3:
                 return self.N("stmt", self.tag(r.choice(["autoescape false", "autoescape none", "autoescape undef",
-                                                         "autoescape ''", "autoescape 0"])),
+                                                         "autoescape ''", "autoescape 0", "autoescape true", "autoescape b1",
+                                                         "autoescape 1", "autoescape not false", "autoescape xs"])),
                               *self.body(depth + 1), self.tag("endautoescape"))
             head = f"block {name}" + r.choice(["", "", " scoped"])
             blk = [self.tag(head), *self.body(depth + 1), self.tag(r.choice(["endblock", f"endblock {name}"]))]
