@@ -5,6 +5,7 @@
 
 #include "template/budget.hpp"
 #include "template/interp.hpp"
+#include "template/macro_memo.hpp"
 #include "template/parser.hpp"
 #include "template/resume.hpp"
 

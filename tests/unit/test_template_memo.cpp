@@ -1,0 +1,252 @@
+// Pure macros and the record's memo of their calls (daemon/template/
+// macro_memo.cpp): a call served from the memo gives what running it
+// gives (the text, the steps, the error under every budget), and a macro
+// whose output depends on more than its arguments and the top-level
+// values it reads is never served.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "template/json_value.hpp"
+#include "template/macro_memo.hpp"
+#include "template/template.hpp"
+
+using namespace tokfeed;
+using tmpl::Template;
+using tmpl::Value;
+
+namespace {
+
+struct Outcome {
+  std::string text, error;
+  uint64_t steps = 0;
+  std::vector<char> seen;
+  bool operator==(const Outcome&) const = default;
+};
+
+Outcome run(const Template& t, const tmpl::Vars& vars, uint64_t max_steps = 1'000'000,
+            tmpl::Provenance* prov = nullptr) {
+  tmpl::RenderLimits limits;
+  limits.max_steps = max_steps;
+  Outcome o;
+  tmpl::RecordScope scope(uint64_t{1} << 40);
+  try {
+    o.text = t.render(vars, limits, nullptr, prov);
+  } catch (const tmpl::Error& e) {
+    o.error = e.what();
+  }
+  o.steps = scope.used();
+  if (prov) o.seen = prov->seen;
+  return o;
+}
+
+std::size_t kept(const tmpl::MemoScope& memo) { return memo.macros ? memo.macros->entries.size() : 0; }
+
+// Kimi K3's serializer: dicts' keys sorted, recursively.
+const char* kSorted = R"(
+{%- macro js(v) -%}
+{%- if v is mapping -%}{ {%- for k, x in v | dictsort -%}{{ k | tojson }}:{{ js(x) }}{{ ',' if not loop.last }}{%- endfor -%} }
+{%- elif v is string or v is number or v is boolean or v is none -%}{{ v | tojson }}
+{%- else -%}[{%- for x in v -%}{{ js(x) }}{{ ',' if not loop.last }}{%- endfor -%}]
+{%- endif -%}
+{%- endmacro -%}
+{%- macro declare(tools) -%}<tools>{{ js(tools) }}</tools>{%- endmacro -%})";
+
+const char* kTools = R"([{"name": "f", "parameters": {"type": "object", "properties": {"b": {"type": "string"},
+  "a": {"type": "array", "items": [1, 2.5, null, true]}}}}, {"name": "g", "description": "é\n"}])";
+
+}  // namespace
+
+// Each budget's outcome without the memo (no MemoScope open), from 1 step
+// to the render's steps + 1.
+std::vector<Outcome> plain_runs(const Template& t, const tmpl::Vars& vars, uint64_t steps) {
+  std::vector<Outcome> out;
+  for (uint64_t max = 1; max <= steps + 1; ++max) out.push_back(run(t, vars, max));
+  return out;
+}
+
+TEST_CASE("template memo: a served call gives the text, steps and error of a run, under every budget") {
+  const Template t = Template::parse(std::string(kSorted) + "A{{ declare(tools) }}B{{ declare(tools) }}C");
+  const tmpl::Vars vars{{"tools", tmpl::parse_json(kTools)}};
+  const Outcome plain = run(t, vars);
+  REQUIRE(plain.error.empty());
+  const std::string decl =
+      "<tools>[{\"name\":\"f\",\"parameters\":{\"properties\":{\"a\":{\"items\":[1,2.5,null,true],\"type\":\"array\"},"
+      "\"b\":{\"type\":\"string\"}},\"type\":\"object\"}},{\"description\":\"é\\n\",\"name\":\"g\"}]</tools>";
+  CHECK(plain.text == "A" + decl + "B" + decl + "C");
+  const std::vector<Outcome> budgets = plain_runs(t, vars, plain.steps);
+  CHECK(budgets.back() == plain);
+  CHECK(budgets[plain.steps - 2].error.find("step budget of " + std::to_string(plain.steps - 1)) != std::string::npos);
+  tmpl::MemoScope memo;
+  // The first render keeps declare(tools) and serves its second call; the
+  // second render serves both. Each counts the steps of the plain render.
+  CHECK(run(t, vars) == plain);
+  CHECK(kept(memo) == 1);
+  CHECK(run(t, vars) == plain);
+  CHECK(kept(memo) == 1);
+  // Under each budget, the render stops where the plain one does, with the
+  // same error and steps (a served call past the budget runs instead).
+  for (uint64_t max = 1; max <= plain.steps + 1; ++max) {
+    INFO("max_steps = " << max);
+    CHECK(run(t, vars, max) == budgets[max - 1]);
+  }
+  CHECK(kept(memo) == 1);
+}
+
+TEST_CASE("template memo: a served call deeper in the recursion runs as running it runs") {
+  // deep(v, n) recurses n levels, two scopes a level; `wrap` is impure (it
+  // sets a namespace's attribute), so its calls run, and deep() inside it
+  // is looked up w levels deeper. The first deep() grows the render's
+  // vector of scopes to 128 (a step for its 4 KiB): not kept, as a run
+  // after it counts no such step. At w = 1 deep(tools, 60) is served; at
+  // w = 5 it would grow the vector again (a step more): it runs; at w = 45
+  // it passes the recursion limit of 100: it runs and fails there.
+  const Template t = Template::parse(R"(
+{%- macro deep(v, n) -%}{%- if n > 0 -%}({{ deep(v, n - 1) }}){%- else -%}{{ v | length }}{%- endif -%}{%- endmacro -%}
+{%- macro wrap(n) -%}{%- set ns.calls = ns.calls + 1 -%}{%- if n > 0 -%}{{ wrap(n - 1) }}{%- else -%}{{ deep(tools, 60) }}{%- endif -%}{%- endmacro -%}
+{%- set ns = namespace(calls=0) -%}
+{{- deep([], 61) | length }}|{{ deep(tools, 60) | length }}|{{ wrap(w) }})");
+  const Value tools = tmpl::parse_json(kTools);
+  std::vector<Outcome> plain;
+  for (int w : {1, 5, 45}) plain.push_back(run(t, {{"tools", tools}, {"w", Value::integer(w)}}));
+  CHECK(plain[0].text == "123|121|" + std::string(60, '(') + "2" + std::string(60, ')'));
+  CHECK(plain[1].text == plain[0].text);
+  CHECK(plain[2].error.find("maximum macro recursion depth exceeded") != std::string::npos);
+  tmpl::MemoScope memo;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      const int w = i == 0 ? 1 : i == 1 ? 5 : 45;
+      INFO("w = " << w);
+      CHECK(run(t, {{"tools", tools}, {"w", Value::integer(w)}}) == plain[i]);
+    }
+    CHECK(kept(memo) == 1);  // deep(tools, 60)
+  }
+}
+
+TEST_CASE("template memo: macros whose output depends on more than their arguments are not served") {
+  const std::string pad = "{%- for i in range(80) %}.{% endfor -%}";  // steps enough to be kept
+  auto twice = [](const std::string& src, const tmpl::Vars& vars) {
+    const Template t = Template::parse(src);
+    const Outcome plain = run(t, vars);
+    tmpl::MemoScope memo;
+    CHECK(run(t, vars) == plain);
+    CHECK(run(t, vars) == plain);
+    return std::make_pair(plain.text, kept(memo));
+  };
+  const std::string dots(80, '.');
+  // A namespace argument that changes between calls: pure by its text, but
+  // its argument is no settled value.
+  auto [a, na] = twice("{% macro show(s) %}{{ s.v }}" + pad +
+                           "{% endmacro %}{% set ns = namespace(v=1) %}{{ show(ns) }}{% set ns.v = 2 %}{{ show(ns) }}",
+                       {});
+  CHECK(a == "1" + dots + "2" + dots);
+  CHECK(na == 0);
+  // A namespace read by name from the top level.
+  auto [b, nb] = twice("{% macro show() %}{{ cfg.v }}" + pad +
+                           "{% endmacro %}{% set cfg = namespace(v=1) %}{{ show() }}{% set cfg.v = 2 %}{{ show() }}",
+                       {});
+  CHECK(b == "1" + dots + "2" + dots);
+  CHECK(nb == 0);
+  // A list that holds a namespace.
+  auto [c, nc] = twice("{% macro show(l) %}{{ l[0].v }}" + pad +
+                           "{% endmacro %}{% set ns = namespace(v=1) %}{% set l = [ns] %}{{ show(l) }}"
+                           "{% set ns.v = 2 %}{{ show(l) }}",
+                       {});
+  CHECK(c == "1" + dots + "2" + dots);
+  CHECK(nc == 0);
+  // A macro that sets a namespace's attribute: each call counts.
+  auto [d, nd] = twice("{% set st = namespace(n=0) %}{% macro bump(x) %}{% set st.n = st.n + 1 %}{{ st.n }}" + pad +
+                           "{% endmacro %}{{ bump(1) }}{{ bump(1) }}",
+                       {});
+  CHECK(d == "1" + dots + "2" + dots);
+  CHECK(nd == 0);
+  // A top-level variable the macro reads, set again between the calls: a
+  // call's key holds its value.
+  auto [e, ne] = twice("{% macro show() %}{{ x }}" + pad + "{% endmacro %}{{ show() }}{% set x = 2 %}{{ show() }}",
+                       {{"x", Value::integer(1)}});
+  CHECK(e == "1" + dots + "2" + dots);
+  CHECK(ne == 2);
+  // A macro it calls bound to another macro between the calls.
+  auto [f, nf] = twice("{% macro a() %}A{% endmacro %}{% macro b() %}B{% endmacro %}{% macro show() %}{{ inner() }}" +
+                           pad + "{% endmacro %}{% set inner = a %}{{ show() }}{% set inner = b %}{{ show() }}",
+                       {});
+  CHECK(f == "A" + dots + "B" + dots);
+  CHECK(nf == 0);  // `inner` holds a function: no settled value
+  auto [g, ng] = twice(
+      "{% macro inner() %}A{% endmacro %}{% macro other() %}B{% endmacro %}{% macro show() %}"
+      "{{ inner() }}" +
+          pad + "{% endmacro %}{{ show() }}{% set inner = other %}{{ show() }}",
+      {});
+  CHECK(g == "A" + dots + "B" + dots);
+  CHECK(ng == 1);  // the first call alone: the second's `inner` is not the macro show() was analysed with
+  // A local name read before the macro sets it is the top-level one.
+  auto [h, nh] = twice(
+      "{% macro show() %}{{ y }}{% set y = 5 %}{{ y }}" + pad + "{% endmacro %}{{ show() }}{% set y = 3 %}{{ show() }}",
+      {{"y", Value::integer(1)}});
+  CHECK(h == "15" + dots + "35" + dots);
+  CHECK(nh == 2);
+  // Mutating methods, caller, cycler, namespace(), random: never kept,
+  // though these calls take no branch that uses them.
+  const tmpl::Vars list{{"l", tmpl::parse_json("[1, 2]")}};
+  CHECK(
+      twice("{% macro m(l, f) %}{% if f %}{{ l.append(3) }}{% endif %}" + pad + "{% endmacro %}{{ m(l, false) }}", list)
+          .second == 0);
+  CHECK(twice("{% macro m(l, f) %}{% if f %}{{ caller() }}{% endif %}" + pad + "{% endmacro %}{{ m(l, false) }}", list)
+            .second == 0);
+  CHECK(twice("{% macro m(l, f) %}{% if f %}{{ cycler(1, 2).next() }}{% endif %}" + pad +
+                  "{% endmacro %}{{ m(l, false) }}",
+              list)
+            .second == 0);
+  CHECK(
+      twice("{% macro m(l, f) %}{% if f %}{{ namespace(a=1).a }}{% endif %}" + pad + "{% endmacro %}{{ m(l, false) }}",
+            list)
+          .second == 0);
+  CHECK(
+      twice("{% macro m(l, f) %}{% if f %}{{ l | random }}{% endif %}" + pad + "{% endmacro %}{{ m(l, false) }}", list)
+          .second == 0);
+  // The same macro without them is kept (so the checks above can fail).
+  CHECK(twice("{% macro m(l, f) %}{% if f %}{{ l | first }}{% endif %}" + pad + "{% endmacro %}{{ m(l, false) }}", list)
+            .second == 1);
+}
+
+TEST_CASE("template memo: a call whose loop binds messages is not served (provenance's seen)") {
+  const Template t = Template::parse(
+      "{% macro all(ms) %}{% for m in ms %}{{ m.content }}{% endfor %}"
+      "{%- for i in range(80) %}.{% endfor -%}{% endmacro %}{{ all(msgs) }}");
+  const Value msgs = tmpl::parse_json(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
+  const tmpl::Vars vars{{"msgs", msgs}};
+  auto provenance = [&] {
+    tmpl::Provenance p;
+    for (const Value& m : msgs.list->items) p.messages.push_back(m.dict.get());
+    return p;
+  };
+  tmpl::Provenance p0 = provenance();
+  const Outcome plain = run(t, vars, 1'000'000, &p0);
+  CHECK(plain.seen == std::vector<char>{1, 1});
+  tmpl::MemoScope memo;
+  tmpl::Provenance p1 = provenance();
+  CHECK(run(t, vars, 1'000'000, &p1) == plain);
+  CHECK(run(t, vars, 1'000'000, &p1) == plain);
+  CHECK(kept(memo) == 0);
+  // Without provenance nothing is bound: kept, and served.
+  const Outcome bare = run(t, vars);
+  CHECK(run(t, vars) == bare);
+  CHECK(kept(memo) == 1);
+  CHECK(run(t, vars) == bare);
+}
+
+TEST_CASE("template memo: a call that dumped a big tojson through the record's memo is not kept") {
+  const Template t = Template::parse(
+      "{% macro d(v) %}{{ v | tojson }}{%- for i in range(80) %}.{% endfor -%}"
+      "{% endmacro %}{{ d(small) | length }} {{ d(big) | length }}");
+  std::string big = "[";
+  for (int i = 0; i < 400; ++i) big += (i ? ", " : "") + std::to_string(100000 + i);
+  big += "]";
+  const tmpl::Vars vars{{"small", tmpl::parse_json("[1, 2]")}, {"big", tmpl::parse_json(big)}};
+  tmpl::MemoScope memo;
+  const Outcome first = run(t, vars);
+  CHECK(first.text == "86 3280");
+  CHECK(kept(memo) == 1);  // d(small) alone
+  CHECK(run(t, vars).text == first.text);
+}
