@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "template/budget.hpp"
 #include "template/json_value.hpp"
 #include "template/macro_memo.hpp"
 #include "template/template.hpp"
@@ -25,10 +26,11 @@ struct Outcome {
   bool operator==(const Outcome&) const = default;
 };
 
-Outcome run(const Template& t, const tmpl::Vars& vars, uint64_t max_steps = 1'000'000,
-            tmpl::Provenance* prov = nullptr) {
+Outcome run(const Template& t, const tmpl::Vars& vars, uint64_t max_steps = 1'000'000, tmpl::Provenance* prov = nullptr,
+            std::size_t max_bytes = std::size_t{256} << 20) {
   tmpl::RenderLimits limits;
   limits.max_steps = max_steps;
+  limits.max_bytes = max_bytes;
   Outcome o;
   tmpl::RecordScope scope(uint64_t{1} << 40);
   try {
@@ -122,6 +124,44 @@ TEST_CASE("template memo: a served call deeper in the recursion runs as running 
     }
     CHECK(kept(memo) == 1);  // deep(tools, 60)
   }
+}
+
+TEST_CASE("template memo: a served call past the recursion limit runs and fails there") {
+  // As above, but the first deep() grows the vector of scopes to 256: at
+  // w = 45 deep(tools, 60) fits in it, and passes the recursion limit.
+  const Template t = Template::parse(R"(
+{%- macro deep(v, n) -%}{%- if n > 0 -%}({{ deep(v, n - 1) }}){%- else -%}{{ v | length }}{%- endif -%}{%- endmacro -%}
+{%- macro wrap(n) -%}{%- set ns.calls = ns.calls + 1 -%}{%- if n > 0 -%}{{ wrap(n - 1) }}{%- else -%}{{ deep(tools, 60) }}{%- endif -%}{%- endmacro -%}
+{%- set ns = namespace(calls=0) -%}
+{{- deep([], 99) | length }}|{{ deep(tools, 60) | length }}|{{ wrap(w) }})");
+  const Value tools = tmpl::parse_json(kTools);
+  const tmpl::Vars shallow{{"tools", tools}, {"w", Value::integer(1)}},
+      deep{{"tools", tools}, {"w", Value::integer(45)}};
+  const Outcome ok = run(t, shallow), fails = run(t, deep);
+  CHECK(ok.text == "199|121|" + std::string(60, '(') + "2" + std::string(60, ')'));
+  CHECK(fails.error.find("maximum macro recursion depth exceeded") != std::string::npos);
+  tmpl::MemoScope memo;
+  CHECK(run(t, shallow) == ok);
+  CHECK(kept(memo) == 1);
+  CHECK(run(t, deep) == fails);
+  CHECK(run(t, shallow) == ok);
+}
+
+TEST_CASE("template memo: a served call that would pass the memory budget runs and fails there") {
+  if (!tmpl::budget_counts_allocations()) return;  // a sanitizer build counts no memory
+  // big(n) holds a 3 MB string for a moment and writes its length.
+  const Template t = Template::parse(
+      "{% macro big(n) %}{% set s = 'x' * n %}{{ s | length }}"
+      "{%- for i in range(80) %}.{% endfor -%}{% endmacro %}{{ big(3000000) }}");
+  const std::string dots(80, '.');
+  const Outcome ok = run(t, {}), fails = run(t, {}, 1'000'000, nullptr, 2u << 20);
+  CHECK(ok.text == "3000000" + dots);
+  CHECK(fails.error.find("the render needed more than 2097152 bytes of memory") != std::string::npos);
+  tmpl::MemoScope memo;
+  CHECK(run(t, {}) == ok);
+  CHECK(kept(memo) == 1);
+  CHECK(run(t, {}, 1'000'000, nullptr, 2u << 20) == fails);
+  CHECK(run(t, {}) == ok);
 }
 
 TEST_CASE("template memo: macros whose output depends on more than their arguments are not served") {
