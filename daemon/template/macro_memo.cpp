@@ -343,6 +343,15 @@ bool matches(const MacroMemo::Entry& e, const Stmt& m, const Args& args, const V
   return true;
 }
 
+// Whether the render's vector of scopes, of capacity `capacity`, holds
+// `size` scopes with no growth that counts a step: it grows by doubling, and
+// an allocation of 4 KiB or more counts one step per 4 KiB (budget.hpp).
+bool growth_free(std::size_t capacity, std::size_t size) {
+  if (size <= capacity) return true;
+  while (capacity < size) capacity = capacity ? 2 * capacity : 1;
+  return capacity * sizeof(Frame) < 4096;
+}
+
 // Whether the call, run here, would run as it ran when kept: its steps
 // within the render's budget, its memory within the render's, its depth
 // within the recursion limit, its scopes within the render's vector of
@@ -350,7 +359,7 @@ bool matches(const MacroMemo::Entry& e, const Stmt& m, const Args& args, const V
 // where it fails.
 bool fits(const MacroMemo::Entry& e, const Interp& in) {
   if (in.steps > in.max_steps || e.steps > in.max_steps - in.steps) return false;
-  if (in.depth + e.depth > 100 || in.frames.size() + e.frames > in.frames.capacity()) return false;
+  if (in.depth + e.depth > 100 || !growth_free(in.frames.capacity(), in.frames.size() + e.frames)) return false;
   const RenderBudget* b = current_budget();
   return !b || b->live + e.peak <= static_cast<int64_t>(b->max_bytes);
 }
@@ -455,11 +464,12 @@ Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo) {
   // Kept where it took steps enough, bound no iteration to a message (its
   // provenance), dumped no big tojson through the record's memo (whose
   // steps depend on whether the memo had it), and read only settled
-  // values, and grew no vector of the render's scopes (whose growth counts
-  // steps where it happens: here, not in a render that grew it before).
+  // values, and grew the render's vector of scopes by no step (a growth
+  // that counts steps does so where it happens: here, not in a render that
+  // grew the vector before).
   // (The body changed no top-level variable: `env` is as it was.)
   if (known || steps < kMinSteps || in.message_binds != binds0 || in.big_dumps != dumps0 ||
-      in.frames.capacity() != capacity0)
+      (in.frames.capacity() != capacity0 && in.frames.capacity() * sizeof(Frame) >= 4096))
     return r;
   if (mm && (mm->entries.size() >= kMaxEntries || mm->bytes + r.s->size() > kMaxBytes)) return r;
   if (!keyed && !call_key(in, m, args, env, h)) return r;
