@@ -243,6 +243,8 @@ constexpr uint64_t kMinSteps = 100;  // a call that ran fewer steps is not kept:
 constexpr std::size_t kMaxEntries = 1024;
 constexpr std::size_t kMaxBytes = std::size_t{16} << 20;  // of the entries' texts
 constexpr std::size_t kMaxNodes = std::size_t{1} << 16;   // values walked to find a call's values settled
+constexpr std::size_t kKeptEntries = 64;                  // kept from one record to the next
+constexpr std::size_t kKeptBytes = std::size_t{4} << 20;  // of their texts
 constexpr int kMaxWalk = 200;                             // nesting walked
 
 uint64_t mix(uint64_t h, uint64_t x) {
@@ -328,8 +330,8 @@ class Uncounted {
 };
 
 bool matches(const MacroMemo::Entry& e, const Stmt& m, const Args& args, const Value* const* env, const MacroPurity& p,
-             const Provenance* provenance) {
-  if (e.macro != &m || e.provenance != provenance || e.positional.size() != args.pos.size() ||
+             std::size_t max_output) {
+  if (e.macro != &m || e.purity.get() != &p || e.max_output != max_output || e.positional.size() != args.pos.size() ||
       e.kw.size() != args.kw.size())
     return false;
   for (std::size_t i = 0; i < args.pos.size(); ++i)
@@ -362,6 +364,70 @@ bool fits(const MacroMemo::Entry& e, const Interp& in) {
   if (in.depth + e.depth > 100 || !growth_free(in.frames.capacity(), in.frames.size() + e.frames)) return false;
   const RenderBudget* b = current_budget();
   return !b || b->live + e.peak <= static_cast<int64_t>(b->max_bytes);
+}
+
+// Whether `v` reaches a dict that is one of `prov`'s messages.
+bool reaches_message(const Value& v, const Provenance& prov, int depth = 0) {
+  if (depth > kMaxWalk) return true;
+  if (v.is_list()) {
+    for (const Value& x : v.list->items)
+      if (reaches_message(x, prov, depth + 1)) return true;
+  } else if (v.is_dict()) {
+    if (prov.index_of(v.dict.get()) >= 0) return true;
+    for (const auto& [k, x] : v.dict->items)
+      if (reaches_message(x, prov, depth + 1)) return true;
+  }
+  return false;
+}
+
+// Whether the call, run in this render, would bind no iteration to a
+// message: its run bound none, and where this render's provenance is
+// another than the one it was found for (or the scope another), the key
+// reaches none of its messages (an iteration binds what it iterates over,
+// which the key's objects hold).
+bool binds_none(MacroMemo::Entry& e, const Interp& in, uint64_t scope) {
+  if (!in.provenance || (e.checked == in.provenance && e.checked_scope == scope)) return true;
+  for (const Value& v : e.positional)
+    if (reaches_message(v, *in.provenance)) return false;
+  for (const auto& [k, v] : e.kw)
+    if (reaches_message(v, *in.provenance)) return false;
+  for (const Value& v : e.env)
+    if (reaches_message(v, *in.provenance)) return false;
+  e.checked = in.provenance;
+  e.checked_scope = scope;
+  return true;
+}
+
+// Whether `v` reaches a list the tracker watches (`messages`, a slice of it).
+bool reaches_watched(const Value& v, const Tracker& t, int depth = 0) {
+  if (depth > kMaxWalk) return true;
+  if (v.is_list()) {
+    if (t.offset_of(v.list.get()) >= 0) return true;
+    for (const Value& x : v.list->items)
+      if (reaches_watched(x, t, depth + 1)) return true;
+  } else if (v.is_dict()) {
+    for (const auto& [k, x] : v.dict->items)
+      if (reaches_watched(x, t, depth + 1)) return true;
+  }
+  return false;
+}
+
+// Whether, in a render that keeps resume points, the call's run would
+// tell the tracker nothing: its hooks (resume.hpp) see only the lists it
+// watches, `loop` of the main loop and the namespaces it follows, and the
+// run reads nothing but its key's values (settled: no namespace, no
+// `loop`) and what it builds from them. So where the key reaches no
+// watched list, the run's hooks do nothing, and serving it is running it.
+bool unwatched(const MacroMemo::Entry& e, const Interp& in) {
+  if (!tracking(in)) return true;
+  const Tracker& t = *in.track;
+  for (const Value& v : e.positional)
+    if (reaches_watched(v, t)) return false;
+  for (const auto& [k, v] : e.kw)
+    if (reaches_watched(v, t)) return false;
+  for (const Value& v : e.env)
+    if (reaches_watched(v, t)) return false;
+  return true;
 }
 
 // The kept call's result: its text in a string of the capacity the call
@@ -416,17 +482,18 @@ Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo) {
   uint64_t h = 0;
   MacroMemo* mm = memo.macros.get();
   bool keyed = false, known = false;
-  // Looked up where the memo holds a call of this macro, but not where the
-  // render keeps resume points: there what the body reads is watched
-  // (resume.hpp).
-  if (mm && !tracking(in) && std::find(mm->macros.begin(), mm->macros.end(), &m) != mm->macros.end()) {
+  // Looked up where the memo holds a call of this macro.
+  if (mm && std::find(mm->macros.begin(), mm->macros.end(), &m) != mm->macros.end()) {
     if (!call_key(in, m, args, env, h)) return run_macro(in, m, nullptr, args);
     keyed = true;
     auto [lo, hi] = mm->index.equal_range(h);
     for (auto it = lo; it != hi; ++it) {
-      const MacroMemo::Entry& e = mm->entries[it->second];
-      if (!matches(e, m, args, env, p, in.provenance)) continue;
-      if (fits(e, in)) return serve(e, in);
+      MacroMemo::Entry& e = mm->entries[it->second];
+      if (!matches(e, m, args, env, p, in.max_output)) continue;
+      if (fits(e, in) && binds_none(e, in, mm->scope) && unwatched(e, in)) {
+        e.used = true;
+        return serve(e, in);
+      }
       known = true;  // runs: the limit stops it where it would
       break;
     }
@@ -482,10 +549,14 @@ Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo) {
     if (!p.macros[i] && env[i] && !settled(*env[i], left)) return r;
 
   Uncounted uncounted;
-  if (!mm) mm = (memo.macros = std::make_unique<MacroMemo>()).get();
+  if (!mm) {
+    mm = (memo.macros = std::make_unique<MacroMemo>()).get();
+    mm->scope = memo.number;
+  }
   if (std::find(mm->macros.begin(), mm->macros.end(), &m) == mm->macros.end()) mm->macros.push_back(&m);
   MacroMemo::Entry& e = mm->entries.emplace_back();
   e.macro = &m;
+  e.hash = h;
   e.positional = args.pos;
   e.kw = args.kw;
   e.env.resize(p.names.size());
@@ -495,7 +566,10 @@ Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo) {
     e.absent[i] = env[i] == nullptr;
     if (env[i]) e.env[i] = *env[i];
   }
-  e.provenance = in.provenance;
+  e.purity = m.purity;
+  e.max_output = in.max_output;
+  e.checked = in.provenance;
+  e.checked_scope = mm->scope;
   e.text = *r.s;
   e.capacity = r.s->capacity();
   e.steps = steps;
@@ -506,6 +580,54 @@ Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo) {
   mm->bytes += e.text.size();
   mm->index.emplace(h, mm->entries.size() - 1);
   return r;
+}
+
+std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm, std::vector<MemoScope::Entry>& tojson) {
+  if (!mm) return mm;
+  // Which objects something besides the memo holds: each object is asked
+  // with one reference of the memo's left in place, the others set aside.
+  std::vector<Value*> refs;
+  for (auto& e : mm->entries) {
+    for (Value& v : e.positional) refs.push_back(&v);
+    for (auto& [k, v] : e.kw) refs.push_back(&v);
+    for (Value& v : e.env) refs.push_back(&v);
+  }
+  for (auto& t : tojson) refs.push_back(&t.subject);
+  refs.erase(std::remove_if(refs.begin(), refs.end(), [](const Value* v) { return !v->s.raw(); }), refs.end());
+  std::sort(refs.begin(), refs.end(), [](const Value* a, const Value* b) { return a->s.raw() < b->s.raw(); });
+  std::vector<const RefCounted*> alone;  // held by the memo alone
+  std::vector<Value> aside;
+  for (std::size_t i = 0, j; i < refs.size(); i = j) {
+    for (j = i + 1; j < refs.size() && refs[j]->s.raw() == refs[i]->s.raw();) ++j;
+    aside.clear();
+    for (std::size_t k = i + 1; k < j; ++k) aside.push_back(std::move(*refs[k]));
+    if (refs[i]->s.raw()->unique()) alone.push_back(refs[i]->s.raw());
+    for (std::size_t k = i + 1; k < j; ++k) *refs[k] = std::move(aside[k - i - 1]);
+  }
+  auto held = [&](const Value& v) { return !v.s.raw() || !std::binary_search(alone.begin(), alone.end(), v.s.raw()); };
+  auto keepable = [&](const MacroMemo::Entry& e) {
+    return std::all_of(e.positional.begin(), e.positional.end(), held) &&
+           std::all_of(e.kw.begin(), e.kw.end(), [&](const auto& kv) { return held(kv.second); }) &&
+           std::all_of(e.env.begin(), e.env.end(), held);
+  };
+  // The entries served in this scope first, then the others in the order
+  // written.
+  auto next = std::make_unique<MacroMemo>();
+  next->scope = mm->scope;
+  for (int pass = 0; pass < 2; ++pass)
+    for (auto& e : mm->entries) {
+      if (e.used != (pass == 0) || !e.purity || !keepable(e)) continue;
+      if (next->entries.size() >= kKeptEntries || next->bytes + e.text.size() > kKeptBytes) continue;
+      e.used = false;
+      next->bytes += e.text.size();
+      if (std::find(next->macros.begin(), next->macros.end(), e.macro) == next->macros.end())
+        next->macros.push_back(e.macro);
+      next->entries.push_back(std::move(e));
+    }
+  if (next->entries.empty()) return nullptr;
+  // The index by hash: the entries' hashes, kept with them.
+  for (std::size_t k = 0; k < next->entries.size(); ++k) next->index.emplace(next->entries[k].hash, k);
+  return next;
 }
 
 }  // namespace tokfeed::tmpl

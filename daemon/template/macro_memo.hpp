@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,7 @@ void find_pure_macros(Body& body);
 struct MacroMemo {
   struct Entry {
     const Stmt* macro = nullptr;
+    uint64_t hash = 0;  // of the call (its index key)
     // The call: its positional arguments, its keyword arguments, the
     // values of the macro's top-level variables (MacroPurity::names; an
     // absent one is `absent`). The entry holds them: their objects stay
@@ -34,7 +36,17 @@ struct MacroMemo {
     std::vector<std::pair<std::string, Value>> kw;
     std::vector<Value> env;
     std::vector<char> absent;
-    const Provenance* provenance = nullptr;  // the renders' provenance (iterations bound to messages are its)
+    // The macro's analysis, held: a template loaded later at the same
+    // address has another (entries are kept from one record to the next).
+    std::shared_ptr<const MacroPurity> purity;
+    std::size_t max_output = 0;  // the render's output limit (which a capture inside may pass)
+    // The provenance (and scope) for which the key was last found to reach
+    // none of its messages: the run bound no iteration to a message of the
+    // render it ran in; in another render, none of whose messages the key
+    // reaches, it binds none either.
+    const Provenance* checked = nullptr;
+    uint64_t checked_scope = 0;
+    bool used = false;  // served in this scope
     // What the call gave and did: its text (and the capacity of the
     // string it built), its steps, the most memory it held above what the
     // render held when it started (bytes), how many macro calls deep it
@@ -52,6 +64,13 @@ struct MacroMemo {
   std::vector<const Stmt*> macros;                       // those it holds calls of
   std::unordered_multimap<uint64_t, std::size_t> index;  // a call's hash → its entries
   std::size_t bytes = 0;                                 // of their texts
+  uint64_t scope = 0;  // the MemoScope's number on this thread (entries kept from one to the next)
 };
+
+// The entries a MemoScope that ends keeps for the next one on its thread
+// (null: none): those whose key's objects something besides the memo
+// holds (`tojson` are the scope's tojson entries, whose subjects are the
+// memo's too), up to 64 entries and 4 MiB of text.
+std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm, std::vector<MemoScope::Entry>& tojson);
 
 }  // namespace tokfeed::tmpl

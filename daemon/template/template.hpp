@@ -72,9 +72,11 @@ class MemoScope {
     bool used = false;  // kept from the scope before, and read in this one
   };
   std::vector<Entry> entries;
-  // The results of pure macros' calls (macro_memo.hpp): this record's
-  // alone, freed when the scope ends.
+  // The results of pure macros' calls (macro_memo.hpp), kept from one
+  // scope to the next on the thread as the tojson texts are: while
+  // something besides the memo holds their key's objects.
   std::unique_ptr<MacroMemo> macros;
+  uint64_t number = 0;  // the scope's number on its thread
 
  private:
   bool active_;

@@ -45,6 +45,13 @@ Outcome run(const Template& t, const tmpl::Vars& vars, uint64_t max_steps = 1'00
 
 std::size_t kept(const tmpl::MemoScope& memo) { return memo.macros ? memo.macros->entries.size() : 0; }
 
+// Drops the calls the scopes before left for the next (kept while their
+// objects are held: a test's values outlive its scopes).
+void forget() {
+  tmpl::MemoScope drop;
+  drop.macros.reset();
+}
+
 // Kimi K3's serializer: dicts' keys sorted, recursively.
 const char* kSorted = R"(
 {%- macro js(v) -%}
@@ -80,6 +87,7 @@ TEST_CASE("template memo: a served call gives the text, steps and error of a run
   const std::vector<Outcome> budgets = plain_runs(t, vars, plain.steps);
   CHECK(budgets.back() == plain);
   CHECK(budgets[plain.steps - 2].error.find("step budget of " + std::to_string(plain.steps - 1)) != std::string::npos);
+  forget();
   tmpl::MemoScope memo;
   // The first render keeps declare(tools) and serves its second call; the
   // second render serves both. Each counts the steps of the plain render.
@@ -115,6 +123,7 @@ TEST_CASE("template memo: a served call deeper in the recursion runs as running 
   CHECK(plain[0].text == "123|121|" + std::string(60, '(') + "2" + std::string(60, ')'));
   CHECK(plain[1].text == plain[0].text);
   CHECK(plain[2].error.find("maximum macro recursion depth exceeded") != std::string::npos);
+  forget();
   tmpl::MemoScope memo;
   for (int round = 0; round < 2; ++round) {
     for (std::size_t i = 0; i < 3; ++i) {
@@ -140,6 +149,7 @@ TEST_CASE("template memo: a served call past the recursion limit runs and fails 
   const Outcome ok = run(t, shallow), fails = run(t, deep);
   CHECK(ok.text == "199|121|" + std::string(60, '(') + "2" + std::string(60, ')'));
   CHECK(fails.error.find("maximum macro recursion depth exceeded") != std::string::npos);
+  forget();
   tmpl::MemoScope memo;
   CHECK(run(t, shallow) == ok);
   CHECK(kept(memo) == 1);
@@ -157,6 +167,7 @@ TEST_CASE("template memo: a served call that would pass the memory budget runs a
   const Outcome ok = run(t, {}), fails = run(t, {}, 1'000'000, nullptr, 2u << 20);
   CHECK(ok.text == "3000000" + dots);
   CHECK(fails.error.find("the render needed more than 2097152 bytes of memory") != std::string::npos);
+  forget();
   tmpl::MemoScope memo;
   CHECK(run(t, {}) == ok);
   CHECK(kept(memo) == 1);
@@ -169,6 +180,7 @@ TEST_CASE("template memo: macros whose output depends on more than their argumen
   auto twice = [](const std::string& src, const tmpl::Vars& vars) {
     const Template t = Template::parse(src);
     const Outcome plain = run(t, vars);
+    forget();
     tmpl::MemoScope memo;
     CHECK(run(t, vars) == plain);
     CHECK(run(t, vars) == plain);
@@ -264,6 +276,7 @@ TEST_CASE("template memo: a call whose loop binds messages is not served (proven
   tmpl::Provenance p0 = provenance();
   const Outcome plain = run(t, vars, 1'000'000, &p0);
   CHECK(plain.seen == std::vector<char>{1, 1});
+  forget();
   tmpl::MemoScope memo;
   tmpl::Provenance p1 = provenance();
   CHECK(run(t, vars, 1'000'000, &p1) == plain);
@@ -284,9 +297,138 @@ TEST_CASE("template memo: a call that dumped a big tojson through the record's m
   for (int i = 0; i < 400; ++i) big += (i ? ", " : "") + std::to_string(100000 + i);
   big += "]";
   const tmpl::Vars vars{{"small", tmpl::parse_json("[1, 2]")}, {"big", tmpl::parse_json(big)}};
+  forget();
   tmpl::MemoScope memo;
   const Outcome first = run(t, vars);
   CHECK(first.text == "86 3280");
   CHECK(kept(memo) == 1);  // d(small) alone
   CHECK(run(t, vars).text == first.text);
+}
+
+// As the tojson texts: a scope's calls are kept for the scopes after it
+// while something besides the memo holds their objects (a record's tools
+// reused by later records); an object nothing else holds is dropped, so a
+// new object at its address is never served another's text.
+TEST_CASE("template memo: calls kept from one record to the next while their objects are held") {
+  const Template t = Template::parse(std::string(kSorted) + "{{ declare(tools) }}");
+  Value a = tmpl::parse_json(kTools), b = tmpl::parse_json(R"([{"name": "b", "z": 1, "a": 2}])");
+  const Outcome plain_a = run(t, {{"tools", a}}), plain_b = run(t, {{"tools", b}});
+  CHECK(plain_b.text == "<tools>[{\"a\":2,\"name\":\"b\",\"z\":1}]</tools>");
+  forget();
+  auto record = [&](const Value& tools, const Outcome& plain, std::size_t kept_before, bool served) {
+    tmpl::MemoScope memo;
+    CHECK(kept(memo) == kept_before);
+    CHECK(run(t, {{"tools", tools}}) == plain);
+    std::size_t used = 0;
+    if (memo.macros)
+      for (const auto& e : memo.macros->entries) used += e.used;
+    CHECK(used == (served ? 1u : 0u));
+  };
+  record(a, plain_a, 0, false);
+  record(a, plain_a, 1, true);
+  record(b, plain_b, 1, false);
+  record(a, plain_a, 2, true);
+  b = Value();  // nothing but the memo holds b: dropped at the next scope's end
+  record(a, plain_a, 2, true);
+  for (int i = 0; i < 4; ++i) {
+    const Value c = tmpl::parse_json(R"([{"name": "c)" + std::to_string(i) + R"("}])");
+    const Outcome plain_c = run(t, {{"tools", c}});
+    CHECK(plain_c.text == "<tools>[{\"name\":\"c" + std::to_string(i) + "\"}]</tools>");
+    record(c, plain_c, 1, false);  // a's alone: each c freed after its record
+  }
+  a = Value();
+  {
+    tmpl::MemoScope memo;
+    CHECK(kept(memo) == 1);  // a's, left by the last scope, which held a
+  }
+  tmpl::MemoScope memo;
+  CHECK(kept(memo) == 0);
+}
+
+// A call kept where no provenance was recorded, or for other messages, is
+// served in a render with provenance only where its key reaches none of
+// that render's messages (an iteration over them would mark them seen).
+TEST_CASE("template memo: a kept call is not served where its key reaches the render's messages") {
+  const Template t = Template::parse(
+      "{% macro all(ms) %}{% for m in ms %}{{ m.content }}{% endfor %}"
+      "{%- for i in range(80) %}.{% endfor -%}{% endmacro %}{{ all(msgs) }}");
+  const Value msgs = tmpl::parse_json(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
+  const tmpl::Vars vars{{"msgs", msgs}};
+  auto provenance = [&] {
+    tmpl::Provenance p;
+    for (const Value& m : msgs.list->items) p.messages.push_back(m.dict.get());
+    return p;
+  };
+  tmpl::Provenance p0 = provenance();
+  const Outcome plain = run(t, vars, 1'000'000, &p0), bare = run(t, vars);
+  CHECK(plain.seen == std::vector<char>{1, 1});
+  forget();
+  {
+    tmpl::MemoScope memo;
+    CHECK(run(t, vars) == bare);
+    CHECK(kept(memo) == 1);
+  }
+  tmpl::MemoScope memo;
+  CHECK(kept(memo) == 1);
+  tmpl::Provenance p1 = provenance();
+  CHECK(run(t, vars, 1'000'000, &p1) == plain);
+  CHECK(memo.macros->entries[0].used == false);
+  // Another provenance whose messages the key does not reach: served.
+  tmpl::Provenance other;
+  const Value stranger = tmpl::parse_json(R"({"role": "user", "content": "x"})");
+  other.messages.push_back(stranger.dict.get());
+  const Outcome served = run(t, vars, 1'000'000, &other);
+  CHECK(served.text == bare.text);
+  CHECK(served.steps == bare.steps);
+  CHECK(served.seen == std::vector<char>{0});
+  CHECK(memo.macros->entries[0].used == true);
+}
+
+// The render that keeps resume points serves calls too (where the key
+// reaches no list the tracker watches): with the memo open, every prefix
+// resumed from the full render is the prefix rendered in full. n(messages)
+// reads the list's length (its key reaches `messages`, which the tracker
+// watches); d(tools) is served from its second call on.
+TEST_CASE("template memo: prefixes resumed from a full render that served calls are the prefixes in full") {
+  const Template t = Template::parse(
+      "{%- macro n(ms) -%}{{ ms | length }}{%- for i in range(80) %}.{% endfor -%}{%- endmacro -%}"
+      "{%- macro d(ts) -%}{{ ts | length }}{%- for i in range(80) %}:{% endfor -%}{%- endmacro -%}"
+      "{%- for m in messages -%}[{{ m.content }}]{{ d(tools) if loop.index0 % 2 else n(messages) }}{%- endfor -%}");
+  const Value msgs = tmpl::parse_json(
+      R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"},
+          {"role": "assistant", "content": "d"}])");
+  const std::size_t n = msgs.list->items.size();
+  const Value tools = tmpl::parse_json(kTools);
+  auto vars_for = [&](std::size_t k, bool g) {
+    std::vector<Value> items(msgs.list->items.begin(), msgs.list->items.begin() + static_cast<std::ptrdiff_t>(k));
+    return tmpl::Vars{{"messages", k == n ? msgs : Value::new_list(std::move(items))},
+                      {"add_generation_prompt", Value::boolean(g)},
+                      {"tools", tools}};
+  };
+  tmpl::RenderLimits limits;
+  forget();
+  tmpl::MemoScope memo;
+  tmpl::Resumes resumes;
+  resumes.want.assign(n + 1, 3);
+  const std::string full = t.render(vars_for(n, false), limits, nullptr, nullptr, &resumes);
+  const std::string dots(80, '.'), colons(80, ':');
+  CHECK(full == "[a]4" + dots + "[b]2" + colons + "[c]4" + dots + "[d]2" + colons);
+  CHECK(kept(memo) == 2);
+  std::size_t used = 0;
+  for (const auto& e : memo.macros->entries) used += e.used;
+  // d(tools) in the full render; n(messages) too: its first read of the
+  // length concerned every prefix not yet passed, so the tracker stopped
+  // watching, and its hooks do nothing after.
+  CHECK(used == 2);
+  std::size_t compared = 0;
+  for (std::size_t k = 0; k <= n; ++k) {
+    INFO("k = " << k);
+    const std::string in_full = t.render(vars_for(k, false), limits);
+    if (!resumes.ready(k, false)) continue;
+    const auto resumed = t.resume(resumes, k, false, limits);
+    REQUIRE(resumed);
+    CHECK(*resumed == in_full);
+    ++compared;
+  }
+  CHECK(compared >= 1);  // messages[:0] at least resumes
 }
