@@ -214,9 +214,10 @@ Value f_tojson(Interp& in, Value& v, Args& a) {
       }
   }
   Value out = Value::str(tojson(v, ascii, ip, sort, is, ks));
-  if (memo && memo->entries.size() < kMemoEntries) {
+  if (memo) {
+    // Whether or not it is kept: a later dump of it may be served.
     if (out.s->size() >= kBigDump) ++in.big_dumps;
-    memo->entries.push_back({v, std::move(options), out});
+    if (memo->entries.size() < kMemoEntries) memo->entries.push_back({v, std::move(options), out});
   }
   return out;
 }

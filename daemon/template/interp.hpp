@@ -82,8 +82,8 @@ struct Interp {
   // last reset, how many
   // iterations were bound to a message (provenance's `seen`), and how many
   // `tojson` results of 2,000 bytes or more the record's memo served or
-  // kept (a dump that big counts steps for its allocations, one that the
-  // memo serves does not). `memo_calls`: pure macro calls running that the
+  // wrote while open (a dump that big counts steps for its allocations,
+  // one that the memo serves does not). `memo_calls`: pure macro calls running that the
   // memo may keep (their calls inside are run as they are).
   int depth_peak = 0;
   std::size_t frames_peak = 0;  // the most scopes `frames` held since last reset (its growth counts steps)

@@ -582,20 +582,23 @@ Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo) {
   return r;
 }
 
-std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm, std::vector<MemoScope::Entry>& tojson) {
-  if (!mm) return mm;
-  // Which objects something besides the memo holds: each object is asked
-  // with one reference of the memo's left in place, the others set aside.
+std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm) {
+  if (!mm || mm->entries.empty()) return nullptr;
+  // Which objects something besides the memo's entries holds: each object
+  // is asked with one entry's reference left in place, the others set
+  // aside. (A tojson entry's reference counts as another holder: an object
+  // both memos alone hold stays while both keep it, up to their limits.)
   std::vector<Value*> refs;
   for (auto& e : mm->entries) {
-    for (Value& v : e.positional) refs.push_back(&v);
-    for (auto& [k, v] : e.kw) refs.push_back(&v);
-    for (Value& v : e.env) refs.push_back(&v);
+    for (Value& v : e.positional)
+      if (v.s.raw()) refs.push_back(&v);
+    for (auto& [k, v] : e.kw)
+      if (v.s.raw()) refs.push_back(&v);
+    for (Value& v : e.env)
+      if (v.s.raw()) refs.push_back(&v);
   }
-  for (auto& t : tojson) refs.push_back(&t.subject);
-  refs.erase(std::remove_if(refs.begin(), refs.end(), [](const Value* v) { return !v->s.raw(); }), refs.end());
   std::sort(refs.begin(), refs.end(), [](const Value* a, const Value* b) { return a->s.raw() < b->s.raw(); });
-  std::vector<const RefCounted*> alone;  // held by the memo alone
+  std::vector<const RefCounted*> alone;  // held by the entries alone
   std::vector<Value> aside;
   for (std::size_t i = 0, j; i < refs.size(); i = j) {
     for (j = i + 1; j < refs.size() && refs[j]->s.raw() == refs[i]->s.raw();) ++j;
@@ -605,29 +608,42 @@ std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm, std::vecto
     for (std::size_t k = i + 1; k < j; ++k) *refs[k] = std::move(aside[k - i - 1]);
   }
   auto held = [&](const Value& v) { return !v.s.raw() || !std::binary_search(alone.begin(), alone.end(), v.s.raw()); };
-  auto keepable = [&](const MacroMemo::Entry& e) {
+  auto keep = [&](const MacroMemo::Entry& e) {
     return std::all_of(e.positional.begin(), e.positional.end(), held) &&
            std::all_of(e.kw.begin(), e.kw.end(), [&](const auto& kv) { return held(kv.second); }) &&
            std::all_of(e.env.begin(), e.env.end(), held);
   };
-  // The entries served in this scope first, then the others in the order
-  // written.
-  auto next = std::make_unique<MacroMemo>();
-  next->scope = mm->scope;
+  // In place: the entries served in this scope first where the limits
+  // drop some, else in the order written.
+  std::vector<char> kept(mm->entries.size());
+  std::size_t count = 0, bytes = 0;
   for (int pass = 0; pass < 2; ++pass)
-    for (auto& e : mm->entries) {
-      if (e.used != (pass == 0) || !e.purity || !keepable(e)) continue;
-      if (next->entries.size() >= kKeptEntries || next->bytes + e.text.size() > kKeptBytes) continue;
-      e.used = false;
-      next->bytes += e.text.size();
-      if (std::find(next->macros.begin(), next->macros.end(), e.macro) == next->macros.end())
-        next->macros.push_back(e.macro);
-      next->entries.push_back(std::move(e));
+    for (std::size_t k = 0; k < mm->entries.size(); ++k) {
+      const MacroMemo::Entry& e = mm->entries[k];
+      if (e.used != (pass == 0) || !keep(e)) continue;
+      if (count >= kKeptEntries || bytes + e.text.size() > kKeptBytes) continue;
+      kept[k] = 1;
+      ++count;
+      bytes += e.text.size();
     }
-  if (next->entries.empty()) return nullptr;
-  // The index by hash: the entries' hashes, kept with them.
-  for (std::size_t k = 0; k < next->entries.size(); ++k) next->index.emplace(next->entries[k].hash, k);
-  return next;
+  if (count == 0) return nullptr;
+  if (count != mm->entries.size()) {
+    std::size_t to = 0;
+    for (std::size_t k = 0; k < mm->entries.size(); ++k)
+      if (kept[k]) {
+        if (to != k) mm->entries[to] = std::move(mm->entries[k]);
+        ++to;
+      }
+    mm->entries.resize(to);
+    mm->index.clear();
+    for (std::size_t k = 0; k < to; ++k) mm->index.emplace(mm->entries[k].hash, k);
+    mm->macros.clear();
+    for (const auto& e : mm->entries)
+      if (std::find(mm->macros.begin(), mm->macros.end(), e.macro) == mm->macros.end()) mm->macros.push_back(e.macro);
+  }
+  mm->bytes = bytes;
+  for (auto& e : mm->entries) e.used = false;
+  return mm;
 }
 
 }  // namespace tokfeed::tmpl

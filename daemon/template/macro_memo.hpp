@@ -68,9 +68,8 @@ struct MacroMemo {
 };
 
 // The entries a MemoScope that ends keeps for the next one on its thread
-// (null: none): those whose key's objects something besides the memo
-// holds (`tojson` are the scope's tojson entries, whose subjects are the
-// memo's too), up to 64 entries and 4 MiB of text.
-std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm, std::vector<MemoScope::Entry>& tojson);
+// (null: none): those whose key's objects something besides the entries
+// holds, up to 64 entries and 4 MiB of text.
+std::unique_ptr<MacroMemo> keep_macros(std::unique_ptr<MacroMemo> mm);
 
 }  // namespace tokfeed::tmpl

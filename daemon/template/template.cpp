@@ -55,7 +55,7 @@ MemoScope::MemoScope() noexcept : active_(tl_memo == nullptr) {
 MemoScope::~MemoScope() {
   if (!active_) return;
   tl_memo = nullptr;
-  tl_macros_kept = keep_macros(std::move(macros), entries);
+  tl_macros_kept = keep_macros(std::move(macros));
   // Kept, up to the limits: the entries kept before that this scope read,
   // then its own in the order written, then the others kept before (a
   // record's tools reused by records after the next). An entry whose
