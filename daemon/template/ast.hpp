@@ -109,6 +109,16 @@ enum class SK : uint8_t {
 struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 
+// What a pure macro's result depends on besides its arguments: the
+// variables of the template's top-level scope that its body, or a pure
+// macro it calls, reads (macro_memo.cpp). Where `macros[i]` is set, the
+// variable `names[i]` must hold that top-level macro; else its value (or
+// its absence: a builtin or an undefined value) is part of the call's key.
+struct MacroPurity {
+  std::vector<Name> names;
+  std::vector<const Stmt*> macros;
+};
+
 struct Stmt {
   SK kind;
   Pos pos;
@@ -160,6 +170,11 @@ struct Stmt {
   // one only compute those integers and test `g` (exec.cpp: the render
   // runs one and counts the others' steps). Null: none.
   const Expr* idle_guard = nullptr;
+  // kMacro defined at the top level (where it closes over nothing): set
+  // where the macro is pure, its output a function of its arguments and
+  // the variables named here (macro_memo.cpp; docs/chat_templates.md,
+  // "Pure macros"). Null: not pure.
+  std::shared_ptr<const MacroPurity> purity;
 
   // kFor/kSet/kSetBlock: whether the target is one name (no unpacking).
   bool one_name() const { return targets.size() == 1 && shape.empty(); }

@@ -148,6 +148,7 @@ void bind_iteration(Interp& in, const Value& v) {
   in.message = m;
   *in.iteration_bound = true;
   in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+  ++in.message_binds;
 }
 
 Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth);
@@ -170,7 +171,7 @@ Value recurse(Interp& in, const Stmt& s, const Value& items, int64_t depth, std:
       --in.depth;
     }
   } restore{in, base, in.out, {}};
-  ++in.depth;
+  in.depth_peak = std::max(in.depth_peak, ++in.depth);
   if (in.frames.size() > base) {
     auto from = in.frames.begin() + static_cast<std::ptrdiff_t>(base);
     restore.hidden.assign(std::make_move_iterator(from), std::make_move_iterator(in.frames.end()));
@@ -379,7 +380,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
       int64_t m = message_index(in, item);
       in.message = m >= 0 ? m : message_guard.saved;
       bound = m >= 0;
-      if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+      if (m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1, ++in.message_binds;
     }
     if (d) {
       Value& held = in.frames[frame].vars[loop_slot].second;  // the body may have set `loop`
@@ -400,7 +401,8 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
         if (in.steps > in.step_check) in.check_steps();
         if (track)
           for (auto j = static_cast<std::size_t>(i + 1); j < items.size(); ++j)
-            if (int64_t m = message_index(in, items[j]); m >= 0) in.provenance->seen[static_cast<std::size_t>(m)] = 1;
+            if (int64_t m = message_index(in, items[j]); m >= 0)
+              in.provenance->seen[static_cast<std::size_t>(m)] = 1, ++in.message_binds;
         if (d) set_loop(*d, items, n - 1, depth);  // as the last iteration leaves `loop` (a namespace may hold it)
         break;
       }
@@ -480,21 +482,18 @@ void bind_params(Interp& in, const Stmt& m, std::size_t first_default, Args& arg
 Value make_macro(const Stmt& s, std::shared_ptr<const Frame> closure) {
   const Stmt* m = &s;
   const bool top = !closure;
-  Value f = Value::func(s.text, [m, closure](Interp& in, Args& args) -> Value {
-    if (++in.depth > 100) throw Error("maximum macro recursion depth exceeded");
-    FrameGuard outer(in, true);
-    if (closure) in.frames.back().vars = closure->vars;
-    FrameGuard guard(in, false);
-    MessageGuard message_guard(in);  // a set in a macro binds no iteration
-    in.iteration_bound = nullptr;
-    bind_params(in, *m, 0, args);
-    std::string r = capture(in, m->bodies[0]);
-    --in.depth;
-    // Markup where the body escapes, or where autoescape is on (jinja2's
-    // Macro.__call__ takes the caller's eval context).
-    if (in.autoescape || (m->escape && escapes(in, *m))) return markup(std::move(r));
-    return Value::str(std::move(r));
-  });
+  // A pure macro's calls may be served from the record's memo (not where
+  // its result is Markup: the memo keeps strs).
+  Value f = top && s.purity ? Value::func(s.text,
+                                          [m](Interp& in, Args& args) -> Value {
+                                            if (MemoScope* memo = current_memo();
+                                                memo && in.memo_calls == 0 && !in.autoescape && !m->escape)
+                                              return call_pure_macro(in, *m, args, *memo);
+                                            return run_macro(in, *m, nullptr, args);
+                                          })
+                            : Value::func(s.text, [m, closure](Interp& in, Args& args) -> Value {
+                                return run_macro(in, *m, closure.get(), args);
+                              });
   if (top) f.fn->macro = m;
   f.fn->def = m;
   return f;
@@ -513,6 +512,23 @@ void run_block(Interp& in, const Stmt& s, bool scoped, std::string* into = nullp
 }
 
 }  // namespace
+
+Value run_macro(Interp& in, const Stmt& m, const Frame* closure, Args& args) {
+  if (++in.depth > 100) throw Error("maximum macro recursion depth exceeded");
+  in.depth_peak = std::max(in.depth_peak, in.depth);
+  FrameGuard outer(in, true);
+  if (closure) in.frames.back().vars = closure->vars;
+  FrameGuard guard(in, false);
+  MessageGuard message_guard(in);  // a set in a macro binds no iteration
+  in.iteration_bound = nullptr;
+  bind_params(in, m, 0, args);
+  std::string r = capture(in, m.bodies[0]);
+  --in.depth;
+  // Markup where the body escapes, or where autoescape is on (jinja2's
+  // Macro.__call__ takes the caller's eval context).
+  if (in.autoescape || (m.escape && escapes(in, m))) return markup(std::move(r));
+  return Value::str(std::move(r));
+}
 
 Value template_self(const std::vector<Stmt*>& blocks) {
   Value self = Value::new_dict();

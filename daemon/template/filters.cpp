@@ -189,8 +189,11 @@ Value f_dictsort(Interp&, Value& v, Args& a) {
   return Value::new_list(std::move(out));
 }
 constexpr std::size_t kMemoEntries = 256;
+// A dump this long may have counted steps for its allocations (one per
+// 4 KiB, the buffer doubling as it grows): Interp::big_dumps.
+constexpr std::size_t kBigDump = 2000;
 
-Value f_tojson(Interp&, Value& v, Args& a) {
+Value f_tojson(Interp& in, Value& v, Args& a) {
   bool ascii = truthy(arg(a, 0, "ensure_ascii"));
   const Value& ind = arg(a, 1, "indent");
   const Value& seps = arg(a, 2, "separators");
@@ -230,11 +233,16 @@ Value f_tojson(Interp&, Value& v, Args& a) {
     for (auto& m : memo->entries)
       if (m.subject.s.raw() == v.s.raw() && m.options == options) {
         m.used = true;
+        if (m.result.s->size() >= kBigDump) ++in.big_dumps;
         return m.result;
       }
   }
   Value out = Value::str(tojson(v, ascii, ip, sort, is, ks));
-  if (memo && memo->entries.size() < kMemoEntries) memo->entries.push_back({v, std::move(options), out});
+  if (memo) {
+    // Whether or not it is kept: a later dump of it may be served.
+    if (out.s->size() >= kBigDump) ++in.big_dumps;
+    if (memo->entries.size() < kMemoEntries) memo->entries.push_back({v, std::move(options), out});
+  }
   return out;
 }
 

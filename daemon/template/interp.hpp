@@ -84,6 +84,19 @@ struct Interp {
   uint64_t step_check = 0;
   std::size_t max_output = 0;
   int depth = 0;  // macro call depth
+  // What a pure macro's memo (macro_memo.hpp) needs to know of a call it
+  // ran: the deepest `depth` and the most scopes reached since they were
+  // last reset, how many
+  // iterations were bound to a message (provenance's `seen`), and how many
+  // `tojson` results of 2,000 bytes or more the record's memo served or
+  // wrote while open (a dump that big counts steps for its allocations,
+  // one that the memo serves does not). `memo_calls`: pure macro calls running that the
+  // memo may keep (their calls inside are run as they are).
+  int depth_peak = 0;
+  std::size_t frames_peak = 0;  // the most scopes `frames` held since last reset (its growth counts steps)
+  uint64_t message_binds = 0;
+  uint64_t big_dumps = 0;
+  int memo_calls = 0;
   std::tm now{};  // what strftime_now formats
   Pos pos;        // the node being evaluated, for errors
 
@@ -138,6 +151,7 @@ struct Interp {
   // variables' buffer is a popped scope's where one is kept.
   void push_frame(bool barrier) {
     Frame& f = frames.emplace_back();
+    if (frames.size() > frames_peak) frames_peak = frames.size();
     f.barrier = barrier;
     spare_scopes.take(f.vars);
   }
@@ -179,6 +193,14 @@ struct PooledArgs {
 
 // The record's memo (template.hpp), or null.
 MemoScope* current_memo() noexcept;
+
+// A call of the macro `m`: its body rendered in a scope of its own, the
+// arguments bound (`closure`: the variables of the scope it was defined
+// in, for a macro defined inside a loop or another macro; else null).
+Value run_macro(Interp& in, const Stmt& m, const Frame* closure, Args& args);
+// The same for a pure macro (Stmt::purity) while a record's memo is open:
+// served from the memo where the call was made before (macro_memo.cpp).
+Value call_pure_macro(Interp& in, const Stmt& m, Args& args, MemoScope& memo);
 
 Value eval(Interp& in, const Expr& e);
 // eval() without a copy where the value already exists (a variable, an

@@ -5,6 +5,7 @@
 
 #include "template/budget.hpp"
 #include "template/interp.hpp"
+#include "template/macro_memo.hpp"
 #include "template/parser_expr.hpp"
 #include "template/pystr.hpp"
 
@@ -862,6 +863,7 @@ Parsed parse(std::string_view source) {
   Parsed p = Parser(lex(source)).run();
   template_reference(p.body);
   if (source.find("changed") == std::string_view::npos) no_changed(p.body);
+  find_pure_macros(p.body);
   return p;
 }
 

@@ -5,6 +5,7 @@
 
 #include "template/budget.hpp"
 #include "template/interp.hpp"
+#include "template/macro_memo.hpp"
 #include "template/parser.hpp"
 #include "template/resume.hpp"
 
@@ -34,6 +35,9 @@ namespace {
 thread_local MemoScope* tl_memo = nullptr;
 // The entries the last scope on this thread left for the next one.
 thread_local std::vector<MemoScope::Entry> tl_memo_kept;
+// The pure macros' calls the last scope left, and the scopes' count.
+thread_local std::unique_ptr<MacroMemo> tl_macros_kept;
+thread_local uint64_t tl_memo_number = 0;
 constexpr std::size_t kMemoKept = 64;             // entries
 constexpr std::size_t kMemoKeptBytes = 1u << 20;  // of their text
 }  // namespace
@@ -43,11 +47,15 @@ MemoScope::MemoScope() noexcept : active_(tl_memo == nullptr) {
   tl_memo = this;
   entries.swap(tl_memo_kept);
   kept_ = entries.size();
+  number = ++tl_memo_number;
+  macros = std::move(tl_macros_kept);
+  if (macros) macros->scope = number;
 }
 
 MemoScope::~MemoScope() {
   if (!active_) return;
   tl_memo = nullptr;
+  tl_macros_kept = keep_macros(std::move(macros));
   // Kept, up to the limits: the entries kept before that this scope read,
   // then its own in the order written, then the others kept before (a
   // record's tools reused by records after the next). An entry whose

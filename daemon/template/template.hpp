@@ -49,12 +49,15 @@ class RecordScope {
 // One record's renders share what depends only on values no template
 // changes (lists and dicts other than namespaces): `tojson` of the record's
 // tools or tool-call arguments is written once per record, not once per
-// render, while a MemoScope is in scope on the thread. Scopes do not nest:
+// render, and so is a pure macro's call with the same arguments
+// (macro_memo.hpp), while a MemoScope is in scope on the thread. Scopes do not nest:
 // an inner one is ignored. When it ends, the thread keeps a few of its
 // entries for the next scopes, those whose object something besides the
 // memo still holds (a record's tools reused from a record before are the
 // same objects: their text is too; each entry holds its object, so its
 // address cannot be reused by another); the rest is freed.
+struct MacroMemo;  // macro_memo.hpp
+
 class MemoScope {
  public:
   MemoScope() noexcept;
@@ -69,6 +72,11 @@ class MemoScope {
     bool used = false;  // kept from the scope before, and read in this one
   };
   std::vector<Entry> entries;
+  // The results of pure macros' calls (macro_memo.hpp), kept from one
+  // scope to the next on the thread as the tojson texts are: while
+  // something besides the memo holds their key's objects.
+  std::unique_ptr<MacroMemo> macros;
+  uint64_t number = 0;  // the scope's number on its thread
 
  private:
   bool active_;
