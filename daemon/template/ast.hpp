@@ -152,6 +152,10 @@ struct Stmt {
   // name it iterates over; add_generation_prompt; a call of a macro
   // (template/resume.hpp: where none, no point is kept inside the loop).
   bool reads_ahead = true;
+  // kFor over `messages` (or a slice of it) at the top level, through
+  // `if`s: whether another such loop follows it (a prefix may then run up to
+  // that one itself: Tracker::enter_loop).
+  bool followed = false;
   // kFor: whether the body may read `loop` (by name, or through a macro or
   // call block defined in it); where not, no `loop` is made.
   bool uses_loop = true;

@@ -857,11 +857,29 @@ void template_reference(Body& body) {
   bind_self(body, template_self(blocks));
 }
 
+// The loops over `messages` (or a slice of it) at the top level, through
+// `if`s, in the order they come.
+void message_loops(Body& body, std::vector<Stmt*>& out) {
+  for (auto& s : body) {
+    if (s->kind == SK::kIf) {
+      for (Body& b : s->bodies) message_loops(b, out);
+      continue;
+    }
+    if (s->kind != SK::kFor) continue;
+    const Expr* seq = s->exprs[0].get();
+    while (seq->kind == EK::kSlice) seq = seq->a[0].get();
+    if (seq->kind == EK::kName && seq->name == "messages") out.push_back(s.get());
+  }
+}
+
 }  // namespace
 
 Parsed parse(std::string_view source) {
   Parsed p = Parser(lex(source)).run();
   template_reference(p.body);
+  std::vector<Stmt*> loops;
+  message_loops(p.body, loops);
+  for (std::size_t i = 0; i + 1 < loops.size(); ++i) loops[i]->followed = true;
   if (source.find("changed") == std::string_view::npos) no_changed(p.body);
   find_pure_macros(p.body);
   return p;

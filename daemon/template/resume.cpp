@@ -411,7 +411,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   Pass& pass = passes.emplace_back();
   pass.offset = offset;
   pass.begin = in.root->size();
-  if (passes.size() == 1) count_reentries();
+  if (s.followed) count_reentries();
+  else may_reenter = false;  // no later main loop to run up to
   for (std::size_t i = 0; i < m.top.size(); ++i) {
     const Value& v = m.top[i].second;
     if (i < vars->size()) {

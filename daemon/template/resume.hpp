@@ -290,7 +290,7 @@ struct Tracker {
   bool reenters(std::size_t k) const {
     return !passes.empty() && (static_cast<uint8_t>(want[k] << 2) & ~never[k] & 12);
   }
-  bool may_reenter = false;  // reenters(k) for some k >= 1 (count_reentries)
+  bool may_reenter = false;  // in a main loop that another follows, reenters(k) for some k >= 1
   void count_reentries();
   // `v` used where its value is read as a whole (printed, compared,
   // filtered, passed to a function).
