@@ -157,6 +157,7 @@ void Tracker::spoil(int64_t hi, uint8_t bits) {
 void Tracker::spoil_now(int64_t hi, uint8_t bits) {
   if (!watching) return;
   if (passes.empty()) preamble_read(cur + 1, hi, bits);
+  if (never.empty()) never.assign(n + 1, 0);
   for (int64_t k = cur + 1; k <= std::min(hi, static_cast<int64_t>(n)); ++k)
     never[static_cast<std::size_t>(k)] |= static_cast<uint8_t>(bits << 2);
   if (may_reenter) count_reentries();
@@ -437,7 +438,8 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   for (std::size_t k = 1; k <= n && reentry && !wanted; ++k) wanted = (want[k] & ~clean[k] & 3) && reenters(k);
   reentry = reentry && wanted;
   if (reentry) {
-    for (std::size_t k = 0; k <= n; ++k) clean[k] |= static_cast<uint8_t>((want[k] << 2) & ~never[k]);
+    for (std::size_t k = 0; k <= n; ++k)
+      clean[k] |= static_cast<uint8_t>((want[k] << 2) & ~(never.empty() ? 0 : never[k]));
     state->preamble = true;
     state->uses.clear();  // those of the entry before
     slots.clear();
@@ -512,9 +514,12 @@ bool plain_scope(const Interp& in, const Tracker& t, std::size_t k) {
 }  // namespace
 
 void Tracker::iteration(const Interp& in, std::size_t k) {
-  StepsUncounted uncounted;
   Pass& pass = passes.back();
   if (!pass.starts.empty() && changed_since(*this, pass, in)) pass.changed = cur;
+  if (pass.starts.size() == pass.starts.capacity()) {
+    StepsUncounted uncounted;
+    pass.starts.reserve(std::max<std::size_t>(16, 2 * pass.starts.size()));
+  }
   pass.starts.push_back(in.steps);
   pass.output = in.root->size();
   pass.effects = effects;
@@ -529,6 +534,7 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
     // point inside the loop, where the iteration over message k - 1 gives
     // another outcome.
     if (inside && !slots.empty()) {
+      StepsUncounted uncounted;
       if (state->inside.size() <= n) state->inside.resize(n + 1);
       state->inside[k] = std::move(state->points[k]);
     }
@@ -548,6 +554,7 @@ void Tracker::iteration(const Interp& in, std::size_t k) {
 }
 
 void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
+  StepsUncounted uncounted;
   ResumePoint& p = state->points[k];
   p = ResumePoint();
   p.taken = true;

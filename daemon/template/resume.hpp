@@ -191,7 +191,7 @@ struct Tracker {
   std::vector<uint8_t> clean;
   // Per k: the bits of `clean` shifted by 2 that running up to a later main
   // loop does not restore (spoil_now: what a prefix stores there that its
-  // state cannot be compared by).
+  // state cannot be compared by). Empty until the first.
   std::vector<uint8_t> never;
   uint8_t usable(std::size_t k) const { return static_cast<uint8_t>((want[k] | want[k] << 2) & clean[k]); }
   int64_t cur = -1;               // in a main loop: resume points are taken for k <= cur
@@ -288,7 +288,7 @@ struct Tracker {
   // Whether prefix k may still run up to a later main loop itself and
   // resume there (enter_loop).
   bool reenters(std::size_t k) const {
-    return !passes.empty() && (static_cast<uint8_t>(want[k] << 2) & ~never[k] & 12);
+    return !passes.empty() && (static_cast<uint8_t>(want[k] << 2) & ~(never.empty() ? 0 : never[k]) & 12);
   }
   bool may_reenter = false;  // in a main loop that another follows, reenters(k) for some k >= 1
   void count_reentries();

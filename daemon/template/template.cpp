@@ -241,7 +241,6 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
       tracker.n = resumes->want.size() - 1;
       tracker.want = resumes->want;
       tracker.clean.assign(resumes->want.size(), 15);
-      tracker.never.assign(resumes->want.size(), 0);
       state->points.resize(resumes->want.size());
       state->ready.assign(resumes->want.size(), 0);
       tracker.top = tracker.pre = &p_->body;
