@@ -406,22 +406,34 @@ void GeneralSplit::scan(std::string_view subject, Emit&& emit) const {
   }
 }
 
+#if defined(__SSE2__)
+namespace {
+
+// Which of the 16 bytes of `v` lie in one of the first `n` byte ranges
+// [lo, lo + span] (each row 16 copies of its byte): one bit a byte.
+inline uint32_t in_ranges(__m128i v, const uint8_t (*lo)[16], const uint8_t (*span)[16], int n) {
+  const __m128i zero = _mm_setzero_si128();
+  __m128i may = zero;
+  for (int r = 0; r < n; ++r) {  // v - lo <= span, unsigned
+    const __m128i l = _mm_load_si128(reinterpret_cast<const __m128i*>(lo[r]));
+    const __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(span[r]));
+    may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, l), w), zero));
+  }
+  return static_cast<uint32_t>(_mm_movemask_epi8(may));
+}
+
+}  // namespace
+#endif
+
 // 16 bytes at a time: the bytes in the ranges of skip_lo_ and skip_span_
 // are looked up in starts_none_ (lead bytes: then their char in starts_),
 // the rest passed over.
 template <int kRanges>
 size_t GeneralSplit::skip_16(const unsigned char* s, size_t n, size_t i) const {
 #if defined(__SSE2__)
-  const __m128i zero = _mm_setzero_si128();
   while (n - i >= 16) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    __m128i may = zero;
-    for (int r = 0; r < kRanges; ++r) {  // v - lo <= hi - lo, unsigned
-      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(skip_lo_[r]));
-      const __m128i span = _mm_load_si128(reinterpret_cast<const __m128i*>(skip_span_[r]));
-      may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, lo), span), zero));
-    }
-    for (uint32_t mask = uint32_t(_mm_movemask_epi8(may)); mask != 0; mask &= mask - 1) {
+    for (uint32_t mask = in_ranges(v, skip_lo_, skip_span_, kRanges); mask != 0; mask &= mask - 1) {
       const size_t at = i + size_t(__builtin_ctz(mask));
       if (starts_none_[s[at]]) continue;
       uint32_t len;
@@ -818,16 +830,9 @@ std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit
 
 size_t RunSplits::skip(const unsigned char* s, size_t n, size_t i) const {
 #if defined(__SSE2__)
-  const __m128i zero = _mm_setzero_si128();
   while (n - i >= 16) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    __m128i may = zero;
-    for (int k = 0; k < ranges_; ++k) {  // v - lo <= hi - lo, unsigned
-      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo_[k]));
-      const __m128i span = _mm_load_si128(reinterpret_cast<const __m128i*>(span_[k]));
-      may = _mm_or_si128(may, _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, lo), span), zero));
-    }
-    for (uint32_t mask = uint32_t(_mm_movemask_epi8(may)); mask != 0; mask &= mask - 1) {
+    for (uint32_t mask = in_ranges(v, lo_, span_, ranges_); mask != 0; mask &= mask - 1) {
       const size_t at = i + size_t(__builtin_ctz(mask));
       if (maybe_[s[at]]) return at;
     }
