@@ -67,9 +67,7 @@ class Renderer {
   }
   // Gives back a text render() returned whose first `same` bytes are F's:
   // a later resumed render takes its buffer (tmpl::Resumes::recycle).
-  void recycle(std::string&& text, std::size_t same) {
-    if (text.capacity() > tmpl::kOutputReserve) resumes_.recycle(std::move(text), same);
-  }
+  void recycle(std::string&& text, std::size_t same) { resumes_.recycle(std::move(text), same); }
   const tmpl::Provenance& provenance() const { return prov_; }
   // How many bytes at the start of the last render() are the full
   // render's, known without comparing (copied from it by a resumed render).

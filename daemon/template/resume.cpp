@@ -92,10 +92,8 @@ bool Resumes::ready(std::size_t k, bool g) const noexcept {
   return state && k < state->ready.size() && (state->ready[k] & (g ? 10 : 5));
 }
 
-void Resumes::recycle(std::string&& text, std::size_t same) const {
-  // Only outputs that grew past the room every render starts with: copying
-  // less than that is cheaper than keeping it.
-  if (!state || text.capacity() <= kOutputReserve || same == 0) return;
+void Resumes::keep(std::string&& text, std::size_t same) const {
+  if (!state) return;
   ResumeState::Spare& s = state->spares[state->next_spare];
   state->next_spare = (state->next_spare + 1) % state->spares.size();
   s.same = std::min(same, text.size());

@@ -137,7 +137,14 @@ struct Resumes {
   // Gives back a text resume() returned, whose first `same` bytes are still
   // the full render's: its buffer serves a later resumed render, which then
   // copies only the full render's bytes past those.
-  void recycle(std::string&& text, std::size_t same) const;
+  // Only outputs that grew past the room every render starts with: copying
+  // less than that costs less than keeping it.
+  void recycle(std::string&& text, std::size_t same) const {
+    if (text.capacity() > kOutputReserve && same != 0) keep(std::move(text), same);
+  }
+
+ private:
+  void keep(std::string&& text, std::size_t same) const;
 };
 
 class Template {

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 #include <unordered_map>
 
 #include "tokenizer/hf/split_automaton.hpp"
@@ -122,6 +123,17 @@ const std::vector<char32_t>& atom_members(const SplitAtom& key, bool& ok) {
   return cache.emplace(key, std::move(members)).first->second;
 }
 
+// The code points whose UTF-8 form starts with byte `b`: the first and
+// how many (over-long forms among them for 0xE0 and 0xF0; none for a
+// continuation or invalid byte).
+std::pair<char32_t, char32_t> led_by(int b) {
+  if (b < 0x80) return {char32_t(b), 1};
+  if (b >= 0xC2 && b <= 0xDF) return {char32_t(b & 0x1F) << 6, 1 << 6};
+  if (b >= 0xE0 && b <= 0xEF) return {char32_t(b & 0x0F) << 12, 1 << 12};
+  if (b >= 0xF0 && b <= 0xF4) return {char32_t(b & 0x07) << 18, 1 << 18};
+  return {0, 0};
+}
+
 }  // namespace
 
 std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, std::string& why, Method method) {
@@ -195,11 +207,7 @@ std::unique_ptr<GeneralSplit> GeneralSplit::compile(std::string_view pattern, st
   // starts a branch (a lead byte followed by no valid char is invalid UTF-8:
   // no match starts there either).
   for (int b = 0; b < 256; ++b) {
-    char32_t from = 0, count = 0;  // the code points b leads
-    if (b < 0x80) from = char32_t(b), count = 1;
-    else if (b >= 0xC2 && b <= 0xDF) from = char32_t(b & 0x1F) << 6, count = 1 << 6;
-    else if (b >= 0xE0 && b <= 0xEF) from = char32_t(b & 0x0F) << 12, count = 1 << 12;
-    else if (b >= 0xF0 && b <= 0xF4) from = char32_t(b & 0x07) << 18, count = 1 << 18;
+    const auto [from, count] = led_by(b);
     bool none = true;
     for (char32_t cp = from; cp < from + count && cp < 0x110000 && none; ++cp) none = g->starts_[full[cp]] == 0;
     g->starts_none_[b] = none;
@@ -800,11 +808,7 @@ std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit
   // The bytes a char of an atom may start with: such ASCII chars, and lead
   // bytes of such chars.
   for (int b = 0; b < 256; ++b) {
-    char32_t from = 0, count = 0;  // the code points b leads
-    if (b < 0x80) from = char32_t(b), count = 1;
-    else if (b >= 0xC2 && b <= 0xDF) from = char32_t(b & 0x1F) << 6, count = 1 << 6;
-    else if (b >= 0xE0 && b <= 0xEF) from = char32_t(b & 0x0F) << 12, count = 1 << 12;
-    else if (b >= 0xF0 && b <= 0xF4) from = char32_t(b & 0x07) << 18, count = 1 << 18;
+    const auto [from, count] = led_by(b);
     for (char32_t cp = from; cp < from + count && cp < 0x110000 && !r->maybe_[b]; ++cp) r->maybe_[b] = full[cp] != 0;
   }
   std::vector<std::pair<int, int>> ranges;
