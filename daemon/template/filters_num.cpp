@@ -53,7 +53,10 @@ Value f_float(Interp&, Value& v, Args& a) {
 }
 Value f_abs(Interp&, Value& v, Args&) {
   if (v.kind == Kind::kFloat) return Value::real(std::fabs(v.f));
-  if (int_like(v)) return Value::integer(std::llabs(v.kind == Kind::kBool ? v.b : v.i));
+  if (int_like(v)) {
+    if (v.kind == Kind::kInt && v.i == INT64_MIN) throw Error("integer overflow");  // 2^63
+    return Value::integer(v.kind == Kind::kBool ? v.b : std::llabs(v.i));
+  }
   throw Error("bad operand type for abs(): '" + std::string(type_name(v)) + "'");
 }
 // jinja2's round: Python's round(value, precision) (an int stays an int;
