@@ -700,4 +700,11 @@ TEST_CASE("template: the int -2^63 from a record divided by -1 or made positive 
        {"{{ x // -1 }}", "{{ x | abs }}", "{{ x | int | abs }}", "{{ -x }}", "{{ [x, -1] | sum | abs }}"})
     CHECK_MESSAGE(render_error(t, x).find("integer overflow") != std::string::npos, t);
   CHECK(render("{{ (x + 1) | abs }}|{{ -5 | abs }}|{{ true | abs }}", x) == "9223372036854775807|5|1");
+  // round() with a negative precision: Python's int result, past 64 bits an error.
+  CHECK(render("{{ (x + 9) | round(-1) }}|{{ x | round(-18) }}|{{ 5000000000000000000 | round(-19) }}|"
+               "{{ -5000000000000000000 | round(-19) }}|{{ x | round(-20) }}|{{ 15 | round(-1) }}|{{ 25 | round(-1) }}",
+               x) == "-9223372036854775800|-9000000000000000000|0|0|0|20|20");
+  for (const char* t : {"{{ x | round(-1) }}", "{{ 9223372036854775807 | round(-1) }}",
+                        "{{ 5000000000000000001 | round(-19) }}", "{{ x | round(-19) }}"})
+    CHECK_MESSAGE(render_error(t, x).find("integer overflow") != std::string::npos, t);
 }
