@@ -1,7 +1,8 @@
 // tokfeedd render: what the chat template makes of each valid record of a
 // job's dataset, one JSON string per line (null: a record checked when read
-// and found bad); tests/reference/render_check.py compares it with the
-// model's own Jinja chat_template.
+// and found bad, its reason on stderr as "FILE:LINE: bad record: REASON");
+// tests/reference/render_check.py and json_values_diff.py compare it with
+// the model's own Jinja chat_template.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -41,6 +42,7 @@ int render(const std::string& config, std::optional<uint64_t> limit) {
         append_json_string(out, rendered.text);
       } else if (!data.checked_at_start(i)) {
         out += "null";  // a record checked when read, found bad: left out where it lands
+        std::fprintf(stderr, "%s: bad record: %s\n", data.where(i).c_str(), why.c_str());
       } else {
         throw std::runtime_error(data.where(i) + ": " + why);
       }

@@ -410,21 +410,37 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   dom::element root;
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
     // A bad record of a plain format's dataset, as plain_record says.
-    if (plain) plain->found = rules.format == Format::kText || rules.format == Format::kPromptCompletion;
-    return std::string("malformed JSON: ") + simdjson::error_message(err);
-  }
-  if (plain) {
-    std::string reason;
-    if (plain_record(root, rules, plain->record, reason)) {
-      plain->found = true;
-      return reason;
+    const bool plain_format = rules.format == Format::kText || rules.format == Format::kPromptCompletion;
+    if (plain) plain->found = plain_format;
+    // What json.loads reads beyond JSON (NaN, Infinity, 1e400 as inf) reaches
+    // a template as it does in Python; the rest is a bad record saying why.
+    try {
+      rec = tmpl::parse_python_json(json, simdjson::error_message(err));
+    } catch (const tmpl::Error& e) {
+      return e.what();
     }
-  }
-  if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
-  try {
-    rec = record_fields(root.get_object().value_unsafe(), rules, std::move(prev));
-  } catch (const tmpl::Error& e) {
-    return e.what();
+    if (!rec.is_dict()) return "malformed JSON: a record must be a JSON object";
+    // Plain-text records are read from simdjson's tree alone.
+    if (plain_format ||
+        (rules.format == Format::kAuto && !field(rec, rules, "messages") && !field(rec, rules, "conversations") &&
+         (field(rec, rules, "text") || field(rec, rules, "prompt")))) {
+      if (plain) plain->found = true;
+      return std::string("malformed JSON: ") + simdjson::error_message(err);
+    }
+  } else {
+    if (plain) {
+      std::string reason;
+      if (plain_record(root, rules, plain->record, reason)) {
+        plain->found = true;
+        return reason;
+      }
+    }
+    if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
+    try {
+      rec = record_fields(root.get_object().value_unsafe(), rules, std::move(prev));
+    } catch (const tmpl::Error& e) {
+      return e.what();
+    }
   }
   tools = Value::none();
   if (const Value* t = field(rec, rules, "tools")) {

@@ -133,6 +133,11 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
         case '/':
         case '%': {
           if (y == 0) throw Error(c == '%' ? "integer modulo by zero" : "integer division or modulo by zero");
+          if (y == -1) {  // INT64_MIN / -1 traps in C++: its quotient is 2^63
+            if (c == '%') return Value::integer(0);
+            if (x == INT64_MIN) throw Error("integer overflow");
+            return Value::integer(-x);
+          }
           int64_t q = x / y, m = x % y;
           if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
           return Value::integer(c == '%' ? m : q);

@@ -53,7 +53,10 @@ Value f_float(Interp&, Value& v, Args& a) {
 }
 Value f_abs(Interp&, Value& v, Args&) {
   if (v.kind == Kind::kFloat) return Value::real(std::fabs(v.f));
-  if (int_like(v)) return Value::integer(std::llabs(v.kind == Kind::kBool ? v.b : v.i));
+  if (int_like(v)) {
+    if (v.kind == Kind::kInt && v.i == INT64_MIN) throw Error("integer overflow");  // 2^63
+    return Value::integer(v.kind == Kind::kBool ? v.b : std::llabs(v.i));
+  }
   throw Error("bad operand type for abs(): '" + std::string(type_name(v)) + "'");
 }
 // jinja2's round: Python's round(value, precision) (an int stays an int;
@@ -82,13 +85,19 @@ Value f_round(Interp&, Value& v, Args& a) {
   if (int_like(v)) {
     int64_t n = as_int(v);
     if (prec >= 0) return Value::integer(n);
-    if (prec < -18) return Value::integer(0);
+    // 10**19 is past 64 bits: n rounds to 0 or to +-10**19 (an overflow;
+    // 5 * 10**18 is a tie, to the even 0).
+    constexpr int64_t kHalf19 = 5000000000000000000;
+    if (prec < -19 || (prec == -19 && n >= -kHalf19 && n <= kHalf19)) return Value::integer(0);
+    if (prec == -19) throw Error("integer overflow");
     int64_t unit = 1;
     for (int64_t k = 0; k < -prec; ++k) unit *= 10;
     int64_t q = n / unit, r = n % unit;
     if (r < 0) r += unit, --q;  // floor division
     if (2 * r > unit || (2 * r == unit && (q & 1))) ++q;
-    return Value::integer(q * unit);
+    int64_t out = 0;
+    if (__builtin_mul_overflow(q, unit, &out)) throw Error("integer overflow");  // 2^63 rounded up
+    return Value::integer(out);
   }
   if (!std::isfinite(x)) return Value::real(x);
   if (prec >= 0) {

@@ -78,16 +78,16 @@ def tool_call(content):
 
 
 def beyond_engine(v):
-    """Whether a record holds a number the daemon refuses (docs/chat_templates.md, known
-    differences): an integer outside 64 bits, or a float JSON's text overflows (1e400)."""
+    """Whether a record holds a value the daemon refuses (docs/chat_templates.md, known
+    differences): an integer outside 64 bits, or a string with a lone surrogate (`\\ud800`)."""
     if isinstance(v, bool):
         return False
     if isinstance(v, int):
         return not -(2**63) <= v < 2**63
-    if isinstance(v, float):
-        return v in (float("inf"), float("-inf"))
+    if isinstance(v, str):
+        return any(0xD800 <= ord(c) <= 0xDFFF for c in v)
     if isinstance(v, dict):
-        return any(beyond_engine(x) for x in v.values())
+        return any(beyond_engine(k) for k in v) or any(beyond_engine(x) for x in v.values())
     if isinstance(v, list):
         return any(beyond_engine(x) for x in v)
     return False
@@ -96,10 +96,10 @@ def beyond_engine(v):
 def to_chat(rec):
     """(messages, tools) as docs/data_model.md 1.2 maps a record under a model's template."""
     if beyond_engine(rec):
-        raise ValueError("a number the engine does not hold")
+        raise ValueError("a value the engine does not hold")
     msgs, tools = to_messages(rec)
     if beyond_engine([msgs, tools]):  # in tools or a tool call given as a JSON string
-        raise ValueError("a number the engine does not hold")
+        raise ValueError("a value the engine does not hold")
     return msgs, tools
 
 

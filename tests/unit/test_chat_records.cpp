@@ -351,3 +351,74 @@ TEST_CASE("records: a tool that is not an object is a bad record, as apply_chat_
     CHECK(m.tools.is_list());
   }
 }
+
+namespace {
+
+// `tmpl_src` rendered with the record's messages and tools, or its reason.
+std::string render_record(const std::string& rec, const char* tmpl_src) {
+  Mapped m = map(rec, text::RecordRules{});
+  if (!m.reason.empty()) return "refused: " + m.reason;
+  const tmpl::Template t = tmpl::Template::parse(tmpl_src);
+  tmpl::Vars vars;
+  vars.emplace_back("messages", m.messages);
+  vars.emplace_back("tools", m.tools);
+  return t.render(vars, tmpl::RenderLimits{});
+}
+
+}  // namespace
+
+TEST_CASE("records: NaN, Infinity and numbers past a double reach the template as json.loads reads them") {
+  // Python's json.loads takes NaN, Infinity and -Infinity (json.dumps writes
+  // them) and reads 1e400 as inf; simdjson refuses all four.
+  const char* args_tmpl =
+      "{% for k, v in messages[1].tool_calls[0].function.arguments.items() %}"
+      "{{ k }}={{ v }} {{ v | tojson }} {{ v | string }} {{ '%s' | format(v) }} {{ v > 1 }};{% endfor %}"
+      "{{ tools[0].function.parameters.default }}|{{ messages[0].score }}";
+  const std::string rec =
+      R"({"messages": [{"role": "user", "content": "q", "score": -1e999}, {"role": "assistant", "content": "",
+          "tool_calls": [{"type": "function", "function": {"name": "f", "arguments":
+          {"a": NaN, "b": Infinity, "c": -Infinity, "d": 1e400, "e": -1E+309, "a": 2.5, "f": 1e-400, "g": -0.0}}}]}],
+          "tools": "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"default\": NaN}}}]"})";
+  CHECK(render_record(rec, args_tmpl) ==
+        "a=2.5 2.5 2.5 2.5 True;b=inf Infinity inf inf True;c=-inf -Infinity -inf -inf False;"
+        "d=inf Infinity inf inf True;e=-inf -Infinity -inf -inf False;f=0.0 0.0 0.0 0.0 False;"
+        "g=-0.0 -0.0 -0.0 -0.0 False;nan|-inf");
+  // A tool call's content given as a JSON string (ms-swift) is read the same way.
+  const std::string swift =
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "tool_call",
+          "content": "{\"name\": \"f\", \"arguments\": {\"x\": NaN, \"y\": [Infinity, 1]}}"}]})";
+  CHECK(render_record(swift, "{{ messages[1].tool_calls[0].function.arguments | tojson }}") ==
+        R"({"x": NaN, "y": [Infinity, 1]})");
+  // What json.loads refuses is refused, with simdjson's reason.
+  for (const char* bad :
+       {R"({"messages": [], "x": nan})", R"({"messages": [], "x": 01})", R"({"messages": [], "x": 1.})",
+        R"({"messages": [], "x": -})", R"({"messages": [], "x": +1})", R"({"messages": [], "x": NaN )",
+        R"({"messages": [], "x": [NaN,]})", R"({"messages": [], "x": "\x"})"}) {
+    Mapped m = map(bad, text::RecordRules{});
+    CHECK_MESSAGE(m.reason.starts_with("malformed JSON: "), bad);
+  }
+}
+
+TEST_CASE("records: a lone surrogate, bytes that are not UTF-8 and integers past 64 bits are bad records saying why") {
+  const std::string head = R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": )";
+  // json.loads gives a str holding U+D800, which UTF-8 cannot encode: no
+  // tokenizer takes the text a template prints from it.
+  for (const char* s : {R"("a\ud800b")", R"("\udc00")", R"("\uD83D\u0041")", R"("\ude00\ud83d")"}) {
+    Mapped m = map(head + s + "}]}", text::RecordRules{});
+    CHECK_MESSAGE(m.reason.starts_with("a string holds the lone UTF-16 surrogate \\u"), s);
+  }
+  Mapped pair = map(head + R"("\ud83d\ude00 \uD83D\uDE00"}]})", text::RecordRules{});
+  REQUIRE(pair.reason.empty());
+  CHECK(*pair.messages.list->items[1].dict->find("content")->s == "\xF0\x9F\x98\x80 \xF0\x9F\x98\x80");
+  CHECK(map(head + "\"a\xFF\"}]}", text::RecordRules{}).reason == "malformed JSON: not UTF-8 (byte 0xFF at offset 83)");
+  CHECK(map(head + "\"\xED\xA0\x80\"}]}", text::RecordRules{}).reason ==
+        "malformed JSON: not UTF-8 (byte 0xED at offset 82)");
+  for (const char* n : {"18446744073709551616", "-9223372036854775809", "123456789012345678901234567890"}) {
+    Mapped m = map(head + R"("a", "n": )" + n + "}]}", text::RecordRules{});
+    CHECK(m.reason ==
+          std::string("the integer ") + n + " is beyond the engine's 64-bit integers (Python's are unbounded)");
+  }
+  Mapped longer = map(head + R"("a", "n": )" + std::string(100, '7') + "}]}", text::RecordRules{});
+  CHECK(longer.reason == "the integer " + std::string(40, '7') +
+                             "... (100 digits) is beyond the engine's 64-bit integers (Python's are unbounded)");
+}

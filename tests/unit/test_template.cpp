@@ -688,3 +688,23 @@ TEST_CASE("template: int + and - past 64 bits are an error, not a wrapped value"
   CHECK(render_error("{{ 9223372036854775807 + 1 }}").find("integer overflow") != std::string::npos);
   CHECK(render_error("{{ -9223372036854775807 - 2 }}").find("integer overflow") != std::string::npos);
 }
+
+TEST_CASE("template: the int -2^63 from a record divided by -1 or made positive is an error, not a trap") {
+  // A record's -9223372036854775808 fits; Python's -x // -1 and abs(x) are
+  // 2^63 (past 64 bits: loud, docs/chat_templates.md), x % -1 is 0, and
+  // C++'s INT64_MIN / -1 would stop the process with SIGFPE.
+  const std::string x = R"({"x": -9223372036854775808})";
+  CHECK(render("{{ x % -1 }}|{{ x // 1 }}|{{ x % 7 }}|{{ x // -7 }}|{{ x is divisibleby(-1) }}|{{ -1 // -1 }}", x) ==
+        "0|-9223372036854775808|6|1317624576693539401|True|1");
+  for (const char* t :
+       {"{{ x // -1 }}", "{{ x | abs }}", "{{ x | int | abs }}", "{{ -x }}", "{{ [x, -1] | sum | abs }}"})
+    CHECK_MESSAGE(render_error(t, x).find("integer overflow") != std::string::npos, t);
+  CHECK(render("{{ (x + 1) | abs }}|{{ -5 | abs }}|{{ true | abs }}", x) == "9223372036854775807|5|1");
+  // round() with a negative precision: Python's int result, past 64 bits an error.
+  CHECK(render("{{ (x + 9) | round(-1) }}|{{ x | round(-18) }}|{{ 5000000000000000000 | round(-19) }}|"
+               "{{ -5000000000000000000 | round(-19) }}|{{ x | round(-20) }}|{{ 15 | round(-1) }}|{{ 25 | round(-1) }}",
+               x) == "-9223372036854775800|-9000000000000000000|0|0|0|20|20");
+  for (const char* t : {"{{ x | round(-1) }}", "{{ 9223372036854775807 | round(-1) }}",
+                        "{{ 5000000000000000001 | round(-19) }}", "{{ x | round(-19) }}"})
+    CHECK_MESSAGE(render_error(t, x).find("integer overflow") != std::string::npos, t);
+}
