@@ -22,7 +22,8 @@ constexpr std::size_t kMaxChain = 64;
 // The nodes of a left-nested chain of `+` and `~` from the top (at most
 // kMaxChain), and its leftmost operand: the steps eval() takes for the
 // nodes below the top one.
-std::size_t gather_chain(Interp& in, const Expr& top, const Expr** chain, const Expr*& leaf) {
+[[gnu::always_inline]] inline std::size_t gather_chain(Interp& in, const Expr& top, const Expr** chain,
+                                                       const Expr*& leaf) {
   std::size_t n = 0;
   leaf = &top;
   while (n < kMaxChain && is_concat(*leaf)) {
@@ -36,8 +37,8 @@ std::size_t gather_chain(Interp& in, const Expr& top, const Expr** chain, const 
 // The chain's nodes chain[k-1] down to chain[0], applied to the value so
 // far (`*accp`, or the str in buf[base:] where `in_buf`), as concat_into()
 // says.
-bool concat_nodes(Interp& in, const Expr* const* chain, std::size_t k, const Value* accp, bool in_buf, std::string& buf,
-                  Value& acc, std::size_t base) {
+[[gnu::always_inline]] inline bool concat_nodes(Interp& in, const Expr* const* chain, std::size_t k, const Value* accp,
+                                                bool in_buf, std::string& buf, Value& acc, std::size_t base) {
   while (k-- > 0) {
     const Expr& node = *chain[k];
     Value tmp;
