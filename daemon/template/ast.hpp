@@ -106,6 +106,16 @@ enum class SK : uint8_t {
   kEscOutput,   // kOutput under an autoescape (Stmt::escape): it escapes what is no Markup
 };
 
+// Whether `top` is a left-nested chain of `+` and `~` (at most 64 of them)
+// whose leftmost operand is `ns.attr`.
+inline bool appends_to(const Expr& top, std::string_view ns, std::string_view attr) {
+  const Expr* leaf = &top;
+  std::size_t n = 0;
+  while (n < 64 && leaf->kind == EK::kBinary && (leaf->name == "+" || leaf->name == "~")) ++n, leaf = leaf->a[0].get();
+  return n > 0 && leaf->kind == EK::kAttr && leaf->name == attr && leaf->a[0]->kind == EK::kName &&
+         leaf->a[0]->name == ns;
+}
+
 struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 
@@ -179,6 +189,12 @@ struct Stmt {
   // the variables named here (macro_memo.cpp; docs/chat_templates.md,
   // "Pure macros"). Null: not pure.
   std::shared_ptr<const MacroPurity> purity;
+
+  // kSet of a namespace attribute: whether the value is a chain of `+` and
+  // `~` whose leftmost operand is that attribute (`set ns.out = ns.out ~
+  // x`): the attribute's str then grows in place where nothing else holds
+  // it (append_to_attribute, eval_ref.cpp).
+  bool appends = false;
 
   // kFor/kSet/kSetBlock: whether the target is one name (no unpacking).
   bool one_name() const { return targets.size() == 1 && shape.empty(); }

@@ -2,6 +2,7 @@
 // chains of string concatenation joined in one buffer.
 #include <string>
 
+#include "template/budget.hpp"
 #include "template/filter_util.hpp"
 #include "template/interp.hpp"
 #include "template/resume.hpp"
@@ -14,24 +15,31 @@ const Value& operand_ref(Interp& in, const Expr& e, Value& tmp) {
   return v;
 }
 
-// a + b ~ c + ...: a left-nested chain of `+` and `~`, evaluated as the
-// nested nodes are (the same steps, operands in the same order, the same
-// errors), with the strings joined in one buffer instead of a new string
-// per operator.
-bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std::size_t base) {
-  constexpr std::size_t kMax = 64;
-  const Expr* chain[kMax];
+namespace {
+
+constexpr std::size_t kMaxChain = 64;
+
+// The nodes of a left-nested chain of `+` and `~` from the top (at most
+// kMaxChain), and its leftmost operand: the steps eval() takes for the
+// nodes below the top one.
+[[gnu::always_inline]] inline std::size_t gather_chain(Interp& in, const Expr& top, const Expr** chain,
+                                                       const Expr*& leaf) {
   std::size_t n = 0;
-  const Expr* leaf = &top;
-  while (n < kMax && is_concat(*leaf)) {
+  leaf = &top;
+  while (n < kMaxChain && is_concat(*leaf)) {
     if (n > 0) in.step(leaf->pos);  // eval() took the top node's step
     chain[n++] = leaf;
     leaf = leaf->a[0].get();
   }
-  Value first;
-  const Value* accp = &operand_ref(in, *leaf, first);  // acc's value while it is borrowed
-  bool in_buf = false;                                 // acc's value is the str in buf[base:]
-  for (std::size_t k = n; k-- > 0;) {
+  return n;
+}
+
+// The chain's nodes chain[k-1] down to chain[0], applied to the value so
+// far (`*accp`, or the str in buf[base:] where `in_buf`), as concat_into()
+// says.
+[[gnu::always_inline]] inline bool concat_nodes(Interp& in, const Expr* const* chain, std::size_t k, const Value* accp,
+                                                bool in_buf, std::string& buf, Value& acc, std::size_t base) {
+  while (k-- > 0) {
     const Expr& node = *chain[k];
     Value tmp;
     // The left operand is borrowed only until the right one is evaluated:
@@ -69,10 +77,91 @@ bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std:
   return in_buf;
 }
 
+}  // namespace
+
+// a + b ~ c + ...: a left-nested chain of `+` and `~`, evaluated as the
+// nested nodes are (the same steps, operands in the same order, the same
+// errors), with the strings joined in one buffer instead of a new string
+// per operator.
+bool concat_into(Interp& in, const Expr& top, std::string& buf, Value& acc, std::size_t base) {
+  const Expr* chain[kMaxChain];
+  const Expr* leaf;
+  const std::size_t n = gather_chain(in, top, chain, leaf);
+  Value first;
+  const Value& l = operand_ref(in, *leaf, first);
+  return concat_nodes(in, chain, n, &l, false, buf, acc, base);
+}
+
 Value concat_chain(Interp& in, const Expr& top) {
   std::string buf;
   Value acc;
   return concat_into(in, top, buf, acc) ? Value::str(std::move(buf)) : acc;
+}
+
+Value append_to_attribute(Interp& in, const Stmt& s) {
+  const Expr& top = *s.exprs[0];
+  if (!appends_to(top, s.targets[0], s.text)) return eval(in, top);  // its `~` made markup_join
+  in.step(top.pos);                                                  // eval()'s step for the top node
+  const Expr* chain[kMaxChain];
+  const Expr* leaf;
+  const std::size_t n = gather_chain(in, top, chain, leaf);
+  Value first;
+  const Value& l = operand_ref(in, *leaf, first);
+  if (!l.is_str() || l.markup) {
+    std::string buf;
+    Value acc;
+    return concat_nodes(in, chain, n, &l, false, buf, acc, 0) ? Value::str(std::move(buf)) : acc;
+  }
+  // The attribute's str as it is now, held whatever the operands do to the
+  // attribute; what the chain appends to it gathered on its own.
+  Value held = l;
+  first = Value();
+  std::string tail;
+  for (std::size_t k = n; k-- > 0;) {
+    const Expr& node = *chain[k];
+    Value tmp;
+    const Value& r = operand_ref(in, *node.a[1], tmp);
+    in.pos = node.pos;
+    if (node.name[0] == '~' || (r.is_str() && !r.markup)) {
+      StepsUncounted uncounted;
+      append_str(r, tail);
+      continue;
+    }
+    // `+` of what is no plain str: the str so far, and the rest of the
+    // chain as concat_into() takes it.
+    std::string buf;
+    {
+      StepsUncounted uncounted;
+      buf.reserve(held.s->size() + tail.size());
+      buf += *held.s;
+      buf += tail;
+    }
+    charge_steps(in, tail.size());
+    Value acc = binary_op(node.name, Value::str(std::move(buf)), r);
+    buf.clear();
+    return concat_nodes(in, chain, k, &acc, false, buf, acc, 0) ? Value::str(std::move(buf)) : acc;
+  }
+  charge_steps(in, tail.size());
+  StepsUncounted uncounted;
+  if (!tracking(in)) {
+    // The str grows in place where no other reference can see it: this
+    // statement's namespace attribute, which it sets to the result, and
+    // `held` alone hold it (or `held` alone, the attribute set otherwise
+    // meanwhile).
+    const Value* ns = in.find_var(s.names[0]);
+    const Value* now = ns && ns->is_dict() && ns->ns && !ns->view ? ns->dict->find(s.text) : nullptr;
+    const bool in_attribute = now && now->kind == Kind::kStr && now->s == held.s;
+    const uint32_t refs = held.s.references();
+    if ((in_attribute && refs == 2 && s.text[0] != '_') || refs == 1) {
+      held.s.unshared_text() += tail;
+      return held;
+    }
+  }
+  std::string out;
+  out.reserve(held.s->size() + tail.size());
+  out += *held.s;
+  out += tail;
+  return Value::str(std::move(out));
 }
 
 namespace {

@@ -673,7 +673,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         break;
       }
       case SK::kSet: {
-        Value v = eval(in, *s.exprs[0]);
+        Value v = s.appends && !in.autoescape ? append_to_attribute(in, s) : eval(in, *s.exprs[0]);
         if (tracking(in)) {
           if (!s.text.empty() || !s.one_name()) in.track->operand(v);
           if (!s.text.empty()) in.track->stored(v);

@@ -221,6 +221,19 @@ inline bool is_concat(const Expr& e) {
   return e.kind == EK::kBinary && e.name.size() == 1 && (e.name[0] == '+' || e.name[0] == '~');
 }
 Value concat_chain(Interp& in, const Expr& top);
+// eval() of a kSet's value where Stmt::appends: the same value and errors,
+// the attribute's str appended to in place where only the attribute and
+// the chain hold it, O(what is appended) instead of O(the str). Its
+// buffers cost no steps of their own; what the chain appends costs one
+// step per 4 KiB, whichever way the str was built, so that renders with
+// and without a tracker (which holds the attribute's values) count alike.
+Value append_to_attribute(Interp& in, const Stmt& s);
+// Steps for building `size` bytes at once (budget.hpp: an allocation costs
+// one per 4 KiB).
+inline void charge_steps(Interp& in, std::size_t size) {
+  in.steps += size >> 12;
+  if (in.steps > in.step_check) in.check_steps();
+}
 // The same, its result left where it is: true, the str appended to `buf`
 // after its first `base` bytes (what follows them is replaced); false, `acc`
 // (buf cut back to `base` bytes).

@@ -317,6 +317,7 @@ class Parser : public ExprParser {
       s->targets = std::move(target.targets);
       s->shape = std::move(target.shape);
       s->exprs.push_back(tuple_or_expr(true));
+      s->appends = !s->text.empty() && s->shape.empty() && appends_to(*s->exprs[0], s->targets[0], s->text);
       expect_block_end();
       return s;
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "template/budget.hpp"
 #include "template/interp.hpp"
@@ -89,11 +90,88 @@ const ResumePoint* earlier_point(const ResumeState& st, std::size_t k, const std
 
 namespace {
 
+// The objects of a full render and of a prefix render paired one to one so
+// far, for SameState: two open-addressed tables (each side's object to the
+// other's), kept by the thread and emptied by a new generation, so that a
+// long conversation's state, which pairs each of its messages, costs a
+// probe a message and no allocation.
+class PairTable {
+ public:
+  // The thread's table, empty.
+  static PairTable& cleared() {
+    static thread_local PairTable table;
+    table.clear();
+    return table;
+  }
+  // 1: f and p were paired before; 0: one of them was paired with another
+  // object; -1: new, now paired.
+  int pair(const void* f, const void* p) {
+    if (full_.empty()) grow();
+    Slot* a = find(full_, f);
+    if (a->gen == gen_) return a->other == p;
+    Slot* b = find(prefix_, p);
+    if (b->gen == gen_) return 0;
+    if (2 * (size_ + 1) > full_.size()) {
+      grow();
+      a = find(full_, f);
+      b = find(prefix_, p);
+    }
+    *a = {f, p, gen_};
+    *b = {p, f, gen_};
+    ++size_;
+    return -1;
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    const void* other = nullptr;
+    uint32_t gen = 0;  // the slot is in use when it is the table's generation
+  };
+
+  void clear() {
+    size_ = 0;
+    if (++gen_ != 0) return;
+    for (auto* t : {&full_, &prefix_})  // the generations wrapped: every slot made empty
+      for (Slot& s : *t) s.gen = 0;
+    gen_ = 1;
+  }
+  // The slot holding `key`, or the empty one where it goes.
+  Slot* find(std::vector<Slot>& t, const void* key) {
+    const std::size_t mask = t.size() - 1;
+    std::size_t i = (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_;
+    while (t[i].gen == gen_ && t[i].key != key) i = (i + 1) & mask;
+    return &t[i];
+  }
+  void grow() {
+    OutsideBudget outside;  // kept for the thread's later renders, as its other tables
+    std::vector<Slot> old = std::move(full_);
+    const std::size_t n = old.empty() ? 64 : 2 * old.size();
+    full_.assign(n, Slot{});
+    prefix_.assign(n, Slot{});
+    shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
+    const uint32_t gen = gen_;
+    gen_ = 1;
+    size_ = 0;
+    for (const Slot& s : old)
+      if (s.gen == gen) {
+        *find(full_, s.key) = {s.key, s.other, 1};
+        *find(prefix_, s.other) = {s.other, s.key, 1};
+        ++size_;
+      }
+  }
+
+  std::vector<Slot> full_, prefix_;  // sizes: the same power of two
+  unsigned shift_ = 58;
+  uint32_t gen_ = 1;
+  std::size_t size_ = 0;
+};
+
 // Whether the value `p` of a prefix render of messages[:k] is the value
 // `f` of the full render at the same place, but for the messages the
 // prefix lacks: the same data, each slice messages[o:] the full render
 // kept being the prefix's messages[o:k], the same objects shared alike
-// (`pairs`: the full render's objects and the prefix's met so far, one to
+// (paired(): the full render's objects and the prefix's met so far, one to
 // one), a macro defined at the top level by the same statement.
 class SameState {
  public:
@@ -166,12 +244,7 @@ class SameState {
  private:
   // 1: f and p were paired before; 0: one of them was paired with another
   // object; -1: new, now paired (their contents are to be compared).
-  int paired(const void* f, const void* p) {
-    for (const auto& [a, b] : pairs_)
-      if (a == f || b == p) return a == f && b == p;
-    pairs_.emplace_back(f, p);
-    return -1;
-  }
+  int paired(const void* f, const void* p) { return pairs_.pair(f, p); }
   // A message: the very same object in both.
   bool same_object(const Value& f, const Value& p) {
     if (f.kind != p.kind) return false;
@@ -183,7 +256,7 @@ class SameState {
 
   const ResumeState& st_;
   std::size_t k_;
-  std::vector<std::pair<const void*, const void*>> pairs_;
+  PairTable& pairs_ = PairTable::cleared();
 };
 
 }  // namespace

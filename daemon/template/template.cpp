@@ -150,6 +150,9 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
       sorted.clear();
       for (std::size_t k = 0; k < messages.size(); ++k) sorted.emplace_back(messages[k], static_cast<uint32_t>(k));
       std::sort(sorted.begin(), sorted.end());
+      provenance->distinct = std::adjacent_find(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+                               return a.first && a.first == b.first;
+                             }) == sorted.end();
     }
   }
   prepare(in);
@@ -350,9 +353,11 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
   return out;
 }
 
-int64_t Provenance::index_of(const DictObj* d) const {
+int64_t Provenance::search(const DictObj* d) const {
   auto it = std::lower_bound(sorted.begin(), sorted.end(), std::make_pair(d, uint32_t{0}));
-  return it != sorted.end() && it->first == d ? static_cast<int64_t>(it->second) : -1;
+  if (it == sorted.end() || it->first != d) return -1;
+  last = it->second;
+  return static_cast<int64_t>(last);
 }
 
 bool parse_instant(std::string_view text, std::tm& out) {

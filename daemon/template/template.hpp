@@ -104,10 +104,25 @@ struct Provenance {
   };
   std::vector<Piece> pieces;  // out: in output order, adjacent pieces of one message joined
   std::vector<char> seen;     // out: whether an iteration was bound to messages[i]
-  // Which message `d` is (-1: none), by binary search in `sorted`, which
+  // Which message `d` is (-1: none): the neighbours of the last one found
+  // first (loops walk the messages forwards or backwards) where no dict is
+  // two messages, else by binary search in `sorted` (the first index), which
   // each render builds from `messages`.
-  int64_t index_of(const DictObj* d) const;
+  int64_t index_of(const DictObj* d) const {
+    const std::size_t n = messages.size();
+    if (distinct && last < n) {
+      if (last + 1 < n && messages[last + 1] == d) return static_cast<int64_t>(++last);
+      if (last > 0 && messages[last - 1] == d) return static_cast<int64_t>(--last);
+      if (messages[last] == d) return static_cast<int64_t>(last);
+    }
+    return search(d);
+  }
   std::vector<std::pair<const DictObj*, uint32_t>> sorted;
+  bool distinct = false;  // no dict is two of `messages`
+
+ private:
+  int64_t search(const DictObj* d) const;
+  mutable std::size_t last = SIZE_MAX;
 };
 
 struct ResumeState;

@@ -77,6 +77,7 @@ class RefCounted {
   void retain() const noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   // Whether this is the only reference (a value that nothing else holds).
   bool unique() const noexcept { return refs_.load(std::memory_order_acquire) == 1; }
+  uint32_t references() const noexcept { return refs_.load(std::memory_order_acquire); }
   // Drops a reference; frees the object with its last.
   void release() const noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
@@ -109,11 +110,14 @@ class RefBase {
     p_ = o.p_;
     return *this;
   }
+  // (Two references to one object each hold a count: assigning one to the
+  // other drops the count the assigned-to one held.)
   RefBase& operator=(RefBase&& o) noexcept {
+    if (this == &o) return *this;
     RefCounted* old = p_;
     p_ = o.p_;
     o.p_ = nullptr;
-    if (old && old != p_) old->release();
+    if (old) old->release();
     return *this;
   }
   explicit operator bool() const noexcept { return p_ != nullptr; }
@@ -178,6 +182,10 @@ class StrRef : public RefBase {
   const std::string* get() const noexcept { return p_ ? &static_cast<const StrObj*>(p_)->text : nullptr; }
   const std::string* operator->() const noexcept { return &static_cast<const StrObj*>(p_)->text; }
   const std::string& operator*() const noexcept { return static_cast<const StrObj*>(p_)->text; }
+  uint32_t references() const noexcept { return p_->references(); }
+  // The text itself, to change in place: for a caller that knows no other
+  // reference can see the change (references()).
+  std::string& unshared_text() const noexcept { return static_cast<StrObj*>(p_)->text; }
   friend bool operator==(const StrRef& a, const StrRef& b) noexcept { return a.p_ == b.p_; }
   friend bool operator==(const StrRef& a, std::nullptr_t) noexcept { return a.p_ == nullptr; }
 };
