@@ -13,6 +13,7 @@
 #include "tokenizer_files.hpp"
 #include "tokenizer/hf/bpe.hpp"
 #include "tokenizer/hf/hf_model.hpp"
+#include "tokenizer/hf/token_index.hpp"
 #include "tokenizer/hf/unicode.hpp"
 
 using tokfeed::test::tokenizer_json;
@@ -408,4 +409,117 @@ TEST_CASE("bpe linear: every token is found in the trie, and words of tokens sid
     CHECK(bad == 0);
   }
   CHECK(vocabularies >= 1);
+}
+
+TEST_CASE("bpe: a word the cache misses that BPE makes one token is that token; one it does not is merged") {
+  // The whole path (word cache, the index of words that are one token, the
+  // cuts between chars, the merges), each word met for the first time, on
+  // two vocabularies without ignore_merges: every token's own bytes (each
+  // reachable, so looked up as a whole), then each token with a byte before
+  // or after it and two tokens side by side, and the same words again from
+  // the cache; each against the heap loop. First a made-up vocabulary with
+  // a token its own bytes' BPE does not give, which must be merged: 'abc'
+  // (made from 'a' 'bc'; BPE of "abc" merges 'ab' first).
+  BpeModel made(config_with({{"a", "b"}, {"b", "c"}, {"a", "bc"}}), "made");
+  REQUIRE(made.linear() != nullptr);
+  each_string("abc", 7, [&](const std::string& s) {
+    CHECK_MESSAGE(show(run(made, s, false)) == show(run(made, s, true)), s);
+    CHECK_MESSAGE(show(run(made, s, false)) == show(run(made, s, true)), s);  // from the cache
+  });
+  CHECK(!made.linear()->reachable(258));  // "abc"
+  CHECK(show(run(made, "abc", false)) == "256:2 99:1 ");
+  int vocabularies = 0;
+  for (const char* name : {"qwen3", "deepseek_v3"}) {
+    CAPTURE(name);
+    const std::string path = tokenizer_json(name);
+    if (path.empty() && std::string(name) != "qwen3") {
+      MESSAGE("skipped: no " << name << " tokenizer.json");
+      continue;
+    }
+    REQUIRE(!path.empty());
+    HfParts parts = load_hf_parts(path);
+    const BpeModel& m = *parts.model;
+    REQUIRE(!m.ignore_merges());
+    REQUIRE(m.linear() != nullptr);
+    ++vocabularies;
+    std::vector<std::pair<std::string, int32_t>> tokens;
+    for (size_t id = 0; id < m.max_id_plus_one(); ++id) {
+      const std::string* token = m.id_to_token(int32_t(id));
+      std::string raw;
+      bool byte_level = token != nullptr;
+      for (size_t i = 0; byte_level && i < token->size();) {
+        const DecodedChar d = decode_utf8(*token, i);
+        const int b = unicode_to_byte(d.cp);
+        byte_level = b >= 0;
+        raw.push_back(char(b));
+        i += d.len;
+      }
+      if (byte_level && !raw.empty()) tokens.push_back({raw, int32_t(id)});
+    }
+    REQUIRE(tokens.size() > 100000);
+    std::vector<std::string> words;
+    size_t one = 0;
+    for (const auto& [raw, id] : tokens) {
+      words.push_back(raw);
+      one += m.linear()->reachable(id);
+    }
+    CHECK(one > tokens.size() * 9 / 10);
+    std::mt19937 rng(1515);
+    for (int i = 0; i < 60000; ++i) {
+      const std::string& t = tokens[rng() % tokens.size()].first;
+      const char byte = char(rng() % 256);
+      switch (rng() % 3) {
+        case 0: words.push_back(std::string(1, byte) + t); break;
+        case 1: words.push_back(t + byte); break;
+        default: words.push_back(t + tokens[rng() % tokens.size()].first); break;
+      }
+    }
+    size_t bad = 0, single = 0;
+    std::vector<WordPiece> out, heap;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const std::string& w : words) {
+        out.clear();
+        heap.clear();
+        m.tokenize(w, out);
+        m.tokenize_heap(w, heap);
+        single += pass == 0 && heap.size() == 1;
+        if (!same(out, heap) && bad++ < 5)
+          FAIL_CHECK("pass " << pass << " word of " << w.size() << " bytes: " << show(out) << " heap " << show(heap));
+      }
+    }
+    CHECK(bad == 0);
+    CHECK(single >= one);
+  }
+  CHECK(vocabularies >= 1);
+}
+
+TEST_CASE("word token index: keys that share their first bytes, short and long, present and absent") {
+  // Keys as the word cache makes them: a word's first 8 bytes in one half,
+  // the rest and its length in the other. 26 words share their first 8
+  // bytes, so probes meet slots that hold the same first half; the absent
+  // words share them too (those the filter lets through are probed).
+  WordTokenIndex index;
+  const std::string stem = "abcdefgh";
+  std::vector<std::pair<std::string, int32_t>> present = {
+      {stem, 1}, {"a", 2}, {"ab", 3}, {stem + "ijklmno", 4}, {stem + "ijklmnop", 5}, {stem + "ijklmnopqrst", 6}};
+  for (char c = 'a'; c <= 'z'; ++c) present.push_back({stem + c, int32_t(100 + c)});
+  for (const auto& [w, id] : present) index.add(w, id);
+  index.add(stem, 7);  // a key given twice keeps its first id
+  index.finish();
+  const auto find = [&](const std::string& w) { return index.find(w, WordCache::key_of(w, nullptr)); };
+  for (const auto& [w, id] : present) CHECK_MESSAGE(find(w) == id, w);
+  size_t absent = 0, bad = 0;
+  for (char c = 'A'; c <= 'Z'; ++c) {
+    for (char d = 'a'; d <= 'z'; ++d) {
+      for (const std::string& w :
+           {stem + c, stem + d + c, stem + c + d, std::string(1, c) + d, stem + "ijklmnopqrs" + c}) {
+        ++absent;
+        if (find(w) != -1 && bad++ < 3) FAIL_CHECK(w << " found as " << find(w));
+      }
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(absent == 26 * 26 * 5);
+  CHECK(find("abcdefg") == -1);
+  CHECK(find("b") == -1);
 }

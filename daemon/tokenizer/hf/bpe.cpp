@@ -184,12 +184,18 @@ void BpeModel::init_linear(const std::vector<std::string>& raw) {
   }
   merge_pairs_.clear();
   merge_pairs_.shrink_to_fit();
-  if (ignore_merges_) {
-    // A word that is a reachable token is its own BPE: only the others need
-    // the lookup, and their table is small.
-    for (const auto& [bytes, id] : raw_vocab_)
-      if (!linear_ || !linear_->reachable(id)) whole_words_.add(bytes, id);
+  // The words whose BPE is one token, found with no merge: under
+  // ignore_merges every token (HF looks the word up first), else each
+  // reachable one (BPE of its own bytes is itself) of up to kInlineKey
+  // bytes. Nearly half the words the cache misses are one token; few of
+  // the longer ones are (runs of Han chars), and their lookup would cost
+  // a hash of the word.
+  for (const auto& [bytes, id] : raw_vocab_) {
+    if (ignore_merges_ || (linear_ && linear_->reachable(id) && bytes.size() <= WordCache::kInlineKey))
+      whole_words_.add(bytes, id);
+    if (ignore_merges_ && (!linear_ || !linear_->reachable(id))) not_bpe_words_.add(bytes, id);
   }
+  whole_words_.finish();
   merge_algorithm_ = !linear_ ? "heap: " + why
                      : linear_->irregular_tokens() == 0
                          ? "linear"
@@ -215,7 +221,7 @@ const std::vector<WordPiece>& BpeModel::merge_and_keep(std::string_view word, Wo
                                                        bool cacheable) const {
   scratch_.clear();
   parts_kept_ = false;
-  const bool cut = merge_uncached(word, scratch_);
+  const bool cut = merge_uncached(word, cacheable ? WordCache::Key{at.lo, at.hi, at.hash} : WordCache::Key{}, scratch_);
   if (cacheable) {
     // Parts kept since the lookup may have taken its slot or grown the table.
     if (parts_kept_ && cache_.find(word, at, [](int32_t, uint32_t) {})) return scratch_;
@@ -227,12 +233,10 @@ const std::vector<WordPiece>& BpeModel::merge_and_keep(std::string_view word, Wo
   return scratch_;
 }
 
-bool BpeModel::merge_uncached(std::string_view word, std::vector<WordPiece>& out) const {
-  if (ignore_merges_) {
-    if (const int32_t id = whole_words_.find(word); id >= 0) {
-      out.push_back({id, uint32_t(word.size())});
-      return false;
-    }
+bool BpeModel::merge_uncached(std::string_view word, const WordCache::Key& key, std::vector<WordPiece>& out) const {
+  if (const int32_t id = whole_words_.find(word, key); id >= 0) {
+    out.push_back({id, uint32_t(word.size())});
+    return false;
   }
   if (!linear_) {
     merge_word(word, out);
@@ -262,7 +266,7 @@ void BpeModel::merge_linear(std::string_view word, std::vector<WordPiece>& out) 
 void BpeModel::merge_part(std::string_view part, std::vector<WordPiece>& out) const {
   // Under ignore_merges a part that is a token is not the word: its BPE is
   // not what the cache holds for it as a word.
-  if (part.size() > WordCache::kMaxWordLen || (ignore_merges_ && whole_words_.find(part) >= 0)) {
+  if (part.size() > WordCache::kMaxWordLen || (ignore_merges_ && not_bpe_words_.find(part) >= 0)) {
     merge_linear(part, out);
     return;
   }

@@ -106,9 +106,10 @@ class BpeModel {
   // A word the cache missed: its pieces, kept in the cache if `cacheable`.
   [[gnu::noinline]] const std::vector<WordPiece>& merge_and_keep(std::string_view word, WordCache::Lookup at,
                                                                  bool cacheable) const;
-  // A word not in the cache: ignore_merges, then the linear or the heap
+  // A word not in the cache (`key`, its key where it is at most
+  // kMaxWordLen bytes): a token as it is, else the linear or the heap
   // merges. True where it was cut in parts (char_cuts.hpp).
-  bool merge_uncached(std::string_view word, std::vector<WordPiece>& out) const;
+  bool merge_uncached(std::string_view word, const WordCache::Key& key, std::vector<WordPiece>& out) const;
   // A part of a word cut where no token spans (char_cuts.hpp), but one char
   // that is a reachable token: its BPE, from the cache where it can be kept there.
   void merge_part(std::string_view part, std::vector<WordPiece>& out) const;
@@ -118,9 +119,10 @@ class BpeModel {
 
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_valid_;
-  Vocab raw_vocab_;         // unit bytes -> id (for byte-level: the bytes the token stands for)
-  TokenIndex raw_index_;    // the same, for the lookups made per word
-  TokenIndex whole_words_;  // ignore_merges: the tokens a word may be whole that its BPE does not give
+  Vocab raw_vocab_;             // unit bytes -> id (for byte-level: the bytes the token stands for)
+  TokenIndex raw_index_;        // the same, for the lookups made per word
+  WordTokenIndex whole_words_;  // words that are one token: reachable ones up to kInlineKey bytes, or every token
+  TokenIndex not_bpe_words_;    // ignore_merges: the tokens a word may be whole that its BPE does not give
   MergeTable merges_;
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // load only
   std::unique_ptr<LinearBpe> linear_;                     // null where its preconditions fail
