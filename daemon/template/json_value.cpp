@@ -147,6 +147,12 @@ class PythonJson {
   void ws() {
     while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
   }
+  // Takes `c` where it is next.
+  bool eat(char c) {
+    if (i_ >= t_.size() || t_[i_] != c) return false;
+    ++i_;
+    return true;
+  }
   bool literal(std::string_view w) {
     if (t_.substr(i_, w.size()) != w) return false;
     i_ += w.size();
@@ -172,29 +178,21 @@ class PythonJson {
     ++i_;
     Value d = Value::recycled_dict();
     ws();
-    if (i_ < t_.size() && t_[i_] == '}') {
-      ++i_;
-      return d;
-    }
+    if (eat('}')) return d;
     for (;;) {
       if (i_ >= t_.size() || t_[i_] != '"') fail();
       const std::string key = string();
       ws();
-      if (i_ >= t_.size() || t_[i_] != ':') fail();
-      ++i_;
+      if (!eat(':')) fail();
       ws();
       // The last of duplicate keys at the first one's place, as json.loads.
       d.dict->set(str_key(key), value(depth + 1));
       ws();
-      if (i_ < t_.size() && t_[i_] == ',') {
-        ++i_;
+      if (eat(',')) {
         ws();
         continue;
       }
-      if (i_ < t_.size() && t_[i_] == '}') {
-        ++i_;
-        return d;
-      }
+      if (eat('}')) return d;
       fail();
     }
   }
@@ -203,22 +201,15 @@ class PythonJson {
     ++i_;
     Value l = Value::recycled_list();
     ws();
-    if (i_ < t_.size() && t_[i_] == ']') {
-      ++i_;
-      return l;
-    }
+    if (eat(']')) return l;
     for (;;) {
       l.list->items.push_back(value(depth + 1));
       ws();
-      if (i_ < t_.size() && t_[i_] == ',') {
-        ++i_;
+      if (eat(',')) {
         ws();
         continue;
       }
-      if (i_ < t_.size() && t_[i_] == ']') {
-        ++i_;
-        return l;
-      }
+      if (eat(']')) return l;
       fail();
     }
   }
