@@ -94,6 +94,21 @@ void each_string(const std::string& alphabet, size_t max_len, F&& f) {
   }
 }
 
+// The bytes a byte-level token stands for; empty where `token` is none or
+// holds a char that is no byte's.
+std::string byte_level_bytes(const std::string* token) {
+  std::string raw;
+  if (!token) return raw;
+  for (size_t i = 0; i < token->size();) {
+    const DecodedChar d = decode_utf8(*token, i);
+    const int b = unicode_to_byte(d.cp);
+    if (b < 0) return {};
+    raw.push_back(char(b));
+    i += d.len;
+  }
+  return raw;
+}
+
 }  // namespace
 
 TEST_CASE("bpe linear: random consistent merge lists give the heap's pieces on every short string") {
@@ -353,17 +368,7 @@ TEST_CASE("bpe linear: every token is found in the trie, and words of tokens sid
     ++vocabularies;
     std::vector<std::string> raws;
     for (size_t id = 0; id < m.max_id_plus_one(); ++id) {
-      const std::string* token = m.id_to_token(int32_t(id));
-      std::string raw;
-      bool byte_level = token != nullptr;
-      for (size_t i = 0; byte_level && i < token->size();) {
-        const DecodedChar d = decode_utf8(*token, i);
-        const int b = unicode_to_byte(d.cp);
-        byte_level = b >= 0;
-        raw.push_back(char(b));
-        i += d.len;
-      }
-      if (byte_level && !raw.empty()) raws.push_back(raw);
+      if (std::string raw = byte_level_bytes(m.id_to_token(int32_t(id))); !raw.empty()) raws.push_back(raw);
     }
     REQUIRE(raws.size() > 100000);
     std::vector<WordPiece> lin_out, heap_out;
@@ -444,17 +449,8 @@ TEST_CASE("bpe: a word the cache misses that BPE makes one token is that token; 
     ++vocabularies;
     std::vector<std::pair<std::string, int32_t>> tokens;
     for (size_t id = 0; id < m.max_id_plus_one(); ++id) {
-      const std::string* token = m.id_to_token(int32_t(id));
-      std::string raw;
-      bool byte_level = token != nullptr;
-      for (size_t i = 0; byte_level && i < token->size();) {
-        const DecodedChar d = decode_utf8(*token, i);
-        const int b = unicode_to_byte(d.cp);
-        byte_level = b >= 0;
-        raw.push_back(char(b));
-        i += d.len;
-      }
-      if (byte_level && !raw.empty()) tokens.push_back({raw, int32_t(id)});
+      if (std::string raw = byte_level_bytes(m.id_to_token(int32_t(id))); !raw.empty())
+        tokens.push_back({raw, int32_t(id)});
     }
     REQUIRE(tokens.size() > 100000);
     std::vector<std::string> words;
