@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -107,6 +108,18 @@ std::string byte_level_bytes(const std::string* token) {
     i += d.len;
   }
   return raw;
+}
+
+// `name`'s tokenizer.json from ../shared, loaded; none (said so) where it
+// is missing, which only a tokenizer other than qwen3 may be.
+std::optional<HfParts> load_or_skip(const char* name) {
+  const std::string path = tokenizer_json(name);
+  if (path.empty() && std::string(name) != "qwen3") {
+    MESSAGE("skipped: no " << name << " tokenizer.json");
+    return std::nullopt;
+  }
+  REQUIRE(!path.empty());
+  return load_hf_parts(path);
 }
 
 }  // namespace
@@ -355,14 +368,9 @@ TEST_CASE("bpe linear: every token is found in the trie, and words of tokens sid
   int vocabularies = 0;
   for (const char* name : {"qwen3", "llama3", "deepseek_v3"}) {
     CAPTURE(name);
-    const std::string path = tokenizer_json(name);
-    if (path.empty() && std::string(name) != "qwen3") {
-      MESSAGE("skipped: no " << name << " tokenizer.json");
-      continue;
-    }
-    REQUIRE(!path.empty());
-    HfParts parts = load_hf_parts(path);
-    const BpeModel& m = *parts.model;
+    std::optional<HfParts> parts = load_or_skip(name);
+    if (!parts) continue;
+    const BpeModel& m = *parts->model;
     const LinearBpe* lin = m.linear();
     REQUIRE(lin != nullptr);
     ++vocabularies;
@@ -436,14 +444,9 @@ TEST_CASE("bpe: a word the cache misses that BPE makes one token is that token; 
   int vocabularies = 0;
   for (const char* name : {"qwen3", "deepseek_v3"}) {
     CAPTURE(name);
-    const std::string path = tokenizer_json(name);
-    if (path.empty() && std::string(name) != "qwen3") {
-      MESSAGE("skipped: no " << name << " tokenizer.json");
-      continue;
-    }
-    REQUIRE(!path.empty());
-    HfParts parts = load_hf_parts(path);
-    const BpeModel& m = *parts.model;
+    std::optional<HfParts> parts = load_or_skip(name);
+    if (!parts) continue;
+    const BpeModel& m = *parts->model;
     REQUIRE(!m.ignore_merges());
     REQUIRE(m.linear() != nullptr);
     ++vocabularies;

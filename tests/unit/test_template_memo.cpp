@@ -65,6 +65,21 @@ const char* kSorted = R"(
 const char* kTools = R"([{"name": "f", "parameters": {"type": "object", "properties": {"b": {"type": "string"},
   "a": {"type": "array", "items": [1, 2.5, null, true]}}}}, {"name": "g", "description": "é\n"}])";
 
+// A macro whose loop binds the messages it is given, called with two
+// (`msgs`), and a provenance that knows them.
+struct MessagesMacro {
+  const Template t = Template::parse(
+      "{% macro all(ms) %}{% for m in ms %}{{ m.content }}{% endfor %}"
+      "{%- for i in range(80) %}.{% endfor -%}{% endmacro %}{{ all(msgs) }}");
+  const Value msgs = tmpl::parse_json(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
+  const tmpl::Vars vars{{"msgs", msgs}};
+  tmpl::Provenance provenance() const {
+    tmpl::Provenance p;
+    for (const Value& m : msgs.list->items) p.messages.push_back(m.dict.get());
+    return p;
+  }
+};
+
 }  // namespace
 
 // Each budget's outcome without the memo (no MemoScope open), from 1 step
@@ -263,16 +278,10 @@ TEST_CASE("template memo: macros whose output depends on more than their argumen
 }
 
 TEST_CASE("template memo: a call whose loop binds messages is not served (provenance's seen)") {
-  const Template t = Template::parse(
-      "{% macro all(ms) %}{% for m in ms %}{{ m.content }}{% endfor %}"
-      "{%- for i in range(80) %}.{% endfor -%}{% endmacro %}{{ all(msgs) }}");
-  const Value msgs = tmpl::parse_json(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
-  const tmpl::Vars vars{{"msgs", msgs}};
-  auto provenance = [&] {
-    tmpl::Provenance p;
-    for (const Value& m : msgs.list->items) p.messages.push_back(m.dict.get());
-    return p;
-  };
+  const MessagesMacro f;
+  const Template& t = f.t;
+  const tmpl::Vars& vars = f.vars;
+  auto provenance = [&] { return f.provenance(); };
   tmpl::Provenance p0 = provenance();
   const Outcome plain = run(t, vars, 1'000'000, &p0);
   CHECK(plain.seen == std::vector<char>{1, 1});
@@ -349,16 +358,10 @@ TEST_CASE("template memo: calls kept from one record to the next while their obj
 // served in a render with provenance only where its key reaches none of
 // that render's messages (an iteration over them would mark them seen).
 TEST_CASE("template memo: a kept call is not served where its key reaches the render's messages") {
-  const Template t = Template::parse(
-      "{% macro all(ms) %}{% for m in ms %}{{ m.content }}{% endfor %}"
-      "{%- for i in range(80) %}.{% endfor -%}{% endmacro %}{{ all(msgs) }}");
-  const Value msgs = tmpl::parse_json(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
-  const tmpl::Vars vars{{"msgs", msgs}};
-  auto provenance = [&] {
-    tmpl::Provenance p;
-    for (const Value& m : msgs.list->items) p.messages.push_back(m.dict.get());
-    return p;
-  };
+  const MessagesMacro f;
+  const Template& t = f.t;
+  const tmpl::Vars& vars = f.vars;
+  auto provenance = [&] { return f.provenance(); };
   tmpl::Provenance p0 = provenance();
   const Outcome plain = run(t, vars, 1'000'000, &p0), bare = run(t, vars);
   CHECK(plain.seen == std::vector<char>{1, 1});
