@@ -173,9 +173,9 @@ class RunSplits {
   void pieces(std::string_view subject, Piece&& piece) const;
   // Whether the last split leaves every run of level's atom whole.
   bool whole(size_t level) const { return whole_[level]; }
-  // Whether the last split leaves a run of level's atom whole where every
-  // char is one of those this one is with (DeepSeek-V3's runs of Han, kana
-  // letters and marks, but not of U+30FB and U+309B among them).
+  // Whether cp is one of the chars of its atom whose runs the last split
+  // leaves whole (DeepSeek-V3's Han, kana letters and marks; not U+30FB or
+  // U+309B).
   bool kept_whole(char32_t cp) const { return (table_.get(cp) & kSplitAgain) == 0; }
 
  private:
