@@ -413,19 +413,24 @@ TEST_CASE("general split: the splits before the last in one pass, as split after
   const std::string cjk = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
   const std::vector<Case> cases = {
       // DeepSeek-V3's: its digit runs are words as they are, its CJK runs
-      // are split again (U+30FB, U+309B are punctuation and a symbol).
+      // are split again where they hold punctuation or a symbol (U+30FB,
+      // U+309B).
       {{"\\p{N}{1,3}", cjk}, kDeepSeek, {true, false}},
-      {{"[a-c]{1,2}", "\\p{N}+", "[x-z\u4e00]{1,3}"}, kGpt2, {false, false, false}},
+      // Each run is one match of GPT-2's ` ?\p{L}+` or ` ?\p{N}+`.
+      {{"[a-c]{1,2}", "\\p{N}+", "[x-z\u4e00]{1,3}"}, kGpt2, {true, true, true}},
+      // `\s+(?!\S)` leaves the last space for a word after it.
       {{"\\s{1,2}"}, kTekken, {false}},
-      {{"[0-9]{1,3}", "[()]+"}, kDeepSeek, {true, false}},
+      // One match of ` ?[\p{P}\p{S}]+[\r\n]*`.
+      {{"[0-9]{1,3}", "[()]+"}, kDeepSeek, {true, true}},
       {{"\\p{N}+", "[0-5x]+"}, kDeepSeek, {}},  // the atoms share chars
       {{"[acegi]+"}, kDeepSeek, {}},            // ASCII in five ranges
       {{"\\p{N}{2,3}"}, kDeepSeek, {}},         // runs of two at least
       {{"\\p{N}|a"}, kDeepSeek, {}},            // two branches
   };
   std::vector<std::string> a = alphabet();
-  for (const char* more : {"1234567", "\u4e00\u4e8c\u30a2\u30fb\u30fc", "\u309b\u3042", "\uff12\u2160", "12 34",
-                           "abcab", "xyzzy", "\u4e00\u4e00\u4e00\u4e00", "(((", "\t\t\t "})
+  for (const char* more :
+       {"1234567", "\u4e00\u4e8c\u30a2\u30fb\u30fc", "\u309b\u3042", "\uff12\u2160", "12 34", "abcab", "xyzzy",
+        "\u4e00\u4e00\u4e00\u4e00", "(((", "\t\t\t ", "\u3099\u4e00", "\u30a0", "\u309c\u3099", "\u3097"})
     a.emplace_back(more);
   std::mt19937_64 rng(20261207);
   for (const Case& c : cases) {
@@ -449,21 +454,77 @@ TEST_CASE("general split: the splits before the last in one pass, as split after
     }
     REQUIRE(runs != nullptr);
     for (size_t l = 0; l < c.whole.size(); ++l) CHECK(runs->whole(l) == c.whole[l]);
-    size_t bad = 0;
+    size_t bad = 0, whole_pieces = 0, cut_whole = 0;
     for (int round = 0; round < 20000; ++round) {
       const std::string s = random_string(rng, a, round % 4 == 0 ? 64 : 16);
       std::vector<uint32_t> want;
       ends_split_by_split(pcre2, 0, s, 0, want);
       tokfeed::text::hf::EndList ends;
       runs->pieces(s, [&](size_t b, size_t e, bool whole) {
-        if (whole) ends.push_back(uint32_t(e));
-        else last.general()->split_ends(std::string_view(s).substr(b, e - b), uint32_t(b), ends);
+        const std::string_view piece = std::string_view(s).substr(b, e - b);
+        if (!whole) {
+          last.general()->split_ends(piece, uint32_t(b), ends);
+          return;
+        }
+        ends.push_back(uint32_t(e));
+        // The last split on its own leaves a piece said to be whole whole.
+        ++whole_pieces;
+        tokfeed::text::hf::EndList alone;
+        last.general()->split_ends(piece, 0, alone);
+        if (alone.size() != 1 && cut_whole++ < 3) FAIL_CHECK("said whole, but split: " << hex(std::string(piece)));
       });
       const std::vector<uint32_t> got(ends.data(), ends.data() + ends.size());
       if (got != want && bad++ < 3) FAIL_CHECK("differs in bytes " << hex(s));
     }
     CHECK(bad == 0);
+    CHECK(cut_whole == 0);
+    CHECK(whole_pieces > 0);
   }
+}
+
+TEST_CASE("general split: runs the last split leaves whole are words as they are, by their chars (DeepSeek-V3)") {
+  const Regex digits("\\p{N}{1,3}", "t"), cjk("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", "t"), last(kDeepSeek, "t");
+  REQUIRE(digits.general() != nullptr);
+  REQUIRE(cjk.general() != nullptr);
+  REQUIRE(last.general() != nullptr);
+  const std::unique_ptr<RunSplits> runs = RunSplits::build({digits.general(), cjk.general()}, *last.general());
+  REQUIRE(runs != nullptr);
+  CHECK(runs->whole(0));
+  CHECK_FALSE(runs->whole(1));  // U+30FB, U+309B among its chars
+  // Letters (Han, kana, U+30FC a modifier letter) and marks (U+3099): one
+  // match of `[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+` however they follow each other.
+  for (char32_t cp : {0x4E00u, 0x4E2Du, 0x9FA5u, 0x3042u, 0x309Fu, 0x30A2u, 0x30FCu, 0x30FFu, 0x3099u, 0x37u}) {
+    CAPTURE(uint32_t(cp));
+    CHECK(runs->kept_whole(cp));
+  }
+  // Punctuation, symbols and unassigned code points end or start a match.
+  for (char32_t cp : {0x30FBu, 0x309Bu, 0x309Cu, 0x30A0u, 0x3040u, 0x3097u}) {
+    CAPTURE(uint32_t(cp));
+    CHECK_FALSE(runs->kept_whole(cp));
+  }
+  struct Piece {
+    uint32_t begin, end;
+    bool whole;
+    bool operator==(const Piece& o) const { return begin == o.begin && end == o.end && whole == o.whole; }
+  };
+  auto pieces = [&](std::string_view s) {
+    std::vector<Piece> out;
+    runs->pieces(s, [&](size_t b, size_t e, bool whole) { out.push_back({uint32_t(b), uint32_t(e), whole}); });
+    return out;
+  };
+  // 中文ー字あ゙: one run, whole; 中・文: one run the last split cuts.
+  CHECK(pieces("\u4e2d\u6587\u30fc\u5b57\u3042\u3099") == std::vector<Piece>{{0, 18, true}});
+  CHECK(pieces("\u4e2d\u30fb\u6587") == std::vector<Piece>{{0, 9, false}});
+  // A stretch of one char is whole; of two, split by the last split.
+  CHECK(pieces("\u4e2d\uff0c\u6587") == std::vector<Piece>{{0, 3, true}, {3, 6, true}, {6, 9, true}});
+  CHECK(pieces("\u4e2d\u3002\n\u6587") == std::vector<Piece>{{0, 3, true}, {3, 7, false}, {7, 10, true}});
+  CHECK(pieces("a\u00e9\u4e2d") == std::vector<Piece>{{0, 3, false}, {3, 6, true}});
+  CHECK(pieces("\u00e9\u4e2d") == std::vector<Piece>{{0, 2, true}, {2, 5, true}});
+  // Digits cut every three; a byte of invalid UTF-8 alone is whole, two are not.
+  CHECK(pieces("12345\u4e2d") == std::vector<Piece>{{0, 3, true}, {3, 5, true}, {5, 8, true}});
+  CHECK(pieces("\u4e2d\xff") == std::vector<Piece>{{0, 3, true}, {3, 4, true}});
+  CHECK(pieces("\u4e2d\xe4\xb8") == std::vector<Piece>{{0, 3, true}, {3, 5, false}});
+  CHECK(pieces("\u4e2d\xe0\x80\x80") == std::vector<Piece>{{0, 3, true}, {3, 6, false}});
 }
 
 TEST_CASE("general split: the load log names each split's path") {

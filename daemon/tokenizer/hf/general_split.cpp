@@ -755,12 +755,27 @@ uint32_t GeneralSplit::run_max() const {
   return it.kind == SplitItem::kAtom && it.min == 1 ? it.max : 0;
 }
 
-bool GeneralSplit::matches_none_within(const std::vector<bool>& in) const {
-  if (!automaton_) return false;
-  using A = SplitAutomaton;
-  std::vector<bool> cls(bits_.size(), false);
+std::vector<bool> GeneralSplit::kept_whole_within(const std::vector<bool>& in) const {
+  std::vector<bool> kept(in.size(), false);
+  if (!automaton_) return kept;
+  std::vector<size_t> count(bits_.size(), 0);
   for (char32_t cp = 0; cp < in.size(); ++cp)
-    if (in[cp]) cls[table_.get(cp)] = true;
+    if (in[cp]) ++count[table_.get(cp)];
+  std::vector<size_t> order;
+  for (size_t id = 0; id < count.size(); ++id)
+    if (count[id] != 0) order.push_back(id);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return count[a] > count[b]; });
+  std::vector<bool> ids(bits_.size(), false);
+  for (size_t id : order) {
+    ids[id] = true;
+    if (!matches_none_within_ids(ids) && !one_match_within_ids(ids)) ids[id] = false;
+  }
+  for (char32_t cp = 0; cp < in.size(); ++cp) kept[cp] = in[cp] && ids[table_.get(cp)];
+  return kept;
+}
+
+bool GeneralSplit::matches_none_within_ids(std::vector<bool> cls) const {
+  using A = SplitAutomaton;
   cls[0] = true;  // the end of the text
   // Every state the start state reaches on such chars: none may record a
   // match on one of them or on the end.
@@ -786,8 +801,35 @@ bool GeneralSplit::matches_none_within(const std::vector<bool>& in) const {
   return true;
 }
 
+bool GeneralSplit::one_match_within_ids(const std::vector<bool>& cls) const {
+  using A = SplitAutomaton;
+  // From the start state, no step on such a char may stop or restart (a
+  // match recorded before it is replaced by a later one), and every state
+  // such chars reach must end a match at the end of the text: the scan goes
+  // through the text with no stop, and the match it records last, the one
+  // PCRE2 finds, ends at the end.
+  const A::Step* steps = automaton_->steps();
+  std::vector<bool> reached(automaton_->states(), false);
+  std::vector<size_t> todo = {A::kStartRow};
+  while (!todo.empty()) {
+    const size_t row = todo.back();
+    todo.pop_back();
+    for (size_t c = 1; c < cls.size(); ++c) {
+      if (!cls[c]) continue;
+      const A::Step step = steps[row + A::kClasses + c];
+      if (step & (A::kRestart | A::kStop)) return false;
+      const size_t next = step & ~size_t(A::kFlags);
+      if (reached[next / A::kRow]) continue;
+      if (!(steps[next + A::kClasses + 0] & A::kMatchBefore)) return false;
+      reached[next / A::kRow] = true;
+      todo.push_back(next);
+    }
+  }
+  return true;
+}
+
 std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit*>& levels, const GeneralSplit& last) {
-  if (levels.empty() || levels.size() > 254) return nullptr;
+  if (levels.empty() || levels.size() > kLevel - 1) return nullptr;
   std::unique_ptr<RunSplits> r(new RunSplits());
   for (const GeneralSplit* g : levels) {
     const uint32_t m = g->run_max();
@@ -802,6 +844,16 @@ std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit
       if (full[cp] != 0) return nullptr;  // two atoms share it
       full[cp] = uint8_t(l + 1);
     }
+  }
+  // Within each atom, the chars whose runs the last split leaves whole;
+  // the others are marked kSplitAgain.
+  for (size_t l = 0; l < levels.size(); ++l) {
+    std::vector<bool> in(0x110000, false);
+    for (char32_t cp = 0; cp < 0x110000; ++cp) in[cp] = full[cp] == l + 1;
+    const std::vector<bool> kept = last.kept_whole_within(in);
+    r->whole_.push_back(kept == in);
+    for (char32_t cp = 0; cp < 0x110000; ++cp)
+      if (in[cp] && !kept[cp]) full[cp] |= kSplitAgain;
   }
   r->table_ = CodePointTable(full);
   for (int b = 0; b < 0x80; ++b) r->ascii_[b] = full[size_t(b)];
@@ -824,11 +876,6 @@ std::unique_ptr<RunSplits> RunSplits::build(const std::vector<const GeneralSplit
     std::memset(r->span_[k], ranges[k].second - ranges[k].first, 16);
   }
   r->ranges_ = int(ranges.size());
-  for (size_t l = 0; l < levels.size(); ++l) {
-    std::vector<bool> in(0x110000, false);
-    for (char32_t cp = 0; cp < 0x110000; ++cp) in[cp] = full[cp] == l + 1;
-    r->whole_.push_back(last.matches_none_within(in));
-  }
   return r;
 }
 
@@ -847,7 +894,7 @@ size_t RunSplits::skip(const unsigned char* s, size_t n, size_t i) const {
   return i;
 }
 
-uint8_t RunSplits::level_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
+uint8_t RunSplits::level_at_rare(const unsigned char* s, size_t i, size_t n, uint32_t& len) const {
   const unsigned char b0 = s[i];
   len = 1;
   if (b0 < 0x80) return ascii_[b0];

@@ -93,9 +93,12 @@ class GeneralSplit {
   uint32_t run_max() const;
   // The atom's chars, where run_max() is not 0: whether a valid char's code point is one.
   bool in_run(char32_t cp) const { return (bits_[table_.get(cp)] & 1) != 0; }
-  // Whether no text made of chars `in` takes holds a match (the automaton
-  // says; false where there is none).
-  bool matches_none_within(const std::vector<bool>& in) const;
+  // The chars of `in` the split leaves every text of whole (no match in it,
+  // or one match that is all of it): whole set ids of chars, taken from the
+  // set id with the most chars in `in` down, each where the ones taken
+  // before and it still leave such texts whole (none where there is no
+  // automaton).
+  std::vector<bool> kept_whole_within(const std::vector<bool>& in) const;
 
   // "7 branches, 10 atoms, automaton of 23 states[, ASCII three bytes a step (8 classes)]",
   // or "..., backtracking (why)".
@@ -125,6 +128,10 @@ class GeneralSplit {
                size_t pos) const;
   // The bits of the atoms the char at p is in (0 at the end, or a byte of invalid UTF-8).
   uint64_t bits_at(const unsigned char* s, size_t p, size_t n) const;
+  // Whether no text made of chars of the set ids `ids` holds a match.
+  bool matches_none_within_ids(std::vector<bool> ids) const;
+  // Whether every text of one char or more of the set ids `ids` is one match.
+  bool one_match_within_ids(const std::vector<bool>& ids) const;
 
   std::vector<SplitSeq> branches_;
   uint64_t ascii_bits_[128] = {};
@@ -160,30 +167,65 @@ class RunSplits {
   static std::unique_ptr<RunSplits> build(const std::vector<const GeneralSplit*>& levels, const GeneralSplit& last);
 
   // Calls piece(begin, end, whole) for each piece of `subject` in order;
-  // whole: a run the last split is known to leave whole (it matches nothing
-  // within such runs).
+  // whole: a piece the last split is known to leave whole (a run of chars
+  // it matches nothing within or all of, or a stretch of one char).
   template <class Piece>
   void pieces(std::string_view subject, Piece&& piece) const;
-  // Whether the last split leaves the runs of level's atom whole.
+  // Whether the last split leaves every run of level's atom whole.
   bool whole(size_t level) const { return whole_[level]; }
+  // Whether cp is one of the chars of its atom whose runs the last split
+  // leaves whole (DeepSeek-V3's Han, kana letters and marks; not U+30FB or
+  // U+309B).
+  bool kept_whole(char32_t cp) const { return (table_.get(cp) & kSplitAgain) == 0; }
 
  private:
   RunSplits() = default;
   // The first byte from i on that may be a char of an atom (lead bytes from
   // 0xC0 included), or n.
   size_t skip(const unsigned char* s, size_t n, size_t i) const;
-  // The level + 1 of the char at i (0: in no atom), its length.
+  // The level + 1 of the char at i (0: in no atom), with kSplitAgain where
+  // the last split may cut a run it is in; its length.
   uint8_t level_at(const unsigned char* s, size_t i, size_t n, uint32_t& len) const;
+  uint8_t level_at_rare(const unsigned char* s, size_t i, size_t n, uint32_t& len) const;
+  // Whether the k bytes at s are one char (a byte, or a valid char of two or
+  // three bytes): a split leaves it whole.
+  static bool one_char(const unsigned char* s, size_t k) {
+    if (k == 1) return true;
+    if (k == 2) return s[0] >= 0xC2 && s[0] <= 0xDF && (s[1] & 0xC0) == 0x80;
+    return k == 3 && (s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
+           (s[0] != 0xE0 || s[1] >= 0xA0);
+  }
 
-  uint8_t ascii_[128] = {};  // level + 1 of each ASCII char, 0: none
+  static constexpr uint8_t kSplitAgain = 0x80;
+  static constexpr uint8_t kLevel = 0x7F;
+
+  uint8_t ascii_[128] = {};  // level + 1 of each ASCII char (and kSplitAgain), 0: none
   bool maybe_[256] = {};     // the bytes a char of an atom may start with
   alignas(16) uint8_t lo_[4][16] = {};
   alignas(16) uint8_t span_[4][16] = {};
   int ranges_ = 0;             // of ASCII chars in an atom, and lead bytes from 0xC0
-  CodePointTable table_;       // level + 1 of each code point
+  CodePointTable table_;       // level + 1 of each code point, and kSplitAgain
   std::vector<uint32_t> max_;  // per level: m
-  std::vector<bool> whole_;    // per level: the last split leaves its runs whole
+  std::vector<bool> whole_;    // per level: the last split leaves all its runs whole
 };
+
+[[gnu::always_inline]] inline uint8_t RunSplits::level_at(const unsigned char* s, size_t i, size_t n,
+                                                          uint32_t& len) const {
+  const unsigned char b0 = s[i];
+  if (b0 < 0x80) {
+    len = 1;
+    return ascii_[b0];
+  }
+  if ((b0 & 0xF0) == 0xE0 && n - i >= 3) {                        // the chars of a Han or kana run
+    const uint32_t c1 = s[i + 1] ^ 0x80u, c2 = s[i + 2] ^ 0x80u;  // a continuation byte's 6 bits, else >= 0x40
+    const char32_t cp = char32_t(b0 & 0x0F) << 12 | c1 << 6 | c2;
+    if ((c1 | c2) < 0x40 && cp >= 0x800) {  // surrogates are in no atom
+      len = 3;
+      return table_.get(cp);
+    }
+  }
+  return level_at_rare(s, i, n, len);
+}
 
 template <class Piece>
 void RunSplits::pieces(std::string_view subject, Piece&& piece) const {
@@ -199,25 +241,30 @@ void RunSplits::pieces(std::string_view subject, Piece&& piece) const {
       i += len;
       continue;
     }
-    if (begin < i) piece(begin, i, false);
-    // The run, cut every m chars.
-    const uint32_t m = max_[level - 1];
-    const bool whole = whole_[level - 1];
+    if (begin < i) piece(begin, i, one_char(s + begin, i - begin));
+    // The run, cut every m chars; a piece is whole where none of its chars
+    // has kSplitAgain.
+    const uint32_t m = max_[(level & kLevel) - 1];
+    uint8_t split = level;
     size_t run = i;
     uint32_t chars = 0;
     for (;;) {
       i += len;
       if (++chars == m) {
-        piece(run, i, whole);
+        piece(run, i, (split & kSplitAgain) == 0);
         run = i;
         chars = 0;
+        split = 0;
       }
-      if (i >= n || level_at(s, i, n, len) != level) break;
+      if (i >= n) break;
+      const uint8_t next = level_at(s, i, n, len);
+      if (((next ^ level) & kLevel) != 0) break;
+      split |= next;
     }
-    if (run < i) piece(run, i, whole);
+    if (run < i) piece(run, i, (split & kSplitAgain) == 0);
     begin = i;
   }
-  if (begin < n) piece(begin, n, false);
+  if (begin < n) piece(begin, n, one_char(s + begin, n - begin));
 }
 
 }  // namespace tokfeed::text::hf
