@@ -9,6 +9,7 @@
 #include "template/budget.hpp"
 #include "template/json_value.hpp"
 #include "chat/chat_jinja.hpp"
+#include "chat/record_json.hpp"
 #include "chat/record_tools.hpp"
 
 namespace tokfeed::text {
@@ -186,18 +187,9 @@ const Value* field(const Value& rec, const RecordRules& rules, std::string_view 
   return v && !v->is_none() ? v : nullptr;
 }
 
-// The previous record's values are refilled in place for this record's
-// where nothing else holds them any more: records repeat their shapes (a
-// list of dicts with the same keys), so a dict keeps its keys where they
-// are and a string its buffer, instead of each object going to the
-// recycler and back (Value::recycled_*). An object anything else holds (a
-// message the caller kept, a tojson memo's subject, the kept tools) is
-// left alone and a new one built. Bounded as the recycler is: no buffer
-// over kReusedBytes is refilled, no dict over kInPlace keys.
-constexpr std::size_t kReusedBytes = std::size_t{16} << 10;
-constexpr std::size_t kInPlace = 16;  // DictObj's linear size: no index to keep
-
-bool only_here(const Value& v) { return v.s.raw() && v.s.raw()->unique(); }
+using detail::kInPlace;
+using detail::kReusedBytes;
+using detail::only_here;
 
 void fields_over(dom::object obj, tmpl::DictObj& d, const RecordRules* top);
 
@@ -358,7 +350,21 @@ Value detail::ToolsCache::from_json(dom::element e) {
   if (!e.is_array()) return tmpl::from_json(e);
   if (tree_.is_list() && same_json(e, tree_)) return tree_;
   tree_ = tmpl::from_json(e);
+  read_text_.clear();
   return tree_;
+}
+
+const Value* detail::ToolsCache::read_match(std::string_view text, std::size_t& n) const {
+  if (read_text_.empty() || !tree_.is_list() || text.size() < read_text_.size() ||
+      std::memcmp(text.data(), read_text_.data(), read_text_.size()) != 0)
+    return nullptr;
+  n = read_text_.size();
+  return &tree_;
+}
+
+void detail::ToolsCache::keep_read(const Value& v, std::string_view text) {
+  tree_ = v;
+  read_text_.assign(text);
 }
 
 Value detail::ToolsCache::parse_json(std::string_view text) {
@@ -406,40 +412,49 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
     Value& to;
     ~Keep() { to = std::move(from); }
   } keep{rec, prev};
-  static thread_local dom::parser parser;
-  dom::element root;
-  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
-    // A bad record of a plain format's dataset, as plain_record says.
-    const bool plain_format = rules.format == Format::kText || rules.format == Format::kPromptCompletion;
-    if (plain) plain->found = plain_format;
-    // What json.loads reads beyond JSON (NaN, Infinity, 1e400 as inf) reaches
-    // a template as it does in Python; the rest is a bad record saying why.
-    try {
-      rec = tmpl::parse_python_json(json, simdjson::error_message(err));
-    } catch (const tmpl::Error& e) {
-      return e.what();
-    }
-    if (!rec.is_dict()) return "malformed JSON: a record must be a JSON object";
-    // Plain-text records are read from simdjson's tree alone.
-    if (plain_format ||
-        (rules.format == Format::kAuto && !field(rec, rules, "messages") && !field(rec, rules, "conversations") &&
-         (field(rec, rules, "text") || field(rec, rules, "prompt")))) {
-      if (plain) plain->found = true;
-      return std::string("malformed JSON: ") + simdjson::error_message(err);
-    }
-  } else {
-    if (plain) {
-      std::string reason;
-      if (plain_record(root, rules, plain->record, reason)) {
-        plain->found = true;
-        return reason;
+  const bool plain_format = rules.format == Format::kText || rules.format == Format::kPromptCompletion;
+  // Most records are read without simdjson's tree (record_json.hpp). One
+  // that may be a plain-text record is told apart on the tree (plain_record):
+  // under a plain format, with renamed columns, or with a top-level `text`
+  // or `prompt`.
+  const bool read = !plain || (!plain_format && (rules.format != Format::kAuto || rules.columns.empty()));
+  if (!read || !detail::read_record(json, rules.columns.empty(), std::move(prev), rec) ||
+      (plain && rules.format == Format::kAuto && (rec.dict->find("text") || rec.dict->find("prompt")))) {
+    if (read) prev = std::move(rec);  // what was read, refilled by the tree's values
+    static thread_local dom::parser parser;
+    dom::element root;
+    if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
+      // A bad record of a plain format's dataset, as plain_record says.
+      if (plain) plain->found = plain_format;
+      // What json.loads reads beyond JSON (NaN, Infinity, 1e400 as inf) reaches
+      // a template as it does in Python; the rest is a bad record saying why.
+      try {
+        rec = tmpl::parse_python_json(json, simdjson::error_message(err));
+      } catch (const tmpl::Error& e) {
+        return e.what();
       }
-    }
-    if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
-    try {
-      rec = record_fields(root.get_object().value_unsafe(), rules, std::move(prev));
-    } catch (const tmpl::Error& e) {
-      return e.what();
+      if (!rec.is_dict()) return "malformed JSON: a record must be a JSON object";
+      // Plain-text records are read from simdjson's tree alone.
+      if (plain_format ||
+          (rules.format == Format::kAuto && !field(rec, rules, "messages") && !field(rec, rules, "conversations") &&
+           (field(rec, rules, "text") || field(rec, rules, "prompt")))) {
+        if (plain) plain->found = true;
+        return std::string("malformed JSON: ") + simdjson::error_message(err);
+      }
+    } else {
+      if (plain) {
+        std::string reason;
+        if (plain_record(root, rules, plain->record, reason)) {
+          plain->found = true;
+          return reason;
+        }
+      }
+      if (!root.is_object()) return "malformed JSON: a record must be a JSON object";
+      try {
+        rec = record_fields(root.get_object().value_unsafe(), rules, std::move(prev));
+      } catch (const tmpl::Error& e) {
+        return e.what();
+      }
     }
   }
   tools = Value::none();

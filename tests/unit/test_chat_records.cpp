@@ -5,6 +5,7 @@
 // ../shared and records built to differ from their neighbours' tools in one
 // detail each.
 #include <doctest/doctest.h>
+#include <simdjson.h>
 
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "chat/chat_jinja.hpp"
+#include "chat/record_json.hpp"
 #include "chat/record_tools.hpp"
 #include "template/json_value.hpp"
 
@@ -421,4 +423,121 @@ TEST_CASE("records: a lone surrogate, bytes that are not UTF-8 and integers past
   Mapped longer = map(head + R"("a", "n": )" + std::string(100, '7') + "}]}", text::RecordRules{});
   CHECK(longer.reason == "the integer " + std::string(40, '7') +
                              "... (100 digits) is beyond the engine's 64-bit integers (Python's are unbounded)");
+}
+
+namespace {
+
+// What simdjson's tree and tmpl::from_json build from `rec`, or false
+// where they refuse it (or it is not an object).
+bool tree_value(const std::string& rec, Value& out) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(rec).get(root) || !root.is_object()) return false;
+  try {
+    out = tmpl::from_json(root);
+  } catch (const tmpl::Error&) {
+    return false;
+  }
+  return true;
+}
+
+// Reads each record as record_to_chat does (refilling the values of the
+// record before): every record read builds exactly what the tree builds.
+// Returns how many were read (the others are left to simdjson).
+std::size_t read_all(const std::vector<std::string>& records) {
+  std::size_t read = 0;
+  Value prev;
+  for (const std::string& rec : records) {
+    INFO(rec.substr(0, 300));
+    Value out;
+    const bool ok = text::detail::read_record(rec, false, std::move(prev), out);
+    Value tree;
+    const bool parsed = tree_value(rec, tree);
+    if (ok) {
+      ++read;
+      REQUIRE(parsed);
+      CHECK(identical(out, tree));
+    }
+    prev = std::move(out);
+  }
+  return read;
+}
+
+}  // namespace
+
+TEST_CASE("records: read without simdjson's tree, a record builds what the tree builds, or is left to it") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  if (fs::exists(shared / "templates" / "conversations.jsonl")) {
+    std::vector<std::string> conv = lines_of(shared / "templates" / "conversations.jsonl", 300);
+    CHECK(read_all(conv) == conv.size());
+    for (const char* sft :
+         {"messages-1k.jsonl", "sharegpt-1k.jsonl", "alpaca-1k.jsonl", "query_response-1k.jsonl", "mixed-10k.jsonl"}) {
+      std::vector<std::string> records = lines_of(shared / "data" / "sft" / sft, 2000);
+      CHECK(read_all(records) * 100 >= records.size() * 95);
+    }
+  }
+  // Every escape at every offset from a 32-byte block's start, in strings
+  // with bytes over 0x7F, short and long; numbers in each form taken;
+  // duplicate keys; more keys than a dict keeps in place; nesting.
+  std::vector<std::string> taken;
+  for (const char* esc : {R"(\")", R"(\\)", R"(\/)", R"(\b)", R"(\f)", R"(\n)", R"(\r)", R"(\t)", R"(\u00e9)",
+                          R"(\u4E2D)", R"(\u0000)", R"(\ud83d\ude00)", R"(\uDBFF\uDFFF)"})
+    for (std::size_t at = 0; at < 70; at += 3) {
+      const std::string s = std::string(at, 'a') + esc + "\xC3\xA9 tail" + esc;
+      taken.push_back(R"({"messages": [{"role": "user", "content": ")" + s + R"("}], "k": ")" + s + "\"}");
+      taken.push_back(R"({"x": ")" + s + "\"}");  // the string among the record's last 32 bytes
+    }
+  taken.push_back(R"({"n": [0, -1, 7, 123456789012345678, -123456789012345678, 1.5, -0.0, 0.0, 1e5, 2.5E-3, 1E+2,
+                   1e-300, 0.1, 4.9e-324, 1.7976931348623157e308, 3.14159265358979323846264]})");
+  taken.push_back(R"( {"a": 1, "b": {"a": [], "c": {}}, "a": "last", "t": true, "f": false, "z": null} )");
+  taken.push_back("{\"\xE4\xB8\xAD\": \"\xF0\x9F\x98\x80\", \"\": \"\"}\n");
+  std::string many = "{";
+  for (int i = 0; i < 40; ++i) many += "\"k" + std::to_string(i % 30) + "\": " + std::to_string(i) + ", ";
+  taken.push_back(many + "\"last\": [[[[\"deep\"]]]]}");
+  taken.push_back(R"({"messages": [{"role": "user", "content": "q"}], "tools": [{"name": "f"}], "tools": []})");
+  CHECK(read_all(taken) == taken.size());
+  // What simdjson refuses, or gives otherwise than the forms read here, is
+  // left to it.
+  const std::string pad(40, 'p');
+  std::vector<std::string> left = {
+      "{\"x\": \"" + pad + "\xFF\"}",      // not UTF-8, in a long string
+      "{\"x\": \"" + pad + "\xE4\xB8\"}",  // a sequence cut by the quote
+      "{\"x\": \"\xED\xA0\x80\"}",         // an encoded surrogate
+      R"({"x": "a\ud800b"})",
+      R"({"x": "\udc00"})",
+      R"({"x": "\uD83D\u0041"})",
+      "{\"x\": \"" + pad + "\tx\"}",  // a raw control character
+      R"({"x": "\x"})",
+      R"({"x": "\u12G4"})",
+      R"({"x": "unterminated)",
+      "{\"x\": \"" + pad,
+      R"({"x": -0})",
+      R"({"x": 1234567890123456789})",
+      R"({"x": 1e400})",
+      R"({"x": 1e-400})",
+      R"({"x": 01})",
+      R"({"x": 1.})",
+      R"({"x": .5})",
+      R"({"x": +1})",
+      R"({"x": NaN})",
+      R"({"x": tru})",
+      R"({"x": 1x})",
+      "{\"\\u0001k\": 1}",
+      "{\"\x01k\": 1}",
+      R"({"x": 1} x)",
+      R"([1])",
+      R"("s")",
+      R"({"x": 1,})",
+      R"({"x" 1})",
+      "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}",
+  };
+  for (const std::string& rec : left) {
+    INFO(rec);
+    Value out;
+    CHECK_FALSE(text::detail::read_record(rec, false, Value(), out));
+  }
+  // Where it is left to simdjson, record_to_chat's reason is the tree's.
+  text::RecordRules rules;
+  Mapped bad = map(R"({"messages": [{"role": "user", "content": "a\u12G4"}]})", rules);
+  CHECK(bad.reason.starts_with("malformed JSON: "));
 }

@@ -1,0 +1,467 @@
+// A record's JSON read straight into template values (record_json.hpp).
+//
+// simdjson's DOM parse indexes the whole text (stage 1), writes a tape and
+// copies every string into its own buffer (stage 2); tmpl::from_json then
+// walks the tape and copies each string again. Here one pass over the text
+// builds the values: a string's plain bytes are found 32 at a time, copied
+// to a scratch buffer with its escapes decoded, and from there into the
+// value. The grammar taken is strict JSON, as simdjson's;
+// what simdjson would refuse, and the few forms whose value it is not
+// worth matching here, return false before the record's values are used.
+#include "chat/record_json.hpp"
+
+#include <simdjson.h>
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "chat/record_tools.hpp"
+
+namespace tokfeed::text::detail {
+namespace {
+
+using tmpl::Kind;
+using tmpl::Value;
+
+// Deeper values go to simdjson (which allows 1024 levels), keeping the
+// recursion short.
+constexpr int kMaxDepth = 64;
+// Bigger records go to simdjson: the scratch buffer kept per thread is
+// about a record's size.
+constexpr std::size_t kMaxRecord = std::size_t{1} << 20;
+// Room past a string's decoded bytes for the last 32-byte store.
+constexpr std::size_t kSlack = 64;
+
+// What each byte after a backslash stands for: the byte itself; 1 for
+// \u (four hex digits follow); 0 where JSON has no such escape.
+constexpr auto kEscapes = [] {
+  std::array<char, 256> t{};
+  t['"'] = '"', t['\\'] = '\\', t['/'] = '/', t['b'] = '\b', t['f'] = '\f', t['n'] = '\n', t['r'] = '\r';
+  t['t'] = '\t', t['u'] = 1;
+  return t;
+}();
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The four hex digits at `p` (end - p >= 4 checked by the caller), or -1.
+int32_t hex4(const char* p) {
+  int32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int d = hex_digit(p[i]);
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+char* put_utf8(uint32_t cp, char* d) {
+  if (cp < 0x80) {
+    *d++ = static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    *d++ = static_cast<char>(0xC0 | (cp >> 6));
+    *d++ = static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    *d++ = static_cast<char>(0xE0 | (cp >> 12));
+    *d++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *d++ = static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    *d++ = static_cast<char>(0xF0 | (cp >> 18));
+    *d++ = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    *d++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *d++ = static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return d;
+}
+
+// The \u escape at `p`, or a surrogate pair \uXXXX\uXXXX, as UTF-8 at `d`,
+// both advanced. A lone surrogate is left to simdjson (and the Python-json
+// parser after it, which names it).
+bool unicode(const char*& p, const char* end, char*& d) {
+  if (end - p < 6) return false;
+  const int32_t cp = hex4(p + 2);
+  if (cp < 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return false;
+  if (cp < 0xD800 || cp > 0xDBFF) {
+    d = put_utf8(static_cast<uint32_t>(cp), d);
+    p += 6;
+    return true;
+  }
+  if (end - p < 12 || p[6] != '\\' || p[7] != 'u') return false;
+  const int32_t low = hex4(p + 8);
+  if (low < 0xDC00 || low > 0xDFFF) return false;
+  d = put_utf8(0x10000 + ((static_cast<uint32_t>(cp) - 0xD800) << 10) + (static_cast<uint32_t>(low) - 0xDC00), d);
+  p += 12;
+  return true;
+}
+
+// A string's text after its opening quote at `p`, decoded to `d`: `end`
+// is the end of the decoded bytes, `p` left past the closing quote; null
+// where JSON refuses the string (a control character, a bad escape, no
+// closing quote) or it is left to simdjson. `d` has room for the string's
+// raw bytes plus 32. `high` is set where the string may hold bytes over
+// 0x7F (the caller checks them as UTF-8).
+//
+// The plain bytes are copied 32 at a time up to the first quote,
+// backslash or control character; an escape is decoded in place and the
+// copy goes on after it.
+struct Decoded {
+  char* end;
+  bool high;
+};
+
+Decoded decode_scalar(const char*& p, const char* end, char* d) {
+  unsigned char high = 0;
+  for (;;) {
+    while (p < end && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20) {
+      high |= static_cast<unsigned char>(*p);
+      *d++ = *p++;
+    }
+    if (p == end) return {nullptr, false};
+    if (*p == '"') {
+      ++p;
+      return {d, high >= 0x80};
+    }
+    if (*p != '\\' || end - p < 2) return {nullptr, false};
+    const char e = kEscapes[static_cast<unsigned char>(p[1])];
+    if (e == 0 || (e == 1 && !unicode(p, end, d))) return {nullptr, false};
+    if (e != 1) {
+      *d++ = e;
+      p += 2;
+    }
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p_ref, const char* end, char* d) {
+  const __m256i quote = _mm256_set1_epi8('"');
+  const __m256i backslash = _mm256_set1_epi8('\\');
+  const __m256i control = _mm256_set1_epi8(0x1F);
+  __m256i high = _mm256_setzero_si256();
+  const char* p = p_ref;
+  for (;;) {
+    if (end - p < 32) {  // the record's last bytes
+      Decoded r = decode_scalar(p, end, d);
+      p_ref = p;
+      r.high |= _mm256_movemask_epi8(high) != 0;
+      return r;
+    }
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), x);
+    high = _mm256_or_si256(high, x);
+    // x <= 0x1F (unsigned) where min(x, 0x1F) == x.
+    const __m256i stop = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, backslash)),
+                                         _mm256_cmpeq_epi8(_mm256_min_epu8(x, control), x));
+    const auto mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
+    if (mask == 0) {
+      p += 32;
+      d += 32;
+      continue;
+    }
+    const unsigned k = _tzcnt_u32(mask);
+    p += k;
+    d += k;
+    if (*p == '"') {
+      p_ref = p + 1;
+      return {d, _mm256_movemask_epi8(high) != 0};
+    }
+    if (*p != '\\' || end - p < 2) return {nullptr, false};  // a control character, or the text ends
+    const char e = kEscapes[static_cast<unsigned char>(p[1])];
+    if (e == 0 || (e == 1 && !unicode(p, end, d))) return {nullptr, false};
+    if (e != 1) {
+      *d++ = e;
+      p += 2;
+    }
+  }
+}
+
+const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi");
+
+inline Decoded decode(const char*& p, const char* end, char* d) {
+  return kAvx2 ? decode_avx2(p, end, d) : decode_scalar(p, end, d);
+}
+#else
+inline Decoded decode(const char*& p, const char* end, char* d) { return decode_scalar(p, end, d); }
+#endif
+
+// simdjson's best kernels for this machine, found once (every one of them
+// checks UTF-8 alike).
+const simdjson::implementation& utf8() {
+  static const simdjson::implementation* const best = simdjson::get_available_implementations().detect_best_supported();
+  return *best;
+}
+
+bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+class Reader {
+ public:
+  Reader(std::string_view text, char* scratch, bool cached_tools)
+      : p_(text.data()), end_(text.data() + text.size()), scratch_(scratch), cached_tools_(cached_tools) {}
+
+  bool record(Value& rec) {
+    ws();
+    if (p_ == end_ || *p_ != '{') return false;
+    if (!object(rec, 1)) return false;
+    ws();
+    return p_ == end_;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+  char* scratch_;  // room for any string of the record, decoded, plus kSlack
+  bool cached_tools_;
+
+  void ws() {
+    while (p_ < end_ && static_cast<unsigned char>(*p_) <= ' ' && is_ws(*p_)) ++p_;
+  }
+  bool eat(char c) {
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+
+  // The string at p_ (its opening quote), decoded, as a view of the
+  // scratch buffer (valid until the next string is read).
+  bool string(std::string_view& out) {
+    const char* start = ++p_;
+    const Decoded r = decode(p_, end_, scratch_);
+    if (!r.end) return false;
+    // Bytes over 0x7F are only valid inside a string: checked here, string
+    // by string, as simdjson checks the whole record.
+    if (r.high && !utf8().validate_utf8(start, static_cast<std::size_t>(p_ - 1 - start))) return false;
+    out = {scratch_, static_cast<std::size_t>(r.end - scratch_)};
+    return true;
+  }
+
+  // A number in the forms simdjson gives exactly as from_chars does: an
+  // integer of up to 18 digits, or a finite double. Others (-0, longer
+  // integers, overflow, underflow) are left to simdjson.
+  bool number(Value& v) {
+    const char* s = p_;
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    if (p_ == end_ || !is_digit(*p_)) return false;
+    if (*p_ == '0') {
+      ++p_;
+      if (p_ < end_ && is_digit(*p_)) return false;
+    } else {
+      while (p_ < end_ && is_digit(*p_)) ++p_;
+    }
+    const std::size_t digits = static_cast<std::size_t>(p_ - s) - negative;
+    bool real = false;
+    if (p_ < end_ && *p_ == '.') {
+      real = true;
+      ++p_;
+      if (p_ == end_ || !is_digit(*p_)) return false;
+      while (p_ < end_ && is_digit(*p_)) ++p_;
+    }
+    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
+      real = true;
+      ++p_;
+      if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ == end_ || !is_digit(*p_)) return false;
+      while (p_ < end_ && is_digit(*p_)) ++p_;
+    }
+    if (!real) {
+      if (digits > 18 || (negative && s[1] == '0')) return false;
+      int64_t x = 0;
+      for (const char* q = s + negative; q < p_; ++q) x = x * 10 + (*q - '0');
+      v = Value::integer(negative ? -x : x);
+      return true;
+    }
+    double x;
+    const auto [end, ec] = std::from_chars(s, p_, x);
+    if (ec != std::errc() || end != p_ || !std::isfinite(x) || (x == 0 && !zero_digits(s, p_))) return false;
+    v = Value::real(x);
+    return true;
+  }
+
+  // Whether the mantissa of the number text [s, e) is all zeros (a zero
+  // that is no underflow).
+  static bool zero_digits(const char* s, const char* e) {
+    for (; s < e && *s != 'e' && *s != 'E'; ++s)
+      if (*s >= '1' && *s <= '9') return false;
+    return true;
+  }
+
+  bool literal(std::string_view w) {
+    if (static_cast<std::size_t>(end_ - p_) < w.size() || std::memcmp(p_, w.data(), w.size()) != 0) return false;
+    p_ += w.size();
+    return true;
+  }
+
+  // The value at p_ into `v`, refilling what `v` holds where nothing else
+  // holds it.
+  bool value(Value& v, int depth) {
+    if (p_ == end_) return false;
+    switch (*p_) {
+      case '"': return string_value(v);
+      case '{': return object(v, depth + 1);
+      case '[': return array(v, depth + 1);
+      case 't':
+        if (!literal("true")) return false;
+        v = Value::boolean(true);
+        return true;
+      case 'f':
+        if (!literal("false")) return false;
+        v = Value::boolean(false);
+        return true;
+      case 'n':
+        if (!literal("null")) return false;
+        v = Value::none();
+        return true;
+      default: return number(v);
+    }
+  }
+
+  bool string_value(Value& v) {
+    std::string_view s;
+    if (!string(s)) return false;
+    if (v.kind == Kind::kStr && only_here(v)) {
+      std::string& t = v.s.unshared_text();
+      if (t.capacity() <= kReusedBytes) {
+        t.clear();
+        t.append(s.data(), s.size());
+        return true;
+      }
+    }
+    v = Value();  // freed first: the recycler has its object for the new one
+    v = Value::recycled_str(s);
+    return true;
+  }
+
+  bool array(Value& v, int depth) {
+    if (depth > kMaxDepth) return false;
+    ++p_;
+    if (!(v.kind == Kind::kList && !v.tuple && !v.gen && !v.view && only_here(v) &&
+          v.list->items.capacity() * sizeof(Value) <= kReusedBytes)) {
+      v = Value();
+      v = Value::recycled_list();
+    }
+    tmpl::ListObj& l = *v.list;
+    l.group = false;
+    auto& items = l.items;
+    std::size_t n = 0;
+    ws();
+    if (!eat(']')) {
+      for (;;) {
+        if (n == items.size()) items.emplace_back();
+        if (!value(items[n++], depth)) return false;
+        ws();
+        if (eat(',')) {
+          ws();
+          continue;
+        }
+        if (eat(']')) break;
+        return false;
+      }
+    }
+    items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
+    return true;
+  }
+
+  // A member's value; the record's top-level tools from the cache.
+  bool member(Value& x, bool tools, int depth) {
+    if (!tools || p_ == end_ || *p_ != '[') return value(x, depth);
+    ToolsCache& cache = ToolsCache::local();
+    std::size_t n = 0;
+    if (const Value* kept = cache.read_match({p_, static_cast<std::size_t>(end_ - p_)}, n)) {
+      x = *kept;
+      p_ += n;
+      return true;
+    }
+    const char* start = p_;
+    x = Value();  // a list of its own, never a refilled one the cache would share
+    if (!value(x, depth)) return false;
+    cache.keep_read(x, {start, static_cast<std::size_t>(p_ - start)});
+    return true;
+  }
+
+  // The object at p_ into `v`, as tmpl::from_json builds it: the last of
+  // duplicate keys at the first one's place. Depth 1 is the record's top
+  // level.
+  bool object(Value& v, int depth) {
+    if (depth > kMaxDepth) return false;
+    ++p_;
+    if (!(v.kind == Kind::kDict && !v.ns && !v.view && only_here(v) && v.dict->items.size() <= kInPlace &&
+          v.dict->items.capacity() * sizeof(v.dict->items[0]) <= kReusedBytes)) {
+      v = Value();
+      v = Value::recycled_dict();
+    }
+    tmpl::DictObj& d = *v.dict;
+    d.reindex();
+    auto& items = d.items;
+    std::size_t n = 0;  // items[:n] are the object's
+    bool big = false;   // past kInPlace keys: DictObj::set keeps the index
+    const bool top = depth == 1 && cached_tools_;
+    ws();
+    if (!eat('}')) {
+      for (;;) {
+        if (p_ == end_ || *p_ != '"') return false;
+        std::string_view key;
+        if (!string(key) || key.starts_with('\x01')) return false;
+        ws();
+        if (!eat(':')) return false;
+        ws();
+        const bool tools = top && key == "tools";
+        if (!big && n == kInPlace) {
+          items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
+          big = true;
+        }
+        if (big) {
+          const std::string k(key);  // the scratch buffer holds the value's strings next
+          Value x;
+          if (!member(x, tools, depth)) return false;
+          d.set(k, std::move(x));
+        } else {
+          std::size_t at = 0;
+          while (at < n && !tmpl::DictObj::same_key(items[at].first, key)) ++at;
+          if (at < n) {
+            Value x;
+            if (!member(x, tools, depth)) return false;
+            items[at].second = std::move(x);
+          } else {
+            if (n == items.size()) items.emplace_back();
+            auto& [k, x] = items[n++];
+            if (!tmpl::DictObj::same_key(k, key)) k.assign(key);
+            if (tools) x = Value();
+            if (!member(x, tools, depth)) return false;
+          }
+        }
+        ws();
+        if (eat(',')) {
+          ws();
+          continue;
+        }
+        if (eat('}')) break;
+        return false;
+      }
+    }
+    if (!big) items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
+    return true;
+  }
+};
+
+}  // namespace
+
+bool read_record(std::string_view json, bool cached_tools, Value&& prev, Value& out) {
+  if (json.size() > kMaxRecord) return false;
+  static thread_local std::string scratch;
+  if (scratch.size() < json.size() + kSlack) scratch.resize(json.size() + kSlack);
+  out = std::move(prev);
+  return Reader(json, scratch.data(), cached_tools).record(out);
+}
+
+}  // namespace tokfeed::text::detail
