@@ -5,10 +5,13 @@
 // the mean time of each per sample and their ratio, measured side by side.
 //
 // usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE]
+//                       [--direct]
 //
 // --dump FILE writes what the first round gave per template and record (the
 // refusal's reason, or the text, the trained byte spans and the token ids),
-// so that two builds' outputs can be compared with cmp.
+// so that two builds' outputs can be compared with cmp. --direct renders
+// every record (render_labeled serves records from an earlier one of their
+// shape where it can: docs/chat_templates.md, "One render per shape").
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -23,9 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(
-        stderr,
-        "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE]\n");
+    std::fprintf(stderr,
+                 "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE] "
+                 "[--direct]\n");
     return 2;
   }
   int rounds = 3;
@@ -33,7 +36,9 @@ int main(int argc, char** argv) {
   std::FILE* dump = nullptr;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) {
+    if (a == "--direct") {
+      text::set_render_shapes(false);
+    } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
     } else if (a == "--dump" && i + 1 < argc) {
       dump = std::fopen(argv[++i], "wb");
@@ -95,6 +100,10 @@ int main(int argc, char** argv) {
     }
     std::printf("%-40s %8zu %12.1f %12.1f %8.3f\n", name.c_str(), n / rounds, 1e6 * render_s / n, 1e6 * tok_s / n,
                 render_s / tok_s);
+    const text::ShapeStats st = text::render_shape_stats(*spec);
+    std::fprintf(stderr, "%s: %llu records asked for, %llu served from their shape, %llu skeletons rendered\n",
+                 name.c_str(), static_cast<unsigned long long>(st.records), static_cast<unsigned long long>(st.served),
+                 static_cast<unsigned long long>(st.learnt));
   }
   if (dump) std::fclose(dump);
   return 0;

@@ -25,6 +25,18 @@ struct ChatSpec {
   // so loss = "last_assistant" keeps the last block.
   bool one_block_per_turn = false;
   std::string key;  // what decides the output, for cache keys
+  // Which shapes render_labeled keeps for it (chat_shapes.cpp): every spec
+  // its own, a copy too (it may be changed before it renders).
+  struct Id {
+    uint64_t value = next();
+    Id() = default;
+    Id(const Id&) noexcept {}
+    Id& operator=(const Id&) noexcept {
+      value = next();
+      return *this;
+    }
+    static uint64_t next() noexcept;
+  } id;
 };
 
 // Where a model's template comes from ([tokenizer] template = "jinja"/"auto").
@@ -58,6 +70,19 @@ bool builtin_reads_reasoning(Template t) noexcept;
 // an empty string.
 std::string render_labeled(const ChatSpec& spec, const tmpl::Value& messages, const tmpl::Value& tools, Loss loss,
                            Rendered& out);
+// The same, every render run for this record (render_labeled serves a
+// record from an earlier one of its shape where it can: chat_shapes.cpp).
+std::string render_labeled_direct(const ChatSpec& spec, const tmpl::Value& messages, const tmpl::Value& tools,
+                                  Loss loss, Rendered& out);
+// Whether render_labeled serves records by their shape (on by default): off,
+// every record renders directly (benchmarks and tests compare the two).
+void set_render_shapes(bool on) noexcept;
+// render_labeled's counts for `spec` on this thread: records asked for,
+// served from a shape, and skeletons rendered.
+struct ShapeStats {
+  uint64_t records = 0, served = 0, learnt = 0;
+};
+ShapeStats render_shape_stats(const ChatSpec& spec);
 
 // A record → the template's `messages` and `tools` (docs/data_model.md
 // section 1.2): HF/OpenAI messages pass through; ShareGPT and ms-swift agent

@@ -14,6 +14,7 @@
 
 #include "chat/chat_jinja.hpp"
 #include "template/budget.hpp"
+#include "template/skeleton_ops.hpp"
 
 namespace tokfeed::text {
 
@@ -45,7 +46,10 @@ class Renderer {
     resumes_.want = std::move(want);
     vars_[vars_.size() - 4].second = messages_;
     vars_.back().second = Value::boolean(false);
-    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, &resumes_);
+    // A skeleton's prefixes render in full: resuming compares the renders'
+    // states, strings included, which the skeleton cannot do for the record.
+    tmpl::Resumes* resumes = tmpl::skeleton::tl_watch ? nullptr : &resumes_;
+    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, resumes);
   }
   // Renders messages[:n]; throws tmpl::Error. provenance() then says which
   // bytes each message wrote. Resumed from F where it can be.
@@ -98,9 +102,46 @@ std::optional<bool> loss_of(const Value& m) {
   return l->b;
 }
 
+// The length of the longest common prefix of a and b in bytes; their first
+// `known` bytes are known to be the same.
+std::size_t common_bytes(std::string_view a, std::string_view b, std::size_t known) {
+  std::size_t n = std::min(a.size(), b.size()), k = std::min(known, n);
+  while (k + 16 <= n && std::memcmp(a.data() + k, b.data() + k, 16) == 0) k += 16;
+  while (k < n && a[k] == b[k]) ++k;
+  return k;
+}
+
+// Under a skeleton's render (template/skeleton.hpp): whether texts that
+// agree on their first k bytes and differ at byte k (or where one ends)
+// agree on as many bytes of the record's texts, as far as byte `from` (the
+// same or before k: a character's start). They do where no sentinel covers
+// a byte in [from, k] of either text; where one ends at k and the other's
+// sentinel starts there (the record's string is not empty); and where a
+// sentinel starts at k in one or both and the record's next bytes differ
+// (a Split that other records of the shape must keep).
+void check_skeleton_split(std::string_view a, std::string_view b, std::size_t k, std::size_t from) {
+  namespace sk = tmpl::skeleton;
+  if (!sk::tl_watch) return;
+  const bool both = k < a.size() && k < b.size();
+  bool at_k = false;
+  for (std::string_view t : {a, b}) {
+    for (std::size_t at : {from, k}) {
+      const std::size_t start = sk::covering(t, at);
+      if (start == std::string_view::npos || (!both && start >= k)) continue;
+      if (both && start == k && from == k) at_k = true;
+      else sk::undecided();
+    }
+  }
+  if (at_k && !sk::split_at(a, b, k)) sk::undecided();
+}
+
 // Whether `s` starts with `p`, whose first `known` bytes are known to be
 // s's (both start with that much of the full render).
 bool starts_with(const std::string& s, const std::string& p, std::size_t known = 0) {
+  if (tmpl::skeleton::tl_watch) {
+    const std::size_t k = common_bytes(s, p, 0);
+    check_skeleton_split(s, p, k, k);
+  }
   if (p.size() > s.size()) return false;
   known = std::min(known, p.size());
   return std::memcmp(s.data() + known, p.data() + known, p.size() - known) == 0;
@@ -109,10 +150,10 @@ bool starts_with(const std::string& s, const std::string& p, std::size_t known =
 // The length of the longest common prefix of a and b, in whole characters;
 // their first `known` bytes are known to be the same.
 std::size_t common_prefix(std::string_view a, std::string_view b, std::size_t known = 0) {
-  std::size_t n = std::min(a.size(), b.size()), k = std::min(known, n);
-  while (k + 16 <= n && std::memcmp(a.data() + k, b.data() + k, 16) == 0) k += 16;
-  while (k < n && a[k] == b[k]) ++k;
+  std::size_t n = std::min(a.size(), b.size()), k = common_bytes(a, b, known);
+  const std::size_t split = k;
   while (k > 0 && k < n && (static_cast<unsigned char>(a[k]) & 0xC0) == 0x80) --k;  // not inside a UTF-8 sequence
+  check_skeleton_split(a, b, split, k);
   return k;
 }
 
@@ -196,7 +237,8 @@ std::string render_completion(const ChatSpec& spec, const Value& messages, const
   return {};
 }
 
-std::string render_labeled(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, Rendered& out) {
+std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss,
+                                  Rendered& out) {
   out.text.clear();
   out.trained.clear();
   tmpl::ReuseScope reuse;  // what the rule allocates around the renders reuses their small blocks

@@ -13,6 +13,7 @@
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
 #include "template/resume.hpp"
+#include "template/skeleton_ops.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -159,6 +160,10 @@ bool contains(const Value& c, const Value& item) {
     case Kind::kStr:
       if (!item.is_str())
         throw Error("'in <string>' requires string as left operand, not " + std::string(type_name(item)));
+      if (skeleton::tl_watch) [[unlikely]] {
+        bool r;
+        if (skeleton::ask_in(c, item, r)) return r;
+      }
       return c.s->find(*item.s) != std::string::npos;
     case Kind::kList:
       for (std::size_t k = 0; k < c.list->items.size(); ++k) {

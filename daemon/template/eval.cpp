@@ -7,6 +7,7 @@
 #include "template/parser.hpp"
 #include "template/pystr.hpp"
 #include "template/resume.hpp"
+#include "template/skeleton_ops.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -90,8 +91,9 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (c == '~') {
-    std::string r = to_str(a);
-    append_str(b, r);
+    std::string r;
+    append_through(a, r);
+    append_through(b, r);
     return Value::str(std::move(r));
   }
   if (c == '+' && a.is_str() && b.is_str() && (a.markup || b.markup)) {  // Markup's +: the plain str escaped
@@ -173,7 +175,7 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (c == '+') {
-    if (a.is_str() && b.is_str()) return Value::str(*a.s + *b.s);
+    if (a.is_str() && b.is_str()) return Value::str(a.s.through() + b.s.through());
     if (a.is_seq() && b.is_seq() && a.tuple == b.tuple) {
       std::vector<Value> r = a.list->items;
       r.insert(r.end(), b.list->items.begin(), b.list->items.end());
@@ -564,6 +566,10 @@ Value eval(Interp& in, const Expr& e) {
         Value t;
         const Value& subject = operand_ref(in, *e.a[0], t);
         in.pos = e.pos;
+        if (skeleton::tl_watch) [[unlikely]] {
+          Value r;
+          if (skeleton::ask_filter(in, e.filter, subject, Args(), r)) return r;
+        }
         return Value::integer(length(subject));
       }
       Value subject = operand(in, *e.a[0]);
@@ -573,6 +579,11 @@ Value eval(Interp& in, const Expr& e) {
       in.pos = e.pos;
       if (!e.filter) throw Error("No filter named '" + e.name + "'.");
       if (e.sig) check_call(*e.sig, e.name, args);
+      if (skeleton::tl_watch) [[unlikely]] {
+        Value r;
+        if (skeleton::ask_filter(in, e.filter, subject, args, r)) return r;
+        if (subject.is_list() || subject.is_dict()) skeleton::saw_tree(subject);
+      }
       return e.filter(in, subject, args);
     }
     case EK::kTest: {

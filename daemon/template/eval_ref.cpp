@@ -50,17 +50,17 @@ constexpr std::size_t kMaxChain = 64;
     if (node.name[0] == '~') {
       if (!in_buf) {
         buf.resize(base);
-        append_str(*accp, buf);
+        append_through(*accp, buf);
         in_buf = true;
       }
-      append_str(r, buf);
+      append_through(r, buf);
     } else if (r.is_str() && !r.markup && (in_buf || (accp->is_str() && !accp->markup))) {
       if (!in_buf) {
         buf.resize(base);
-        buf += *accp->s;
+        buf += accp->s.through();
         in_buf = true;
       }
-      buf += *r.s;
+      buf += r.s.through();
     } else {
       if (in_buf) {
         acc = Value::str(base == 0 ? std::move(buf) : buf.substr(base));
@@ -124,7 +124,7 @@ Value append_to_attribute(Interp& in, const Stmt& s) {
     in.pos = node.pos;
     if (node.name[0] == '~' || (r.is_str() && !r.markup)) {
       StepsUncounted uncounted;
-      append_str(r, tail);
+      append_through(r, tail);
       continue;
     }
     // `+` of what is no plain str: the str so far, and the rest of the
@@ -132,9 +132,10 @@ Value append_to_attribute(Interp& in, const Stmt& s) {
     std::string buf;
     {
       StepsUncounted uncounted;
-      buf.reserve(held.s->size() + tail.size());
-      buf += *held.s;
+      buf.reserve(held.s.unread().size() + tail.size());
+      buf += held.s.through();
       buf += tail;
+      if (skeleton::tl_watch) skeleton::saw_copy(tail);
     }
     charge_steps(in, tail.size());
     Value acc = binary_op(node.name, Value::str(std::move(buf)), r);
@@ -154,13 +155,15 @@ Value append_to_attribute(Interp& in, const Stmt& s) {
     const uint32_t refs = held.s.references();
     if ((in_attribute && refs == 2 && s.text[0] != '_') || refs == 1) {
       held.s.unshared_text() += tail;
+      if (skeleton::tl_watch) skeleton::saw_copy(tail);
       return held;
     }
   }
   std::string out;
-  out.reserve(held.s->size() + tail.size());
-  out += *held.s;
+  out.reserve(held.s.unread().size() + tail.size());
+  out += held.s.through();
   out += tail;
+  if (skeleton::tl_watch) skeleton::saw_copy(tail);
   return Value::str(std::move(out));
 }
 

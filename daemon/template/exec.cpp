@@ -641,7 +641,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
             wrote(in, at);
           } else {
             if (tracking(in)) in.track->operand(acc);
-            if (acc.is_str()) write(in, *acc.s);
+            if (acc.is_str()) write(in, acc.s.through());
             else write(in, to_str(acc));
           }
           break;
@@ -649,7 +649,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         Value t;
         const Value& v = eval_ref(in, x, t);
         if (tracking(in)) in.track->operand(v);
-        if (v.is_str()) write(in, *v.s);
+        if (v.is_str()) write(in, v.s.through());
         else write(in, to_str(v));
         break;
       }

@@ -5,6 +5,7 @@
 
 #include "template/interp.hpp"
 #include "template/pystr.hpp"
+#include "template/skeleton_ops.hpp"
 
 namespace tokfeed::tmpl {
 
@@ -156,7 +157,13 @@ Value call_method(Interp&, const Value& obj, std::string_view name, Args& a, boo
   found = true;
   switch (obj.kind) {
     case Kind::kStr:
-      if (in_set(kStrMethods, name)) return str_method(obj, name, a);
+      if (in_set(kStrMethods, name)) {
+        if (skeleton::tl_watch) [[unlikely]] {
+          Value r;
+          if (skeleton::ask_method(obj, name, a, r)) return r;
+        }
+        return str_method(obj, name, a);
+      }
       break;
     case Kind::kDict:
       if (obj.ns) break;

@@ -118,6 +118,7 @@ struct RenderRunner {
 template <typename Prepare, typename Run>
 std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Provenance* provenance, Prepare prepare,
                               Run run) {
+  if (skeleton::tl_watch && skeleton::tl_watch->read) throw LimitError("a skeleton's render read a record's string");
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)
     throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
@@ -203,7 +204,15 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
     // (a namespace that holds itself included). None outlives the render.
     in.release_namespaces();
   }
-  if (rec) rec->used_ += in.steps;
+  if (skeleton::Watch* w = skeleton::tl_watch) {
+    // A skeleton's renders stand for the record's, which are charged when
+    // they run (their steps then differ by the strings' sizes).
+    w->steps += in.steps;
+    w->peak = std::max(w->peak, budget.peak);
+    w->longest = std::max(w->longest, out.size());
+  } else if (rec) {
+    rec->used_ += in.steps;
+  }
   if (failed) {
     if (record_bound && in.steps >= in.max_steps) {
       failure = "the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +

@@ -41,6 +41,8 @@ bool t_in(Interp&, const Value& v, Args& a) { return contains(arg0(a), v); }
 bool t_sameas(Interp&, const Value& v, Args& a) {
   const Value& o = arg0(a);
   if (v.kind != o.kind) return false;
+  // Object identity: a skeleton's objects are not the record's.
+  skeleton::undecided();
   switch (v.kind) {
     case Kind::kNone:
     case Kind::kUndefined: return true;

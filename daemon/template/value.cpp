@@ -391,6 +391,11 @@ void append_str(const Value& v, std::string& out) {
   }
 }
 
+void append_through(const Value& v, std::string& out) {
+  if (v.kind == Kind::kStr) out += v.s.through();
+  else append_str(v, out);
+}
+
 std::string to_str(const Value& v) {
   if (v.is_str()) return *v.s;
   std::string out;

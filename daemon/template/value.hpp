@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "template/skeleton.hpp"
+
 namespace tokfeed::tmpl {
 
 // Whether a[0:n] == b[0:n]. Names and keys are short: up to 16 bytes they
@@ -179,15 +181,37 @@ class StrRef : public RefBase {
     r.p_ = obj;
     return r;
   }
-  const std::string* get() const noexcept { return p_ ? &static_cast<const StrObj*>(p_)->text : nullptr; }
-  const std::string* operator->() const noexcept { return &static_cast<const StrObj*>(p_)->text; }
-  const std::string& operator*() const noexcept { return static_cast<const StrObj*>(p_)->text; }
+  // The text, read (template/skeleton.hpp: a skeleton's render notes the
+  // read of a sentinel).
+  const std::string* get() const noexcept { return p_ ? &read() : nullptr; }
+  const std::string* operator->() const noexcept { return &read(); }
+  const std::string& operator*() const noexcept { return read(); }
+  // The text copied on as it is, to the output or into a concatenation,
+  // which a skeleton's render counts and does not take for a read.
+  const std::string& through() const noexcept {
+    const std::string& t = static_cast<const StrObj*>(p_)->text;
+    if (skeleton::tl_watch) [[unlikely]]
+      skeleton::saw_copy(t);
+    return t;
+  }
+  // The text, for what does not depend on its bytes (its size reserved
+  // ahead, whether it is empty: a sentinel and the string it stands for
+  // are both non-empty).
+  const std::string& unread() const noexcept { return static_cast<const StrObj*>(p_)->text; }
   uint32_t references() const noexcept { return p_->references(); }
-  // The text itself, to change in place: for a caller that knows no other
-  // reference can see the change (references()).
+  // The text itself, to append to in place: for a caller that knows no
+  // other reference can see the change (references()).
   std::string& unshared_text() const noexcept { return static_cast<StrObj*>(p_)->text; }
   friend bool operator==(const StrRef& a, const StrRef& b) noexcept { return a.p_ == b.p_; }
   friend bool operator==(const StrRef& a, std::nullptr_t) noexcept { return a.p_ == nullptr; }
+
+ private:
+  const std::string& read() const noexcept {
+    const std::string& t = static_cast<const StrObj*>(p_)->text;
+    if (skeleton::tl_watch) [[unlikely]]
+      skeleton::saw_read(t);
+    return t;
+  }
 };
 
 // Positional and keyword arguments of a call.
@@ -429,7 +453,7 @@ inline bool truthy(const Value& v) noexcept {
     case Kind::kBool: return v.b;
     case Kind::kInt: return v.i != 0;
     case Kind::kFloat: return v.f != 0.0;
-    case Kind::kStr: return !v.s->empty();
+    case Kind::kStr: return !v.s.unread().empty();
     case Kind::kList: return v.gen || !v.list->items.empty();
     case Kind::kDict: return v.ns || !v.dict->items.empty();
     case Kind::kFunc: return true;
@@ -442,6 +466,9 @@ bool equal(const Value& a, const Value& b);
 bool less(const Value& a, const Value& b);
 // str(v) appended to `out` (Undefined renders empty).
 void append_str(const Value& v, std::string& out);
+// The same for an operation that copies a str on as it is (`~`, output):
+// StrRef::through().
+void append_through(const Value& v, std::string& out);
 std::string to_str(const Value& v);
 // repr(v) appended to `out`.
 void append_repr(const Value& v, std::string& out);

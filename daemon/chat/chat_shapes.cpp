@@ -1,0 +1,404 @@
+// One render per shape (docs/chat_templates.md, "One render per shape").
+//
+// A record's shape is the record with each of its strings that the template
+// does not read replaced by a hole: its lists' lengths, its dicts' keys, its
+// numbers, and the strings the template does read. The label rule's renders
+// of the first record of a shape run on its skeleton, the record with a
+// sentinel in each hole (template/skeleton.hpp), while the engine watches
+// for a read of a sentinel's bytes. Where none is read, the template only
+// copied those strings on, so every record of that shape renders as the
+// skeleton did with the sentinels replaced by its strings, and its trained
+// spans move with them. A read names its string's path (messages[*].role,
+// say): strings at that path are then part of the shape, and the skeleton
+// renders again. Each thread keeps its shapes per template.
+#include <atomic>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "chat/chat_jinja.hpp"
+#include "template/skeleton_ops.hpp"
+
+namespace tokfeed::text {
+
+namespace {
+
+using tmpl::Kind;
+using tmpl::Value;
+namespace sk = tmpl::skeleton;
+
+std::atomic<bool> g_shapes{true};
+
+constexpr std::size_t kMaxPaths = 64;         // paths read per template before the shapes give up
+constexpr std::size_t kMaxShapes = 4096;      // shapes kept per template (then forgotten, and learnt again)
+constexpr std::size_t kMaxBytes = 16u << 20;  // their keys' and renderings' bytes, likewise
+constexpr int kMaxRounds = 8;                 // skeleton renders for one record
+constexpr uint64_t kJudgedAfter = 64;         // records before a template is first judged (then at 4x, 16x)
+
+// The paths whose strings the template reads: part of the shape. Any of
+// the tools' strings read makes all of them part of it (templates print
+// their tools whole, as JSON).
+struct ReadPaths {
+  std::unordered_set<std::string> paths;
+  bool tools = false;
+  bool has(const std::string& path) const { return (tools && path[0] == 'T') || paths.count(path); }
+  // Adds `path`; false where it was there already or too many are.
+  bool add(const std::string& path) {
+    if (path[0] == 'T') return !tools && (tools = true);
+    return paths.size() < kMaxPaths && paths.insert(path).second;
+  }
+};
+
+// The shape of a record (its key) and the strings in its holes.
+class Walk {
+ public:
+  explicit Walk(const ReadPaths& read) : read_(read) {}
+
+  // False: a record the shapes do not take (a value no JSON makes, or too
+  // many holes); it renders directly.
+  // (Starts afresh, keeping the buffers of a walk before.)
+  bool run(const Value& messages, const Value& tools, Loss loss, Value* sk_messages, Value* sk_tools) {
+    key.clear();
+    leaves.clear();
+    paths.clear();
+    bytes = 0;
+    key += static_cast<char>(loss);
+    path_ = "M";
+    if (!walk(messages, sk_messages)) return false;
+    path_ = "T";
+    return walk(tools, sk_tools);
+  }
+
+  std::string key;
+  std::vector<const Value*> leaves;  // the holes' strings, in the order of their sentinels
+  std::vector<std::string> paths;    // (build) each hole's path
+  std::size_t bytes = 0;             // the holes' bytes
+
+ private:
+  void put(uint64_t n) { key.append(reinterpret_cast<const char*>(&n), sizeof n); }
+
+  bool walk(const Value& v, Value* out) {
+    switch (v.kind) {
+      case Kind::kStr: {
+        if (v.markup) return false;
+        const std::string& t = v.s.unread();
+        if (t.empty() || read_.has(path_)) {
+          key += 's';
+          put(t.size());
+          key += t;
+          if (out) *out = Value::str(t);
+          return true;
+        }
+        if (leaves.size() >= sk::kMaxLeaves) return false;
+        key += 'o';
+        if (out) {
+          *out = Value::str(sk::sentinel(static_cast<uint32_t>(leaves.size())));
+          paths.push_back(path_);
+        }
+        leaves.push_back(&v);
+        bytes += t.size();
+        return true;
+      }
+      case Kind::kList: {
+        if (v.tuple || v.gen || v.view || v.list->group) return false;
+        const auto& items = v.list->items;
+        key += 'l';
+        put(items.size());
+        path_ += '\x01';
+        std::vector<Value> copy(out ? items.size() : 0);
+        for (std::size_t k = 0; k < items.size(); ++k)
+          if (!walk(items[k], out ? &copy[k] : nullptr)) return false;
+        path_.pop_back();
+        if (out) *out = Value::new_list(std::move(copy));
+        return true;
+      }
+      case Kind::kDict: {
+        if (v.ns || v.view || !v.dict->key_objs.empty()) return false;
+        const auto& items = v.dict->items;
+        key += 'd';
+        put(items.size());
+        if (out) {
+          *out = Value::new_dict();
+          out->dict->items.reserve(items.size());
+        }
+        const std::size_t at = path_.size();
+        for (const auto& [k, x] : items) {
+          put(k.size());
+          key += k;
+          path_ += '\x02';
+          path_ += k;
+          Value copy;
+          if (!walk(x, out ? &copy : nullptr)) return false;
+          path_.resize(at);
+          if (out) out->dict->items.emplace_back(k, std::move(copy));
+        }
+        return true;
+      }
+      case Kind::kInt:
+      case Kind::kFloat:
+      case Kind::kBool:
+        key += static_cast<char>('0' + static_cast<int>(v.kind));
+        put(v.kind == Kind::kBool ? static_cast<uint64_t>(v.b) : static_cast<uint64_t>(v.i));
+        if (out) *out = v;
+        return true;
+      case Kind::kNone:
+      case Kind::kUndefined:
+        key += static_cast<char>('0' + static_cast<int>(v.kind));
+        if (out) *out = v;
+        return true;
+      case Kind::kFunc: return false;
+    }
+    return false;
+  }
+
+  const ReadPaths& read_;
+  std::string path_;
+};
+
+// A shape's rendering: its text as literal pieces and holes, and its trained
+// spans' ends as (piece, offset) marks.
+struct Rendering {
+  struct Piece {
+    uint32_t size;  // a literal's bytes (leaf < 0)
+    int32_t leaf;   // the hole's string, or -1
+  };
+  struct Mark {
+    uint32_t piece, offset;
+  };
+  bool ok = false;  // false: the shape's records render directly
+  std::string literals;
+  std::vector<Piece> pieces;
+  std::vector<Mark> marks;  // two per span
+  // What the skeleton's renders spent, for the bound on the record's.
+  uint64_t copies = 0, steps = 0, peak = 0;
+  std::size_t longest = 0;
+
+  // From the skeleton's rendering; false where it cannot stand for the
+  // record's (a span that ends inside a sentinel, a sentinel of no leaf).
+  bool compile(const Rendered& r, std::size_t leaves) {
+    const std::string& t = r.text;
+    std::vector<std::size_t> starts;  // each piece's start in t
+    uint32_t leaf;
+    std::size_t at = 0;
+    for (std::size_t s = sk::find(t, 0, leaf); s != std::string::npos; s = sk::find(t, at, leaf)) {
+      if (leaf >= leaves) return false;
+      if (s > at) {
+        starts.push_back(at);
+        pieces.push_back({static_cast<uint32_t>(s - at), -1});
+        literals.append(t, at, s - at);
+      }
+      starts.push_back(s);
+      pieces.push_back({static_cast<uint32_t>(sk::kSentinelSize), static_cast<int32_t>(leaf)});
+      at = s + sk::kSentinelSize;
+    }
+    if (at < t.size()) {
+      starts.push_back(at);
+      pieces.push_back({static_cast<uint32_t>(t.size() - at), -1});
+      literals.append(t, at, t.size() - at);
+    }
+    starts.push_back(t.size());
+    std::size_t p = 0;
+    for (Span sp : r.trained) {
+      for (uint32_t pos : {sp.begin, sp.end}) {
+        while (starts[p + 1] <= pos && p + 1 < pieces.size()) ++p;
+        if (pos == t.size()) {
+          marks.push_back({static_cast<uint32_t>(pieces.size()), 0});
+          continue;
+        }
+        const uint32_t off = static_cast<uint32_t>(pos - starts[p]);
+        if (pieces[p].leaf >= 0 && off != 0) return false;
+        marks.push_back({static_cast<uint32_t>(p), off});
+      }
+    }
+    return ok = true;
+  }
+
+  // Whether the record's renders stay within the limits where the
+  // skeleton's did: each string copied on and each answer adds at most the
+  // record's strings' `bytes`, allocated (growing buffers) at most four
+  // times over, a step per 4 KiB and one per allocation it changes.
+  bool fits(std::size_t bytes, const tmpl::RenderLimits& limits) const {
+    const uint64_t n = copies + 2 * ops.size(), extra = n * bytes;
+    return steps + n * (4 * bytes / 4096 + 72) <= limits.max_steps / 2 &&
+           peak + 4 * extra + n * 64 <= limits.max_bytes / 2 && longest + extra <= limits.max_output / 2;
+  }
+
+  // The record's rendering: the literals, and each hole's string.
+  void fill(const std::vector<const std::string*>& leaves, std::size_t bytes, Rendered& out) const {
+    static thread_local std::vector<uint32_t> starts;
+    out.text.clear();
+    out.trained.clear();
+    out.text.reserve(literals.size() + bytes);
+    starts.resize(pieces.size() + 1);
+    const char* lit = literals.data();
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      starts[k] = static_cast<uint32_t>(out.text.size());
+      if (pieces[k].leaf < 0) {
+        out.text.append(lit, pieces[k].size);
+        lit += pieces[k].size;
+      } else {
+        out.text += *leaves[static_cast<std::size_t>(pieces[k].leaf)];
+      }
+    }
+    starts[pieces.size()] = static_cast<uint32_t>(out.text.size());
+    for (std::size_t k = 0; k + 1 < marks.size(); k += 2)
+      out.trained.push_back(
+          {starts[marks[k].piece] + marks[k].offset, starts[marks[k + 1].piece] + marks[k + 1].offset});
+  }
+
+  std::vector<sk::Op> ops;        // what the skeleton asked the record's strings, with their answers
+  std::vector<sk::Split> splits;  // where the record's texts must differ
+};
+
+constexpr std::size_t kMaxVariants = 8;  // renderings per shape, told apart by their answers
+
+// One template's shapes on one thread.
+class Shapes {
+ public:
+  std::string render(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, Rendered& out) {
+    if (off_) return render_labeled_direct(spec, messages, tools, loss, out);
+    ++records_;
+    // Judged after 16 records (most of them learnt), then 64, 256 and 1,024
+    // (half of them learnt).
+    if ((records_ == kJudgedAfter / 4 && 4 * learnt_ > 3 * records_) ||
+        ((records_ == kJudgedAfter || records_ == 4 * kJudgedAfter || records_ == 16 * kJudgedAfter) &&
+         2 * learnt_ > records_)) {
+      off_ = true;  // too few records share a shape: most render their own skeleton
+      shapes_.clear();
+    }
+    for (int round = 0; !off_ && round <= kMaxRounds; ++round) {
+      Walk& w = probe_;  // its buffers kept from record to record
+      if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
+      auto it = shapes_.find(w.key);
+      if (it != shapes_.end()) {
+        for (const Rendering& r : it->second.renderings)
+          if (r.ok && serve(r, w, spec.limits, out)) {
+            ++served_;
+            return {};
+          }
+        if (it->second.renderings.size() >= kMaxVariants) break;
+      } else if (shapes_.size() >= kMaxShapes || bytes_ >= kMaxBytes) {
+        shapes_.clear();
+        bytes_ = 0;
+      }
+      if (round == kMaxRounds || !learn(spec, messages, tools, loss)) break;
+    }
+    return render_labeled_direct(spec, messages, tools, loss, out);
+  }
+
+  ShapeStats stats() const { return {records_, served_, learnt_}; }
+
+ private:
+  // Renders the record as `r` where its answers are r's and it fits.
+  bool serve(const Rendering& r, const Walk& w, const tmpl::RenderLimits& limits, Rendered& out) {
+    strings_.clear();
+    std::size_t bytes = w.bytes;
+    for (const Value* v : w.leaves) strings_.push_back(&v->s.unread());
+    if (!r.ops.empty() || !r.splits.empty()) {
+      answers_.clear();
+      for (const Value* v : w.leaves) answers_.push_back(*v);
+      if (!sk::replay(r.ops, r.splits, answers_)) return false;
+      for (std::size_t k = w.leaves.size(); k < answers_.size(); ++k) {
+        const std::string& t = answers_[k].s.unread();
+        strings_.push_back(&t);
+        bytes += t.size();
+      }
+    }
+    if (!r.fits(bytes, limits)) return false;
+    r.fill(strings_, bytes, out);
+    return true;
+  }
+
+  // Renders the record's skeleton: keeps what it gives as a rendering of
+  // the record's shape, or adds the path of the string it read to the
+  // shape. False where neither.
+  bool learn(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss) {
+    Walk w(read_);
+    Value sk_messages, sk_tools;
+    if (!w.run(messages, tools, loss, &sk_messages, &sk_tools)) return false;
+    ++learnt_;
+    Variants& shape = shapes_[w.key];
+    sk::Trace trace;
+    for (const Value* v : w.leaves) trace.leaves.push_back(*v);
+    // A shape's first rendering keeps the strings its operations did not
+    // change as they are; its second tries one for any record.
+    trace.general = shape.renderings.size() == 1;
+    sk::Watch watch;
+    watch.trace = &trace;
+    Rendered r;
+    std::string reason;
+    {
+      sk::WatchScope scope(watch);
+      reason = render_labeled_direct(spec, sk_messages, sk_tools, loss, r);
+    }
+    if (watch.read && watch.leaf >= 0) {
+      bool added = false;
+      watch.reads.push_back(static_cast<uint32_t>(watch.leaf));
+      for (uint32_t leaf : watch.reads)
+        if (leaf < w.paths.size()) added |= read_.add(w.paths[leaf]);
+      if (added) return true;
+    }
+    Rendering kept;
+    if (!watch.read && reason.empty() && kept.compile(r, trace.leaves.size())) {
+      kept.copies = watch.copies;
+      kept.steps = watch.steps;
+      kept.peak = watch.peak;
+      kept.longest = watch.longest;
+      kept.ops = std::move(trace.ops);
+      kept.splits = std::move(trace.splits);
+    } else {
+      kept = Rendering();  // the shape's records render directly
+    }
+    bytes_ +=
+        w.key.size() + kept.literals.size() + 16 * (kept.pieces.size() + kept.marks.size()) + 128 * kept.ops.size();
+    shape.renderings.push_back(std::move(kept));
+    return true;
+  }
+
+  ReadPaths read_;
+  Walk probe_{read_};
+  struct Variants {
+    std::vector<Rendering> renderings;
+  };
+  std::unordered_map<std::string, Variants> shapes_;
+  uint64_t records_ = 0, learnt_ = 0, served_ = 0;  // records asked for, skeletons rendered, records served
+  std::size_t bytes_ = 0;                           // what the shapes hold, about
+  bool off_ = false;
+  std::vector<const std::string*> strings_;  // a record's strings by leaf
+  std::vector<Value> answers_;               // the same, with the answers' strings
+};
+
+}  // namespace
+
+void set_render_shapes(bool on) noexcept { g_shapes.store(on, std::memory_order_relaxed); }
+
+uint64_t ChatSpec::Id::next() noexcept {
+  static std::atomic<uint64_t> n{0};
+  return ++n;
+}
+
+namespace {
+
+std::unordered_map<uint64_t, std::unique_ptr<Shapes>>& thread_shapes() {
+  static thread_local std::unordered_map<uint64_t, std::unique_ptr<Shapes>> shapes;
+  return shapes;
+}
+
+}  // namespace
+
+std::string render_labeled(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, Rendered& out) {
+  if (!g_shapes.load(std::memory_order_relaxed) || sk::tl_watch || !messages.is_seq())
+    return render_labeled_direct(spec, messages, tools, loss, out);
+  auto& shapes = thread_shapes();
+  if (shapes.size() >= 64 && !shapes.count(spec.id.value)) shapes.clear();  // specs come and go (tests)
+  auto& s = shapes[spec.id.value];
+  if (!s) s = std::make_unique<Shapes>();
+  return s->render(spec, messages, tools, loss, out);
+}
+
+ShapeStats render_shape_stats(const ChatSpec& spec) {
+  auto& shapes = thread_shapes();
+  auto it = shapes.find(spec.id.value);
+  return it == shapes.end() ? ShapeStats{} : it->second->stats();
+}
+
+}  // namespace tokfeed::text

@@ -1,0 +1,331 @@
+#include "template/skeleton_ops.hpp"
+
+#include <algorithm>
+
+#include "template/parser.hpp"
+
+namespace tokfeed::tmpl::skeleton {
+
+namespace {
+
+// Filters that are functions of their subject and arguments alone (no
+// environment, no autoescape).
+bool plain_filter(FilterFn f) {
+  static const FilterFn kPlain[] = {find_filter("trim"),  find_filter("upper"),      find_filter("lower"),
+                                    find_filter("title"), find_filter("capitalize"), find_filter("length"),
+                                    find_filter("count"), find_filter("string"),     find_filter("first"),
+                                    find_filter("last"),  find_filter("wordcount")};
+  return f && std::find(std::begin(kPlain), std::end(kPlain), f) != std::end(kPlain);
+}
+
+// The leaf of a str that is one whole sentinel, or -1.
+int64_t whole(const Value& v, const Trace& t) {
+  if (!v.is_str() || v.markup) return -1;
+  const std::string& s = v.s.unread();
+  uint32_t leaf;
+  if (s.size() != kSentinelSize || find(s, 0, leaf) != 0 || leaf >= t.leaves.size()) return -1;
+  return leaf;
+}
+
+// Arguments that hold no sentinel and nothing a sentinel could hide in.
+bool plain(const Value& v) {
+  switch (v.kind) {
+    case Kind::kStr: {
+      uint32_t leaf;
+      return find(v.s.unread(), 0, leaf) == std::string::npos;
+    }
+    case Kind::kList:
+    case Kind::kDict:
+    case Kind::kFunc: return false;
+    default: return true;
+  }
+}
+
+bool plain(const Args& a) {
+  return std::all_of(a.pos.begin(), a.pos.end(), [](const Value& v) { return plain(v); }) &&
+         std::all_of(a.kw.begin(), a.kw.end(), [](const auto& kv) { return plain(kv.second); });
+}
+
+Interp& replay_interp() {
+  static thread_local Interp in;
+  return in;
+}
+
+// The operation on the record's string `subject`; throws as it does.
+Value apply(const Op& op, const Value& subject) {
+  Args args = op.args;
+  switch (op.kind) {
+    case Op::Kind::kMethod: return str_method(subject, op.name, args);
+    case Op::Kind::kFilter: {
+      Value s = subject;
+      return op.filter(replay_interp(), s, args);
+    }
+    case Op::Kind::kIn: return Value::boolean(contains(subject, args.pos[0]));
+  }
+  return Value();
+}
+
+bool plain_str(const Value& v) { return v.is_str() && !v.markup; }
+
+bool same_value(const Value& a, const Value& b) { return a.kind == b.kind && a.markup == b.markup && equal(a, b); }
+
+// Whether a and b ask the same of the same leaf (with plain arguments).
+bool same_question(const Op& a, const Op& b) {
+  if (a.kind != b.kind || a.subject != b.subject || a.name != b.name || a.filter != b.filter ||
+      a.args.pos.size() != b.args.pos.size() || a.args.kw.size() != b.args.kw.size())
+    return false;
+  for (std::size_t k = 0; k < a.args.pos.size(); ++k)
+    if (!same_value(a.args.pos[k], b.args.pos[k])) return false;
+  for (std::size_t k = 0; k < a.args.kw.size(); ++k)
+    if (a.args.kw[k].first != b.args.kw[k].first || !same_value(a.args.kw[k].second, b.args.kw[k].second)) return false;
+  return true;
+}
+
+// What the skeleton's render sees of an answer kept.
+Value shown(const Op& op) {
+  switch (op.answer) {
+    case Op::Answer::kValue: return op.value;
+    case Op::Answer::kEmpty: return Value::str(std::string());
+    case Op::Answer::kLeaf: return Value::str(sentinel(op.first));
+    case Op::Answer::kSame: return Value::str(sentinel(op.subject));
+    case Op::Answer::kList: {
+      std::vector<Value> items;
+      uint32_t leaf = op.first;
+      for (uint8_t a : op.items) {
+        const auto answer = static_cast<Op::Answer>(a);
+        items.push_back(Value::str(answer == Op::Answer::kLeaf   ? sentinel(leaf++)
+                                   : answer == Op::Answer::kSame ? sentinel(op.subject)
+                                                                 : std::string()));
+      }
+      return Value::new_list(std::move(items), op.tuple);
+    }
+  }
+  return Value();
+}
+
+// An answer's string: the empty string, the subject's own, or a new leaf's.
+Op::Answer string_answer(const Value& r, const Value& subject) {
+  const std::string& s = r.s.unread();
+  if (s.empty()) return Op::Answer::kEmpty;
+  return r.s == subject.s || s == subject.s.unread() ? Op::Answer::kSame : Op::Answer::kLeaf;
+}
+
+// Records the answer `r` of `op` in `t` (new leaves for its strings), and
+// gives what the skeleton's render sees. False for an answer of another
+// kind (the operation then reads the sentinel).
+bool keep(Trace& t, Op op, const Value& r, Value& out) {
+  const Value subject = t.leaves[op.subject];  // a copy: t.leaves grows below
+  switch (r.kind) {
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat:
+    case Kind::kNone:
+      op.answer = Op::Answer::kValue;
+      op.value = r;
+      out = r;
+      break;
+    case Kind::kStr:
+      if (r.markup || t.leaves.size() >= kMaxLeaves) return false;
+      op.answer = string_answer(r, subject);
+      if (t.general && op.answer == Op::Answer::kSame) op.answer = Op::Answer::kLeaf;
+      if (op.answer == Op::Answer::kLeaf) {
+        op.first = static_cast<uint32_t>(t.leaves.size());
+        t.leaves.push_back(r);
+      }
+      out = shown(op);
+      break;
+    case Kind::kList: {
+      if (!r.is_seq() || r.list->group) return false;
+      const auto& items = r.list->items;
+      if (!std::all_of(items.begin(), items.end(), plain_str) || t.leaves.size() + items.size() > kMaxLeaves)
+        return false;
+      op.answer = Op::Answer::kList;
+      op.first = static_cast<uint32_t>(t.leaves.size());
+      op.tuple = r.tuple;
+      for (const Value& x : items) {
+        Op::Answer a = string_answer(x, subject);
+        if (t.general && a == Op::Answer::kSame) a = Op::Answer::kLeaf;
+        op.items.push_back(static_cast<uint8_t>(a));
+        if (a == Op::Answer::kLeaf) t.leaves.push_back(x);
+      }
+      out = shown(op);
+      break;
+    }
+    default: return false;
+  }
+  t.ops.push_back(std::move(op));
+  return true;
+}
+
+bool ask(Op op, const Value& subject, Value& out) {
+  Watch* w = tl_watch;
+  if (!w || !w->trace) return false;
+  Trace& t = *w->trace;
+  const int64_t leaf = whole(subject, t);
+  if (leaf < 0 || !plain(op.args)) return false;
+  op.subject = static_cast<uint32_t>(leaf);
+  // Asked before (by this render or another of the record's): the same
+  // answer, its strings the same leaves, so that the renders' texts agree
+  // where the record's do.
+  for (const Op& before : t.ops)
+    if (same_question(before, op)) {
+      out = shown(before);
+      return true;
+    }
+  Value r;
+  {
+    // The record's string is not the skeleton's: its bytes are read freely.
+    struct Unwatched {
+      Watch* w = tl_watch;
+      Unwatched() noexcept { tl_watch = nullptr; }
+      ~Unwatched() { tl_watch = w; }
+    } unwatched;
+    try {
+      r = apply(op, t.leaves[op.subject]);
+    } catch (const Error&) {
+      return false;  // the record's string fails it: the skeleton's read says so
+    }
+  }
+  return keep(t, std::move(op), r, out);
+}
+
+}  // namespace
+
+void saw_tree(const Value& v) {
+  Watch* w = tl_watch;
+  if (!w || w->reads.size() > kMaxLeaves) return;
+  switch (v.kind) {
+    case Kind::kStr: {
+      const std::string& s = v.s.unread();
+      uint32_t leaf;
+      for (std::size_t at = find(s, 0, leaf); at != std::string::npos; at = find(s, at + kSentinelSize, leaf))
+        w->reads.push_back(leaf);
+      break;
+    }
+    case Kind::kList:
+      for (const Value& x : v.list->items) saw_tree(x);
+      break;
+    case Kind::kDict:
+      for (const auto& kv : v.dict->items) saw_tree(kv.second);
+      break;
+    default: break;
+  }
+}
+
+bool ask_method(const Value& subject, std::string_view name, const Args& args, Value& out) {
+  Op op;
+  op.kind = Op::Kind::kMethod;
+  op.name = name;
+  op.args = args;
+  return ask(std::move(op), subject, out);
+}
+
+bool ask_filter(const Interp& in, FilterFn f, const Value& subject, const Args& args, Value& out) {
+  if (in.autoescape || !plain_filter(f)) return false;
+  Op op;
+  op.kind = Op::Kind::kFilter;
+  op.filter = f;
+  op.args = args;
+  return ask(std::move(op), subject, out);
+}
+
+bool ask_in(const Value& subject, const Value& needle, bool& out) {
+  if (!plain_str(needle)) return false;
+  Op op;
+  op.kind = Op::Kind::kIn;
+  op.args.pos.push_back(needle);
+  Value r;
+  if (!ask(std::move(op), subject, r)) return false;
+  out = r.b;
+  return true;
+}
+
+namespace {
+
+// Whether a string answer `got` serves where `kept` was kept: a new leaf's
+// sentinel served for a string that is the subject's too (the texts meet
+// such a pair only where a Split says they differ).
+bool answers(Op::Answer got, Op::Answer kept) {
+  return got == kept || (kept == Op::Answer::kLeaf && got == Op::Answer::kSame);
+}
+
+// The next byte of a skeleton's text at `k`: a literal's (leaf -1) or a
+// sentinel's leaf. False inside a sentinel or past the end.
+bool next_of(std::string_view t, std::size_t k, const Trace& tr, int32_t& leaf, uint8_t& byte) {
+  if (k >= t.size()) return false;
+  const std::size_t start = covering(t, k);
+  if (start == std::string_view::npos) {
+    leaf = -1;
+    byte = static_cast<uint8_t>(t[k]);
+    return true;
+  }
+  uint32_t l;
+  if (start != k || find(t.substr(k, kSentinelSize), 0, l) != 0 || l >= tr.leaves.size()) return false;
+  leaf = static_cast<int32_t>(l);
+  return true;
+}
+
+uint8_t first_byte(const Split& s, bool a, const std::vector<Value>& leaves) {
+  const int32_t leaf = a ? s.a_leaf : s.b_leaf;
+  if (leaf < 0) return a ? s.a_byte : s.b_byte;
+  return static_cast<uint8_t>(leaves[static_cast<std::size_t>(leaf)].s.unread()[0]);
+}
+
+}  // namespace
+
+bool split_at(std::string_view a, std::string_view b, std::size_t k) {
+  Watch* w = tl_watch;
+  if (!w || !w->trace) return false;
+  Trace& t = *w->trace;
+  Split s{-1, -1, 0, 0};
+  if (!next_of(a, k, t, s.a_leaf, s.a_byte) || !next_of(b, k, t, s.b_leaf, s.b_byte)) return false;
+  if (s.a_leaf >= 0 && s.a_leaf == s.b_leaf) return false;
+  if (first_byte(s, true, t.leaves) == first_byte(s, false, t.leaves)) return false;
+  if (std::find(t.splits.begin(), t.splits.end(), s) == t.splits.end()) t.splits.push_back(s);
+  return true;
+}
+
+bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::vector<Value>& leaves) {
+  for (const Op& op : ops) {
+    if (op.subject >= leaves.size()) return false;
+    Value r;
+    try {
+      r = apply(op, leaves[op.subject]);
+    } catch (...) {
+      return false;  // it fails on this record's string: not the answer kept
+    }
+    switch (op.answer) {
+      case Op::Answer::kValue:
+        if (r.kind != op.value.kind || !equal(r, op.value)) return false;
+        break;
+      case Op::Answer::kEmpty:
+      case Op::Answer::kSame:
+      case Op::Answer::kLeaf:
+        if (!plain_str(r) || !answers(string_answer(r, leaves[op.subject]), op.answer)) return false;
+        if (op.answer == Op::Answer::kLeaf) {
+          if (leaves.size() != op.first) return false;
+          leaves.push_back(std::move(r));
+        }
+        break;
+      case Op::Answer::kList: {
+        if (!r.is_seq() || r.list->group || r.tuple != op.tuple || r.list->items.size() != op.items.size() ||
+            leaves.size() != op.first)
+          return false;
+        for (std::size_t k = 0; k < op.items.size(); ++k) {
+          const Value& x = r.list->items[k];
+          const auto a = static_cast<Op::Answer>(op.items[k]);
+          if (!plain_str(x) || !answers(string_answer(x, leaves[op.subject]), a)) return false;
+          if (a == Op::Answer::kLeaf) leaves.push_back(x);
+        }
+        break;
+      }
+    }
+  }
+  for (const Split& s : splits) {
+    if (std::max(s.a_leaf, s.b_leaf) >= static_cast<int32_t>(leaves.size())) return false;
+    if (first_byte(s, true, leaves) == first_byte(s, false, leaves)) return false;
+  }
+  return true;
+}
+
+}  // namespace tokfeed::tmpl::skeleton

@@ -1,0 +1,72 @@
+// Operations on a record's strings that a skeleton's render asks the record
+// for (template/skeleton.hpp): a string method, a filter of a string or an
+// `in` test whose subject is one whole sentinel and whose arguments are
+// plain. The record's string answers, and the answer is kept: a boolean, a
+// number or None as it is, a string as a new leaf (its own sentinel, or the
+// empty string), a list of strings as a leaf per item. Another record of the
+// shape renders as the skeleton did where the same operations, asked again
+// of its strings (replay), give the same answers.
+#pragma once
+
+#include <vector>
+
+#include "template/interp.hpp"
+
+namespace tokfeed::tmpl::skeleton {
+
+struct Op {
+  enum class Kind : uint8_t { kMethod, kFilter, kIn };
+  // kSame: the subject's string itself (an operation that changed nothing).
+  enum class Answer : uint8_t { kValue, kLeaf, kEmpty, kSame, kList };
+  Kind kind = Kind::kMethod;
+  uint32_t subject = 0;  // the leaf asked
+  std::string name;      // the method
+  FilterFn filter = nullptr;
+  Args args;  // the needle of `in`
+  Answer answer = Answer::kValue;
+  Value value;                 // kValue: the answer
+  uint32_t first = 0;          // kLeaf, kList: the (first) leaf it made
+  std::vector<uint8_t> items;  // kList: per item, its answer: kLeaf, kEmpty or kSame
+  bool tuple = false;          // kList: a tuple
+};
+
+// Two texts of the skeleton's renders that agree up to a sentinel in one
+// (or both) and differ there: the record's texts differ there too where
+// their next bytes do, each a literal byte or a leaf's first byte.
+struct Split {
+  int32_t a_leaf, b_leaf;  // -1: the literal byte
+  uint8_t a_byte, b_byte;
+  bool operator==(const Split&) const = default;
+};
+
+struct Trace {
+  std::vector<Value> leaves;  // the record's strings, by leaf: the shape's holes, then the answers'
+  std::vector<Op> ops;
+  std::vector<Split> splits;
+  // Every string answer a leaf of its own, the subject's string or not: a
+  // rendering that serves records whatever such operations change.
+  bool general = false;
+};
+
+// Each answers the operation from the record's string where its subject is
+// one whole sentinel of tl_watch->trace, setting `out`; false otherwise
+// (the operation then reads the sentinel).
+bool ask_method(const Value& subject, std::string_view name, const Args& args, Value& out);
+bool ask_filter(const Interp& in, FilterFn f, const Value& subject, const Args& args, Value& out);
+bool ask_in(const Value& subject, const Value& needle, bool& out);
+
+// Under a Watch with a trace: whether the record's texts for the
+// skeleton's texts `a` and `b`, equal before byte k, where a sentinel
+// starts in one or both, differ at that point too; kept as a Split.
+bool split_at(std::string_view a, std::string_view b, std::size_t k);
+
+// The leaves of every sentinel in `v`'s strings (a list or dict a filter is
+// about to read), noted in tl_watch->reads as read along with the first.
+void saw_tree(const Value& v);
+
+// Asks `ops` again of `leaves` (the shape's holes of another record),
+// appending the leaves they make, and checks `splits`: whether every answer
+// is the one kept.
+bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::vector<Value>& leaves);
+
+}  // namespace tokfeed::tmpl::skeleton

@@ -1,0 +1,219 @@
+// One render per shape (daemon/chat/chat_shapes.cpp): render_labeled
+// serves a record from the skeleton of an earlier record of its shape. Each
+// record must come out as rendering it gives (render_labeled_direct): the
+// same text, trained spans and refusal, over records made to vary what the
+// templates ask of their strings.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "chat/chat_jinja.hpp"
+#include "template/json_value.hpp"
+
+using namespace tokfeed;
+using tmpl::Value;
+
+namespace {
+
+text::ChatSpec spec_of(const std::string& src) {
+  text::ChatSpec s;
+  s.tmpl = tmpl::Template::parse(src);
+  s.name = "shapes.jinja";
+  return s;
+}
+
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out + "\"";
+}
+
+// A message's text from pieces that meet the templates' literals and
+// questions: tags, whitespace at the edges, a first byte that some
+// literals share, multi-byte characters; one in twelve is empty.
+std::string content(std::mt19937& rng, bool plain = false) {
+  static const char* kPieces[] = {"a",
+                                  "A",
+                                  " ",
+                                  "\n",
+                                  "<",
+                                  "<think>",
+                                  "</think>",
+                                  "<|im_start|>",
+                                  "é",
+                                  "中",
+                                  "x y",
+                                  "tool",
+                                  "<tool_response>",
+                                  "</tool_response>"};
+  if (!plain && rng() % 12 == 0) return "";
+  // Plain: a word first (never blank, the same first letter), then the
+  // same pieces, whitespace at the end or not.
+  std::string s = plain ? "w" : "";
+  for (int n = 1 + static_cast<int>(rng() % 5); n-- > 0;) s += kPieces[rng() % std::size(kPieces)];
+  return s;
+}
+
+// A conversation: a system message or not, then one to three turns; an
+// assistant message may carry its own "loss", or reasoning_content. Plain:
+// a system message and one or two turns, their texts never empty (a
+// dataset of a few shapes).
+std::string record(std::mt19937& rng, bool plain) {
+  std::string m = "{\"messages\": [";
+  bool first = true;
+  auto add = [&](const std::string& role, const std::string& extra) {
+    if (!first) m += ", ";
+    first = false;
+    m += "{\"role\": \"" + role + "\", \"content\": " + json_str(content(rng, plain)) + extra + "}";
+  };
+  if (plain || rng() % 2) add("system", "");
+  for (int turns = 1 + static_cast<int>(rng() % (plain ? 2 : 3)); turns-- > 0;) {
+    add("user", "");
+    std::string extra;
+    if (!plain && rng() % 6 == 0) extra += ", \"loss\": " + std::string(rng() % 2 ? "true" : "false");
+    if (!plain && rng() % 5 == 0) extra += ", \"reasoning_content\": " + json_str(content(rng));
+    add("assistant", extra);
+  }
+  return m + "]}";
+}
+
+struct Outcome {
+  std::string reason, text;
+  std::vector<std::pair<uint32_t, uint32_t>> spans;
+  bool operator==(const Outcome&) const = default;
+};
+
+Outcome outcome(const std::string& reason, const text::Rendered& r) {
+  Outcome o{reason, reason.empty() ? r.text : std::string(), {}};
+  if (reason.empty())
+    for (const text::Span& s : r.trained) o.spans.emplace_back(s.begin, s.end);
+  return o;
+}
+
+// Renders `n` records both ways under each loss (a template of its own,
+// whose shapes start empty); returns the shapes' counts, added up.
+text::ShapeStats check_template(const std::string& src, int n, unsigned seed, bool plain = false) {
+  text::ShapeStats all;
+  for (text::Loss loss : {text::Loss::kAllAssistant, text::Loss::kLastAssistant, text::Loss::kAll}) {
+    const text::ChatSpec spec = spec_of(src);
+    std::mt19937 rng(seed);
+    for (int k = 0; k < n; ++k) {
+      const std::string rec = record(rng, plain);
+      const Value doc = tmpl::parse_json(rec);
+      const Value& messages = *doc.dict->find("messages");
+      const Value tools = Value::none();
+      text::Rendered a, b;
+      const Outcome served = outcome(text::render_labeled(spec, messages, tools, loss, a), a);
+      const Outcome direct = outcome(text::render_labeled_direct(spec, messages, tools, loss, b), b);
+      INFO("record ", k, ": ", rec, " loss ", static_cast<int>(loss));
+      REQUIRE(served == direct);
+    }
+    const text::ShapeStats st = text::render_shape_stats(spec);
+    all.records += st.records, all.served += st.served, all.learnt += st.learnt;
+  }
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("shapes: strings copied on as they are") {
+  const auto st = check_template(
+      "{% for m in messages %}<|im_start|>{{ m.role + '\\n' + m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      300, 1, true);
+  CHECK(st.records == 900);
+  CHECK(st.served > 850);  // 6 shapes, each rendered once
+  // A dataset of many shapes: served or not, each record as it renders.
+  check_template(
+      "{% for m in messages %}<|im_start|>{{ m.role + '\\n' + m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      300, 11);
+}
+
+TEST_CASE("shapes: a filter and methods answered from the record (trim, strip, startswith, length)") {
+  const auto st = check_template(
+      "{% for m in messages %}<|start|>{{ m.role }}<|end|>\n\n{{ m.content | trim }}"
+      "{% if m.content.startswith('A') %}[A]{% endif %}{{ m.content.strip(' ') }}"
+      "<|eot|>{% endfor %}{% if add_generation_prompt %}<|start|>assistant<|end|>\n\n{% endif %}",
+      300, 2, true);
+  CHECK(st.records == 900);
+  CHECK(st.served > 600);
+  // A length is an answer of its own: a shape's renderings are told apart
+  // by it, each learnt from a record with that length.
+  const auto lengths = check_template(
+      "{% for m in messages %}{{ m.role }}({{ m.content | length }}):{{ m.content }}\n{% endfor %}", 300, 12, true);
+  CHECK(lengths.learnt > 3 * 8);
+}
+
+TEST_CASE("shapes: a thinking template that splits its messages and drops earlier thoughts") {
+  const auto st = check_template(R"({%- for message in messages %}
+{%- set content = message.content %}
+{%- if message.role == 'assistant' %}
+{%- set reasoning = '' %}
+{%- if message.reasoning_content is string %}{%- set reasoning = message.reasoning_content %}
+{%- elif '</think>' in content %}
+{%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+{%- set content = content.split('</think>')[-1].lstrip('\n') %}
+{%- endif %}
+{%- if loop.last or reasoning %}{{- '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+{%- else %}{{- '<|im_start|>assistant\n' + content }}{%- endif %}
+{{- '<|im_end|>\n' }}
+{%- else %}{{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' }}{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %})",
+                                 300, 3, true);
+  CHECK(st.served > 600);
+}
+
+TEST_CASE("shapes: a template that reads its strings byte by byte") {
+  // A slice reads the string: the path joins the shape, and with every
+  // record a shape of its own the shapes give up, each record rendered.
+  const auto st = check_template(
+      "{% for m in messages %}{{ m.role }}:{{ m.content[:2] }}|{{ m.content }}\n{% endfor %}"
+      "{% if add_generation_prompt %}assistant:{% endif %}",
+      200, 4);
+  CHECK(st.records > 0);
+}
+
+TEST_CASE("shapes: {% generation %} blocks and a generation prompt a message may start with") {
+  check_template(
+      "{% for m in messages %}{% if m.role == 'assistant' %}<|im_start|>{% generation %}{{ m.content }}"
+      "<|im_end|>{% endgeneration %}{% else %}<|im_start|>{{ m.content }}<|im_end|>{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>{% endif %}",
+      300, 5);
+  // The prompt is a literal "<" that contents start with as often as not:
+  // where the record's first byte is the literal's, the split is undecided.
+  check_template(
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<{% endif %}", 300,
+      6);
+}
+
+TEST_CASE("shapes: where a hole meets the label rule's literal") {
+  // Earlier assistant turns render without "[L]", so the prefix rule fails
+  // for them and each trains its own text less the generation prompt "w"
+  // at its start: every text here starts with "w", a split the skeleton
+  // cannot decide (such records render directly); with "v", one it can.
+  for (const char* prompt : {"w", "v"}) {
+    const auto st = check_template(
+        std::string("{% for m in messages %}{% if m.role == 'assistant' %}{% if loop.last %}[L]{% endif %}"
+                    "{{ m.content }}|{% else %}<{{ m.role }}>{{ m.content }}|{% endif %}{% endfor %}"
+                    "{% if add_generation_prompt %}") +
+            prompt + "{% endif %}",
+        300, 13, true);
+    CHECK(st.records == 900);
+    if (prompt[0] == 'v') CHECK(st.served > 850);
+  }
+}
+
+TEST_CASE("shapes: off, every record renders") {
+  text::set_render_shapes(false);
+  const auto st = check_template("{% for m in messages %}{{ m.content }}{% endfor %}", 20, 7);
+  text::set_render_shapes(true);
+  CHECK(st.records == 0);
+}
