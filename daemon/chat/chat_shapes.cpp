@@ -43,7 +43,10 @@ struct ReadPaths {
   bool has(const std::string& path) const { return (tools && path[0] == 'T') || paths.count(path); }
   // Adds `path`; false where it was there already or too many are.
   bool add(const std::string& path) {
-    if (path[0] == 'T') return !tools && (tools = true);
+    if (path[0] == 'T') {
+      if (tools) return false;
+      return tools = true;
+    }
     return paths.size() < kMaxPaths && paths.insert(path).second;
   }
 };
@@ -270,12 +273,12 @@ class Shapes {
       if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
       auto it = shapes_.find(w.key);
       if (it != shapes_.end()) {
-        for (const Rendering& r : it->second.renderings)
+        for (const Rendering& r : it->second)
           if (r.ok && serve(r, w, spec.limits, out)) {
             ++served_;
             return {};
           }
-        if (it->second.renderings.size() >= kMaxVariants) break;
+        if (it->second.size() >= kMaxVariants) break;
       } else if (shapes_.size() >= kMaxShapes || bytes_ >= kMaxBytes) {
         shapes_.clear();
         bytes_ = 0;
@@ -316,12 +319,12 @@ class Shapes {
     Value sk_messages, sk_tools;
     if (!w.run(messages, tools, loss, &sk_messages, &sk_tools)) return false;
     ++learnt_;
-    Variants& shape = shapes_[w.key];
     sk::Trace trace;
     for (const Value* v : w.leaves) trace.leaves.push_back(*v);
     // A shape's first rendering keeps the strings its operations did not
     // change as they are; its second tries one for any record.
-    trace.general = shape.renderings.size() == 1;
+    const auto known = shapes_.find(w.key);
+    trace.general = known != shapes_.end() && known->second.size() == 1;
     sk::Watch watch;
     watch.trace = &trace;
     Rendered r;
@@ -350,16 +353,13 @@ class Shapes {
     }
     bytes_ +=
         w.key.size() + kept.literals.size() + 16 * (kept.pieces.size() + kept.marks.size()) + 128 * kept.ops.size();
-    shape.renderings.push_back(std::move(kept));
+    shapes_[w.key].push_back(std::move(kept));
     return true;
   }
 
   ReadPaths read_;
   Walk probe_{read_};
-  struct Variants {
-    std::vector<Rendering> renderings;
-  };
-  std::unordered_map<std::string, Variants> shapes_;
+  std::unordered_map<std::string, std::vector<Rendering>> shapes_;  // by key: its renderings
   uint64_t records_ = 0, learnt_ = 0, served_ = 0;  // records asked for, skeletons rendered, records served
   std::size_t bytes_ = 0;                           // what the shapes hold, about
   bool off_ = false;

@@ -135,7 +135,7 @@ Value append_to_attribute(Interp& in, const Stmt& s) {
       buf.reserve(held.s.unread().size() + tail.size());
       buf += held.s.through();
       buf += tail;
-      if (skeleton::tl_watch) skeleton::saw_copy(tail);
+      skeleton::saw_copy();
     }
     charge_steps(in, tail.size());
     Value acc = binary_op(node.name, Value::str(std::move(buf)), r);
@@ -155,7 +155,7 @@ Value append_to_attribute(Interp& in, const Stmt& s) {
     const uint32_t refs = held.s.references();
     if ((in_attribute && refs == 2 && s.text[0] != '_') || refs == 1) {
       held.s.unshared_text() += tail;
-      if (skeleton::tl_watch) skeleton::saw_copy(tail);
+      skeleton::saw_copy();
       return held;
     }
   }
@@ -163,7 +163,7 @@ Value append_to_attribute(Interp& in, const Stmt& s) {
   out.reserve(held.s.unread().size() + tail.size());
   out += held.s.through();
   out += tail;
-  if (skeleton::tl_watch) skeleton::saw_copy(tail);
+  skeleton::saw_copy();
   return Value::str(std::move(out));
 }
 

@@ -95,8 +95,4 @@ void undecided() noexcept {
   if (tl_watch) stop(*tl_watch);
 }
 
-void saw_copy(std::string_view) noexcept {
-  if (Watch* w = tl_watch) ++w->copies;
-}
-
 }  // namespace tokfeed::tmpl::skeleton

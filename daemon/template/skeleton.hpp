@@ -56,7 +56,9 @@ extern TOKFEED_TLS Watch* tl_watch;
 // A string copied on as it is (output, concatenation): counted, for the
 // bound on what the record's strings add (each such copy adds at most all
 // of them).
-[[gnu::cold, gnu::noinline]] void saw_copy(std::string_view s) noexcept;
+inline void saw_copy() noexcept {
+  if (tl_watch) ++tl_watch->copies;
+}
 // A question whose answer the skeleton cannot give for the record (the
 // label rule's comparison at a sentinel, `is sameas`).
 void undecided() noexcept;

@@ -189,10 +189,8 @@ class StrRef : public RefBase {
   // The text copied on as it is, to the output or into a concatenation,
   // which a skeleton's render counts and does not take for a read.
   const std::string& through() const noexcept {
-    const std::string& t = static_cast<const StrObj*>(p_)->text;
-    if (skeleton::tl_watch) [[unlikely]]
-      skeleton::saw_copy(t);
-    return t;
+    skeleton::saw_copy();
+    return static_cast<const StrObj*>(p_)->text;
   }
   // The text, for what does not depend on its bytes (its size reserved
   // ahead, whether it is empty: a sentinel and the string it stands for
