@@ -11,7 +11,10 @@
 // spans move with them. A read names its string's path (messages[*].role,
 // say): strings at that path are then part of the shape, and the skeleton
 // renders again. Each thread keeps its shapes per template.
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -33,69 +36,123 @@ constexpr std::size_t kMaxShapes = 4096;      // shapes kept per template (then 
 constexpr std::size_t kMaxBytes = 16u << 20;  // their keys' and renderings' bytes, likewise
 constexpr int kMaxRounds = 8;                 // skeleton renders for one record
 constexpr uint64_t kJudgedAfter = 64;         // records before a template is first judged (then at 4x, 16x)
+constexpr uint32_t kMaxNodes = 4096;          // paths named per template (a record with more renders directly)
+constexpr std::size_t kMaxKeys = 256;         // keys named under one path, likewise
 
-// The paths whose strings the template reads: part of the shape. Any of
-// the tools' strings read makes all of them part of it (templates print
-// their tools whole, as JSON).
-struct ReadPaths {
-  std::unordered_set<std::string> paths;
-  bool tools = false;
-  bool has(const std::string& path) const { return (tools && path[0] == 'T') || paths.count(path); }
-  // Adds `path`; false where it was there already or too many are.
-  bool add(const std::string& path) {
-    if (path[0] == 'T') {
-      if (tools) return false;
-      return tools = true;
-    }
-    return paths.size() < kMaxPaths && paths.insert(path).second;
+// The paths of a template's messages, each named once: a node per path (a
+// dict key under its parent's path, or a list's items), and whether the
+// template reads the strings there (they are then part of the shape). The
+// tools are one path: any of their strings read makes all of them part of
+// it (templates print their tools whole, as JSON).
+class Paths {
+ public:
+  static constexpr uint32_t kNone = ~0u;
+  static constexpr uint32_t kMessages = 0;
+  static constexpr uint32_t kTools = 1;  // every path in the tools
+
+  Paths() : nodes_(2) {}
+
+  // The node of key `k` of a dict at `parent` (the dict's `index`th key:
+  // where the same key is found first), or kNone past the limits.
+  uint32_t key(uint32_t parent, std::string_view k, std::size_t index) {
+    if (parent == kTools) return kTools;
+    auto& keys = nodes_[parent].keys;
+    if (index < keys.size() && keys[index].first == k) return keys[index].second;
+    for (const auto& [name, node] : keys)
+      if (name == k) return node;
+    if (keys.size() >= kMaxKeys || nodes_.size() >= kMaxNodes) return kNone;
+    const auto node = static_cast<uint32_t>(nodes_.size());
+    keys.emplace_back(std::string(k), node);  // (a reference into nodes_ is not held past here)
+    nodes_.emplace_back();
+    return node;
   }
+  // The node of a list's items at `parent`, or kNone.
+  uint32_t items(uint32_t parent) {
+    if (parent == kTools) return kTools;
+    if (nodes_[parent].items == kNone) {
+      if (nodes_.size() >= kMaxNodes) return kNone;
+      const auto node = static_cast<uint32_t>(nodes_.size());
+      nodes_[parent].items = node;
+      nodes_.emplace_back();
+    }
+    return nodes_[parent].items;
+  }
+
+  bool read(uint32_t node) const { return nodes_[node].read; }
+  // Marks `node` read; false where it was already, or too many are.
+  bool add(uint32_t node) {
+    if (nodes_[node].read || (node != kTools && reads_ >= kMaxPaths)) return false;
+    reads_ += node != kTools;
+    return nodes_[node].read = true;
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<std::string, uint32_t>> keys;
+    uint32_t items = kNone;
+    bool read = false;
+  };
+  std::vector<Node> nodes_;
+  std::size_t reads_ = 0;
 };
 
 // The shape of a record (its key) and the strings in its holes.
 class Walk {
  public:
-  explicit Walk(const ReadPaths& read) : read_(read) {}
+  explicit Walk(Paths& paths) : paths_(paths) {}
 
   // False: a record the shapes do not take (a value no JSON makes, or too
-  // many holes); it renders directly.
+  // many holes or paths); it renders directly.
   // (Starts afresh, keeping the buffers of a walk before.)
   bool run(const Value& messages, const Value& tools, Loss loss, Value* sk_messages, Value* sk_tools) {
-    key.clear();
+    size_ = 0;
     leaves.clear();
     paths.clear();
     bytes = 0;
-    key += static_cast<char>(loss);
-    path_ = "M";
-    if (!walk(messages, sk_messages)) return false;
-    path_ = "T";
-    return walk(tools, sk_tools);
+    tag(static_cast<char>(loss));
+    return walk(messages, Paths::kMessages, sk_messages) && walk(tools, Paths::kTools, sk_tools);
   }
 
-  std::string key;
+  std::string_view key() const { return {buf_.data(), size_}; }
   std::vector<const Value*> leaves;  // the holes' strings, in the order of their sentinels
-  std::vector<std::string> paths;    // (build) each hole's path
+  std::vector<uint32_t> paths;       // (build) each hole's path
   std::size_t bytes = 0;             // the holes' bytes
 
  private:
-  void put(uint64_t n) { key.append(reinterpret_cast<const char*>(&n), sizeof n); }
+  // The key is written into buf_, grown (never shrunk) as needed.
+  char* room(std::size_t n) {
+    if (size_ + n > buf_.size()) buf_.resize(std::max(2 * buf_.size(), size_ + n + 256));
+    char* at = buf_.data() + size_;
+    size_ += n;
+    return at;
+  }
+  void tag(char c) { *room(1) = c; }
+  template <typename T>
+  void put(char c, T n) {
+    char* at = room(1 + sizeof n);
+    *at = c;
+    std::memcpy(at + 1, &n, sizeof n);
+  }
+  void bytes_of(std::string_view t) {
+    put('s', static_cast<uint64_t>(t.size()));
+    std::memcpy(room(t.size()), t.data(), t.size());
+  }
 
-  bool walk(const Value& v, Value* out) {
+  bool walk(const Value& v, uint32_t path, Value* out) {
     switch (v.kind) {
       case Kind::kStr: {
         if (v.markup) return false;
         const std::string& t = v.s.unread();
-        if (t.empty() || read_.has(path_)) {
-          key += 's';
-          put(t.size());
-          key += t;
+        if (t.empty() || paths_.read(path)) {
+          bytes_of(t);
           if (out) *out = Value::str(t);
           return true;
         }
         if (leaves.size() >= sk::kMaxLeaves) return false;
-        key += 'o';
+        tag('o');
         if (out) {
           *out = Value::str(sk::sentinel(static_cast<uint32_t>(leaves.size())));
-          paths.push_back(path_);
+          paths.push_back(path);
         }
         leaves.push_back(&v);
         bytes += t.size();
@@ -104,34 +161,37 @@ class Walk {
       case Kind::kList: {
         if (v.tuple || v.gen || v.view || v.list->group) return false;
         const auto& items = v.list->items;
-        key += 'l';
-        put(items.size());
-        path_ += '\x01';
+        put('l', static_cast<uint64_t>(items.size()));
+        if (items.empty()) {
+          if (out) *out = Value::new_list(std::vector<Value>());
+          return true;
+        }
+        const uint32_t at = paths_.items(path);
+        if (at == Paths::kNone) return false;
         std::vector<Value> copy(out ? items.size() : 0);
         for (std::size_t k = 0; k < items.size(); ++k)
-          if (!walk(items[k], out ? &copy[k] : nullptr)) return false;
-        path_.pop_back();
+          if (!walk(items[k], at, out ? &copy[k] : nullptr)) return false;
         if (out) *out = Value::new_list(std::move(copy));
         return true;
       }
       case Kind::kDict: {
         if (v.ns || v.view || !v.dict->key_objs.empty()) return false;
         const auto& items = v.dict->items;
-        key += 'd';
-        put(items.size());
+        put('d', static_cast<uint64_t>(items.size()));
         if (out) {
           *out = Value::new_dict();
           out->dict->items.reserve(items.size());
         }
-        const std::size_t at = path_.size();
-        for (const auto& [k, x] : items) {
-          put(k.size());
-          key += k;
-          path_ += '\x02';
-          path_ += k;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          const auto& [k, x] = items[i];
+          const uint32_t at = paths_.key(path, k, i);
+          if (at == Paths::kNone) return false;
+          // A key of the tools is written whole (they have no nodes); any
+          // other is its node.
+          if (at == Paths::kTools) bytes_of(k);
+          else put('k', at);
           Value copy;
-          if (!walk(x, out ? &copy : nullptr)) return false;
-          path_.resize(at);
+          if (!walk(x, at, out ? &copy : nullptr)) return false;
           if (out) out->dict->items.emplace_back(k, std::move(copy));
         }
         return true;
@@ -139,13 +199,13 @@ class Walk {
       case Kind::kInt:
       case Kind::kFloat:
       case Kind::kBool:
-        key += static_cast<char>('0' + static_cast<int>(v.kind));
-        put(v.kind == Kind::kBool ? static_cast<uint64_t>(v.b) : static_cast<uint64_t>(v.i));
+        put(static_cast<char>('0' + static_cast<int>(v.kind)),
+            v.kind == Kind::kBool ? static_cast<uint64_t>(v.b) : static_cast<uint64_t>(v.i));
         if (out) *out = v;
         return true;
       case Kind::kNone:
       case Kind::kUndefined:
-        key += static_cast<char>('0' + static_cast<int>(v.kind));
+        tag(static_cast<char>('0' + static_cast<int>(v.kind)));
         if (out) *out = v;
         return true;
       case Kind::kFunc: return false;
@@ -153,8 +213,9 @@ class Walk {
     return false;
   }
 
-  const ReadPaths& read_;
-  std::string path_;
+  Paths& paths_;
+  std::vector<char> buf_;
+  std::size_t size_ = 0;
 };
 
 // A shape's rendering: its text as literal pieces and holes, and its trained
@@ -250,9 +311,18 @@ struct Rendering {
 
   std::vector<sk::Op> ops;        // what the skeleton asked the record's strings, with their answers
   std::vector<sk::Split> splits;  // where the record's texts must differ
+  // (!ok) Where the skeleton was undecided: a record with its answers that
+  // is alike there too renders directly, with no skeleton of its own.
+  std::optional<sk::Split> stuck;
 };
 
 constexpr std::size_t kMaxVariants = 8;  // renderings per shape, told apart by their answers
+
+// Keys looked up as views (the walk's buffer).
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>()(k); }
+};
 
 // One template's shapes on one thread.
 class Shapes {
@@ -271,14 +341,17 @@ class Shapes {
     for (int round = 0; !off_ && round <= kMaxRounds; ++round) {
       Walk& w = probe_;  // its buffers kept from record to record
       if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
-      auto it = shapes_.find(w.key);
+      auto it = shapes_.find(w.key());
       if (it != shapes_.end()) {
-        for (const Rendering& r : it->second)
+        bool stuck = false;
+        for (const Rendering& r : it->second) {
           if (r.ok && serve(r, w, spec.limits, out)) {
             ++served_;
             return {};
           }
-        if (it->second.size() >= kMaxVariants) break;
+          stuck = stuck || (r.stuck && stuck_again(r, w));
+        }
+        if (stuck || it->second.size() >= kMaxVariants) break;
       } else if (shapes_.size() >= kMaxShapes || bytes_ >= kMaxBytes) {
         shapes_.clear();
         bytes_ = 0;
@@ -311,11 +384,19 @@ class Shapes {
     return true;
   }
 
+  // Whether the record's skeleton would be undecided where r's was: the
+  // same answers up to there, and alike there.
+  bool stuck_again(const Rendering& r, const Walk& w) {
+    answers_.clear();
+    for (const Value* v : w.leaves) answers_.push_back(*v);
+    return sk::replay(r.ops, {}, answers_) && sk::alike_at(*r.stuck, answers_);
+  }
+
   // Renders the record's skeleton: keeps what it gives as a rendering of
   // the record's shape, or adds the path of the string it read to the
   // shape. False where neither.
   bool learn(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss) {
-    Walk w(read_);
+    Walk w(paths_);
     Value sk_messages, sk_tools;
     if (!w.run(messages, tools, loss, &sk_messages, &sk_tools)) return false;
     ++learnt_;
@@ -323,7 +404,7 @@ class Shapes {
     for (const Value* v : w.leaves) trace.leaves.push_back(*v);
     // A shape's first rendering keeps the strings its operations did not
     // change as they are; its second tries one for any record.
-    const auto known = shapes_.find(w.key);
+    const auto known = shapes_.find(w.key());
     trace.general = known != shapes_.end() && known->second.size() == 1;
     sk::Watch watch;
     watch.trace = &trace;
@@ -337,7 +418,7 @@ class Shapes {
       bool added = false;
       watch.reads.push_back(static_cast<uint32_t>(watch.leaf));
       for (uint32_t leaf : watch.reads)
-        if (leaf < w.paths.size()) added |= read_.add(w.paths[leaf]);
+        if (leaf < w.paths.size()) added |= paths_.add(w.paths[leaf]);
       if (added) return true;
     }
     Rendering kept;
@@ -350,16 +431,23 @@ class Shapes {
       kept.splits = std::move(trace.splits);
     } else {
       kept = Rendering();  // the shape's records render directly
+      if (watch.read && watch.leaf < 0 && trace.stuck) {
+        kept.ops = std::move(trace.ops);
+        kept.stuck = trace.stuck;
+      }
     }
     bytes_ +=
-        w.key.size() + kept.literals.size() + 16 * (kept.pieces.size() + kept.marks.size()) + 128 * kept.ops.size();
-    shapes_[w.key].push_back(std::move(kept));
+        w.key().size() + kept.literals.size() + 16 * (kept.pieces.size() + kept.marks.size()) + 128 * kept.ops.size();
+    auto it = shapes_.find(w.key());
+    if (it == shapes_.end()) it = shapes_.emplace(std::string(w.key()), std::vector<Rendering>()).first;
+    it->second.push_back(std::move(kept));
     return true;
   }
 
-  ReadPaths read_;
-  Walk probe_{read_};
-  std::unordered_map<std::string, std::vector<Rendering>> shapes_;  // by key: its renderings
+  Paths paths_;
+  Walk probe_{paths_};
+  // By key: its renderings.
+  std::unordered_map<std::string, std::vector<Rendering>, KeyHash, std::equal_to<>> shapes_;
   uint64_t records_ = 0, learnt_ = 0, served_ = 0;  // records asked for, skeletons rendered, records served
   std::size_t bytes_ = 0;                           // what the shapes hold, about
   bool off_ = false;

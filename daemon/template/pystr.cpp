@@ -100,8 +100,8 @@ std::string_view py_strip(std::string_view s, const std::optional<std::string>& 
   std::size_t begin = 0, end = s.size();
   if (left) {
     while (begin < end) {
-      uint32_t cp;
-      std::size_t n = utf8_decode(s, begin, cp);
+      uint32_t cp = static_cast<unsigned char>(s[begin]);
+      const std::size_t n = cp < 0x80 ? 1 : utf8_decode(s, begin, cp);
       if (!strip_it(cp)) break;
       begin += n;
     }
@@ -109,6 +109,11 @@ std::string_view py_strip(std::string_view s, const std::optional<std::string>& 
   if (right) {
     while (end > begin) {
       std::size_t start = end - 1;
+      if (static_cast<unsigned char>(s[start]) < 0x80) {  // ASCII: its own code point
+        if (!strip_it(static_cast<unsigned char>(s[start]))) break;
+        end = start;
+        continue;
+      }
       while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80 && end - start < 4) --start;
       uint32_t cp;
       std::size_t n = utf8_decode(s, start, cp);

@@ -53,7 +53,11 @@ Interp& replay_interp() {
 
 // The operation on the record's string `subject`; throws as it does.
 Value apply(const Op& op, const Value& subject) {
-  Args args = op.args;
+  // Its arguments, copied into buffers kept from call to call (a call may
+  // take them apart).
+  static thread_local Args args;
+  args.pos.assign(op.args.pos.begin(), op.args.pos.end());
+  args.kw.assign(op.args.kw.begin(), op.args.kw.end());
   switch (op.kind) {
     case Op::Kind::kMethod: return str_method(subject, op.name, args);
     case Op::Kind::kFilter: {
@@ -280,7 +284,10 @@ bool split_at(std::string_view a, std::string_view b, std::size_t k) {
   Split s{-1, -1, 0, 0};
   if (!next_of(a, k, t, s.a_leaf, s.a_byte) || !next_of(b, k, t, s.b_leaf, s.b_byte)) return false;
   if (s.a_leaf >= 0 && s.a_leaf == s.b_leaf) return false;
-  if (first_byte(s, true, t.leaves) == first_byte(s, false, t.leaves)) return false;
+  if (first_byte(s, true, t.leaves) == first_byte(s, false, t.leaves)) {
+    if (!t.stuck) t.stuck = s;
+    return false;
+  }
   if (std::find(t.splits.begin(), t.splits.end(), s) == t.splits.end()) t.splits.push_back(s);
   return true;
 }
@@ -321,11 +328,14 @@ bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::v
       }
     }
   }
-  for (const Split& s : splits) {
-    if (std::max(s.a_leaf, s.b_leaf) >= static_cast<int32_t>(leaves.size())) return false;
-    if (first_byte(s, true, leaves) == first_byte(s, false, leaves)) return false;
-  }
+  for (const Split& s : splits)
+    if (alike_at(s, leaves)) return false;
   return true;
+}
+
+bool alike_at(const Split& s, const std::vector<Value>& leaves) {
+  if (std::max(s.a_leaf, s.b_leaf) >= static_cast<int32_t>(leaves.size())) return true;
+  return first_byte(s, true, leaves) == first_byte(s, false, leaves);
 }
 
 }  // namespace tokfeed::tmpl::skeleton

@@ -8,6 +8,7 @@
 // of its strings (replay), give the same answers.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "template/interp.hpp"
@@ -43,6 +44,11 @@ struct Trace {
   std::vector<Value> leaves;  // the record's strings, by leaf: the shape's holes, then the answers'
   std::vector<Op> ops;
   std::vector<Split> splits;
+  // The first split whose record's texts do not differ at its first bytes:
+  // the skeleton cannot say where they do (undecided), and another record
+  // with the same answers and the same first bytes there cannot be served
+  // either.
+  std::optional<Split> stuck;
   // Every string answer a leaf of its own, the subject's string or not: a
   // rendering that serves records whatever such operations change.
   bool general = false;
@@ -68,5 +74,9 @@ void saw_tree(const Value& v);
 // appending the leaves they make, and checks `splits`: whether every answer
 // is the one kept.
 bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::vector<Value>& leaves);
+
+// Whether the record's texts (`leaves`, replayed) are alike at `s`'s first
+// bytes, where a skeleton was stuck.
+bool alike_at(const Split& s, const std::vector<Value>& leaves);
 
 }  // namespace tokfeed::tmpl::skeleton

@@ -63,6 +63,8 @@ constexpr Sig kSigs[] = {
     {"rjust", 1, 2, {}},
     {"expandtabs", 0, 1, {"tabsize"}},
 };
+constexpr std::size_t kSplit = 3, kRsplit = 4;
+static_assert(kSigs[kSplit].name == "split" && kSigs[kRsplit].name == "rsplit");
 
 // The arguments bound to a method's parameters (null: not passed).
 using Bound = std::array<const Value*, 3>;
@@ -285,6 +287,15 @@ Value str_method(const Value& obj, std::string_view name, Args& a) {
         std::string_view r = py_strip(s, opt_str(p[0], name), name != "rstrip", name != "lstrip");
         return r.size() == s.size() ? obj : Value::str(std::string(r));
       }
+  }
+  // split, rsplit by a separator the str does not hold: [the same str].
+  if (name == "split" || name == "rsplit") {
+    const Bound p = bind(kSigs[name == "split" ? kSplit : kRsplit], a);
+    const std::string& s = *obj.s;
+    if (p[0] && p[0]->is_str() && !p[0]->s->empty() && s.find(*p[0]->s) == std::string::npos) {
+      if (p[1]) index_arg(*p[1]);
+      return Value::new_list(std::vector<Value>{obj});
+    }
   }
   return str_method(*obj.s, name, a);
 }

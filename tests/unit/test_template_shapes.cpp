@@ -199,6 +199,7 @@ TEST_CASE("shapes: where a hole meets the label rule's literal") {
   // for them and each trains its own text less the generation prompt "w"
   // at its start: every text here starts with "w", a split the skeleton
   // cannot decide (such records render directly); with "v", one it can.
+  uint64_t learnt[2] = {};
   for (const char* prompt : {"w", "v"}) {
     const auto st = check_template(
         std::string("{% for m in messages %}{% if m.role == 'assistant' %}{% if loop.last %}[L]{% endif %}"
@@ -208,7 +209,12 @@ TEST_CASE("shapes: where a hole meets the label rule's literal") {
         300, 13, true);
     CHECK(st.records == 900);
     if (prompt[0] == 'v') CHECK(st.served > 850);
+    learnt[prompt[0] == 'v'] = st.learnt;
   }
+  // A record alike where its shape's skeleton was undecided renders
+  // directly, without a skeleton of its own: no more are learnt than
+  // where every split is decided.
+  CHECK(learnt[0] <= learnt[1]);
 }
 
 TEST_CASE("shapes: off, every record renders") {
