@@ -46,10 +46,7 @@ class Renderer {
     resumes_.want = std::move(want);
     vars_[vars_.size() - 4].second = messages_;
     vars_.back().second = Value::boolean(false);
-    // A skeleton's prefixes render in full: resuming compares the renders'
-    // states, strings included, which the skeleton cannot do for the record.
-    tmpl::Resumes* resumes = tmpl::skeleton::tl_watch ? nullptr : &resumes_;
-    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, resumes);
+    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, &resumes_);
   }
   // Renders messages[:n]; throws tmpl::Error. provenance() then says which
   // bytes each message wrote. Resumed from F where it can be.

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "chat/chat_jinja.hpp"
 #include "template/skeleton_ops.hpp"

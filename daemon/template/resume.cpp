@@ -277,7 +277,7 @@ bool same_value(const Value& a, const Value& b) {
     case Kind::kBool: return a.b == b.b;
     case Kind::kInt: return a.i == b.i;
     case Kind::kFloat: return std::memcmp(&a.f, &b.f, sizeof a.f) == 0;
-    case Kind::kStr: return a.s.raw() == b.s.raw() || *a.s == *b.s;
+    case Kind::kStr: return a.s.raw() == b.s.raw() || a.s.unread() == b.s.unread();
     case Kind::kUndefined:
     case Kind::kFunc:
     case Kind::kList:

@@ -202,7 +202,7 @@ class SameState {
       return false;
     switch (f.kind) {
       case Kind::kUndefined:
-      case Kind::kStr: return f.s == p.s || (f.s && p.s && *f.s == *p.s);
+      case Kind::kStr: return f.s == p.s || (f.s && p.s && f.s.unread() == p.s.unread());
       case Kind::kNone: return true;
       case Kind::kBool: return f.b == p.b;
       case Kind::kInt: return f.i == p.i;
