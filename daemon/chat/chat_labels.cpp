@@ -136,7 +136,7 @@ void check_skeleton_split(std::string_view a, std::string_view b, std::size_t k,
 // s's (both start with that much of the full render).
 bool starts_with(const std::string& s, const std::string& p, std::size_t known = 0) {
   if (tmpl::skeleton::tl_watch) {
-    const std::size_t k = common_bytes(s, p, 0);
+    const std::size_t k = common_bytes(s, p, known);
     check_skeleton_split(s, p, k, k);
   }
   if (p.size() > s.size()) return false;

@@ -109,7 +109,13 @@ class Walk {
     paths.clear();
     bytes = 0;
     tag(static_cast<char>(loss));
-    return walk(messages, Paths::kMessages, sk_messages) && walk(tools, Paths::kTools, sk_tools);
+    if (!walk(messages, Paths::kMessages, sk_messages)) return false;
+    // Tools the template reads are part of the shape whole: the skeleton
+    // holds the record's own.
+    const bool whole = paths_.read(Paths::kTools);
+    if (!walk(tools, Paths::kTools, whole ? nullptr : sk_tools)) return false;
+    if (whole && sk_tools) *sk_tools = tools;
+    return true;
   }
 
   std::string_view key() const { return {buf_.data(), size_}; }
@@ -144,7 +150,7 @@ class Walk {
         const std::string& t = v.s.unread();
         if (t.empty() || paths_.read(path)) {
           bytes_of(t);
-          if (out) *out = Value::str(t);
+          if (out) *out = v;  // the record's own string (no sentinel in it)
           return true;
         }
         if (leaves.size() >= sk::kMaxLeaves) return false;

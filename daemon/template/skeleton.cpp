@@ -31,8 +31,9 @@ int hex_digit(char c) noexcept {
 
 // The leaf of the sentinel at s[at:], or -1 where none starts there.
 int64_t leaf_at(std::string_view s, std::size_t at) noexcept {
+  if (at + kSentinelSize > s.size() || s[at] != kOpen[0]) return -1;
   const std::string& h = head();
-  if (at + kSentinelSize > s.size() || std::memcmp(s.data() + at, h.data(), h.size()) != 0) return -1;
+  if (std::memcmp(s.data() + at, h.data(), h.size()) != 0) return -1;
   int64_t leaf = 0;
   for (std::size_t k = 0; k < 4; ++k) {
     const int d = hex_digit(s[at + h.size() + k]);
