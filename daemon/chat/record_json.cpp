@@ -143,19 +143,23 @@ Decoded decode_scalar(const char*& p, const char* end, char* d) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p_ref, const char* end, char* d) {
+// How decode_blocks left a string: at its closing quote, refused, or with
+// too few bytes left for a block.
+enum class Step : uint8_t { kDone, kBad, kMore };
+
+// Blocks are read from `p` while more than 32 bytes are left before
+// `load_end`: an escape's second byte is then always there. `end` bounds
+// the text (a \u escape's digits); the copy of the record's last bytes
+// (decode_tail) is padded, its loads go past `end`. `p` and `d` are
+// advanced; `high` gathers the bytes read.
+__attribute__((target("avx2,bmi"))) inline Step decode_blocks(const char*& p_ref, const char* end, const char* load_end,
+                                                              char*& d_ref, __m256i& high) {
   const __m256i quote = _mm256_set1_epi8('"');
   const __m256i backslash = _mm256_set1_epi8('\\');
   const __m256i control = _mm256_set1_epi8(0x1F);
-  __m256i high = _mm256_setzero_si256();
   const char* p = p_ref;
-  for (;;) {
-    if (end - p < 32) {  // the record's last bytes
-      Decoded r = decode_scalar(p, end, d);
-      p_ref = p;
-      r.high |= _mm256_movemask_epi8(high) != 0;
-      return r;
-    }
+  char* d = d_ref;
+  while (load_end - p > 32) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), x);
     high = _mm256_or_si256(high, x);
@@ -171,18 +175,47 @@ __attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p_ref, cons
     const unsigned k = _tzcnt_u32(mask);
     p += k;
     d += k;
-    if (*p == '"') {
-      p_ref = p + 1;
-      return {d, _mm256_movemask_epi8(high) != 0};
+    if (*p == '\\') {  // escapes outnumber strings: tried first
+      const char e = kEscapes[static_cast<unsigned char>(p[1])];
+      if (e > 1) {
+        *d++ = e;
+        p += 2;
+      } else if (e == 0 || !unicode(p, end, d)) {
+        return Step::kBad;
+      }
+      continue;
     }
-    if (*p != '\\' || end - p < 2) return {nullptr, false};  // a control character, or the text ends
-    const char e = kEscapes[static_cast<unsigned char>(p[1])];
-    if (e == 0 || (e == 1 && !unicode(p, end, d))) return {nullptr, false};
-    if (e != 1) {
-      *d++ = e;
-      p += 2;
-    }
+    if (*p != '"') return Step::kBad;  // a control character
+    p_ref = p + 1;
+    d_ref = d;
+    return Step::kDone;
   }
+  p_ref = p;
+  d_ref = d;
+  return Step::kMore;
+}
+
+// The string's last bytes, 32 or fewer left in the record, from a copy
+// padded with zeros: a control character, where the string stops as at
+// the text's end, refused alike.
+__attribute__((target("avx2,bmi"), noinline)) Step decode_tail(const char*& p, const char* end, char*& d,
+                                                               __m256i& high) {
+  char tail[80];
+  const auto n = static_cast<std::size_t>(end - p);
+  std::memcpy(tail, p, n);
+  std::memset(tail + n, 0, sizeof tail - n);
+  const char* q = tail;
+  const Step s = decode_blocks(q, tail + n, tail + sizeof tail, d, high);
+  p += q - tail;
+  return s;
+}
+
+__attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p, const char* end, char* d) {
+  __m256i high = _mm256_setzero_si256();
+  Step s = decode_blocks(p, end, end, d, high);
+  if (s == Step::kMore) s = decode_tail(p, end, d, high);
+  if (s != Step::kDone) return {nullptr, false};
+  return {d, _mm256_movemask_epi8(high) != 0};
 }
 
 const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi");
@@ -217,11 +250,15 @@ class Reader {
     return p_ == end_;
   }
 
+  // The record's top level repeats a key, or holds more than kInPlace.
+  bool top_repeats() const { return top_repeats_; }
+
  private:
   const char* p_;
   const char* end_;
   char* scratch_;  // room for any string of the record, decoded, plus kSlack
   bool cached_tools_;
+  bool top_repeats_ = false;
 
   void ws() {
     while (p_ < end_ && static_cast<unsigned char>(*p_) <= ' ' && is_ws(*p_)) ++p_;
@@ -234,7 +271,7 @@ class Reader {
 
   // The string at p_ (its opening quote), decoded, as a view of the
   // scratch buffer (valid until the next string is read).
-  bool string(std::string_view& out) {
+  [[gnu::always_inline]] bool string(std::string_view& out) {
     const char* start = ++p_;
     const Decoded r = decode(p_, end_, scratch_);
     if (!r.end) return false;
@@ -406,6 +443,7 @@ class Reader {
     std::size_t n = 0;  // items[:n] are the object's
     bool big = false;   // past kInPlace keys: DictObj::set keeps the index
     const bool top = depth == 1 && cached_tools_;
+    const bool record = depth == 1;
     ws();
     if (!eat('}')) {
       for (;;) {
@@ -419,6 +457,7 @@ class Reader {
         if (!big && n == kInPlace) {
           items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
           big = true;
+          top_repeats_ |= record;
         }
         if (big) {
           const std::string k(key);  // the scratch buffer holds the value's strings next
@@ -429,6 +468,7 @@ class Reader {
           std::size_t at = 0;
           while (at < n && !tmpl::DictObj::same_key(items[at].first, key)) ++at;
           if (at < n) {
+            top_repeats_ |= record;
             Value x;
             if (!member(x, tools, depth)) return false;
             items[at].second = std::move(x);
@@ -456,12 +496,15 @@ class Reader {
 
 }  // namespace
 
-bool read_record(std::string_view json, bool cached_tools, Value&& prev, Value& out) {
+bool read_record(std::string_view json, bool cached_tools, Value&& prev, Value& out, bool* top_repeats) {
   if (json.size() > kMaxRecord) return false;
   static thread_local std::string scratch;
   if (scratch.size() < json.size() + kSlack) scratch.resize(json.size() + kSlack);
   out = std::move(prev);
-  return Reader(json, scratch.data(), cached_tools).record(out);
+  Reader reader(json, scratch.data(), cached_tools);
+  const bool ok = reader.record(out);
+  if (top_repeats) *top_repeats = reader.top_repeats();
+  return ok;
 }
 
 }  // namespace tokfeed::text::detail
