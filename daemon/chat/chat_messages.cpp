@@ -628,9 +628,10 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
       if (!items[i].is_dict()) return "field '" + where_of("tools", i) + "': expected an object (a tool's JSON schema)";
   }
   Format f = rules.format;
+  const Value* list = nullptr;  // the turns, where auto found them
   if (f == Format::kAuto) {
-    if (field(rec, rules, "messages")) f = Format::kMessages;
-    else if (field(rec, rules, "conversations")) f = Format::kShareGpt;
+    if ((list = field(rec, rules, "messages"))) f = Format::kMessages;
+    else if ((list = field(rec, rules, "conversations"))) f = Format::kShareGpt;
     else if (!(field(rec, rules, "instruction") && field(rec, rules, "output")) &&
              !(field(rec, rules, "query") && field(rec, rules, "response")) && field(rec, rules, "prompt") &&
              field(rec, rules, "completion"))
@@ -657,7 +658,7 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   }
   if (f == Format::kMessages || f == Format::kShareGpt) {
     const char* key = f == Format::kMessages ? "messages" : "conversations";
-    const Value* list = field(rec, rules, key);
+    if (!list) list = field(rec, rules, key);
     if (!list) return std::string("field '") + key + "' is missing";
     bool shared = false;  // messages is the record's own list
     if (auto e = turns(*list, f == Format::kShareGpt, rules, messages, {}, &shared); !e.empty()) return e;

@@ -507,6 +507,25 @@ TEST_CASE("records: read without simdjson's tree, a record builds what the tree 
       s += std::string(every, static_cast<char>('a' + i % 26)) + kinds[i % 8];
     taken.push_back(R"({"messages": [{"role": "user", "content": ")" + s + R"("}], "k": ")" + s.substr(every) + "\"}");
   }
+  // Strings of every length up to 40 (the short ones read without a
+  // call), with bytes over 0x7F at their end, right after their quote or
+  // not at all, and the record's end at every distance; separators written
+  // every way JSON allows.
+  for (std::size_t len = 0; len <= 40; ++len)
+    for (const char* tail : {"", "\xC3\xA9", "\xE4\xB8\xAD\xF0\x9F\x98\x80"}) {
+      const std::string s = std::string(len, 'r') + tail;
+      taken.push_back(R"({"role": ")" + s + "\"}");
+      taken.push_back(R"({"role": ")" + s + "\", \"k\": \"\xC3\xA9" + std::string(len, 'z') + "\"}");
+      taken.push_back(R"({"k": [")" + s + R"(", ")" + s + R"("], "z": ")" + std::string(40, 'z') + "\"}");
+    }
+  for (const char* sep : {"", " ", "  ", "\n", "\t", "\r\n ", " \n"}) {
+    const std::string w(sep);
+    taken.push_back("{" + w + R"("a")" + w + ":" + w + R"("b")" + w + "," + w + R"("c")" + w + ":" + w + "[" + w + "1" +
+                    w + "," + w + R"("d")" + w + "," + w + "{" + w + R"("e")" + w + ":" + w + "null" + w + "}" + w +
+                    "]" + w + "}");
+    taken.push_back(R"({"messages":)" + w + R"([{"role":)" + w + R"("user",)" + w + R"("content":)" + w + R"("q"},)" +
+                    w + R"({"role":)" + w + R"("assistant","content":")" + std::string(50, 'a') + R"("}]})");
+  }
   taken.push_back(R"({"n": [0, -1, 7, 123456789012345678, -123456789012345678, 1.5, -0.0, 0.0, 1e5, 2.5E-3, 1E+2,
                    1e-300, 0.1, 4.9e-324, 1.7976931348623157e308, 3.14159265358979323846264]})");
   taken.push_back(R"( {"a": 1, "b": {"a": [], "c": {}}, "a": "last", "t": true, "f": false, "z": null} )");
@@ -551,6 +570,17 @@ TEST_CASE("records: read without simdjson's tree, a record builds what the tree 
       R"({"x" 1})",
       "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}",
   };
+  // Short strings that JSON refuses: a control character, bytes that are
+  // not UTF-8, each before the quote; separators out of place.
+  for (std::size_t len = 0; len < 20; ++len)
+    for (const char* bad : {"\x01", "\x1F", "\xFF", "\xC3", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xC0\xAF"}) {
+      left.push_back(R"({"role": ")" + std::string(len, 'r') + bad + R"(", "k": ")" + pad + "\"}");
+      left.push_back(R"({"role": ")" + std::string(len, 'r') + bad + "\"}");
+    }
+  for (const char* rec : {R"({"a" "b"})", R"({"a":: "b"})", R"({"a": "b",, "c": 1})", R"({"a": "b" "c": 1})",
+                          R"({"a": ["b",, "c"]})", R"({"a": ["b" "c"]})", R"({"a": ["b",])", R"({"a":)",
+                          R"({"a": ["b",)", "{\"a\":\v\"b\"}", "{\"a\",\"b\"}", "{\"a\":\"b\":\"c\"}"})
+    left.push_back(rec);
   // A bad escape, a control character, a lone surrogate, bytes that are not
   // UTF-8 or the text's end, at every offset after plain bytes and after a
   // run of escapes, in a long string and in the record's last bytes.
@@ -662,4 +692,54 @@ TEST_CASE("records: alpaca and query/response records map to parse_record's conv
       }
     }
   CHECK(mapped > 4000);
+}
+
+// A message that maps to itself (no null value, no reasoning under any of
+// its names, no tool call or tool response role) is passed on as the record
+// holds it: the same messages as each one mapped on its own, which
+// placeholders that match nothing force.
+TEST_CASE("records: messages passed on as the record holds them map as each mapped on its own") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  std::vector<std::string> records = {
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "thinking": "t"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning": "t"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning_content": "t", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "thinking": null}]})",
+      R"({"messages": [{"role": "user", "content": "q", "name": null}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "tool_call", "content": "{\"name\": \"f\"}"},
+                       {"role": "observation", "content": "r"}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "function_call", "content": {"name": "f"}},
+                       {"role": "tool_response", "content": "r"}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r"}]})",
+      R"({"system": "s", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})",
+      R"({"system": "s", "messages": [{"role": "system", "content": "t"}, {"role": "user", "content": "q"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, 3]})",
+      R"({"messages": [{"content": "q"}]})",
+      R"({"messages": [{"role": 1, "content": "q"}]})",
+      R"({"messages": []})",
+      R"({"messages": [{"role": "user", "content": "q", "role": "assistant"}]})",
+  };
+  if (fs::exists(shared / "templates" / "conversations.jsonl"))
+    for (std::string& r : lines_of(shared / "templates" / "conversations.jsonl", 300)) records.push_back(std::move(r));
+  if (fs::exists(shared / "data" / "sft" / "messages-1k.jsonl"))
+    for (const char* sft : {"messages-1k.jsonl", "mixed-10k.jsonl"})
+      for (std::string& r : lines_of(shared / "data" / "sft" / sft, 1000)) records.push_back(std::move(r));
+  text::RecordRules as_is;
+  text::RecordRules each;
+  each.placeholders = {{"NO SUCH NAME", "x"}};
+  std::size_t passed = 0;
+  for (const std::string& rec : records) {
+    INFO(rec.substr(0, 200));
+    text::detail::ToolsCache::local().clear();
+    Mapped a = map(rec, as_is);
+    text::detail::ToolsCache::local().clear();
+    Mapped b = map(rec, each);
+    REQUIRE(a.reason == b.reason);
+    if (!a.reason.empty()) continue;
+    CHECK(identical(a.messages, b.messages));
+    CHECK(identical(a.tools, b.tools));
+    ++passed;
+  }
+  CHECK(passed > 1500);
 }
