@@ -11,6 +11,7 @@
 #include "chat/chat_jinja.hpp"
 #include "chat/record_json.hpp"
 #include "chat/record_tools.hpp"
+#include "records/record_fields.hpp"
 
 namespace tokfeed::text {
 
@@ -132,18 +133,61 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
   return {};
 }
 
+// Whether add_turn would append message `t` as it is: a dict with a string
+// role that names no tool call or response, no null value, no reasoning
+// under any of its names, and no placeholders to apply. One pass over its
+// keys.
+bool as_is(const Value& t, const RecordRules& rules) {
+  if (!t.is_dict() || !rules.placeholders.empty()) return false;
+  const Value* role = nullptr;
+  for (const auto& [k, v] : t.dict->items) {
+    if (v.is_none()) return false;
+    switch (k.size()) {
+      case 4:
+        if (!role && detail::is(k, "role")) role = &v;
+        break;
+      case 8:
+        if (detail::is(k, "thinking")) return false;
+        break;
+      case 9:
+        if (detail::is(k, "reasoning")) return false;
+        break;
+      case 17:
+        if (detail::is(k, "reasoning_content")) return false;
+        break;
+      default: break;
+    }
+  }
+  if (!role || !role->is_str()) return false;
+  const std::string_view r = *role->s;
+  using detail::is;
+  return !(is(r, "tool_call") || is(r, "function_call") || is(r, "tool_response") || is(r, "observation"));
+}
+
 // `messages` (role/content) or ShareGPT's `conversations` (from/value).
 // `name`: the field, in reasons ("messages", "conversations" by default).
+// Where every message of `messages` maps to itself, the result is `list`
+// itself (`shared` set): the caller copies it before changing it.
 std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages,
-                  std::string_view name = {}) {
+                  std::string_view name = {}, bool* shared = nullptr) {
   if (name.empty()) name = sharegpt ? "conversations" : "messages";
   if (!list.is_list()) return "field '" + std::string(name) + "': expected an array";
+  const auto& items = list.list->items;
+  std::size_t plain = 0;  // items[:plain] map to themselves
+  if (!sharegpt)
+    while (plain < items.size() && as_is(items[plain], rules)) ++plain;
+  if (shared && plain == items.size() && plain > 0 && !list.tuple && !list.gen && !list.view) {
+    messages = list;
+    *shared = true;
+    return {};
+  }
   Value result = Value::recycled_list();
   std::vector<Value>& out = result.list->items;
-  out.reserve(list.list->items.size());
+  out.reserve(items.size());
+  out.insert(out.end(), items.begin(), items.begin() + static_cast<std::ptrdiff_t>(plain));
   bool mapped = false;
-  for (std::size_t i = 0; i < list.list->items.size(); ++i) {
-    const Value& t = list.list->items[i];
+  for (std::size_t i = plain; i < items.size(); ++i) {
+    const Value& t = items[i];
     if (!t.is_dict()) return "field '" + where_of(name, i) + "': expected an object";
     const Value* role = t.dict->find(sharegpt ? "from" : "role");
     if (!role || role->is_none())
@@ -171,6 +215,111 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
                 items.end());
   }
   if (out.empty()) return "field '" + std::string(name) + "': no messages";
+  messages = std::move(result);
+  return {};
+}
+
+// A turn of an alpaca or query/response record: its content is `text`,
+// then "\n" + `suffix` where that is not empty (alpaca's input).
+struct FieldTurn {
+  Role role;
+  const Value* text;
+  const Value* suffix;
+};
+
+// Field `name` of the record, a string, into `out`; the reason where it is
+// no string.
+std::string string_field(const Value& v, std::string_view name, const Value*& out) {
+  if (!v.is_str()) return "field '" + std::string(name) + "': expected a string";
+  out = &v;
+  return {};
+}
+
+// An alpaca (`alpaca`) or query/response record's turns from its values, as
+// parse_record reads them from simdjson's tree (records.cpp parse_alpaca,
+// parse_query_response): the same turns and reasons, in the same order,
+// for a record with no renamed column and no repeated top-level key (there
+// parse_record's first value of a key and from_json's last one agree).
+std::string field_turns(const Value& rec, bool alpaca, std::vector<FieldTurn>& out) {
+  out.clear();
+  auto get = [&](std::string_view key) {
+    const Value* v = rec.dict->find(key);
+    return v && !v->is_none() ? v : nullptr;
+  };
+  if (const Value* sys = get("system")) {
+    const Value* t;
+    if (auto e = string_field(*sys, "system", t); !e.empty()) return e;
+    out.push_back({Role::kSystem, t, nullptr});
+  }
+  if (alpaca) {
+    const Value* ins = get("instruction");
+    if (!ins) return "field 'instruction' is missing";
+    const Value* outp = get("output");
+    if (!outp) return "field 'output' is missing";
+    const Value *user, *input = nullptr, *answer;
+    if (auto e = string_field(*ins, "instruction", user); !e.empty()) return e;
+    if (const Value* inp = get("input")) {
+      if (auto e = string_field(*inp, "input", input); !e.empty()) return e;
+    }
+    if (auto e = string_field(*outp, "output", answer); !e.empty()) return e;
+    out.push_back({Role::kUser, user, input});
+    out.push_back({Role::kAssistant, answer, nullptr});
+    return {};
+  }
+  if (const Value* hist = get("history")) {
+    if (!hist->is_list()) return "field 'history': expected an array of [query, response] pairs";
+    const auto& pairs = hist->list->items;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      auto where = [&](std::string_view k) { return "field 'history[" + std::to_string(i) + "]" + std::string(k); };
+      if (!pairs[i].is_list() || pairs[i].list->items.size() != 2) return where("': expected [query, response]");
+      const Value& q = pairs[i].list->items[0];
+      const Value& r = pairs[i].list->items[1];
+      if (!q.is_str()) return where("[0]': expected a string");
+      if (!r.is_str()) return where("[1]': expected a string");
+      out.push_back({Role::kUser, &q, nullptr});
+      out.push_back({Role::kAssistant, &r, nullptr});
+    }
+  }
+  const Value* q_el = get("query");
+  if (!q_el) return "field 'query' is missing";
+  const Value* r_el = get("response");
+  if (!r_el) return "field 'response' is missing";
+  const Value *q, *r;
+  if (auto e = string_field(*q_el, "query", q); !e.empty()) return e;
+  if (auto e = string_field(*r_el, "response", r); !e.empty()) return e;
+  out.push_back({Role::kUser, q, nullptr});
+  out.push_back({Role::kAssistant, r, nullptr});
+  return {};
+}
+
+// The turns' messages, as conversation_messages builds them from the
+// conversation parse_record makes of them (contents joined, placeholders
+// applied, then checked as data_model.md 1 says). A content that is a
+// field's string unchanged is that string, shared.
+std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRules& rules, Value& messages) {
+  Value result = Value::recycled_list();
+  auto& out = result.list->items;
+  out.reserve(turns.size());
+  for (std::size_t i = 0; i < turns.size(); ++i) {
+    const FieldTurn& t = turns[i];
+    Value content;
+    if ((t.suffix && !t.suffix->s->empty()) || !rules.placeholders.empty()) {
+      std::string c = *t.text->s;
+      if (t.suffix && !t.suffix->s->empty()) c.append("\n").append(*t.suffix->s);
+      if (!rules.placeholders.empty()) c = apply_placeholders(c, rules.placeholders);
+      content = Value::str(std::move(c));
+    } else {
+      content = *t.text;
+    }
+    if (t.role == Role::kSystem && i != 0) return "system message must come first";
+    if (t.role == Role::kUser && content.s->empty()) return "empty user turn";
+    if (t.role == Role::kAssistant && content.s->empty()) return "empty assistant turn";
+    Value d = Value::new_dict();
+    d.dict->items.reserve(2);
+    d.dict->items.emplace_back("role", str(role_name(t.role)));
+    d.dict->items.emplace_back("content", std::move(content));
+    out.push_back(std::move(d));
+  }
   messages = std::move(result);
   return {};
 }
@@ -418,8 +567,12 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   // under a plain format, with renamed columns, or with a top-level `text`
   // or `prompt`.
   const bool read = !plain || (!plain_format && (rules.format != Format::kAuto || rules.columns.empty()));
-  if (!read || !detail::read_record(json, rules.columns.empty(), std::move(prev), rec) ||
+  // Whether `rec` holds simdjson's values, as parse_record would find them
+  // by name (field_turns).
+  bool top_repeats = true;
+  if (!read || !detail::read_record(json, rules.columns.empty(), std::move(prev), rec, &top_repeats) ||
       (plain && rules.format == Format::kAuto && (rec.dict->find("text") || rec.dict->find("prompt")))) {
+    top_repeats = true;
     if (read) prev = std::move(rec);  // what was read, refilled by the tree's values
     static thread_local dom::parser parser;
     dom::element root;
@@ -475,9 +628,10 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
       if (!items[i].is_dict()) return "field '" + where_of("tools", i) + "': expected an object (a tool's JSON schema)";
   }
   Format f = rules.format;
+  const Value* list = nullptr;  // the turns, where auto found them
   if (f == Format::kAuto) {
-    if (field(rec, rules, "messages")) f = Format::kMessages;
-    else if (field(rec, rules, "conversations")) f = Format::kShareGpt;
+    if ((list = field(rec, rules, "messages"))) f = Format::kMessages;
+    else if ((list = field(rec, rules, "conversations"))) f = Format::kShareGpt;
     else if (!(field(rec, rules, "instruction") && field(rec, rules, "output")) &&
              !(field(rec, rules, "query") && field(rec, rules, "response")) && field(rec, rules, "prompt") &&
              field(rec, rules, "completion"))
@@ -504,9 +658,10 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   }
   if (f == Format::kMessages || f == Format::kShareGpt) {
     const char* key = f == Format::kMessages ? "messages" : "conversations";
-    const Value* list = field(rec, rules, key);
+    if (!list) list = field(rec, rules, key);
     if (!list) return std::string("field '") + key + "' is missing";
-    if (auto e = turns(*list, f == Format::kShareGpt, rules, messages); !e.empty()) return e;
+    bool shared = false;  // messages is the record's own list
+    if (auto e = turns(*list, f == Format::kShareGpt, rules, messages, {}, &shared); !e.empty()) return e;
     if (const Value* sys = field(rec, rules, "system"); sys && sys->is_str()) {
       // A top-level system prompt (ShareGPT, ms-swift) becomes the first message.
       const Value& first = messages.list->items[0];
@@ -515,12 +670,29 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
         Value m = Value::new_dict();
         m.dict->set("role", str("system"));
         m.dict->set("content", *sys);
-        messages.list->items.insert(messages.list->items.begin(), m);
+        if (shared) {  // the record's list stays as it is
+          Value copy = Value::recycled_list();
+          copy.list->items.reserve(messages.list->items.size() + 1);
+          copy.list->items.push_back(std::move(m));
+          for (const Value& x : messages.list->items) copy.list->items.push_back(x);
+          messages = std::move(copy);
+        } else {
+          messages.list->items.insert(messages.list->items.begin(), m);
+        }
       }
     }
     return {};
   }
   // alpaca and query/response: the validated conversation.
+  if (f == Format::kAuto) {
+    if (field(rec, rules, "instruction") && field(rec, rules, "output")) f = Format::kAlpaca;
+    else if (field(rec, rules, "query") && field(rec, rules, "response")) f = Format::kQueryResponse;
+  }
+  if (!top_repeats && rules.columns.empty() && (f == Format::kAlpaca || f == Format::kQueryResponse)) {
+    static thread_local std::vector<FieldTurn> turns;
+    if (auto e = field_turns(rec, f == Format::kAlpaca, turns); !e.empty()) return e;
+    return field_messages(turns, rules, messages);
+  }
   static thread_local Conversation conv;
   RecordRules unchecked = rules;
   unchecked.require_alternation = false;

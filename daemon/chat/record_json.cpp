@@ -143,46 +143,109 @@ Decoded decode_scalar(const char*& p, const char* end, char* d) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p_ref, const char* end, char* d) {
+// How decode_blocks left a string: at its closing quote, refused, or with
+// too few bytes left for a block.
+enum class Step : uint8_t { kDone, kBad, kMore };
+
+// Blocks are read from `p` while more than 64 bytes are left before
+// `load_end`: an escape's second byte and the 32 bytes after it are then
+// always there. `end` bounds the text (a \u escape's digits); the copy of
+// the record's last bytes (decode_tail) is padded, its loads go past
+// `end`. `p` and `d` are advanced. `high` gathers the blocks read whole,
+// `last_high` the top bits of the bytes up to the closing quote of a block
+// that has no escape before it (so that a string followed by bytes over
+// 0x7F is mostly not checked as UTF-8 for them).
+//
+// A block's stops are found once. Its simple escapes are decoded in place,
+// the bytes after each moved up behind it by one 32-byte load and store
+// (past the block too: the next block's store lays those again), so an
+// escape costs no new search of its block.
+__attribute__((target("avx2,bmi"), always_inline)) inline Step decode_blocks(const char*& p_ref, const char* end,
+                                                                             const char* load_end, char*& d_ref,
+                                                                             __m256i& high, uint32_t& last_high) {
   const __m256i quote = _mm256_set1_epi8('"');
   const __m256i backslash = _mm256_set1_epi8('\\');
   const __m256i control = _mm256_set1_epi8(0x1F);
-  __m256i high = _mm256_setzero_si256();
   const char* p = p_ref;
-  for (;;) {
-    if (end - p < 32) {  // the record's last bytes
-      Decoded r = decode_scalar(p, end, d);
-      p_ref = p;
-      r.high |= _mm256_movemask_epi8(high) != 0;
-      return r;
-    }
+  char* d = d_ref;
+  while (load_end - p > 64) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), x);
-    high = _mm256_or_si256(high, x);
     // x <= 0x1F (unsigned) where min(x, 0x1F) == x.
     const __m256i stop = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, backslash)),
                                          _mm256_cmpeq_epi8(_mm256_min_epu8(x, control), x));
-    const auto mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
+    auto mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
     if (mask == 0) {
+      high = _mm256_or_si256(high, x);
       p += 32;
       d += 32;
       continue;
     }
-    const unsigned k = _tzcnt_u32(mask);
+    unsigned k = _tzcnt_u32(mask);
+    if (p[k] == '\\') {
+      high = _mm256_or_si256(high, x);
+      // The byte at p + j goes to d + j: one less after each escape.
+      for (;;) {
+        const char e = kEscapes[static_cast<unsigned char>(p[k + 1])];
+        if (e <= 1) {  // \u, or no escape: a new block after it
+          p += k;
+          d += k;
+          if (e == 0 || !unicode(p, end, d)) return Step::kBad;
+          break;
+        }
+        d[k] = e;
+        --d;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + k + 2),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k + 2)));
+        mask &= ~(3u << k);  // the escape and its second byte (a quote or backslash stops too)
+        if (mask == 0) {
+          // An escape at the block's last byte took the next block's first.
+          const unsigned taken = 32 + (k == 31);
+          p += taken;
+          d += taken;
+          break;
+        }
+        k = _tzcnt_u32(mask);
+        if (p[k] != '\\') goto stop;
+      }
+      continue;
+    }
+    last_high = static_cast<uint32_t>(_mm256_movemask_epi8(x)) & _blsmsk_u32(mask);
+  stop:
     p += k;
     d += k;
-    if (*p == '"') {
-      p_ref = p + 1;
-      return {d, _mm256_movemask_epi8(high) != 0};
-    }
-    if (*p != '\\' || end - p < 2) return {nullptr, false};  // a control character, or the text ends
-    const char e = kEscapes[static_cast<unsigned char>(p[1])];
-    if (e == 0 || (e == 1 && !unicode(p, end, d))) return {nullptr, false};
-    if (e != 1) {
-      *d++ = e;
-      p += 2;
-    }
+    if (*p != '"') return Step::kBad;  // a control character
+    p_ref = p + 1;
+    d_ref = d;
+    return Step::kDone;
   }
+  p_ref = p;
+  d_ref = d;
+  return Step::kMore;
+}
+
+// The string's last bytes, 64 or fewer left in the record, from a copy
+// padded with zeros: a control character, where the string stops as at
+// the text's end, refused alike.
+__attribute__((target("avx2,bmi"), noinline)) Step decode_tail(const char*& p, const char* end, char*& d, __m256i& high,
+                                                               uint32_t& last_high) {
+  char tail[160];
+  const auto n = static_cast<std::size_t>(end - p);
+  std::memcpy(tail, p, n);
+  std::memset(tail + n, 0, sizeof tail - n);
+  const char* q = tail;
+  const Step s = decode_blocks(q, tail + n, tail + sizeof tail, d, high, last_high);
+  p += q - tail;
+  return s;
+}
+
+__attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p, const char* end, char* d) {
+  __m256i high = _mm256_setzero_si256();
+  uint32_t last_high = 0;
+  Step s = decode_blocks(p, end, end, d, high, last_high);
+  if (s == Step::kMore) s = decode_tail(p, end, d, high, last_high);
+  if (s != Step::kDone) return {nullptr, false};
+  return {d, (static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high) != 0};
 }
 
 const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi");
@@ -217,11 +280,15 @@ class Reader {
     return p_ == end_;
   }
 
+  // The record's top level repeats a key, or holds more than kInPlace.
+  bool top_repeats() const { return top_repeats_; }
+
  private:
   const char* p_;
   const char* end_;
   char* scratch_;  // room for any string of the record, decoded, plus kSlack
   bool cached_tools_;
+  bool top_repeats_ = false;
 
   void ws() {
     while (p_ < end_ && static_cast<unsigned char>(*p_) <= ' ' && is_ws(*p_)) ++p_;
@@ -231,11 +298,51 @@ class Reader {
     ++p_;
     return true;
   }
+  // Whitespace, the byte `c`, whitespace: a key's colon or the comma
+  // between items. Most records write it as "c " or "c" before what
+  // follows, taken here without the loops.
+  bool separator(char c) {
+    if (end_ - p_ >= 3 && *p_ == c) {
+      const int n = 1 + (p_[1] == ' ');
+      if (static_cast<unsigned char>(p_[n]) > ' ') {
+        p_ += n;
+        return true;
+      }
+    }
+    ws();
+    if (!eat(c)) return false;
+    ws();
+    return true;
+  }
 
   // The string at p_ (its opening quote), decoded, as a view of the
   // scratch buffer (valid until the next string is read).
-  bool string(std::string_view& out) {
+  [[gnu::always_inline]] bool string(std::string_view& out) {
     const char* start = ++p_;
+#if defined(__x86_64__)
+    // A key or a role: its closing quote among the next 16 bytes, nothing
+    // to decode before it. Read here (SSE2, as every x86-64 has) without a
+    // call.
+    if (end_ - p_ >= 16) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i stop =
+          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                       _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1F)), x));
+      const auto mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
+      if (mask != 0) {
+        const auto k = static_cast<unsigned>(__builtin_ctz(mask));
+        if (p_[k] == '"') {
+          p_ += k + 1;
+          // Over 0x7F, the bytes before the quote.
+          if ((static_cast<unsigned>(_mm_movemask_epi8(x)) & (mask - 1)) != 0 && !utf8().validate_utf8(start, k))
+            return false;
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch_), x);
+          out = {scratch_, k};
+          return true;
+        }
+      }
+    }
+#endif
     const Decoded r = decode(p_, end_, scratch_);
     if (!r.end) return false;
     // Bytes over 0x7F are only valid inside a string: checked here, string
@@ -326,7 +433,7 @@ class Reader {
     }
   }
 
-  bool string_value(Value& v) {
+  [[gnu::always_inline]] bool string_value(Value& v) {
     std::string_view s;
     if (!string(s)) return false;
     if (v.kind == Kind::kStr && only_here(v)) {
@@ -358,18 +465,22 @@ class Reader {
     if (!eat(']')) {
       for (;;) {
         if (n == items.size()) items.emplace_back();
-        if (!value(items[n++], depth)) return false;
-        ws();
-        if (eat(',')) {
-          ws();
-          continue;
-        }
+        // (Messages: an object read without value()'s call.)
+        if (!(p_ != end_ && *p_ == '{' ? object(items[n++], depth + 1) : value(items[n++], depth))) return false;
+        if (separator(',')) continue;
         if (eat(']')) break;
         return false;
       }
     }
     items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
     return true;
+  }
+
+  // A member's value: a string read here, without the calls of member()
+  // and value().
+  [[gnu::always_inline]] bool member_value(Value& x, bool tools, int depth) {
+    if (!tools && p_ != end_ && *p_ == '"') return string_value(x);
+    return member(x, tools, depth);
   }
 
   // A member's value; the record's top-level tools from the cache.
@@ -406,19 +517,19 @@ class Reader {
     std::size_t n = 0;  // items[:n] are the object's
     bool big = false;   // past kInPlace keys: DictObj::set keeps the index
     const bool top = depth == 1 && cached_tools_;
+    const bool record = depth == 1;
     ws();
     if (!eat('}')) {
       for (;;) {
         if (p_ == end_ || *p_ != '"') return false;
         std::string_view key;
         if (!string(key) || key.starts_with('\x01')) return false;
-        ws();
-        if (!eat(':')) return false;
-        ws();
+        if (!separator(':')) return false;
         const bool tools = top && key == "tools";
         if (!big && n == kInPlace) {
           items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
           big = true;
+          top_repeats_ |= record;
         }
         if (big) {
           const std::string k(key);  // the scratch buffer holds the value's strings next
@@ -429,6 +540,7 @@ class Reader {
           std::size_t at = 0;
           while (at < n && !tmpl::DictObj::same_key(items[at].first, key)) ++at;
           if (at < n) {
+            top_repeats_ |= record;
             Value x;
             if (!member(x, tools, depth)) return false;
             items[at].second = std::move(x);
@@ -437,14 +549,10 @@ class Reader {
             auto& [k, x] = items[n++];
             if (!tmpl::DictObj::same_key(k, key)) k.assign(key);
             if (tools) x = Value();
-            if (!member(x, tools, depth)) return false;
+            if (!member_value(x, tools, depth)) return false;
           }
         }
-        ws();
-        if (eat(',')) {
-          ws();
-          continue;
-        }
+        if (separator(',')) continue;
         if (eat('}')) break;
         return false;
       }
@@ -456,12 +564,15 @@ class Reader {
 
 }  // namespace
 
-bool read_record(std::string_view json, bool cached_tools, Value&& prev, Value& out) {
+bool read_record(std::string_view json, bool cached_tools, Value&& prev, Value& out, bool* top_repeats) {
   if (json.size() > kMaxRecord) return false;
   static thread_local std::string scratch;
   if (scratch.size() < json.size() + kSlack) scratch.resize(json.size() + kSlack);
   out = std::move(prev);
-  return Reader(json, scratch.data(), cached_tools).record(out);
+  Reader reader(json, scratch.data(), cached_tools);
+  const bool ok = reader.record(out);
+  if (top_repeats) *top_repeats = reader.top_repeats();
+  return ok;
 }
 
 }  // namespace tokfeed::text::detail

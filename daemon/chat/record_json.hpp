@@ -32,7 +32,11 @@ inline bool only_here(const tmpl::Value& v) { return v.s.raw() && v.s.raw()->uni
 // simdjson's tree, its top-level `tools` array from the thread's
 // ToolsCache where `cached_tools`, refilling `prev`'s objects. False where
 // it leaves the record to simdjson (`out` then holds a partial value to
-// refill or free).
-bool read_record(std::string_view json, bool cached_tools, tmpl::Value&& prev, tmpl::Value& out);
+// refill or free). `top_repeats`, where given, says whether the record's top
+// level repeats a key or holds more than kInPlace keys (where from_json's
+// values, the last of a key, may not be the first that simdjson's lookup
+// by name finds).
+bool read_record(std::string_view json, bool cached_tools, tmpl::Value&& prev, tmpl::Value& out,
+                 bool* top_repeats = nullptr);
 
 }  // namespace tokfeed::text::detail

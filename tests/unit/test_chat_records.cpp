@@ -487,6 +487,45 @@ TEST_CASE("records: read without simdjson's tree, a record builds what the tree 
       taken.push_back(R"({"messages": [{"role": "user", "content": ")" + s + R"("}], "k": ")" + s + "\"}");
       taken.push_back(R"({"x": ")" + s + "\"}");  // the string among the record's last 32 bytes
     }
+  // Runs of escapes and escapes every few bytes, from every offset of a
+  // block, across block ends and into the record's last 32 bytes (a
+  // block's stops are found once, the bytes after an escape moved behind
+  // it; the last bytes read from a padded copy).
+  const char* const kinds[] = {R"(\n)", R"(\")",     R"(\\)",           R"(\t)",
+                               R"(\/)", R"(\u00e9)", R"(\ud83d\ude00)", R"(\u4e2d)"};
+  for (std::size_t at = 0; at < 66; ++at)
+    for (std::size_t run : {1, 2, 3, 5, 16, 33}) {
+      std::string s(at, 'a');
+      for (std::size_t i = 0; i < run; ++i) s += kinds[(at + i) % 8];
+      s += "b\xC3\xA9" + std::string(at % 7, 'c');
+      taken.push_back(R"({"x": ")" + s + "\"}");
+      taken.push_back(R"({"x": ")" + s + R"(", "y": ")" + std::string(40, 'd') + "\"}");
+    }
+  for (std::size_t every = 1; every < 40; ++every) {
+    std::string s;
+    for (std::size_t i = 0; s.size() < 300; ++i)
+      s += std::string(every, static_cast<char>('a' + i % 26)) + kinds[i % 8];
+    taken.push_back(R"({"messages": [{"role": "user", "content": ")" + s + R"("}], "k": ")" + s.substr(every) + "\"}");
+  }
+  // Strings of every length up to 40 (the short ones read without a
+  // call), with bytes over 0x7F at their end, right after their quote or
+  // not at all, and the record's end at every distance; separators written
+  // every way JSON allows.
+  for (std::size_t len = 0; len <= 40; ++len)
+    for (const char* tail : {"", "\xC3\xA9", "\xE4\xB8\xAD\xF0\x9F\x98\x80"}) {
+      const std::string s = std::string(len, 'r') + tail;
+      taken.push_back(R"({"role": ")" + s + "\"}");
+      taken.push_back(R"({"role": ")" + s + "\", \"k\": \"\xC3\xA9" + std::string(len, 'z') + "\"}");
+      taken.push_back(R"({"k": [")" + s + R"(", ")" + s + R"("], "z": ")" + std::string(40, 'z') + "\"}");
+    }
+  for (const char* sep : {"", " ", "  ", "\n", "\t", "\r\n ", " \n"}) {
+    const std::string w(sep);
+    taken.push_back("{" + w + R"("a")" + w + ":" + w + R"("b")" + w + "," + w + R"("c")" + w + ":" + w + "[" + w + "1" +
+                    w + "," + w + R"("d")" + w + "," + w + "{" + w + R"("e")" + w + ":" + w + "null" + w + "}" + w +
+                    "]" + w + "}");
+    taken.push_back(R"({"messages":)" + w + R"([{"role":)" + w + R"("user",)" + w + R"("content":)" + w + R"("q"},)" +
+                    w + R"({"role":)" + w + R"("assistant","content":")" + std::string(50, 'a') + R"("}]})");
+  }
   taken.push_back(R"({"n": [0, -1, 7, 123456789012345678, -123456789012345678, 1.5, -0.0, 0.0, 1e5, 2.5E-3, 1E+2,
                    1e-300, 0.1, 4.9e-324, 1.7976931348623157e308, 3.14159265358979323846264]})");
   taken.push_back(R"( {"a": 1, "b": {"a": [], "c": {}}, "a": "last", "t": true, "f": false, "z": null} )");
@@ -531,6 +570,30 @@ TEST_CASE("records: read without simdjson's tree, a record builds what the tree 
       R"({"x" 1})",
       "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}",
   };
+  // Short strings that JSON refuses: a control character, bytes that are
+  // not UTF-8, each before the quote; separators out of place.
+  for (std::size_t len = 0; len < 20; ++len)
+    for (const char* bad : {"\x01", "\x1F", "\xFF", "\xC3", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xC0\xAF"}) {
+      left.push_back(R"({"role": ")" + std::string(len, 'r') + bad + R"(", "k": ")" + pad + "\"}");
+      left.push_back(R"({"role": ")" + std::string(len, 'r') + bad + "\"}");
+    }
+  for (const char* rec : {R"({"a" "b"})", R"({"a":: "b"})", R"({"a": "b",, "c": 1})", R"({"a": "b" "c": 1})",
+                          R"({"a": ["b",, "c"]})", R"({"a": ["b" "c"]})", R"({"a": ["b",])", R"({"a":)",
+                          R"({"a": ["b",)", "{\"a\":\v\"b\"}", "{\"a\",\"b\"}", "{\"a\":\"b\":\"c\"}"})
+    left.push_back(rec);
+  // A bad escape, a control character, a lone surrogate, bytes that are not
+  // UTF-8 or the text's end, at every offset after plain bytes and after a
+  // run of escapes, in a long string and in the record's last bytes.
+  for (std::size_t at = 0; at < 66; ++at)
+    for (const char* bad : {R"(\x)", "\x01", R"(\u12G4)", R"(\ud800b)", R"(\ude00)", "\xFF", "\xC3", R"(\)", ""})
+      for (const char* before : {"", R"(\n\"\\)"}) {
+        const std::string s = std::string(at, 'a') + before + bad;
+        left.push_back(R"({"x": ")" + s);  // the text ends in the string
+        if (*bad) {
+          left.push_back(R"({"x": ")" + s + "\"}");
+          left.push_back(R"({"x": ")" + s + R"(Xtail", "y": ")" + std::string(40, 'd') + "\"}");
+        }
+      }
   for (const std::string& rec : left) {
     INFO(rec);
     Value out;
@@ -540,4 +603,143 @@ TEST_CASE("records: read without simdjson's tree, a record builds what the tree 
   text::RecordRules rules;
   Mapped bad = map(R"({"messages": [{"role": "user", "content": "a\u12G4"}]})", rules);
   CHECK(bad.reason.starts_with("malformed JSON: "));
+}
+
+// Alpaca and query/response records map to the messages of the conversation
+// parse_record reads from simdjson's tree, with its reason where it refuses
+// one: over ../shared's sets and records built to fail each check in turn,
+// under each format and with placeholders.
+TEST_CASE("records: alpaca and query/response records map to parse_record's conversation, reasons alike") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  std::vector<std::string> records;
+  if (fs::exists(shared / "data" / "sft" / "alpaca-1k.jsonl"))
+    for (const char* sft : {"alpaca-1k.jsonl", "query_response-1k.jsonl"})
+      for (std::string& r : lines_of(shared / "data" / "sft" / sft, 1000)) records.push_back(std::move(r));
+  const std::vector<std::string> built = {
+      R"({"instruction": "i", "output": "o"})",
+      R"({"instruction": "i", "input": "", "output": "o"})",
+      R"({"instruction": "i", "input": "x", "output": "o"})",
+      R"({"instruction": "i", "input": null, "output": "o"})",
+      R"({"instruction": "i", "input": 3, "output": "o"})",
+      R"({"instruction": 1, "output": "o"})",
+      R"({"instruction": 1, "input": 2, "output": 3})",
+      R"({"instruction": "i", "input": 2, "output": 3})",
+      R"({"instruction": 1})",
+      R"({"output": "o"})",
+      R"({"instruction": "i", "output": null})",
+      R"({"instruction": "", "output": "o"})",
+      R"({"instruction": "", "input": "x", "output": "o"})",
+      R"({"instruction": "i", "output": ""})",
+      R"({"instruction": "i", "output": ["o"]})",
+      R"({"system": "s", "instruction": "i", "output": "o"})",
+      R"({"system": 5, "instruction": "i", "output": "o"})",
+      R"({"system": 5})",
+      R"({"system": null, "instruction": "i", "output": "o"})",
+      R"({"system": "", "instruction": "i", "output": "o"})",
+      R"({"instruction": "a", "output": "b", "instruction": "c"})",
+      R"({"instruction": null, "output": "b", "instruction": "c"})",
+      R"({"instruction": "a", "output": "b", "instruction": null})",
+      R"({"query": "q", "response": "r"})",
+      R"({"query": "q", "response": "r", "history": [["a", "b"], ["c", "d"]]})",
+      R"({"history": [["a", "b"]], "query": "q", "response": "r", "system": "s"})",
+      R"({"query": "q", "response": "r", "history": []})",
+      R"({"query": "q", "response": "r", "history": null})",
+      R"({"query": "q", "response": "r", "history": "x"})",
+      R"({"query": "q", "response": "r", "history": [["a", "b"], ["a"]]})",
+      R"({"query": "q", "response": "r", "history": [["a", "b", "c"]]})",
+      R"({"query": "q", "response": "r", "history": ["ab"]})",
+      R"({"query": "q", "response": "r", "history": [["a", "b"], [1, "b"]]})",
+      R"({"query": "q", "response": "r", "history": [["a", 2]]})",
+      R"({"query": "q", "response": "r", "history": [["", "b"]]})",
+      R"({"query": "q", "response": "", "history": [["a", "b"]]})",
+      R"({"query": 1, "response": "r"})",
+      R"({"query": "q", "response": 2})",
+      R"({"query": "q"})",
+      R"({"response": "r", "history": 1})",
+      R"({"query": "q", "response": "r", "query": "z"})",
+      R"({"instruction": "i", "output": "o", "query": "q", "response": "r"})",
+      R"({"instruction": "i", "query": "q", "response": "r"})",
+      R"({"text": "t"})",
+      R"({"prompt": "p"})",
+      R"({})",
+      R"({"other": 1})",
+      R"({"instruction": "{{NAME}} i", "input": "{{NAME}}", "output": "{{NAME}}"})",
+      R"({"instruction": "{{EMPTY}}", "output": "o"})",
+      R"({"query": "q", "response": "{{EMPTY}}"})",
+      R"({"instruction": "\u00e9\n\"", "input": "\ud83d\ude00", "output": "o\\"})",
+      R"({"instruction": "i", "output": "o", "n": NaN})",
+  };
+  records.insert(records.end(), built.begin(), built.end());
+  std::string many = R"({"instruction": "i", "output": "o")";
+  for (int i = 0; i < 20; ++i) many += ", \"k" + std::to_string(i) + "\": " + std::to_string(i);
+  records.push_back(many + "}");
+  std::size_t mapped = 0;
+  for (text::Format format : {text::Format::kAuto, text::Format::kAlpaca, text::Format::kQueryResponse})
+    for (bool placeholders : {false, true}) {
+      text::RecordRules rules;
+      rules.format = format;
+      if (placeholders) rules.placeholders = {{"NAME", "Ann"}, {"EMPTY", ""}};
+      for (const std::string& rec : records) {
+        INFO(rec.substr(0, 200));
+        INFO(text::format_name(format) << (placeholders ? " with placeholders" : ""));
+        Mapped m = map(rec, rules);
+        text::Conversation conv;
+        const std::string want = text::parse_record(rec, rules, conv);
+        CHECK(m.reason == want);
+        if (!m.reason.empty() || !want.empty()) continue;
+        ++mapped;
+        CHECK(identical(m.messages, text::conversation_messages(conv)));
+      }
+    }
+  CHECK(mapped > 4000);
+}
+
+// A message that maps to itself (no null value, no reasoning under any of
+// its names, no tool call or tool response role) is passed on as the record
+// holds it: the same messages as each one mapped on its own, which
+// placeholders that match nothing force.
+TEST_CASE("records: messages passed on as the record holds them map as each mapped on its own") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  std::vector<std::string> records = {
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "thinking": "t"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning": "t"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning_content": "t", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "thinking": null}]})",
+      R"({"messages": [{"role": "user", "content": "q", "name": null}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "tool_call", "content": "{\"name\": \"f\"}"},
+                       {"role": "observation", "content": "r"}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "function_call", "content": {"name": "f"}},
+                       {"role": "tool_response", "content": "r"}, {"role": "assistant", "content": "a"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r"}]})",
+      R"({"system": "s", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})",
+      R"({"system": "s", "messages": [{"role": "system", "content": "t"}, {"role": "user", "content": "q"}]})",
+      R"({"messages": [{"role": "user", "content": "q"}, 3]})",
+      R"({"messages": [{"content": "q"}]})",
+      R"({"messages": [{"role": 1, "content": "q"}]})",
+      R"({"messages": []})",
+      R"({"messages": [{"role": "user", "content": "q", "role": "assistant"}]})",
+  };
+  if (fs::exists(shared / "templates" / "conversations.jsonl"))
+    for (std::string& r : lines_of(shared / "templates" / "conversations.jsonl", 300)) records.push_back(std::move(r));
+  if (fs::exists(shared / "data" / "sft" / "messages-1k.jsonl"))
+    for (const char* sft : {"messages-1k.jsonl", "mixed-10k.jsonl"})
+      for (std::string& r : lines_of(shared / "data" / "sft" / sft, 1000)) records.push_back(std::move(r));
+  text::RecordRules as_is;
+  text::RecordRules each;
+  each.placeholders = {{"NO SUCH NAME", "x"}};
+  std::size_t passed = 0;
+  for (const std::string& rec : records) {
+    INFO(rec.substr(0, 200));
+    text::detail::ToolsCache::local().clear();
+    Mapped a = map(rec, as_is);
+    text::detail::ToolsCache::local().clear();
+    Mapped b = map(rec, each);
+    REQUIRE(a.reason == b.reason);
+    if (!a.reason.empty()) continue;
+    CHECK(identical(a.messages, b.messages));
+    CHECK(identical(a.tools, b.tools));
+    ++passed;
+  }
+  CHECK(passed > 1500);
 }
