@@ -51,8 +51,9 @@ class Paths {
 
   Paths() : nodes_(2) {}
 
-  // The node of key `k` of a dict at `parent` (the dict's `index`th key:
-  // where the same key is found first), or kNone past the limits.
+  // The node of key `k` of a dict at `parent`, or kNone past the limits.
+  // `index` is k's place in its dict: records repeat their dicts' keys in
+  // the same order, so the key is looked for there first.
   uint32_t key(uint32_t parent, std::string_view k, std::size_t index) {
     if (parent == kTools) return kTools;
     auto& keys = nodes_[parent].keys;
@@ -61,8 +62,8 @@ class Paths {
       if (name == k) return node;
     if (keys.size() >= kMaxKeys || nodes_.size() >= kMaxNodes) return kNone;
     const auto node = static_cast<uint32_t>(nodes_.size());
-    keys.emplace_back(std::string(k), node);  // (a reference into nodes_ is not held past here)
-    nodes_.emplace_back();
+    keys.emplace_back(std::string(k), node);
+    nodes_.emplace_back();  // (after the last use of `keys`, which it may move)
     return node;
   }
   // The node of a list's items at `parent`, or kNone.
