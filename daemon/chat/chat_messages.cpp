@@ -11,6 +11,7 @@
 #include "chat/chat_jinja.hpp"
 #include "chat/record_json.hpp"
 #include "chat/record_tools.hpp"
+#include "chat/sharegpt_turns.hpp"
 #include "records/record_fields.hpp"
 
 namespace tokfeed::text {
@@ -167,15 +168,21 @@ bool as_is(const Value& t, const RecordRules& rules) {
 // `messages` (role/content) or ShareGPT's `conversations` (from/value).
 // `name`: the field, in reasons ("messages", "conversations" by default).
 // Where every message of `messages` maps to itself, the result is `list`
-// itself (`shared` set): the caller copies it before changing it.
+// itself; where every turn of `conversations` is `from` and `value` alone,
+// a list kept for the next record (sharegpt_turns.hpp). Either is shared
+// (`shared` set): the caller copies it before changing it.
 std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Value& messages,
                   std::string_view name = {}, bool* shared = nullptr) {
   if (name.empty()) name = sharegpt ? "conversations" : "messages";
   if (!list.is_list()) return "field '" + std::string(name) + "': expected an array";
   const auto& items = list.list->items;
   std::size_t plain = 0;  // items[:plain] map to themselves
-  if (!sharegpt)
+  if (!sharegpt) {
     while (plain < items.size() && as_is(items[plain], rules)) ++plain;
+  } else if (shared && rules.placeholders.empty() && detail::plain_sharegpt_turns(items, messages)) {
+    *shared = true;
+    return {};
+  }
   if (shared && plain == items.size() && plain > 0 && !list.tuple && !list.gen && !list.view) {
     messages = list;
     *shared = true;
@@ -553,6 +560,7 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   tmpl::ReuseScope reuse;
   messages = Value();
   tools = Value();
+  detail::release_sharegpt_turns();
   // The record's fields, kept for the next record to refill (record_fields).
   static thread_local Value prev;
   Value rec;
@@ -660,7 +668,7 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
     const char* key = f == Format::kMessages ? "messages" : "conversations";
     if (!list) list = field(rec, rules, key);
     if (!list) return std::string("field '") + key + "' is missing";
-    bool shared = false;  // messages is the record's own list
+    bool shared = false;  // messages is the record's own list, or the kept ShareGPT one
     if (auto e = turns(*list, f == Format::kShareGpt, rules, messages, {}, &shared); !e.empty()) return e;
     if (const Value* sys = field(rec, rules, "system"); sys && sys->is_str()) {
       // A top-level system prompt (ShareGPT, ms-swift) becomes the first message.

@@ -743,3 +743,83 @@ TEST_CASE("records: messages passed on as the record holds them map as each mapp
   }
   CHECK(passed > 1500);
 }
+
+// ShareGPT turns of `from` and `value` alone are mapped without a dict per
+// turn, into dicts kept from one record to the next: the same messages as
+// every turn mapped on its own (placeholders that match nothing force that
+// path), over records of changing lengths and kinds, and messages a caller
+// still holds keep what they were while later records map.
+TEST_CASE("records: ShareGPT turns of from and value alone map as each mapped on its own, kept or held") {
+  const fs::path shared(TOKFEED_SHARED_DIR);
+  auto conv = [](const std::string& turns, const std::string& more = "") {
+    return R"({"conversations": [)" + turns + "]" + more + "}";
+  };
+  const std::string q = R"({"from": "human", "value": "q"})", a = R"({"from": "gpt", "value": "a"})";
+  std::vector<std::string> records = {
+      conv(q + ", " + a),
+      conv(R"({"from": "system", "value": "s"}, )" + q + ", " + a),
+      conv(q),
+      conv(q + ", " + a + ", " + q + ", " + a + ", " + q),
+      conv(q + ", " + a, R"(, "system": "top")"),
+      conv(R"({"from": "system", "value": "s"}, )" + q, R"(, "system": "top")"),
+      conv(R"({"value": "q2", "from": "human"}, {"value": "a2", "from": "gpt"})"),
+      conv(R"({"from": "user", "value": "q"}, {"from": "assistant", "value": "a"}, {"from": "HUMAN", "value": ""})"),
+      conv(
+          R"({"from": "human", "value": 3}, {"from": "gpt", "value": [1, {"x": null}]}, {"from": "gpt", "value": {}})"),
+      conv(R"({"from": "human", "value": null}, )" + a),
+      conv(q + R"(, {"from": "gpt", "value": "a", "loss": false})"),
+      conv(q + R"(, {"from": "gpt", "value": "a", "thinking": "t"})"),
+      conv(R"({"from": "human", "value": "q", "role": "x"}, )" + a),
+      conv(q + R"(, {"from": "function_call", "value": "{\"name\": \"f\"}"}, {"from": "observation", "value": "r"})"),
+      conv(q + R"(, {"from": "tool_call", "value": {"name": "f"}}, {"from": "tool_response", "value": "r"}, )" + a),
+      conv(R"({"from": "human"}, )" + a),
+      conv(R"({"from": 1, "value": "q"})"),
+      conv(R"({"from": "human", "value": "q", "from": "gpt"}, )" + a),
+      conv(R"({"from": "human", "value": "q", "value": "q3"}, )" + a),
+      conv(q + ", 3"),
+      conv(""),
+      conv(q + ", " + a, R"(, "tools": [{"type": "function", "function": {"name": "f"}}])"),
+      conv(R"({"from": "human", "value": "\u4e2d\n\"x\""}, {"from": "gpt", "value": "é"})"),
+      conv(q + ", " + a),
+  };
+  const std::size_t built = records.size();
+  if (fs::exists(shared / "data" / "sft" / "sharegpt-1k.jsonl"))
+    for (const char* sft : {"sharegpt-1k.jsonl", "mixed-10k.jsonl"})
+      for (std::string& r : lines_of(shared / "data" / "sft" / sft, 1000)) records.push_back(std::move(r));
+  text::RecordRules as_is;
+  text::RecordRules each;
+  each.placeholders = {{"NO SUCH NAME", "x"}};
+  std::vector<Mapped> held;  // every other record's messages, kept while the rest map
+  std::size_t passed = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const std::string& rec = records[i];
+    INFO(rec.substr(0, 200));
+    Mapped kept = map(rec, as_is);
+    if (i % 2 == 0 && held.size() < 200) held.push_back(kept);
+    Mapped fresh = map(rec, each);
+    REQUIRE(kept.reason == fresh.reason);
+    if (!kept.reason.empty()) continue;
+    CHECK(identical(kept.messages, fresh.messages));
+    CHECK(identical(kept.tools, fresh.tools));
+    ++passed;
+  }
+  CHECK(passed >= built - 6);
+  if (records.size() > built) CHECK(passed > 1700);
+  // What a caller held stayed as it was mapped.
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const std::string& rec = records[2 * i];
+    INFO(rec.substr(0, 200));
+    Mapped again = map(rec, each);
+    REQUIRE(again.reason == held[i].reason);
+    if (!again.reason.empty()) continue;
+    CHECK(identical(held[i].messages, again.messages));
+  }
+  // Turns of `from` and `value` alone share the record's strings.
+  Mapped m = map(conv(R"({"from": "system", "value": "s"}, )" + q + ", " + a), as_is);
+  REQUIRE(m.reason.empty());
+  REQUIRE(m.messages.list->items.size() == 3);
+  CHECK(*m.messages.list->items[0].dict->find("role")->s == "system");
+  CHECK(*m.messages.list->items[1].dict->find("role")->s == "user");
+  CHECK(*m.messages.list->items[2].dict->find("role")->s == "assistant");
+  CHECK(*m.messages.list->items[2].dict->find("content")->s == "a");
+}

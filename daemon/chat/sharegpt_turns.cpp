@@ -1,0 +1,109 @@
+// ShareGPT turns → messages (sharegpt_turns.hpp).
+//
+// A turn's mapping in record_to_chat builds a dict per turn: the role, then
+// each of the turn's keys but `from`, `value` renamed `content`, then drops
+// null values, aliases reasoning and applies placeholders. For a turn of
+// `from` and `value` alone that is {"role", "content"}; here those dicts are
+// kept from one record to the next with their keys, and only their two
+// values are set.
+#include "chat/sharegpt_turns.hpp"
+
+#include "chat/record_json.hpp"
+#include "records/record_fields.hpp"
+
+namespace tokfeed::text::detail {
+namespace {
+
+using tmpl::Value;
+
+// Whether turn `t` is a dict of exactly `from` (a string naming no tool
+// call or tool response) and `value` (not null).
+bool plain(const Value& t) {
+  if (!t.is_dict()) return false;
+  const auto& items = t.dict->items;
+  if (items.size() != 2) return false;
+  const bool from_first = is(items[0].first, "from");
+  const auto& [from_key, from] = items[from_first ? 0 : 1];
+  const auto& [value_key, value] = items[from_first ? 1 : 0];
+  if (!is(from_key, "from") || !is(value_key, "value") || !from.is_str() || value.is_none()) return false;
+  const std::string_view r = *from.s;
+  return !(is(r, "tool_call") || is(r, "function_call") || is(r, "tool_response") || is(r, "observation"));
+}
+
+// The last record's messages, kept for the next record's; between records
+// they hold none of the record's values.
+Value& kept() {
+  static thread_local Value list;
+  return list;
+}
+
+// Message dicts a shorter record left over, for a longer one after it.
+std::vector<Value>& spare() {
+  static thread_local std::vector<Value> dicts;
+  return dicts;
+}
+
+// A dict {"role": undefined, "content": undefined}.
+bool is_message(const Value& m) {
+  return m.is_dict() && only_here(m) && m.dict->items.size() == 2 && is(m.dict->items[0].first, "role") &&
+         is(m.dict->items[1].first, "content");
+}
+
+}  // namespace
+
+bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
+  if (items.empty()) return false;
+  for (const Value& t : items)
+    if (!plain(t)) return false;
+  // One string each for the roles renamed, which every message shares.
+  static thread_local const Value user = Value::str("user");
+  static thread_local const Value assistant = Value::str("assistant");
+  Value& list = kept();
+  if (!(list.is_list() && only_here(list))) list = Value::recycled_list();
+  auto& out = list.list->items;
+  std::vector<Value>& left = spare();
+  while (out.size() > items.size()) {
+    if (left.size() < 64) left.push_back(std::move(out.back()));
+    out.pop_back();
+  }
+  while (out.size() < items.size()) {
+    if (left.empty()) {
+      out.emplace_back();
+    } else {
+      out.push_back(std::move(left.back()));
+      left.pop_back();
+    }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& turn = items[i].dict->items;
+    const bool from_first = is(turn[0].first, "from");
+    const Value& from = turn[from_first ? 0 : 1].second;
+    Value& m = out[i];
+    if (!is_message(m)) {
+      m = Value::recycled_dict();
+      m.dict->items.reserve(2);
+      m.dict->items.emplace_back("role", Value());
+      m.dict->items.emplace_back("content", Value());
+    }
+    auto& msg = m.dict->items;
+    const std::string_view r = *from.s;
+    msg[0].second = is(r, "human") ? user : is(r, "gpt") ? assistant : from;
+    msg[1].second = turn[from_first ? 1 : 0].second;
+  }
+  messages = list;
+  return true;
+}
+
+void release_sharegpt_turns() {
+  Value& list = kept();
+  if (!list.is_list()) return;
+  if (!only_here(list)) {  // the caller still holds the last messages
+    list = Value();
+    return;
+  }
+  for (Value& m : list.list->items)
+    if (m.is_dict() && only_here(m))
+      for (auto& [k, v] : m.dict->items) v = Value();
+}
+
+}  // namespace tokfeed::text::detail
