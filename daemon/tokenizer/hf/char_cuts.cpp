@@ -75,7 +75,10 @@ void CharCuts::build(const std::vector<std::string>& raw, const std::function<bo
       if (l2 != 0) pairs.push_back(uint64_t(char_key(t, j, l1)) << 24 | char_key(t, j + l1, l2));
     }
   }
-  for (uint32_t k = 0; k < 4096; ++k) tail3_[k] = tail1_[k & 0x3F] | tail2_[k];
+  for (uint32_t k = 0; k < 4096; ++k) {
+    tail3_[k] = tail1_[k & 0x3F] | tail2_[k];
+    tail3_lead3_[k] = uint16_t(tail3_[k] >> 32);
+  }
   for (uint32_t k = 0; k < 1024; ++k) head3_[k] = head1_[0x20 | k >> 6] | head2_[k];
   size_t bits = 64;
   pair_shift_ = 58;

@@ -144,7 +144,10 @@ class CharCuts {
     // head3_); where one lets a fragment through, each piece on its own.
     const bool three1 = k1 > 0xFFFFu, three2 = k2 > 0xFFFFu;
     const uint32_t lead = (k2 & 0xFFu) - 0xC0u, last = (three1 ? k1 >> 16 : k1 >> 8) & 0x3Fu;
-    const uint64_t tail = three1 ? tail3_[(k1 >> 2 & 0xFC0u) | last] : tail1_[last];
+    // Between two 3-byte chars (most boundaries: Han runs) the tail's bits
+    // of 3-byte leads alone, from a table a quarter of tail3_'s size.
+    const uint32_t tail_at = (k1 >> 2 & 0xFC0u) | last;
+    const uint64_t tail = three1 ? (three2 ? uint64_t(tail3_lead3_[tail_at]) << 32 : tail3_[tail_at]) : tail1_[last];
     const uint64_t head = three2 ? head3_[(k2 & 0x0Fu) << 6 | (k2 >> 8 & 0x3Fu)] : head1_[lead];
     return (((tail >> lead) | (head >> last)) & 1) == 0 || !fragment_spans(word, i, three1 ? 3 : 2, three2 ? 3 : 2);
   }
@@ -181,6 +184,8 @@ class CharCuts {
   // Both pieces of a 3-byte char at once: tail3_ by its last two bytes' low 6 bits,
   // tail1_ | tail2_; head3_ by its first two, head1_ | head2_.
   std::vector<uint64_t> tail3_ = std::vector<uint64_t>(4096), head3_ = std::vector<uint64_t>(1024);
+  // tail3_'s bits of the 3-byte leads E0-EF (bits 32-47).
+  std::vector<uint16_t> tail3_lead3_ = std::vector<uint16_t>(4096);
   // (b) with c1's last byte, finer: per c1's last byte, c2's lead and the
   // byte after it (their low 6 bits), whether a fragment starts with them
   // (one that ends inside c2 is found by (c) as well).

@@ -233,7 +233,8 @@ void RunSplits::pieces(std::string_view subject, Piece&& piece) const {
   const size_t n = subject.size();
   size_t begin = 0;  // of the stretch under way
   for (size_t i = 0;;) {
-    i = skip(s, n, i);
+    // Mostly (between Han runs) a char of an atom is right there.
+    if (i >= n || !maybe_[s[i]]) i = skip(s, n, i);
     if (i >= n) break;
     uint32_t len;
     const uint8_t level = level_at(s, i, n, len);
