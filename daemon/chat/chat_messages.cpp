@@ -23,16 +23,19 @@ namespace dom = simdjson::dom;
 
 Value str(std::string_view s) { return Value::recycled_str(s); }
 
+// A message's reasoning, under each of its names (transformers'
+// _alias_reasoning_fields).
+constexpr std::string_view kReasoningNames[] = {"reasoning_content", "thinking", "reasoning"};
+
 // transformers' _alias_reasoning_fields: reasoning under any of its names is
 // also `thinking` (first) and `reasoning_content` (last). Appends the
 // message to `out`.
 void add_aliased(const Value& m, std::vector<Value>& out) {
   // What find() gives for each name, in one pass; the first of them set.
-  static constexpr std::string_view kNames[] = {"reasoning_content", "thinking", "reasoning"};
   const Value* found[3] = {nullptr, nullptr, nullptr};
   for (const auto& [k, v] : m.dict->items)
     for (int n = 0; n < 3; ++n)
-      if (!found[n] && tmpl::DictObj::same_key(k, kNames[n])) found[n] = &v;
+      if (!found[n] && tmpl::DictObj::same_key(k, kReasoningNames[n])) found[n] = &v;
   const Value* r = nullptr;
   for (const Value* v : found)
     if (v && !v->is_none()) {
@@ -143,26 +146,12 @@ bool as_is(const Value& t, const RecordRules& rules) {
   const Value* role = nullptr;
   for (const auto& [k, v] : t.dict->items) {
     if (v.is_none()) return false;
-    switch (k.size()) {
-      case 4:
-        if (!role && detail::is(k, "role")) role = &v;
-        break;
-      case 8:
-        if (detail::is(k, "thinking")) return false;
-        break;
-      case 9:
-        if (detail::is(k, "reasoning")) return false;
-        break;
-      case 17:
-        if (detail::is(k, "reasoning_content")) return false;
-        break;
-      default: break;
-    }
+    if (!role && tmpl::DictObj::same_key(k, "role")) role = &v;
+    for (std::string_view name : kReasoningNames)
+      if (tmpl::DictObj::same_key(k, name)) return false;
   }
   if (!role || !role->is_str()) return false;
-  const std::string_view r = *role->s;
-  using detail::is;
-  return !(is(r, "tool_call") || is(r, "function_call") || is(r, "tool_response") || is(r, "observation"));
+  return !detail::names_tool_turn(*role->s);
 }
 
 // `messages` (role/content) or ShareGPT's `conversations` (from/value).

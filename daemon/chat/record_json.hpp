@@ -28,6 +28,12 @@ constexpr std::size_t kInPlace = 16;  // DictObj's linear size: no index to keep
 
 inline bool only_here(const tmpl::Value& v) { return v.s.raw() && v.s.raw()->unique(); }
 
+// Whether a turn's role names a tool call or a tool response, which the
+// mapping rewrites (add_turn in chat_messages.cpp).
+inline bool names_tool_turn(std::string_view role) {
+  return role == "tool_call" || role == "function_call" || role == "tool_response" || role == "observation";
+}
+
 // The record `json` (a JSON object) as tmpl::from_json builds it from
 // simdjson's tree, its top-level `tools` array from the thread's
 // ToolsCache where `cached_tools`, refilling `prev`'s objects. False where

@@ -26,8 +26,7 @@ bool plain(const Value& t) {
   const auto& [from_key, from] = items[from_first ? 0 : 1];
   const auto& [value_key, value] = items[from_first ? 1 : 0];
   if (!is(from_key, "from") || !is(value_key, "value") || !from.is_str() || value.is_none()) return false;
-  const std::string_view r = *from.s;
-  return !(is(r, "tool_call") || is(r, "function_call") || is(r, "tool_response") || is(r, "observation"));
+  return !names_tool_turn(*from.s);
 }
 
 // The last record's messages, kept for the next record's; between records
