@@ -133,11 +133,13 @@ class Walk {
     return at;
   }
   void tag(char c) { *room(1) = c; }
-  template <typename T>
-  void put(char c, T n) {
-    char* at = room(1 + sizeof n);
-    *at = c;
-    std::memcpy(at + 1, &n, sizeof n);
+  // A tag, then n in 7-bit groups, low first (a set high bit: more follow).
+  void put(char c, uint64_t n) {
+    char* at = room(11);
+    *at++ = c;
+    for (; n >= 0x80; n >>= 7) *at++ = static_cast<char>(n | 0x80);
+    *at++ = static_cast<char>(n);
+    size_ = static_cast<std::size_t>(at - buf_.data());
   }
   void bytes_of(std::string_view t) {
     put('s', static_cast<uint64_t>(t.size()));
@@ -195,7 +197,7 @@ class Walk {
           // A key of the tools is written whole (they have no nodes); any
           // other is its node.
           if (at == Paths::kTools) bytes_of(k);
-          else put('k', at);
+          else put('k', static_cast<uint64_t>(at));
           Value copy;
           if (!walk(x, at, out ? &copy : nullptr)) return false;
           if (out) out->dict->items.emplace_back(k, std::move(copy));
