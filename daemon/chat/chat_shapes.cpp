@@ -133,11 +133,13 @@ class Walk {
     return at;
   }
   void tag(char c) { *room(1) = c; }
-  template <typename T>
-  void put(char c, T n) {
-    char* at = room(1 + sizeof n);
-    *at = c;
-    std::memcpy(at + 1, &n, sizeof n);
+  // A tag, then n in 7-bit groups, low first (a set high bit: more follow).
+  void put(char c, uint64_t n) {
+    char* at = room(11);
+    *at++ = c;
+    for (; n >= 0x80; n >>= 7) *at++ = static_cast<char>(n | 0x80);
+    *at++ = static_cast<char>(n);
+    size_ = static_cast<std::size_t>(at - buf_.data());
   }
   void bytes_of(std::string_view t) {
     put('s', static_cast<uint64_t>(t.size()));
@@ -195,7 +197,7 @@ class Walk {
           // A key of the tools is written whole (they have no nodes); any
           // other is its node.
           if (at == Paths::kTools) bytes_of(k);
-          else put('k', at);
+          else put('k', static_cast<uint64_t>(at));
           Value copy;
           if (!walk(x, at, out ? &copy : nullptr)) return false;
           if (out) out->dict->items.emplace_back(k, std::move(copy));
@@ -293,7 +295,7 @@ struct Rendering {
   }
 
   // The record's rendering: the literals, and each hole's string.
-  void fill(const std::vector<const std::string*>& leaves, std::size_t bytes, Rendered& out) const {
+  void fill(const std::vector<std::string_view>& leaves, std::size_t bytes, Rendered& out) const {
     static thread_local std::vector<uint32_t> starts;
     out.text.clear();
     out.trained.clear();
@@ -306,7 +308,7 @@ struct Rendering {
         out.text.append(lit, pieces[k].size);
         lit += pieces[k].size;
       } else {
-        out.text += *leaves[static_cast<std::size_t>(pieces[k].leaf)];
+        out.text += leaves[static_cast<std::size_t>(pieces[k].leaf)];
       }
     }
     starts[pieces.size()] = static_cast<uint32_t>(out.text.size());
@@ -374,15 +376,14 @@ class Shapes {
   bool serve(const Rendering& r, const Walk& w, const tmpl::RenderLimits& limits, Rendered& out) {
     strings_.clear();
     std::size_t bytes = w.bytes;
-    for (const Value* v : w.leaves) strings_.push_back(&v->s.unread());
+    for (const Value* v : w.leaves) strings_.push_back(v->s.unread());
     if (!r.ops.empty() || !r.splits.empty()) {
       answers_.clear();
-      for (const Value* v : w.leaves) answers_.push_back(*v);
+      for (const Value* v : w.leaves) answers_.push(*v);
       if (!sk::replay(r.ops, r.splits, answers_)) return false;
       for (std::size_t k = w.leaves.size(); k < answers_.size(); ++k) {
-        const std::string& t = answers_[k].s.unread();
-        strings_.push_back(&t);
-        bytes += t.size();
+        strings_.push_back(answers_.text(k));
+        bytes += strings_.back().size();
       }
     }
     if (!r.fits(bytes, limits)) return false;
@@ -394,7 +395,7 @@ class Shapes {
   // same answers up to there, and alike there.
   bool stuck_again(const Rendering& r, const Walk& w) {
     answers_.clear();
-    for (const Value* v : w.leaves) answers_.push_back(*v);
+    for (const Value* v : w.leaves) answers_.push(*v);
     return sk::replay(r.ops, {}, answers_) && sk::alike_at(*r.stuck, answers_);
   }
 
@@ -457,8 +458,8 @@ class Shapes {
   uint64_t records_ = 0, learnt_ = 0, served_ = 0;  // records asked for, skeletons rendered, records served
   std::size_t bytes_ = 0;                           // what the shapes hold, about
   bool off_ = false;
-  std::vector<const std::string*> strings_;  // a record's strings by leaf
-  std::vector<Value> answers_;               // the same, with the answers' strings
+  std::vector<std::string_view> strings_;  // a record's strings by leaf
+  sk::Answers answers_;                    // the same, with the answers' strings
 };
 
 }  // namespace

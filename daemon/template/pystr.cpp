@@ -90,8 +90,14 @@ std::string_view py_strip(std::string_view s, const std::optional<std::string>& 
       chars && std::all_of(chars->begin(), chars->end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
   std::vector<uint32_t> set;
   if (chars && !ascii_set) set = code_points(*chars);
+  // Python's whitespace among ASCII, looked up rather than asked each time.
+  static const std::array<bool, 128> kAsciiSpace = [] {
+    std::array<bool, 128> t{};
+    for (uint32_t c = 0; c < 128; ++c) t[c] = py_isspace(c);
+    return t;
+  }();
   auto strip_it = [&](uint32_t cp) {
-    if (!chars) return py_isspace(cp);
+    if (!chars) return cp < 0x80 ? kAsciiSpace[cp] : py_isspace(cp);
     if (ascii_set) return cp < 0x80 && chars->find(static_cast<char>(cp)) != std::string::npos;
     for (uint32_t c : set)
       if (c == cp) return true;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "template/parser.hpp"
+#include "template/pystr.hpp"
 
 namespace tokfeed::tmpl::skeleton {
 
@@ -269,10 +270,33 @@ bool next_of(std::string_view t, std::size_t k, const Trace& tr, int32_t& leaf, 
   return true;
 }
 
-uint8_t first_byte(const Split& s, bool a, const std::vector<Value>& leaves) {
+// The first byte of side a (or b) of `s`: its literal's, or its leaf's
+// (`text(leaf)`, a string_view).
+template <typename Text>
+uint8_t first_byte(const Split& s, bool a, const Text& text) {
   const int32_t leaf = a ? s.a_leaf : s.b_leaf;
   if (leaf < 0) return a ? s.a_byte : s.b_byte;
-  return static_cast<uint8_t>(leaves[static_cast<std::size_t>(leaf)].s.unread()[0]);
+  return static_cast<uint8_t>(text(static_cast<std::size_t>(leaf))[0]);
+}
+
+// Where `op` takes characters off its subject's ends (the trim filter; the
+// strip, lstrip and rstrip methods) given at most the characters, a str or
+// none: its answer is then a part of the subject's bytes. `chars` is null
+// for whitespace.
+bool strips(const Op& op, bool& left, bool& right, const Value*& chars) {
+  static const FilterFn kTrim = find_filter("trim");
+  if (!op.args.kw.empty() || op.args.pos.size() > 1) return false;
+  if (op.kind == Op::Kind::kFilter) {
+    if (op.filter != kTrim) return false;
+    left = right = true;
+  } else if (op.kind == Op::Kind::kMethod && (op.name == "strip" || op.name == "lstrip" || op.name == "rstrip")) {
+    left = op.name != "rstrip";
+    right = op.name != "lstrip";
+  } else {
+    return false;
+  }
+  chars = op.args.pos.empty() || op.args.pos[0].is_none() ? nullptr : &op.args.pos[0];
+  return !chars || (chars->is_str() && !chars->markup);
 }
 
 }  // namespace
@@ -284,7 +308,8 @@ bool split_at(std::string_view a, std::string_view b, std::size_t k) {
   Split s{-1, -1, 0, 0};
   if (!next_of(a, k, t, s.a_leaf, s.a_byte) || !next_of(b, k, t, s.b_leaf, s.b_byte)) return false;
   if (s.a_leaf >= 0 && s.a_leaf == s.b_leaf) return false;
-  if (first_byte(s, true, t.leaves) == first_byte(s, false, t.leaves)) {
+  auto text = [&](std::size_t k) { return std::string_view(t.leaves[k].s.unread()); };
+  if (first_byte(s, true, text) == first_byte(s, false, text)) {
     if (!t.stuck) t.stuck = s;
     return false;
   }
@@ -292,12 +317,31 @@ bool split_at(std::string_view a, std::string_view b, std::size_t k) {
   return true;
 }
 
-bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::vector<Value>& leaves) {
+bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, Answers& leaves) {
   for (const Op& op : ops) {
     if (op.subject >= leaves.size()) return false;
+    bool left, right;
+    const Value* chars;
+    if (strips(op, left, right, chars)) {
+      // The answer is apply's without the copy: the part of the subject's
+      // bytes that is left.
+      if (op.answer == Op::Answer::kValue || op.answer == Op::Answer::kList) return false;
+      const std::string_view s = leaves.text(op.subject);
+      const std::string_view r = chars ? py_strip(s, std::optional<std::string>(chars->s.unread()), left, right)
+                                       : py_strip(s, std::nullopt, left, right);
+      const Op::Answer got = r.empty()              ? Op::Answer::kEmpty
+                             : r.size() == s.size() ? Op::Answer::kSame
+                                                    : Op::Answer::kLeaf;
+      if (!answers(got, op.answer)) return false;
+      if (op.answer == Op::Answer::kLeaf) {
+        if (leaves.size() != op.first) return false;
+        leaves.push_part(r);
+      }
+      continue;
+    }
     Value r;
     try {
-      r = apply(op, leaves[op.subject]);
+      r = apply(op, leaves.value(op.subject));
     } catch (...) {
       return false;  // it fails on this record's string: not the answer kept
     }
@@ -308,10 +352,10 @@ bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::v
       case Op::Answer::kEmpty:
       case Op::Answer::kSame:
       case Op::Answer::kLeaf:
-        if (!plain_str(r) || !answers(string_answer(r, leaves[op.subject]), op.answer)) return false;
+        if (!plain_str(r) || !answers(string_answer(r, leaves.value(op.subject)), op.answer)) return false;
         if (op.answer == Op::Answer::kLeaf) {
           if (leaves.size() != op.first) return false;
-          leaves.push_back(std::move(r));
+          leaves.push(std::move(r));
         }
         break;
       case Op::Answer::kList: {
@@ -321,8 +365,8 @@ bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::v
         for (std::size_t k = 0; k < op.items.size(); ++k) {
           const Value& x = r.list->items[k];
           const auto a = static_cast<Op::Answer>(op.items[k]);
-          if (!plain_str(x) || !answers(string_answer(x, leaves[op.subject]), a)) return false;
-          if (a == Op::Answer::kLeaf) leaves.push_back(x);
+          if (!plain_str(x) || !answers(string_answer(x, leaves.value(op.subject)), a)) return false;
+          if (a == Op::Answer::kLeaf) leaves.push(x);
         }
         break;
       }
@@ -333,9 +377,10 @@ bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::v
   return true;
 }
 
-bool alike_at(const Split& s, const std::vector<Value>& leaves) {
+bool alike_at(const Split& s, const Answers& leaves) {
   if (std::max(s.a_leaf, s.b_leaf) >= static_cast<int32_t>(leaves.size())) return true;
-  return first_byte(s, true, leaves) == first_byte(s, false, leaves);
+  auto text = [&](std::size_t k) { return leaves.text(k); };
+  return first_byte(s, true, text) == first_byte(s, false, text);
 }
 
 }  // namespace tokfeed::tmpl::skeleton

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "template/interp.hpp"
@@ -70,13 +71,45 @@ bool split_at(std::string_view a, std::string_view b, std::size_t k);
 // about to read), noted in tl_watch->reads as read along with the first.
 void saw_tree(const Value& v);
 
+// A record's strings by leaf, as replay gives them: the shape's holes, then
+// the answers'. An answer that is a part of its subject's bytes (a strip's)
+// is held as a view of them; its Value is made only where a later operation
+// asks it.
+class Answers {
+ public:
+  void clear() {
+    values_.clear();
+    text_.clear();
+  }
+  std::size_t size() const { return text_.size(); }
+  // A str, held by the Answers.
+  void push(Value v) {
+    values_.push_back(std::move(v));
+    text_.push_back(values_.back().s.unread());
+  }
+  // A part of another leaf's bytes.
+  void push_part(std::string_view part) {
+    values_.emplace_back();
+    text_.push_back(part);
+  }
+  std::string_view text(std::size_t k) const { return text_[k]; }
+  const Value& value(std::size_t k) {
+    if (values_[k].kind == Kind::kUndefined) values_[k] = Value::str(std::string(text_[k]));
+    return values_[k];
+  }
+
+ private:
+  std::vector<Value> values_;  // undefined: a part not made into a Value yet
+  std::vector<std::string_view> text_;
+};
+
 // Asks `ops` again of `leaves` (the shape's holes of another record),
 // appending the leaves they make, and checks `splits`: whether every answer
 // is the one kept.
-bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, std::vector<Value>& leaves);
+bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, Answers& leaves);
 
 // Whether the record's texts (`leaves`, replayed) are alike at `s`'s first
 // bytes, where a skeleton was stuck.
-bool alike_at(const Split& s, const std::vector<Value>& leaves);
+bool alike_at(const Split& s, const Answers& leaves);
 
 }  // namespace tokfeed::tmpl::skeleton

@@ -167,55 +167,22 @@ Value search(const std::string& s, std::string_view name, const Bound& p) {
   return Value::integer(start + static_cast<int64_t>(py_len(hay.substr(0, at))));
 }
 
-// Whether `s` is all ASCII (8 bytes at a time).
-bool is_ascii(std::string_view s) {
-  uint64_t high = 0;
-  std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    high |= w;
-  }
-  for (; i < s.size(); ++i) high |= static_cast<unsigned char>(s[i]);
-  return (high & 0x8080808080808080ULL) == 0;
-}
-
 // startswith/endswith(prefix or tuple of prefixes[, start[, end]]).
 Value tailmatch(const std::string& s, std::string_view name, const Bound& p) {
   const Value& x = *p[0];
   const bool tuple = x.is_list() && x.tuple;
   const std::span<const Value> subs = tuple ? std::span<const Value>(x.list->items) : std::span<const Value>(&x, 1);
-  // Without start and end, the code points are walked, not tabulated, and
-  // only once a prefix's bytes match (an ASCII string's are its bytes).
+  // Without start and end, bytes are compared: strings are valid UTF-8, so
+  // a prefix or suffix that matches byte for byte starts at a character and
+  // matches character for character.
   auto absent = [&](std::size_t i) { return i >= p.size() || !p[i] || p[i]->is_none(); };
   if (absent(1) && absent(2)) {
+    const std::string_view all(s);
     const bool starts = name == "startswith";
-    int64_t len = -1;
-    bool ascii = false;
-    auto count = [&] {
-      if (len >= 0) return;
-      ascii = is_ascii(s);
-      len = ascii ? static_cast<int64_t>(s.size()) : 0;
-      for (std::size_t i = 0; !ascii && i < s.size(); ++len) {
-        uint32_t cp;
-        i += utf8_decode(s, i, cp);
-      }
-    };
     for (const Value& v : subs) {
       if (!v.is_str())
         throw Error(std::string(name) + " first arg must be str or a tuple of str, not " + std::string(type_name(v)));
-      int64_t slen = static_cast<int64_t>(py_len(*v.s));
-      if (slen == 0) return Value::boolean(true);
-      if (starts && s.compare(0, v.s->size(), *v.s) != 0) continue;
-      count();
-      if (len - slen < 0) continue;
-      std::size_t b = ascii && !starts ? static_cast<std::size_t>(len - slen) : 0;
-      if (!ascii && !starts)
-        for (int64_t k = 0; k < len - slen; ++k) {
-          uint32_t cp;
-          b += utf8_decode(s, b, cp);
-        }
-      if (std::string_view(s).substr(b, v.s->size()) == *v.s) return Value::boolean(true);
+      if (starts ? all.starts_with(*v.s) : all.ends_with(*v.s)) return Value::boolean(true);
     }
     return Value::boolean(false);
   }

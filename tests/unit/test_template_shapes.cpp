@@ -151,6 +151,20 @@ TEST_CASE("shapes: a filter and methods answered from the record (trim, strip, s
   CHECK(lengths.learnt > 3 * 8);
 }
 
+TEST_CASE("shapes: strips served as parts of the record's strings, and asked again") {
+  // Each strip's answer is a part of its subject's bytes: a later question
+  // asks it (startswith, upper, a strip of a strip), and the texts meet a
+  // literal with the part's first byte.
+  const std::string src =
+      "{% for m in messages %}{{ m.role }}:{% set t = m.content | trim %}"
+      "{% if t.startswith('<') %}[{{ t.lstrip('<') }}]{% endif %}<{{ m.content.lstrip() }}|{{ m.content.rstrip() }}|"
+      "{{ t.upper() }}|{{ m.content.strip('a\\n') }}|{{ m.content.rstrip(none) | trim }}\n{% endfor %}"
+      "{% if add_generation_prompt %}assistant:{% endif %}";
+  const auto st = check_template(src, 300, 4, true);
+  CHECK(st.served > 400);
+  check_template(src, 300, 14);
+}
+
 TEST_CASE("shapes: a thinking template that splits its messages and drops earlier thoughts") {
   const auto st = check_template(R"({%- for message in messages %}
 {%- set content = message.content %}
