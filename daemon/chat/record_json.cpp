@@ -159,8 +159,8 @@ enum class Step : uint8_t { kDone, kBad, kMore };
 // A block's stops are found once. Its simple escapes are decoded in place,
 // the bytes after each moved up behind it by one 32-byte load and store
 // (past the block too: the next block's store lays those again), so an
-// escape costs no new search of its block, and whether the next stop is
-// another escape is one bit of the block's backslashes, not a load. The
+// escape costs no new search of its block, and whether a stop is an
+// escape is one bit of the block's backslashes, not a load. The
 // pointers and the gathered bits are locals whose address is never taken
 // (registers, not the stack) until the loop ends; the masks are 64-bit,
 // their bit indexes addresses without a widening.
@@ -183,19 +183,19 @@ __attribute__((target("avx2,bmi,bmi2"), always_inline)) inline Step decode_block
     // min(x ^ 2, 0x20) == x ^ 2 (0x22 becomes 0x20, 0x00-0x1F stay among
     // themselves, nothing else falls that low).
     const __m256i y = _mm256_xor_si256(x, flip);
-    const __m256i stop =
-        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y, quote_flipped), y), _mm256_cmpeq_epi8(x, backslash));
-    uint64_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
-    if (mask == 0) {
+    const __m256i is_backslash = _mm256_cmpeq_epi8(x, backslash);
+    const __m256i stop = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y, quote_flipped), y), is_backslash);
+    if (_mm256_testz_si256(stop, stop)) {
       seen = _mm256_or_si256(seen, x);
       p += 32;
       d += 32;
       continue;
     }
+    uint64_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
     uint64_t k = _tzcnt_u64(mask);
-    if (p[k] == '\\') {
+    const uint64_t backslashes = static_cast<uint32_t>(_mm256_movemask_epi8(is_backslash));
+    if ((backslashes >> k) & 1) {
       seen = _mm256_or_si256(seen, x);
-      const uint64_t backslashes = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, backslash)));
       // The byte at p + j goes to d + j: one less after each escape.
       for (;;) {
         const char e = kEscapes[static_cast<unsigned char>(p[k + 1])];
@@ -251,15 +251,18 @@ out:
 
 // The string's last bytes, 64 or fewer left in the record, from a copy
 // padded with zeros: a control character, where the string stops as at
-// the text's end, refused alike.
+// the text's end, refused alike. `top` gathers the top bits of the bytes
+// read (a 32-bit mask: no 32-byte vector passed through the stack).
 __attribute__((target("avx2,bmi,bmi2"), noinline)) Step decode_tail(const char*& p, const char* end, char*& d,
-                                                                    __m256i& high, uint32_t& last_high) {
-  char tail[160];
+                                                                    uint32_t& top) {
+  alignas(32) char tail[160] = {};  // five stores, no call
   const auto n = static_cast<std::size_t>(end - p);
   std::memcpy(tail, p, n);
-  std::memset(tail + n, 0, sizeof tail - n);
   const char* q = tail;
+  __m256i high = _mm256_setzero_si256();
+  uint32_t last_high = 0;
   const Step s = decode_blocks(q, tail + n, tail + sizeof tail, d, high, last_high);
+  top |= static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high;
   p += q - tail;
   return s;
 }
@@ -268,9 +271,10 @@ __attribute__((target("avx2,bmi,bmi2"))) Decoded decode_avx2(const char*& p, con
   __m256i high = _mm256_setzero_si256();
   uint32_t last_high = 0;
   Step s = decode_blocks(p, end, end, d, high, last_high);
-  if (s == Step::kMore) s = decode_tail(p, end, d, high, last_high);
+  uint32_t top = static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high;
+  if (s == Step::kMore) s = decode_tail(p, end, d, top);
   if (s != Step::kDone) return {nullptr, false};
-  return {d, (static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high) != 0};
+  return {d, top != 0};
 }
 
 const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
