@@ -159,96 +159,125 @@ enum class Step : uint8_t { kDone, kBad, kMore };
 // A block's stops are found once. Its simple escapes are decoded in place,
 // the bytes after each moved up behind it by one 32-byte load and store
 // (past the block too: the next block's store lays those again), so an
-// escape costs no new search of its block.
-__attribute__((target("avx2,bmi"), always_inline)) inline Step decode_blocks(const char*& p_ref, const char* end,
-                                                                             const char* load_end, char*& d_ref,
-                                                                             __m256i& high, uint32_t& last_high) {
-  const __m256i quote = _mm256_set1_epi8('"');
+// escape costs no new search of its block, and whether a stop is an
+// escape is one bit of the block's backslashes, not a load. The
+// pointers and the gathered bits are locals whose address is never taken
+// (registers, not the stack) until the loop ends; the masks are 64-bit,
+// their bit indexes addresses without a widening.
+__attribute__((target("avx2,bmi,bmi2"), always_inline)) inline Step decode_blocks(const char*& p_ref, const char* end,
+                                                                                  const char* load_end, char*& d_ref,
+                                                                                  __m256i& high, uint32_t& last_high) {
   const __m256i backslash = _mm256_set1_epi8('\\');
-  const __m256i control = _mm256_set1_epi8(0x1F);
+  const __m256i flip = _mm256_set1_epi8(0x02);
+  const __m256i quote_flipped = _mm256_set1_epi8(0x20);
   const char* p = p_ref;
   char* d = d_ref;
-  while (load_end - p > 64) {
+  __m256i seen = _mm256_setzero_si256();
+  Step step = Step::kMore;
+  if (load_end - p <= 64) goto out;
+  // (The last block's start, compared with p: one compare a block.)
+  for (const char* const last = load_end - 65; p <= last;) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), x);
-    // x <= 0x1F (unsigned) where min(x, 0x1F) == x.
-    const __m256i stop = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, backslash)),
-                                         _mm256_cmpeq_epi8(_mm256_min_epu8(x, control), x));
-    auto mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
-    if (mask == 0) {
-      high = _mm256_or_si256(high, x);
+    // A quote or a control character: x ^ 2 <= 0x20 (unsigned), where
+    // min(x ^ 2, 0x20) == x ^ 2 (0x22 becomes 0x20, 0x00-0x1F stay among
+    // themselves, nothing else falls that low).
+    const __m256i y = _mm256_xor_si256(x, flip);
+    const __m256i is_backslash = _mm256_cmpeq_epi8(x, backslash);
+    const __m256i stop = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y, quote_flipped), y), is_backslash);
+    if (_mm256_testz_si256(stop, stop)) {
+      seen = _mm256_or_si256(seen, x);
       p += 32;
       d += 32;
       continue;
     }
-    unsigned k = _tzcnt_u32(mask);
-    if (p[k] == '\\') {
-      high = _mm256_or_si256(high, x);
+    uint64_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(stop));
+    uint64_t k = _tzcnt_u64(mask);
+    const uint64_t backslashes = static_cast<uint32_t>(_mm256_movemask_epi8(is_backslash));
+    if ((backslashes >> k) & 1) {
+      seen = _mm256_or_si256(seen, x);
       // The byte at p + j goes to d + j: one less after each escape.
       for (;;) {
         const char e = kEscapes[static_cast<unsigned char>(p[k + 1])];
         if (e <= 1) {  // \u, or no escape: a new block after it
-          p += k;
-          d += k;
-          if (e == 0 || !unicode(p, end, d)) return Step::kBad;
+          const char* q = p + k;
+          char* o = d + k;
+          if (e == 0 || !unicode(q, end, o)) {
+            step = Step::kBad;
+            goto out;
+          }
+          p = q;
+          d = o;
           break;
         }
         d[k] = e;
-        --d;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + k + 2),
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + k + 1),
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k + 2)));
-        mask &= ~(3u << k);  // the escape and its second byte (a quote or backslash stops too)
+        --d;
+        // The escape and its second byte (a quote or backslash stops too).
+        mask &= ~uint64_t{3} << k;
         if (mask == 0) {
-          // An escape at the block's last byte took the next block's first.
-          const unsigned taken = 32 + (k == 31);
-          p += taken;
-          d += taken;
+          p += 32;
+          d += 32;
+          if (k == 31) {  // an escape at the block's last byte took the next block's first
+            ++p;
+            ++d;
+          }
           break;
         }
-        k = _tzcnt_u32(mask);
-        if (p[k] != '\\') goto stop;
+        k = _tzcnt_u64(mask);
+        if (((backslashes >> k) & 1) == 0) goto stop;
       }
       continue;
     }
-    last_high = static_cast<uint32_t>(_mm256_movemask_epi8(x)) & _blsmsk_u32(mask);
+    last_high = static_cast<uint32_t>(_mm256_movemask_epi8(x)) & _blsmsk_u32(static_cast<uint32_t>(mask));
   stop:
     p += k;
     d += k;
-    if (*p != '"') return Step::kBad;  // a control character
-    p_ref = p + 1;
-    d_ref = d;
-    return Step::kDone;
+    if (*p != '"') {  // a control character
+      step = Step::kBad;
+      break;
+    }
+    ++p;
+    step = Step::kDone;
+    break;
   }
+out:
   p_ref = p;
   d_ref = d;
-  return Step::kMore;
+  high = _mm256_or_si256(high, seen);
+  return step;
 }
 
 // The string's last bytes, 64 or fewer left in the record, from a copy
 // padded with zeros: a control character, where the string stops as at
-// the text's end, refused alike.
-__attribute__((target("avx2,bmi"), noinline)) Step decode_tail(const char*& p, const char* end, char*& d, __m256i& high,
-                                                               uint32_t& last_high) {
-  char tail[160];
+// the text's end, refused alike. `top` gathers the top bits of the bytes
+// read (a 32-bit mask: no 32-byte vector passed through the stack).
+__attribute__((target("avx2,bmi,bmi2"), noinline)) Step decode_tail(const char*& p, const char* end, char*& d,
+                                                                    uint32_t& top) {
+  alignas(32) char tail[160] = {};  // five stores, no call
   const auto n = static_cast<std::size_t>(end - p);
   std::memcpy(tail, p, n);
-  std::memset(tail + n, 0, sizeof tail - n);
   const char* q = tail;
+  __m256i high = _mm256_setzero_si256();
+  uint32_t last_high = 0;
   const Step s = decode_blocks(q, tail + n, tail + sizeof tail, d, high, last_high);
+  top |= static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high;
   p += q - tail;
   return s;
 }
 
-__attribute__((target("avx2,bmi"))) Decoded decode_avx2(const char*& p, const char* end, char* d) {
+__attribute__((target("avx2,bmi,bmi2"))) Decoded decode_avx2(const char*& p, const char* end, char* d) {
   __m256i high = _mm256_setzero_si256();
   uint32_t last_high = 0;
   Step s = decode_blocks(p, end, end, d, high, last_high);
-  if (s == Step::kMore) s = decode_tail(p, end, d, high, last_high);
+  uint32_t top = static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high;
+  if (s == Step::kMore) s = decode_tail(p, end, d, top);
   if (s != Step::kDone) return {nullptr, false};
-  return {d, (static_cast<uint32_t>(_mm256_movemask_epi8(high)) | last_high) != 0};
+  return {d, top != 0};
 }
 
-const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi");
+const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
 
 inline Decoded decode(const char*& p, const char* end, char* d) {
   return kAvx2 ? decode_avx2(p, end, d) : decode_scalar(p, end, d);
@@ -325,9 +354,9 @@ class Reader {
     // call.
     if (end_ - p_ >= 16) {
       const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i y = _mm_xor_si128(x, _mm_set1_epi8(0x02));  // as in decode_blocks
       const __m128i stop =
-          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
-                       _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1F)), x));
+          _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(y, _mm_set1_epi8(0x20)), y), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')));
       const auto mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
       if (mask != 0) {
         const auto k = static_cast<unsigned>(__builtin_ctz(mask));

@@ -605,6 +605,92 @@ TEST_CASE("records: read without simdjson's tree, a record builds what the tree 
   CHECK(bad.reason.starts_with("malformed JSON: "));
 }
 
+// The block loop's escapes: a run decoded from one search of its block,
+// an escape whose second byte is a quote or a backslash (also a stop of
+// the block), one at a block's last byte, \u escapes and pairs beside
+// simple ones, and every byte a string may hold plain, at every offset of
+// two blocks; what JSON refuses among them (a control character, a bad
+// escape, the text's end) is left to simdjson, whose reason stands.
+TEST_CASE("records: escapes in runs, at a block's end and beside quotes decode as the tree does, or are left to it") {
+  std::vector<std::string> taken;
+  const char* const runs[] = {
+      R"(\")",         R"(\\)",         R"(\\\")",           R"(\\\\)",     R"(\"\"\")",         R"(\\\\\\\")",
+      R"(\\n)",        R"(\\\\n\\)",    R"(\n\\)",           R"(\"\\\"\\)", R"(\ud83d\ude00\n)", R"(\n\ud83d\ude00\")",
+      R"(\"\u00e9\\)", R"(\t\u4e2d\t)", R"(\\\ud83d\ude00)", R"(\/\b\f\r)", R"(\u005c\u0022)",   R"(\n\n\n\n\n\n)"};
+  for (std::size_t at = 0; at < 70; ++at)
+    for (const char* run : runs) {
+      const std::string s = std::string(at, 'a') + run;
+      taken.push_back(R"({"x": ")" + s + R"(", "y": ")" + std::string(70, 'd') + "\"}");
+      taken.push_back(R"({"x": ")" + s + "b\"}");  // in the record's last bytes
+      taken.push_back(R"({"x": ")" + s + run + std::string(at % 5, 'c') + run + R"(", "y": 1})");
+    }
+  // Every byte JSON takes plain (0x20-0x7F but the quote and the
+  // backslash; over 0x7F as UTF-8) after an escape and before the next one.
+  for (int b = 0x20; b < 0x80; ++b) {
+    if (b == '"' || b == '\\') continue;
+    const std::string c(1, static_cast<char>(b));
+    for (std::size_t at = 25; at < 40; ++at)
+      taken.push_back(R"({"x": ")" + std::string(at, 'a') + R"(\n)" + c + R"(\")" + c + c + "\xC3\xA9" + c +
+                      R"(", "y": ")" + std::string(70, 'd') + "\"}");
+  }
+  CHECK(read_all(taken) == taken.size());
+  // Known values, decoded in the block loop (a long string) and in the
+  // record's last bytes.
+  for (const std::string& pad : {std::string(29, 'a'), std::string(30, 'a'), std::string(31, 'a'), std::string()}) {
+    Value out;
+    const std::string rec = R"({"x": ")" + pad + R"(\"\\n\\\"", "y": ")" + pad + R"(\n\ud83d\ude00\t"})";
+    REQUIRE(text::detail::read_record(rec, false, Value(), out));
+    CHECK(*out.dict->find("x")->s == pad + "\"\\n\\\"");
+    CHECK(*out.dict->find("y")->s == pad + "\n\xF0\x9F\x98\x80\t");
+  }
+  // Left to simdjson: a control character (every one) right after a run of
+  // escapes, after an escape at a block's last byte, or one that follows
+  // an escaped backslash; a bad escape after a run; a string whose text
+  // ends after an escaped quote.
+  std::vector<std::string> left;
+  for (int c = 0; c < 0x20; ++c)
+    for (std::size_t at : {0, 1, 28, 29, 30, 31, 32, 33, 62, 63}) {
+      const std::string ctl(1, static_cast<char>(c));
+      for (const char* before : {R"(\n\"\\)", R"(\")", R"(\\)", R"(\ud83d\ude00)"}) {
+        const std::string s = std::string(at, 'a') + before + ctl;
+        left.push_back(R"({"x": ")" + s + R"(tail", "y": ")" + std::string(70, 'd') + "\"}");
+        left.push_back(R"({"x": ")" + s + "\"}");
+      }
+    }
+  for (std::size_t at = 0; at < 70; ++at) {
+    for (const char* bad : {R"(\n\x)", R"(\"\')", R"(\\\ )", R"(\t\u12G4)", R"(\n\ud800\n)"}) {
+      const std::string s = std::string(at, 'a') + bad;
+      left.push_back(R"({"x": ")" + s + R"(tail", "y": ")" + std::string(70, 'd') + "\"}");
+      left.push_back(R"({"x": ")" + s);
+    }
+    for (const char* cut : {R"(\")", R"(\\\")", R"(\n\")"}) left.push_back(R"({"x": ")" + std::string(at, 'a') + cut);
+  }
+  for (const std::string& rec : left) {
+    INFO(rec);
+    Value out;
+    CHECK_FALSE(text::detail::read_record(rec, false, Value(), out));
+  }
+  // record_to_chat's reason for those is the one simdjson's parse and the
+  // Python-json reader after it give.
+  text::RecordRules rules;
+  simdjson::dom::parser parser;
+  for (std::size_t i = 0; i < left.size(); i += 3) {  // a sample: each is parsed twice over
+    const std::string& rec = left[i];
+    INFO(rec);
+    simdjson::dom::element root;
+    const auto err = parser.parse(rec).get(root);
+    REQUIRE(err);
+    std::string expected;
+    try {
+      tmpl::parse_python_json(rec, simdjson::error_message(err));
+    } catch (const tmpl::Error& e) {
+      expected = e.what();
+    }
+    REQUIRE_FALSE(expected.empty());
+    CHECK(map(rec, rules).reason == expected);
+  }
+}
+
 // Alpaca and query/response records map to the messages of the conversation
 // parse_record reads from simdjson's tree, with its reason where it refuses
 // one: over ../shared's sets and records built to fail each check in turn,
