@@ -642,8 +642,8 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
   std::vector<Value> lists;
   for (const auto& [l, o] : st.lists) {
     std::size_t e = std::max(o, std::min(k, all.size()));
-    lists.push_back(Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(std::min(o, e)),
-                                                       all.begin() + static_cast<std::ptrdiff_t>(e))));
+    lists.push_back(Value::recycled_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(std::min(o, e)),
+                                                            all.begin() + static_cast<std::ptrdiff_t>(e))));
   }
   auto prefix_lists = [&](Scope& in_scope) {
     for (auto& [name, v] : in_scope) {
@@ -655,7 +655,7 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
   prefix_lists(vars);
   if (p.inside) {  // the loop's scope and items, which run_after_loop runs on
     const std::size_t o = st.loops[p.loop].offset;
-    in.resume_items = Value::new_list(
+    in.resume_items = Value::recycled_list(
         std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o), all.begin() + static_cast<std::ptrdiff_t>(k)));
     in.frames.emplace_back();
     in.frames.back().vars = p.scope;
@@ -685,8 +685,8 @@ void restore_start(const ResumeState& st, const Start& s, std::size_t k, bool g,
       if (v.list == st.lists[j].first.list) {
         if (lists[j].kind != Kind::kList) {
           const std::size_t o = st.lists[j].second, e = std::max(o, std::min(k, all.size()));
-          lists[j] = Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o),
-                                                        all.begin() + static_cast<std::ptrdiff_t>(e)));
+          lists[j] = Value::recycled_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o),
+                                                             all.begin() + static_cast<std::ptrdiff_t>(e)));
         }
         v = lists[j];
         break;
