@@ -332,10 +332,11 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
       if (!r.provenance().pieces.empty()) p_last_end = r.provenance().pieces.back().end;
       // P ⊑ Fi ⊑ F needs P ⊑ F: where that fails, Fi need not be rendered.
       if (starts_with(full, p, p_same)) {
-        std::string& fi = texts.fi;
-        if (i + 1 == n) fi = full;
-        else fi = r.render(i + 1, false);
-        const std::size_t fi_same = texts.fi_same = i + 1 == n ? full.size() : r.same();
+        // Fi of the last message is F itself, read where it is.
+        const bool last_message = i + 1 == n;
+        if (!last_message) texts.fi = r.render(i + 1, false);
+        const std::string& fi = last_message ? full : texts.fi;
+        const std::size_t fi_same = last_message ? full.size() : (texts.fi_same = r.same());
         if (starts_with(fi, p, std::min(p_same, fi_same)) && starts_with(full, fi, fi_same)) {
           // An empty span trains nothing, not even a token it falls inside.
           if (fi.size() > p.size()) add_span(spans, p.size(), fi.size());

@@ -249,7 +249,7 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
 
 namespace {
 
-std::size_t var_index(const Vars& vars, std::string_view name) {
+std::size_t var_index(const Vars& vars, Name name) {
   for (std::size_t i = vars.size(); i-- > 0;)
     if (vars[i].first == name) return i;
   return vars.size();
@@ -263,7 +263,8 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   std::shared_ptr<ResumeState> state;
   if (resumes) resumes->state.reset();
   if (resumes && !p_->escapes) {
-    const std::size_t m = var_index(vars, "messages"), g = var_index(vars, "add_generation_prompt");
+    static const Name kMessages("messages"), kPrompt("add_generation_prompt");
+    const std::size_t m = var_index(vars, kMessages), g = var_index(vars, kPrompt);
     const bool any = std::any_of(resumes->want.begin(), resumes->want.end(), [](uint8_t w) { return w != 0; });
     if (any && m < vars.size() && g < vars.size() && vars[m].second.is_seq() &&
         vars[m].second.list->items.size() + 1 == resumes->want.size()) {
