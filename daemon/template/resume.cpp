@@ -331,6 +331,23 @@ bool find_path(const Body& body, const Stmt* target, std::vector<std::pair<const
   return false;
 }
 
+// find_path(top, &s, path) where the parser found the way (Stmt::top_path):
+// the path rebuilt from it, its vector grown as the search grows it (its
+// blocks are counted by the render's budget).
+bool top_path(const Body& top, const Stmt& s, std::vector<std::pair<const Body*, std::size_t>>& path) {
+  if (s.top_path_peak == 0) return find_path(top, &s, path);
+  for (std::size_t room = 1;; room *= 2) {
+    path.reserve(room);
+    if (room >= s.top_path_peak) break;
+  }
+  const Body* body = &top;
+  for (const auto& [sel, at] : s.top_path) {
+    if (!path.empty()) body = &(*path.back().first)[path.back().second]->bodies[sel];
+    path.emplace_back(body, at);
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace {
@@ -390,7 +407,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
   std::vector<std::pair<const Body*, std::size_t>> path;
   if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
-      !find_path(*top, &s, path)) {
+      !top_path(*top, s, path)) {
     spoil_all();  // a loop over the messages the prefixes would run fewer times
     return false;
   }
