@@ -62,7 +62,7 @@ class Renderer {
     vars_[vars_.size() - 4].second =
         n == all.size()
             ? messages_
-            : Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)));
+            : Value::recycled_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)));
     vars_.back().second = Value::boolean(generation_prompt);
     return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr);
   }
@@ -249,16 +249,19 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
   const bool whole = loss == Loss::kAll;
   const bool generation = !whole && spec.tmpl.has_generation();
 
+  // Whether each message is an assistant's, asked of its dict once (no
+  // render changes a message).
+  std::vector<char> is_assistant(n, 0);
   // Which messages train: assistant messages (the last one only under
   // last_assistant; every message under all), unless the message says
   // otherwise.
   std::size_t last = n;
   for (std::size_t i = 0; i < n; ++i)
-    if (role_of(msgs[i]) == "assistant") last = i;
+    if ((is_assistant[i] = role_of(msgs[i]) == "assistant")) last = i;
   std::vector<char> train(n, 0);
   bool overrides = false;
   for (std::size_t i = 0; i < n; ++i) {
-    bool assistant = role_of(msgs[i]) == "assistant";
+    const bool assistant = is_assistant[i];
     train[i] = whole || (assistant && (!last_assistant || i == last));
     if (auto l = loss_of(msgs[i])) {
       overrides |= *l != static_cast<bool>(train[i]);
@@ -273,7 +276,7 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
   // P and U (messages[:i]), and Fi (messages[:i+1]).
   std::vector<uint8_t> want(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    const bool assistant = role_of(msgs[i]) == "assistant";
+    const bool assistant = is_assistant[i];
     const bool placed_by_rule = whole        ? !train[i]
                                 : generation ? regions && !last_block && static_cast<bool>(train[i]) != assistant
                                              : static_cast<bool>(train[i]);
@@ -303,7 +306,7 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
   // set) when neither applies.
   std::string reason;
   auto region = [&](std::size_t i, std::vector<Span>& spans) -> bool {
-    const bool assistant = role_of(msgs[i]) == "assistant";
+    const bool assistant = is_assistant[i];
     spans.clear();
     // The prefixes' texts, and their bytes copied from F; given back to
     // the renderer when done with.
@@ -329,10 +332,11 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
       if (!r.provenance().pieces.empty()) p_last_end = r.provenance().pieces.back().end;
       // P ⊑ Fi ⊑ F needs P ⊑ F: where that fails, Fi need not be rendered.
       if (starts_with(full, p, p_same)) {
-        std::string& fi = texts.fi;
-        if (i + 1 == n) fi = full;
-        else fi = r.render(i + 1, false);
-        const std::size_t fi_same = texts.fi_same = i + 1 == n ? full.size() : r.same();
+        // Fi of the last message is F itself, read where it is.
+        const bool last_message = i + 1 == n;
+        if (!last_message) texts.fi = r.render(i + 1, false);
+        const std::string& fi = last_message ? full : texts.fi;
+        const std::size_t fi_same = last_message ? full.size() : (texts.fi_same = r.same());
         if (starts_with(fi, p, std::min(p_same, fi_same)) && starts_with(full, fi, fi_same)) {
           // An empty span trains nothing, not even a token it falls inside.
           if (fi.size() > p.size()) add_span(spans, p.size(), fi.size());
@@ -398,8 +402,7 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
       if (out.trained.size() > 1) out.trained.erase(out.trained.begin(), out.trained.end() - 1);
     } else if (regions) {
       for (std::size_t i = 0; i < n; ++i) {
-        bool assistant = role_of(msgs[i]) == "assistant";
-        if (static_cast<bool>(train[i]) == assistant) continue;  // what the blocks already say
+        if (static_cast<bool>(train[i]) == static_cast<bool>(is_assistant[i])) continue;  // what the blocks already say
         if (!region(i, spans)) return reason;
         for (Span sp : spans) {
           if (train[i]) out.trained.push_back(sp);

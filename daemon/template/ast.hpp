@@ -166,6 +166,13 @@ struct Stmt {
   // `if`s: whether another such loop follows it (a prefix may then run up to
   // that one itself: Tracker::enter_loop).
   bool followed = false;
+  // kFor reached from the template's body through `if` bodies alone: the
+  // way there, per level the `if` body taken (none at the first level) and
+  // the statement's index in it, and the most levels the search for it
+  // from the top (Tracker::enter_loop) holds at once, its path's growth
+  // (0: not reached so; the search runs).
+  std::vector<std::pair<uint32_t, uint32_t>> top_path;
+  uint32_t top_path_peak = 0;
   // kFor: whether the body may read `loop` (by name, or through a macro or
   // call block defined in it); where not, no `loop` is made.
   bool uses_loop = true;

@@ -873,6 +873,27 @@ void message_loops(Body& body, std::vector<Stmt*>& out) {
   }
 }
 
+// Each loop's Stmt::top_path, as Tracker::enter_loop's search (resume.cpp,
+// find_path) would find it: the same walk, in the same order, through the
+// statements of `body` (body `sel` of the `if` that `way` ends with) and
+// the bodies of its `if`s; `peak`, the most levels the walk held so far.
+void top_paths(Body& body, uint32_t sel, std::vector<std::pair<uint32_t, uint32_t>>& way, uint32_t& peak) {
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    Stmt& s = *body[i];
+    const auto at = static_cast<uint32_t>(i);
+    if (s.kind == SK::kFor) {
+      s.top_path = way;
+      s.top_path.emplace_back(sel, at);
+      s.top_path_peak = std::max(peak, static_cast<uint32_t>(s.top_path.size()));
+    }
+    if (s.kind != SK::kIf) continue;
+    way.emplace_back(sel, at);
+    peak = std::max(peak, static_cast<uint32_t>(way.size()));
+    for (std::size_t b = 0; b < s.bodies.size(); ++b) top_paths(s.bodies[b], static_cast<uint32_t>(b), way, peak);
+    way.pop_back();
+  }
+}
+
 }  // namespace
 
 Parsed parse(std::string_view source) {
@@ -883,6 +904,9 @@ Parsed parse(std::string_view source) {
   for (std::size_t i = 0; i + 1 < loops.size(); ++i) loops[i]->followed = true;
   if (source.find("changed") == std::string_view::npos) no_changed(p.body);
   find_pure_macros(p.body);
+  std::vector<std::pair<uint32_t, uint32_t>> way;
+  uint32_t peak = 0;
+  top_paths(p.body, 0, way, peak);
   return p;
 }
 

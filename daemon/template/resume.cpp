@@ -331,6 +331,23 @@ bool find_path(const Body& body, const Stmt* target, std::vector<std::pair<const
   return false;
 }
 
+// find_path(top, &s, path) where the parser found the way (Stmt::top_path):
+// the path rebuilt from it, its vector grown as the search grows it (its
+// blocks are counted by the render's budget).
+bool top_path(const Body& top, const Stmt& s, std::vector<std::pair<const Body*, std::size_t>>& path) {
+  if (s.top_path_peak == 0) return find_path(top, &s, path);
+  for (std::size_t room = 1;; room *= 2) {
+    path.reserve(room);
+    if (room >= s.top_path_peak) break;
+  }
+  const Body* body = &top;
+  for (const auto& [sel, at] : s.top_path) {
+    if (!path.empty()) body = &(*path.back().first)[path.back().second]->bodies[sel];
+    path.emplace_back(body, at);
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace {
@@ -390,7 +407,7 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
   std::vector<std::pair<const Body*, std::size_t>> path;
   if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
-      !find_path(*top, &s, path)) {
+      !top_path(*top, s, path)) {
     spoil_all();  // a loop over the messages the prefixes would run fewer times
     return false;
   }
@@ -642,8 +659,8 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
   std::vector<Value> lists;
   for (const auto& [l, o] : st.lists) {
     std::size_t e = std::max(o, std::min(k, all.size()));
-    lists.push_back(Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(std::min(o, e)),
-                                                       all.begin() + static_cast<std::ptrdiff_t>(e))));
+    lists.push_back(Value::recycled_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(std::min(o, e)),
+                                                            all.begin() + static_cast<std::ptrdiff_t>(e))));
   }
   auto prefix_lists = [&](Scope& in_scope) {
     for (auto& [name, v] : in_scope) {
@@ -655,7 +672,7 @@ void restore(const ResumeState& st, const ResumePoint& p, std::size_t k, bool g,
   prefix_lists(vars);
   if (p.inside) {  // the loop's scope and items, which run_after_loop runs on
     const std::size_t o = st.loops[p.loop].offset;
-    in.resume_items = Value::new_list(
+    in.resume_items = Value::recycled_list(
         std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o), all.begin() + static_cast<std::ptrdiff_t>(k)));
     in.frames.emplace_back();
     in.frames.back().vars = p.scope;
@@ -685,8 +702,8 @@ void restore_start(const ResumeState& st, const Start& s, std::size_t k, bool g,
       if (v.list == st.lists[j].first.list) {
         if (lists[j].kind != Kind::kList) {
           const std::size_t o = st.lists[j].second, e = std::max(o, std::min(k, all.size()));
-          lists[j] = Value::new_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o),
-                                                        all.begin() + static_cast<std::ptrdiff_t>(e)));
+          lists[j] = Value::recycled_list(std::vector<Value>(all.begin() + static_cast<std::ptrdiff_t>(o),
+                                                             all.begin() + static_cast<std::ptrdiff_t>(e)));
         }
         v = lists[j];
         break;

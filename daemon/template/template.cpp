@@ -1,6 +1,7 @@
 #include "template/template.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 
 #include "template/budget.hpp"
@@ -38,6 +39,14 @@ thread_local std::vector<MemoScope::Entry> tl_memo_kept;
 // The pure macros' calls the last scope left, and the scopes' count.
 thread_local std::unique_ptr<MacroMemo> tl_macros_kept;
 thread_local uint64_t tl_memo_number = 0;
+// The lists a scope's end works in, kept with their capacity on the thread
+// from one scope to the next (one a record).
+struct MemoScratch {
+  std::vector<std::pair<const RefCounted*, std::size_t>> order;
+  std::vector<char> held;
+  std::vector<std::size_t> picked;
+};
+thread_local MemoScratch tl_memo_scratch;
 constexpr std::size_t kMemoKept = 64;             // entries
 constexpr std::size_t kMemoKeptBytes = 1u << 20;  // of their text
 }  // namespace
@@ -67,10 +76,13 @@ MemoScope::~MemoScope() {
   // anything else holds it is asked of one entry of those with that
   // subject while the others' references are set aside.
   const std::size_t n = entries.size();
-  std::vector<std::pair<const RefCounted*, std::size_t>> order(n);
+  MemoScratch& scratch = tl_memo_scratch;
+  auto& order = scratch.order;
+  order.resize(n);
   for (std::size_t k = 0; k < n; ++k) order[k] = {entries[k].subject.s.raw(), k};
   std::sort(order.begin(), order.end());
-  std::vector<char> held(n);
+  auto& held = scratch.held;
+  held.assign(n, 0);
   for (std::size_t i = 0, j; i < n; i = j) {
     for (j = i + 1; j < n && order[j].first == order[i].first;) ++j;
     const Value& first = entries[order[i].second].subject;
@@ -79,13 +91,17 @@ MemoScope::~MemoScope() {
     for (std::size_t k = i + 1; k < j; ++k) entries[order[k].second].subject = first;
     for (std::size_t k = i; k < j; ++k) held[order[k].second] = h;
   }
-  std::vector<Entry> kept;
+  // The entries kept are picked first, then moved to a list with the
+  // capacity their push_backs one by one would leave it (the next scope
+  // appends to it while rendering, where its growth is counted).
+  auto& picked = scratch.picked;
+  picked.clear();
   std::size_t bytes = 0;
   auto keep = [&](std::size_t k) {
-    Entry& e = entries[k];
-    if (!held[k] || kept.size() >= kMemoKept || bytes + e.result.s->size() > kMemoKeptBytes) return;
+    const Entry& e = entries[k];
+    if (!held[k] || picked.size() >= kMemoKept || bytes + e.result.s->size() > kMemoKeptBytes) return;
     bytes += e.result.s->size();
-    kept.push_back(std::move(e));
+    picked.push_back(k);
   };
   const std::size_t before = std::min(kept_, n);
   for (std::size_t k = 0; k < before; ++k)
@@ -93,7 +109,12 @@ MemoScope::~MemoScope() {
   for (std::size_t k = kept_; k < n; ++k) keep(k);
   for (std::size_t k = 0; k < before; ++k)
     if (!entries[k].used) keep(k);
-  for (Entry& e : kept) e.used = false;
+  std::vector<Entry> kept;
+  if (!picked.empty()) kept.reserve(std::bit_ceil(picked.size()));
+  for (std::size_t k : picked) {
+    kept.push_back(std::move(entries[k]));
+    kept.back().used = false;
+  }
   entries.clear();
   tl_memo_kept.swap(kept);
 }
@@ -228,7 +249,7 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
 
 namespace {
 
-std::size_t var_index(const Vars& vars, std::string_view name) {
+std::size_t var_index(const Vars& vars, Name name) {
   for (std::size_t i = vars.size(); i-- > 0;)
     if (vars[i].first == name) return i;
   return vars.size();
@@ -242,7 +263,8 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
   std::shared_ptr<ResumeState> state;
   if (resumes) resumes->state.reset();
   if (resumes && !p_->escapes) {
-    const std::size_t m = var_index(vars, "messages"), g = var_index(vars, "add_generation_prompt");
+    static const Name kMessages("messages"), kPrompt("add_generation_prompt");
+    const std::size_t m = var_index(vars, kMessages), g = var_index(vars, kPrompt);
     const bool any = std::any_of(resumes->want.begin(), resumes->want.end(), [](uint8_t w) { return w != 0; });
     if (any && m < vars.size() && g < vars.size() && vars[m].second.is_seq() &&
         vars[m].second.list->items.size() + 1 == resumes->want.size()) {
@@ -340,7 +362,7 @@ std::optional<std::string> Template::resume(const Resumes& resumes, std::size_t 
             Scope vars = st.vars;
             const auto& all = vars[st.messages_var].second.list->items;
             vars[st.messages_var].second =
-                Value::new_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
+                Value::recycled_list(std::vector<Value>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
             vars[st.prompt_var].second = Value::boolean(g);
             in.frames[0].vars = std::move(vars);
           }

@@ -212,6 +212,12 @@ Value Value::recycled_list() {
   return v;
 }
 
+Value Value::recycled_list(std::vector<Value> items) {
+  Value v = recycled_list();
+  v.list->items = std::move(items);
+  return v;
+}
+
 Value Value::recycled_dict() {
   Value v;
   v.kind = Kind::kDict;

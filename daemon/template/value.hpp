@@ -312,6 +312,11 @@ struct Value {
   static Value recycled_str(std::string_view x);
   static Value recycled_list();
   static Value recycled_dict();
+  // new_list(items) with a kept object (outside a render) and `items`'
+  // own buffer: the list and its buffer are what new_list() makes (a
+  // render that frees them counts the same bytes), without the object's
+  // allocation.
+  static Value recycled_list(std::vector<Value> items);
 
   bool is_undefined() const { return kind == Kind::kUndefined; }
   bool is_none() const { return kind == Kind::kNone; }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 
 #include "template/json_value.hpp"
 #include "template/name.hpp"
@@ -649,6 +650,60 @@ TEST_CASE("template: tojson texts kept across records while their object is held
   CHECK(kept() == base + 2);  // a's alone: each c was freed after its record
   a = Value();
   CHECK(kept() == base);
+}
+
+// The entries a scope keeps reach the next scope in a list of the capacity
+// a push_back of each leaves it: the next record's renders append to it,
+// and its growth there is counted by their budget as it always was. (A
+// thread of its own: nothing kept before.)
+TEST_CASE("template: the tojson texts kept for the next record come in a list grown as by push_back") {
+  std::thread([] {
+    Template t = Template::parse("{{ tools | tojson }}|{{ tools | tojson(indent=1) }}|{{ tools | tojson(indent=2) }}");
+    tmpl::RenderLimits limits;
+    Value tools = tmpl::parse_json(R"([{"name": "a"}])");
+    std::string first;
+    {
+      tmpl::MemoScope memo;
+      first = t.render({{"tools", tools}}, limits);
+      CHECK(memo.entries.size() == 3);
+    }
+    tmpl::MemoScope next;
+    CHECK(next.entries.size() == 3);
+    CHECK(next.entries.capacity() == 4);  // 1, 2, 4: not 3
+    CHECK(t.render({{"tools", tools}}, limits) == first);
+    std::size_t served = 0;
+    for (const auto& e : next.entries) served += e.used;
+    CHECK(served == 3);
+  }).join();
+}
+
+// Value::recycled_list(items), as the resumed prefix renders make their
+// messages[:k] outside the render's budget: the items in their own buffer
+// (a render that frees the list frees what new_list(items) would have
+// allocated), in the object a freed list left on the thread. (A thread of
+// its own: its kept objects are those freed here.)
+TEST_CASE("value: recycled_list(items) keeps the items' buffer and takes a freed list's object") {
+  std::thread([] {
+    auto ints = [](int n) {
+      std::vector<Value> v;
+      v.reserve(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) v.push_back(Value::integer(i));
+      return v;
+    };
+    const tmpl::ListObj* freed;
+    {
+      Value big = Value::new_list(ints(9));
+      freed = big.list.get();
+    }  // kept by the thread with its buffer of 9
+    Value l = Value::recycled_list(ints(3));
+    REQUIRE(l.is_list());
+    CHECK(!l.tuple);
+    CHECK(l.list.get() == freed);
+    REQUIRE(l.list->items.size() == 3);
+    CHECK(l.list->items.capacity() == 3);  // not the kept buffer's 9
+    CHECK(l.list->items[2].i == 2);
+    CHECK(tmpl::to_str(l) == "[0, 1, 2]");
+  }).join();
 }
 
 TEST_CASE("template: variable names are interned, equal iff their text is") {

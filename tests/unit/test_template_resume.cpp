@@ -255,6 +255,17 @@ TEST_CASE("resume: the loop over messages[1:], inside an if, after a system mess
   CHECK(ready_for(src, sys) == "1-1+2-2+3-3+");
 }
 
+// The loop deeper in `if`s, in an elif's body and an else's: the way the
+// parser found to it (Stmt::top_path) leads the resumed render out again
+// through what follows it at each level.
+TEST_CASE("resume: the loop in an elif's body two ifs deep, then what follows it at each level") {
+  const char* src =
+      "{% set x = 1 %}{% if x == 2 %}no{% elif x == 1 %}A{% if x %}{% if false %}n{% else %}B"
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}C{% endif %}D{% endif %}E"
+      "{% else %}z{% endif %}{% if add_generation_prompt %}G{% endif %}";
+  CHECK(ready_for(src, kFour) == "0-0+1-1+2-2+3-3+");
+}
+
 TEST_CASE("resume: a loop that scans the messages before the one that renders them") {
   const char* scan =
       "{% set ns = namespace(sys='', n=0) %}{% for m in messages %}{% if m.role == 'system' %}"
