@@ -18,6 +18,7 @@ namespace tokfeed::text {
 
 namespace {
 
+using detail::Key;
 using tmpl::Value;
 namespace dom = simdjson::dom;
 
@@ -146,9 +147,19 @@ bool as_is(const Value& t, const RecordRules& rules) {
   const Value* role = nullptr;
   for (const auto& [k, v] : t.dict->items) {
     if (v.is_none()) return false;
-    if (!role && tmpl::DictObj::same_key(k, "role")) role = &v;
-    for (std::string_view name : kReasoningNames)
-      if (tmpl::DictObj::same_key(k, name)) return false;
+    // (Told by the key's size first: most keys are of none of these sizes.)
+    switch (k.size()) {
+      case 4:
+        if (!role && detail::is(k, "role")) role = &v;
+        break;
+      case kReasoningNames[0].size():
+      case kReasoningNames[1].size():
+      case kReasoningNames[2].size():
+        for (std::string_view name : kReasoningNames)
+          if (k == name) return false;
+        break;
+      default: break;
+    }
   }
   if (!role || !role->is_str()) return false;
   return !detail::names_tool_turn(*role->s);
@@ -215,6 +226,46 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
   return {};
 }
 
+// A top-level field through the `columns` renames (docs/data_model.md 1.1).
+const Value* field(const Value& rec, const RecordRules& rules, std::string_view key) {
+  for (const auto& [from, to] : rules.columns)
+    if (to == key) {
+      if (const Value* v = rec.dict->find(from); v && !v->is_none()) return v;
+    }
+  for (const auto& [from, to] : rules.columns)
+    if (from == key) return nullptr;  // renamed away
+  const Value* v = rec.dict->find(key);
+  return v && !v->is_none() ? v : nullptr;
+}
+
+// The record's top-level fields that record_to_chat reads (the formats' and
+// `tools`), as field() finds them: where no column renames a field, found
+// in one pass over the record's keys instead of a search per question.
+class Fields {
+ public:
+  static constexpr std::size_t kTools = detail::kKeys;  // past the formats' keys
+  Fields(const Value& rec, const RecordRules& rules) : rec_(rec), rules_(rules), direct_(rules.columns.empty()) {
+    if (!direct_) return;
+    for (const auto& [k, v] : rec.dict->items) {
+      const std::size_t i = detail::key_of(k);
+      if (i < detail::kKeys ? !at_[i] : (!at_[kTools] && detail::is(k, "tools"))) at_[i] = &v;
+    }
+  }
+  // field(rec, rules, key), the key by its index (or kTools).
+  const Value* operator()(std::size_t i) const {
+    if (!direct_) return field(rec_, rules_, i == kTools ? "tools" : detail::kKeyNames[i]);
+    const Value* v = at_[i];
+    return v && !v->is_none() ? v : nullptr;
+  }
+  const Value* operator()(detail::Key k) const { return (*this)(detail::idx(k)); }
+
+ private:
+  const Value& rec_;
+  const RecordRules& rules_;
+  bool direct_;
+  const Value* at_[kTools + 1] = {};  // the first of each key
+};
+
 // A turn of an alpaca or query/response record: its content is `text`,
 // then "\n" + `suffix` where that is not empty (alpaca's input).
 struct FieldTurn {
@@ -236,25 +287,21 @@ std::string string_field(const Value& v, std::string_view name, const Value*& ou
 // parse_query_response): the same turns and reasons, in the same order,
 // for a record with no renamed column and no repeated top-level key (there
 // parse_record's first value of a key and from_json's last one agree).
-std::string field_turns(const Value& rec, bool alpaca, std::vector<FieldTurn>& out) {
+std::string field_turns(const Fields& get, bool alpaca, std::vector<FieldTurn>& out) {
   out.clear();
-  auto get = [&](std::string_view key) {
-    const Value* v = rec.dict->find(key);
-    return v && !v->is_none() ? v : nullptr;
-  };
-  if (const Value* sys = get("system")) {
+  if (const Value* sys = get(Key::kSystem)) {
     const Value* t;
     if (auto e = string_field(*sys, "system", t); !e.empty()) return e;
     out.push_back({Role::kSystem, t, nullptr});
   }
   if (alpaca) {
-    const Value* ins = get("instruction");
+    const Value* ins = get(Key::kInstruction);
     if (!ins) return "field 'instruction' is missing";
-    const Value* outp = get("output");
+    const Value* outp = get(Key::kOutput);
     if (!outp) return "field 'output' is missing";
     const Value *user, *input = nullptr, *answer;
     if (auto e = string_field(*ins, "instruction", user); !e.empty()) return e;
-    if (const Value* inp = get("input")) {
+    if (const Value* inp = get(Key::kInput)) {
       if (auto e = string_field(*inp, "input", input); !e.empty()) return e;
     }
     if (auto e = string_field(*outp, "output", answer); !e.empty()) return e;
@@ -262,7 +309,7 @@ std::string field_turns(const Value& rec, bool alpaca, std::vector<FieldTurn>& o
     out.push_back({Role::kAssistant, answer, nullptr});
     return {};
   }
-  if (const Value* hist = get("history")) {
+  if (const Value* hist = get(Key::kHistory)) {
     if (!hist->is_list()) return "field 'history': expected an array of [query, response] pairs";
     const auto& pairs = hist->list->items;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -276,9 +323,9 @@ std::string field_turns(const Value& rec, bool alpaca, std::vector<FieldTurn>& o
       out.push_back({Role::kAssistant, &r, nullptr});
     }
   }
-  const Value* q_el = get("query");
+  const Value* q_el = get(Key::kQuery);
   if (!q_el) return "field 'query' is missing";
-  const Value* r_el = get("response");
+  const Value* r_el = get(Key::kResponse);
   if (!r_el) return "field 'response' is missing";
   const Value *q, *r;
   if (auto e = string_field(*q_el, "query", q); !e.empty()) return e;
@@ -288,13 +335,54 @@ std::string field_turns(const Value& rec, bool alpaca, std::vector<FieldTurn>& o
   return {};
 }
 
+// The last alpaca or query/response record's messages, kept for the next
+// record's: the list and its dicts {"role", "content"} are refilled where
+// nothing else holds them, instead of a new dict (and its keys and items)
+// per message. Between records they hold none of the record's values
+// (release_field_messages).
+Value& kept_field_messages() {
+  static thread_local Value list;
+  return list;
+}
+
+// Drops what the kept messages hold of the last record's values (before
+// the next record is read, so that the reader refills them in place).
+void release_field_messages() {
+  Value& list = kept_field_messages();
+  if (!list.is_list()) return;
+  if (!detail::only_here(list)) {  // the caller still holds the last messages
+    list = Value();
+    return;
+  }
+  for (Value& m : list.list->items)
+    if (m.is_dict() && detail::only_here(m))
+      for (auto& [k, v] : m.dict->items) v = Value();
+}
+
+// A role's name as a value: one string for each role, which every message
+// shares.
+const Value& role_value(Role r) {
+  static thread_local const Value names[] = {str(role_name(Role::kSystem)), str(role_name(Role::kUser)),
+                                             str(role_name(Role::kAssistant))};
+  return names[static_cast<std::size_t>(r)];
+}
+
+// A kept message dict {"role", "content"} no other value holds.
+bool is_field_message(const Value& m) {
+  return m.is_dict() && detail::only_here(m) && m.dict->items.size() == 2 && m.dict->key_objs.empty() &&
+         detail::is(m.dict->items[0].first, "role") && detail::is(m.dict->items[1].first, "content");
+}
+
 // The turns' messages, as conversation_messages builds them from the
 // conversation parse_record makes of them (contents joined, placeholders
 // applied, then checked as data_model.md 1 says). A content that is a
 // field's string unchanged is that string, shared.
 std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRules& rules, Value& messages) {
-  Value result = Value::recycled_list();
+  Value& result = kept_field_messages();
+  if (!(result.is_list() && detail::only_here(result) && !result.tuple && !result.gen && !result.view))
+    result = Value::recycled_list();
   auto& out = result.list->items;
+  if (out.size() > turns.size()) out.erase(out.begin() + static_cast<std::ptrdiff_t>(turns.size()), out.end());
   out.reserve(turns.size());
   for (std::size_t i = 0; i < turns.size(); ++i) {
     const FieldTurn& t = turns[i];
@@ -310,26 +398,19 @@ std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRule
     if (t.role == Role::kSystem && i != 0) return "system message must come first";
     if (t.role == Role::kUser && content.s->empty()) return "empty user turn";
     if (t.role == Role::kAssistant && content.s->empty()) return "empty assistant turn";
-    Value d = Value::new_dict();
-    d.dict->items.reserve(2);
-    d.dict->items.emplace_back("role", str(role_name(t.role)));
-    d.dict->items.emplace_back("content", std::move(content));
-    out.push_back(std::move(d));
-  }
-  messages = std::move(result);
-  return {};
-}
-
-// A top-level field through the `columns` renames (docs/data_model.md 1.1).
-const Value* field(const Value& rec, const RecordRules& rules, std::string_view key) {
-  for (const auto& [from, to] : rules.columns)
-    if (to == key) {
-      if (const Value* v = rec.dict->find(from); v && !v->is_none()) return v;
+    if (i == out.size()) out.emplace_back();
+    Value& d = out[i];
+    if (!is_field_message(d)) {
+      d = Value::recycled_dict();
+      d.dict->items.reserve(2);
+      d.dict->items.emplace_back("role", Value());
+      d.dict->items.emplace_back("content", Value());
     }
-  for (const auto& [from, to] : rules.columns)
-    if (from == key) return nullptr;  // renamed away
-  const Value* v = rec.dict->find(key);
-  return v && !v->is_none() ? v : nullptr;
+    d.dict->items[0].second = role_value(t.role);
+    d.dict->items[1].second = std::move(content);
+  }
+  messages = result;
+  return {};
 }
 
 using detail::kInPlace;
@@ -550,6 +631,7 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   messages = Value();
   tools = Value();
   detail::release_sharegpt_turns();
+  release_field_messages();
   // The record's fields, kept for the next record to refill (record_fields).
   static thread_local Value prev;
   Value rec;
@@ -607,8 +689,9 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
       }
     }
   }
+  const Fields fields(rec, rules);
   tools = Value::none();
-  if (const Value* t = field(rec, rules, "tools")) {
+  if (const Value* t = fields(Fields::kTools)) {
     if (t->is_str()) {
       try {
         tools = rules.columns.empty() ? detail::ToolsCache::local().parse_json(*t->s) : tmpl::parse_json(*t->s);
@@ -627,18 +710,17 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   Format f = rules.format;
   const Value* list = nullptr;  // the turns, where auto found them
   if (f == Format::kAuto) {
-    if ((list = field(rec, rules, "messages"))) f = Format::kMessages;
-    else if ((list = field(rec, rules, "conversations"))) f = Format::kShareGpt;
-    else if (!(field(rec, rules, "instruction") && field(rec, rules, "output")) &&
-             !(field(rec, rules, "query") && field(rec, rules, "response")) && field(rec, rules, "prompt") &&
-             field(rec, rules, "completion"))
+    if ((list = fields(Key::kMessages))) f = Format::kMessages;
+    else if ((list = fields(Key::kConversations))) f = Format::kShareGpt;
+    else if (!(fields(Key::kInstruction) && fields(Key::kOutput)) && !(fields(Key::kQuery) && fields(Key::kResponse)) &&
+             fields(Key::kPrompt) && fields(Key::kCompletion))
       f = Format::kPromptCompletion;
   }
   if (f == Format::kPromptCompletion) {
     // Conversational prompt/completion (section 1.3): the prompt's messages,
     // then the completion's.
-    const Value* prompt = field(rec, rules, "prompt");
-    const Value* completion = field(rec, rules, "completion");
+    const Value* prompt = fields(Key::kPrompt);
+    const Value* completion = fields(Key::kCompletion);
     if (!prompt) return "field 'prompt' is missing";
     if (!completion) return "field 'completion' is missing";
     if (!prompt->is_list() || !completion->is_list())
@@ -654,12 +736,12 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
     return {};
   }
   if (f == Format::kMessages || f == Format::kShareGpt) {
-    const char* key = f == Format::kMessages ? "messages" : "conversations";
-    if (!list) list = field(rec, rules, key);
-    if (!list) return std::string("field '") + key + "' is missing";
+    const Key key = f == Format::kMessages ? Key::kMessages : Key::kConversations;
+    if (!list) list = fields(key);
+    if (!list) return "field '" + std::string(detail::kKeyNames[detail::idx(key)]) + "' is missing";
     bool shared = false;  // messages is the record's own list, or the kept ShareGPT one
     if (auto e = turns(*list, f == Format::kShareGpt, rules, messages, {}, &shared); !e.empty()) return e;
-    if (const Value* sys = field(rec, rules, "system"); sys && sys->is_str()) {
+    if (const Value* sys = fields(Key::kSystem); sys && sys->is_str()) {
       // A top-level system prompt (ShareGPT, ms-swift) becomes the first message.
       const Value& first = messages.list->items[0];
       const Value* r = first.dict->find("role");
@@ -682,12 +764,12 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   }
   // alpaca and query/response: the validated conversation.
   if (f == Format::kAuto) {
-    if (field(rec, rules, "instruction") && field(rec, rules, "output")) f = Format::kAlpaca;
-    else if (field(rec, rules, "query") && field(rec, rules, "response")) f = Format::kQueryResponse;
+    if (fields(Key::kInstruction) && fields(Key::kOutput)) f = Format::kAlpaca;
+    else if (fields(Key::kQuery) && fields(Key::kResponse)) f = Format::kQueryResponse;
   }
   if (!top_repeats && rules.columns.empty() && (f == Format::kAlpaca || f == Format::kQueryResponse)) {
     static thread_local std::vector<FieldTurn> turns;
-    if (auto e = field_turns(rec, f == Format::kAlpaca, turns); !e.empty()) return e;
+    if (auto e = field_turns(fields, f == Format::kAlpaca, turns); !e.empty()) return e;
     return field_messages(turns, rules, messages);
   }
   static thread_local Conversation conv;

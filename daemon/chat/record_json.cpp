@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -293,6 +295,61 @@ const simdjson::implementation& utf8() {
   return *best;
 }
 
+// Dicts a list of the last record held past this record's length (a
+// shorter list of messages), kept for a longer list after it: refilled
+// with their keys and strings where they are, instead of going to the
+// recycler with each of their objects and coming back one by one. Bounded:
+// at most kSpareDicts dicts, only their scalars and strings of at most
+// kReusedBytes each, kSpareBytes of those and of their long keys in all; a
+// nested list or dict, a bigger string or one held elsewhere is dropped
+// first.
+constexpr std::size_t kSpareDicts = 64;
+constexpr std::size_t kSpareBytes = std::size_t{64} << 10;
+constexpr std::size_t kShortKey = 15;  // held in the std::string itself
+
+class SpareDicts {
+ public:
+  static SpareDicts& local() {
+    static thread_local SpareDicts spare;
+    return spare;
+  }
+  bool empty() const { return dicts_.empty(); }
+  // `v`, an item a list no longer holds, kept where it is a dict no other
+  // value holds.
+  void keep(Value&& v) {
+    if (dicts_.size() == kSpareDicts || v.kind != Kind::kDict || v.ns || v.view || !only_here(v) ||
+        v.dict->items.size() > kInPlace)
+      return;
+    std::size_t bytes = 0;
+    for (auto& [k, x] : v.dict->items) {
+      if (k.capacity() > kShortKey) bytes += k.capacity();
+      if (x.kind == Kind::kStr && only_here(x)) {
+        const std::size_t cap = x.s.unread().capacity();
+        if (cap <= kReusedBytes && bytes_ + bytes + cap <= kSpareBytes) {
+          bytes += cap;
+          continue;
+        }
+      }
+      if (x.kind >= Kind::kStr) x = Value();  // any kind that holds an object
+    }
+    if (bytes_ + bytes > kSpareBytes) return;  // long keys
+    bytes_ += bytes;
+    dicts_.push_back({std::move(v), bytes});
+  }
+  // The last dict kept, to refill.
+  Value take() {
+    auto& [v, bytes] = dicts_.back();
+    bytes_ -= bytes;
+    Value out = std::move(v);
+    dicts_.pop_back();
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<Value, std::size_t>> dicts_;
+  std::size_t bytes_ = 0;  // the kept strings' buffers
+};
+
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -467,6 +524,8 @@ class Reader {
     if (!string(s)) return false;
     if (v.kind == Kind::kStr && only_here(v)) {
       std::string& t = v.s.unshared_text();
+      // A role or a name as the last record's: nothing to copy.
+      if (t.size() == s.size() && tmpl::bytes_equal(t.data(), s.data(), s.size())) return true;
       if (t.capacity() <= kReusedBytes) {
         t.clear();
         t.append(s.data(), s.size());
@@ -490,17 +549,23 @@ class Reader {
     l.group = false;
     auto& items = l.items;
     std::size_t n = 0;
+    SpareDicts& spare = SpareDicts::local();
     ws();
     if (!eat(']')) {
       for (;;) {
-        if (n == items.size()) items.emplace_back();
         // (Messages: an object read without value()'s call.)
-        if (!(p_ != end_ && *p_ == '{' ? object(items[n++], depth + 1) : value(items[n++], depth))) return false;
+        const bool dict = p_ != end_ && *p_ == '{';
+        if (n == items.size()) {
+          if (dict && !spare.empty()) items.push_back(spare.take());
+          else items.emplace_back();
+        }
+        if (!(dict ? object(items[n++], depth + 1) : value(items[n++], depth))) return false;
         if (separator(',')) continue;
         if (eat(']')) break;
         return false;
       }
     }
+    for (std::size_t i = n; i < items.size(); ++i) spare.keep(std::move(items[i]));
     items.erase(items.begin() + static_cast<std::ptrdiff_t>(n), items.end());
     return true;
   }

@@ -30,8 +30,14 @@ inline bool only_here(const tmpl::Value& v) { return v.s.raw() && v.s.raw()->uni
 
 // Whether a turn's role names a tool call or a tool response, which the
 // mapping rewrites (add_turn in chat_messages.cpp).
+// (Told by the size first: a role of another size is none of them.)
 inline bool names_tool_turn(std::string_view role) {
-  return role == "tool_call" || role == "function_call" || role == "tool_response" || role == "observation";
+  switch (role.size()) {
+    case 9: return role == "tool_call";
+    case 11: return role == "observation";
+    case 13: return role == "function_call" || role == "tool_response";
+    default: return false;
+  }
 }
 
 // The record `json` (a JSON object) as tmpl::from_json builds it from

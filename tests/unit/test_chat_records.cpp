@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -908,4 +909,129 @@ TEST_CASE("records: ShareGPT turns of from and value alone map as each mapped on
   CHECK(*m.messages.list->items[1].dict->find("role")->s == "user");
   CHECK(*m.messages.list->items[2].dict->find("role")->s == "assistant");
   CHECK(*m.messages.list->items[2].dict->find("content")->s == "a");
+}
+
+// Dicts a shorter list left over are kept for a longer list after it
+// (record_json.cpp, SpareDicts): lists of messages that shrink and grow,
+// dicts holding nested values, big strings and keys of every kind, read
+// as the tree reads them; a dict a caller still holds is never refilled;
+// and the dicts a list dropped are the ones a longer list after it takes.
+TEST_CASE("records: dicts a shorter list left are refilled by a longer one, never one a caller holds") {
+  auto msg = [](int i, const std::string& extra = "") {
+    return R"({"role": ")" + std::string(i % 2 ? "assistant" : "user") + R"(", "content": "m)" + std::to_string(i) +
+           "\"" + extra + "}";
+  };
+  auto rec = [&](int n, const std::string& extra = "") {
+    std::string s = R"({"messages": [)";
+    for (int i = 0; i < n; ++i) s += (i ? ", " : "") + msg(i, i == n - 1 ? extra : "");
+    return s + "]}";
+  };
+  const std::string big(20000, 'b');
+  std::vector<std::string> records;
+  for (int round = 0; round < 3; ++round)
+    for (int n : {5, 2, 7, 1, 3, 8, 0, 4, 6})
+      for (const std::string& extra :
+           {std::string(), std::string(R"(, "tool_calls": [{"name": "f", "arguments": {"a": [1, 2]}}])"),
+            R"(, "big": ")" + big + "\"", std::string(R"(, "n": 1.5, "b": true, "z": null, "d": {})")})
+        records.push_back(rec(n, extra));
+  // The tree's values, record by record, with the previous record refilled.
+  CHECK(read_all(records) == records.size());
+  // Held items of a list keep what they were while later lists take dicts
+  // from the spare.
+  Value prev;
+  std::vector<std::pair<Value, Value>> held;  // an item held, and a copy built fresh
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    INFO(records[r].substr(0, 200));
+    Value out;
+    REQUIRE(text::detail::read_record(records[r], false, std::move(prev), out));
+    const auto& items = out.dict->find("messages")->list->items;
+    if (r % 3 == 0 && !items.empty()) {
+      Value fresh;
+      REQUIRE(tree_value(records[r], fresh));
+      held.push_back({items.back(), fresh.dict->find("messages")->list->items.back()});
+    }
+    prev = std::move(out);
+  }
+  REQUIRE(held.size() > 20);
+  for (const auto& [part, fresh] : held) CHECK(identical(part, fresh));
+  // Five dicts, then two: the three left over are the ones five after take.
+  prev = Value();
+  Value out;
+  REQUIRE(text::detail::read_record(rec(5), false, std::move(prev), out));
+  std::vector<const void*> dropped;
+  for (std::size_t i = 2; i < 5; ++i) dropped.push_back(out.dict->find("messages")->list->items[i].dict.raw());
+  REQUIRE(text::detail::read_record(rec(2), false, std::move(out), prev));
+  REQUIRE(text::detail::read_record(rec(5), false, std::move(prev), out));
+  std::vector<const void*> taken;
+  for (std::size_t i = 2; i < 5; ++i) taken.push_back(out.dict->find("messages")->list->items[i].dict.raw());
+  std::sort(dropped.begin(), dropped.end());
+  std::sort(taken.begin(), taken.end());
+  CHECK(taken == dropped);
+  Value tree;
+  REQUIRE(tree_value(rec(5), tree));
+  CHECK(identical(out, tree));
+}
+
+// The messages of alpaca and query/response records are kept from one
+// record to the next and refilled (chat_messages.cpp, field_messages):
+// over records of changing lengths, refused ones between them and
+// placeholders, each maps to parse_record's conversation; messages a
+// caller still holds keep what they were; and a record's messages reuse
+// the list of the record before where nothing else holds it.
+TEST_CASE("records: alpaca and query/response messages refilled from record to record map as built fresh") {
+  const std::vector<std::string> records = {
+      R"({"instruction": "i", "output": "o"})",
+      R"({"system": "s", "instruction": "i", "input": "x", "output": "o"})",
+      R"({"query": "q", "response": "r", "history": [["a", "b"], ["c", "d"], ["e", "f"]]})",
+      R"({"instruction": "", "output": "o"})",
+      R"({"query": "q", "response": "r"})",
+      R"({"query": "q", "response": "", "history": [["a", "b"]]})",
+      R"({"system": "s", "query": "q", "response": "r", "history": [["a", "b"]]})",
+      R"({"instruction": "{{NAME}}", "input": "{{NAME}}", "output": "o"})",
+      R"({"query": "q", "response": "r", "history": [["", "b"], ["c", "d"]]})",
+      R"({"instruction": "i", "output": "o", "extra": [1, {"k": "v"}]})",
+      R"({"system": "\u00e9", "query": "q\n", "response": "r\"", "history": [["a", "b"], ["c", "d"], ["e", "f"]]})",
+  };
+  std::size_t mapped = 0;
+  for (bool placeholders : {false, true}) {
+    text::RecordRules rules;
+    if (placeholders) rules.placeholders = {{"NAME", "Ann"}};
+    std::vector<std::pair<Value, std::string>> held;
+    auto repr = [](const Value& v) {
+      std::string out;
+      tmpl::append_repr(v, out);
+      return out;
+    };
+    for (int round = 0; round < 4; ++round)
+      for (std::size_t r = 0; r < records.size(); ++r) {
+        INFO(records[r]);
+        Mapped m = map(records[r], rules);
+        text::Conversation conv;
+        const std::string want = text::parse_record(records[r], rules, conv);
+        REQUIRE(m.reason == want);
+        if (!want.empty()) continue;
+        ++mapped;
+        CHECK(identical(m.messages, text::conversation_messages(conv)));
+        // The list held, or a message of it alone.
+        if ((r + round) % 3 == 0) held.push_back({m.messages, repr(m.messages)});
+        if ((r + round) % 3 == 1) held.push_back({m.messages.list->items.back(), repr(m.messages.list->items.back())});
+      }
+    for (const auto& [part, was] : held) CHECK(repr(part) == was);
+  }
+  CHECK(mapped > 60);
+  // Nothing held: the next record's messages are the same list and dicts.
+  text::RecordRules rules;
+  const void* list = nullptr;
+  const void* first = nullptr;
+  {
+    Mapped m = map(records[0], rules);
+    REQUIRE(m.reason.empty());
+    list = m.messages.list.raw();
+    first = m.messages.list->items[0].dict.raw();
+  }
+  Mapped m = map(records[4], rules);
+  REQUIRE(m.reason.empty());
+  CHECK(m.messages.list.raw() == list);
+  CHECK(m.messages.list->items[0].dict.raw() == first);
+  CHECK(*m.messages.list->items[0].dict->find("content")->s == "q");
 }
