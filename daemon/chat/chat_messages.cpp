@@ -367,12 +367,6 @@ const Value& role_value(Role r) {
   return names[static_cast<std::size_t>(r)];
 }
 
-// A kept message dict {"role", "content"} no other value holds.
-bool is_field_message(const Value& m) {
-  return m.is_dict() && detail::only_here(m) && m.dict->items.size() == 2 && m.dict->key_objs.empty() &&
-         detail::is(m.dict->items[0].first, "role") && detail::is(m.dict->items[1].first, "content");
-}
-
 // The turns' messages, as conversation_messages builds them from the
 // conversation parse_record makes of them (contents joined, placeholders
 // applied, then checked as data_model.md 1 says). A content that is a
@@ -400,12 +394,7 @@ std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRule
     if (t.role == Role::kAssistant && content.s->empty()) return "empty assistant turn";
     if (i == out.size()) out.emplace_back();
     Value& d = out[i];
-    if (!is_field_message(d)) {
-      d = Value::recycled_dict();
-      d.dict->items.reserve(2);
-      d.dict->items.emplace_back("role", Value());
-      d.dict->items.emplace_back("content", Value());
-    }
+    detail::own_message(d);
     d.dict->items[0].second = role_value(t.role);
     d.dict->items[1].second = std::move(content);
   }

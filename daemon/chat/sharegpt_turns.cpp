@@ -42,13 +42,17 @@ std::vector<Value>& spare() {
   return dicts;
 }
 
-// A dict {"role": undefined, "content": undefined}.
-bool is_message(const Value& m) {
-  return m.is_dict() && only_here(m) && m.dict->items.size() == 2 && is(m.dict->items[0].first, "role") &&
-         is(m.dict->items[1].first, "content");
-}
-
 }  // namespace
+
+void own_message(Value& m) {
+  if (m.is_dict() && only_here(m) && m.dict->items.size() == 2 && m.dict->key_objs.empty() &&
+      is(m.dict->items[0].first, "role") && is(m.dict->items[1].first, "content"))
+    return;
+  m = Value::recycled_dict();
+  m.dict->items.reserve(2);
+  m.dict->items.emplace_back("role", Value());
+  m.dict->items.emplace_back("content", Value());
+}
 
 bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
   if (items.empty()) return false;
@@ -78,12 +82,7 @@ bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
     const bool from_first = is(turn[0].first, "from");
     const Value& from = turn[from_first ? 0 : 1].second;
     Value& m = out[i];
-    if (!is_message(m)) {
-      m = Value::recycled_dict();
-      m.dict->items.reserve(2);
-      m.dict->items.emplace_back("role", Value());
-      m.dict->items.emplace_back("content", Value());
-    }
+    own_message(m);
     auto& msg = m.dict->items;
     const std::string_view r = *from.s;
     msg[0].second = is(r, "human") ? user : is(r, "gpt") ? assistant : from;

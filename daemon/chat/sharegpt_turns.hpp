@@ -17,6 +17,11 @@ namespace tokfeed::text::detail {
 // False, nothing changed, for any other list.
 bool plain_sharegpt_turns(const std::vector<tmpl::Value>& items, tmpl::Value& messages);
 
+// Makes `m` a {"role", "content"} dict that nothing else holds, unless it is
+// one already (a message kept from the record before); its values are the
+// caller's to set.
+void own_message(tmpl::Value& m);
+
 // Drops what the kept list holds of the last record's values (before the
 // next record is read, so that the reader refills them in place).
 void release_sharegpt_turns();
