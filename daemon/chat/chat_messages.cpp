@@ -336,27 +336,10 @@ std::string field_turns(const Fields& get, bool alpaca, std::vector<FieldTurn>& 
 }
 
 // The last alpaca or query/response record's messages, kept for the next
-// record's: the list and its dicts {"role", "content"} are refilled where
-// nothing else holds them, instead of a new dict (and its keys and items)
-// per message. Between records they hold none of the record's values
-// (release_field_messages).
-Value& kept_field_messages() {
-  static thread_local Value list;
-  return list;
-}
-
-// Drops what the kept messages hold of the last record's values (before
-// the next record is read, so that the reader refills them in place).
-void release_field_messages() {
-  Value& list = kept_field_messages();
-  if (!list.is_list()) return;
-  if (!detail::only_here(list)) {  // the caller still holds the last messages
-    list = Value();
-    return;
-  }
-  for (Value& m : list.list->items)
-    if (m.is_dict() && detail::only_here(m))
-      for (auto& [k, v] : m.dict->items) v = Value();
+// record's.
+detail::KeptMessages& kept_field_messages() {
+  static thread_local detail::KeptMessages messages;
+  return messages;
 }
 
 // A role's name as a value: one string for each role, which every message
@@ -372,12 +355,7 @@ const Value& role_value(Role r) {
 // applied, then checked as data_model.md 1 says). A content that is a
 // field's string unchanged is that string, shared.
 std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRules& rules, Value& messages) {
-  Value& result = kept_field_messages();
-  if (!(result.is_list() && detail::only_here(result) && !result.tuple && !result.gen && !result.view))
-    result = Value::recycled_list();
-  auto& out = result.list->items;
-  if (out.size() > turns.size()) out.erase(out.begin() + static_cast<std::ptrdiff_t>(turns.size()), out.end());
-  out.reserve(turns.size());
+  std::vector<Value>& out = kept_field_messages().refill(turns.size());
   for (std::size_t i = 0; i < turns.size(); ++i) {
     const FieldTurn& t = turns[i];
     Value content;
@@ -392,13 +370,11 @@ std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRule
     if (t.role == Role::kSystem && i != 0) return "system message must come first";
     if (t.role == Role::kUser && content.s->empty()) return "empty user turn";
     if (t.role == Role::kAssistant && content.s->empty()) return "empty assistant turn";
-    if (i == out.size()) out.emplace_back();
-    Value& d = out[i];
-    detail::own_message(d);
-    d.dict->items[0].second = role_value(t.role);
-    d.dict->items[1].second = std::move(content);
+    auto& message = out[i].dict->items;
+    message[0].second = role_value(t.role);
+    message[1].second = std::move(content);
   }
-  messages = result;
+  messages = kept_field_messages().list();
   return {};
 }
 
@@ -620,7 +596,7 @@ std::string record_to_chat(std::string_view json, const RecordRules& rules, bool
   messages = Value();
   tools = Value();
   detail::release_sharegpt_turns();
-  release_field_messages();
+  kept_field_messages().release();
   // The record's fields, kept for the next record to refill (record_fields).
   static thread_local Value prev;
   Value rec;

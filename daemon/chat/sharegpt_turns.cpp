@@ -1,4 +1,5 @@
-// ShareGPT turns → messages (sharegpt_turns.hpp).
+// ShareGPT turns → messages, and the messages kept from record to record
+// (sharegpt_turns.hpp).
 //
 // A turn's mapping in record_to_chat builds a dict per turn: the role, then
 // each of the turn's keys but `from`, `value` renamed `content`, then drops
@@ -29,21 +30,8 @@ bool plain(const Value& t) {
   return !names_tool_turn(*from.s);
 }
 
-// The last record's messages, kept for the next record's; between records
-// they hold none of the record's values.
-Value& kept() {
-  static thread_local Value list;
-  return list;
-}
-
-// Message dicts a shorter record left over, for a longer one after it.
-std::vector<Value>& spare() {
-  static thread_local std::vector<Value> dicts;
-  return dicts;
-}
-
-}  // namespace
-
+// A dict {"role", "content"} held here alone, unless `m` is one already (a
+// message kept from the record before).
 void own_message(Value& m) {
   if (m.is_dict() && only_here(m) && m.dict->items.size() == 2 && m.dict->key_objs.empty() &&
       is(m.dict->items[0].first, "role") && is(m.dict->items[1].first, "content"))
@@ -54,6 +42,45 @@ void own_message(Value& m) {
   m.dict->items.emplace_back("content", Value());
 }
 
+// The last record's ShareGPT messages, kept for the next record's.
+KeptMessages& kept() {
+  static thread_local KeptMessages messages;
+  return messages;
+}
+
+}  // namespace
+
+std::vector<Value>& KeptMessages::refill(std::size_t n) {
+  if (!(list_.is_list() && only_here(list_) && !list_.tuple && !list_.gen && !list_.view))
+    list_ = Value::recycled_list();
+  auto& out = list_.list->items;
+  while (out.size() > n) {
+    if (spare_.size() < kSpare) spare_.push_back(std::move(out.back()));
+    out.pop_back();
+  }
+  while (out.size() < n) {
+    if (spare_.empty()) {
+      out.emplace_back();
+    } else {
+      out.push_back(std::move(spare_.back()));
+      spare_.pop_back();
+    }
+  }
+  for (Value& m : out) own_message(m);
+  return out;
+}
+
+void KeptMessages::release() {
+  if (!list_.is_list()) return;
+  if (!only_here(list_)) {  // the caller still holds the last messages
+    list_ = Value();
+    return;
+  }
+  for (Value& m : list_.list->items)
+    if (m.is_dict() && only_here(m))
+      for (auto& [k, v] : m.dict->items) v = Value();
+}
+
 bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
   if (items.empty()) return false;
   for (const Value& t : items)
@@ -61,47 +88,20 @@ bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
   // One string each for the roles renamed, which every message shares.
   static thread_local const Value user = Value::str("user");
   static thread_local const Value assistant = Value::str("assistant");
-  Value& list = kept();
-  if (!(list.is_list() && only_here(list))) list = Value::recycled_list();
-  auto& out = list.list->items;
-  std::vector<Value>& left = spare();
-  while (out.size() > items.size()) {
-    if (left.size() < 64) left.push_back(std::move(out.back()));
-    out.pop_back();
-  }
-  while (out.size() < items.size()) {
-    if (left.empty()) {
-      out.emplace_back();
-    } else {
-      out.push_back(std::move(left.back()));
-      left.pop_back();
-    }
-  }
+  std::vector<Value>& out = kept().refill(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
     const auto& turn = items[i].dict->items;
     const bool from_first = is(turn[0].first, "from");
     const Value& from = turn[from_first ? 0 : 1].second;
-    Value& m = out[i];
-    own_message(m);
-    auto& msg = m.dict->items;
+    auto& msg = out[i].dict->items;
     const std::string_view r = *from.s;
     msg[0].second = is(r, "human") ? user : is(r, "gpt") ? assistant : from;
     msg[1].second = turn[from_first ? 1 : 0].second;
   }
-  messages = list;
+  messages = kept().list();
   return true;
 }
 
-void release_sharegpt_turns() {
-  Value& list = kept();
-  if (!list.is_list()) return;
-  if (!only_here(list)) {  // the caller still holds the last messages
-    list = Value();
-    return;
-  }
-  for (Value& m : list.list->items)
-    if (m.is_dict() && only_here(m))
-      for (auto& [k, v] : m.dict->items) v = Value();
-}
+void release_sharegpt_turns() { kept().release(); }
 
 }  // namespace tokfeed::text::detail

@@ -1,12 +1,39 @@
-// ShareGPT turns that are from/value pairs and nothing more, mapped to their
-// messages without a new dict per turn (internal to daemon/chat).
+// Messages kept from one record to the next (internal to daemon/chat): the
+// {"role", "content"} dicts that ShareGPT turns of from/value pairs, and
+// alpaca and query/response records, map to, refilled in place instead of a
+// new dict per turn.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "template/value.hpp"
 
 namespace tokfeed::text::detail {
+
+// A list of {"role", "content"} message dicts kept from one record to the
+// next: refilled in place where nothing else holds it or its dicts, instead
+// of a new dict (its keys and items) per message. Between records it holds
+// none of the record's values (release).
+class KeptMessages {
+ public:
+  // The list, resized to `n` messages, each a {"role", "content"} dict held
+  // here alone, its values the caller's to set. Dicts a shorter record
+  // leaves over are kept for a longer one after it.
+  std::vector<tmpl::Value>& refill(std::size_t n);
+  // The list refilled: the record's messages, shared (the caller copies it
+  // before changing it).
+  const tmpl::Value& list() const { return list_; }
+  // Drops what the list holds of the last record's values, before the next
+  // record is read (so that the reader refills them in place); a list the
+  // caller still holds is let go.
+  void release();
+
+ private:
+  static constexpr std::size_t kSpare = 64;  // dicts kept over
+  tmpl::Value list_;
+  std::vector<tmpl::Value> spare_;
+};
 
 // Where every turn of `items` is a dict of exactly `from` (a string naming no
 // tool call or tool response) and `value` (not null): `messages` set to what
@@ -16,11 +43,6 @@ namespace tokfeed::text::detail {
 // for the next record's turns to refill where nothing else holds them then.
 // False, nothing changed, for any other list.
 bool plain_sharegpt_turns(const std::vector<tmpl::Value>& items, tmpl::Value& messages);
-
-// Makes `m` a {"role", "content"} dict that nothing else holds, unless it is
-// one already (a message kept from the record before); its values are the
-// caller's to set.
-void own_message(tmpl::Value& m);
 
 // Drops what the kept list holds of the last record's values (before the
 // next record is read, so that the reader refills them in place).

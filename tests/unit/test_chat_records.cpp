@@ -94,6 +94,15 @@ std::size_t check_all(const std::vector<std::string>& records, const text::Recor
   return reused;
 }
 
+// Rules under which every turn is mapped on its own: a placeholder that
+// matches nothing keeps a record's lists from being passed on or refilled
+// as they are.
+text::RecordRules each_turn_rules() {
+  text::RecordRules rules;
+  rules.placeholders = {{"NO SUCH NAME", "x"}};
+  return rules;
+}
+
 std::vector<std::string> lines_of(const fs::path& file, std::size_t max) {
   std::vector<std::string> out;
   std::ifstream f(file);
@@ -812,9 +821,8 @@ TEST_CASE("records: messages passed on as the record holds them map as each mapp
   if (fs::exists(shared / "data" / "sft" / "messages-1k.jsonl"))
     for (const char* sft : {"messages-1k.jsonl", "mixed-10k.jsonl"})
       for (std::string& r : lines_of(shared / "data" / "sft" / sft, 1000)) records.push_back(std::move(r));
-  text::RecordRules as_is;
-  text::RecordRules each;
-  each.placeholders = {{"NO SUCH NAME", "x"}};
+  const text::RecordRules as_is;
+  const text::RecordRules each = each_turn_rules();
   std::size_t passed = 0;
   for (const std::string& rec : records) {
     INFO(rec.substr(0, 200));
@@ -873,9 +881,8 @@ TEST_CASE("records: ShareGPT turns of from and value alone map as each mapped on
   if (fs::exists(shared / "data" / "sft" / "sharegpt-1k.jsonl"))
     for (const char* sft : {"sharegpt-1k.jsonl", "mixed-10k.jsonl"})
       for (std::string& r : lines_of(shared / "data" / "sft" / sft, 1000)) records.push_back(std::move(r));
-  text::RecordRules as_is;
-  text::RecordRules each;
-  each.placeholders = {{"NO SUCH NAME", "x"}};
+  const text::RecordRules as_is;
+  const text::RecordRules each = each_turn_rules();
   std::vector<Mapped> held;  // every other record's messages, kept while the rest map
   std::size_t passed = 0;
   for (std::size_t i = 0; i < records.size(); ++i) {
