@@ -10,6 +10,10 @@ namespace tokfeed::tmpl {
 
 namespace {
 
+[[noreturn, gnu::noinline, gnu::cold]] void output_past_limit(const Interp& in) {
+  throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
+}
+
 // Output bytes [at, end) have been appended to in.out: their provenance, the limit.
 void wrote(Interp& in, std::size_t at) {
   const std::size_t end = in.out->size();
@@ -19,7 +23,8 @@ void wrote(Interp& in, std::size_t at) {
     if (!pieces.empty() && pieces.back().message == m && pieces.back().end == at) pieces.back().end = end;
     else pieces.push_back({at, end, m});
   }
-  if (end > in.max_output) throw Error("the template's output passed " + std::to_string(in.max_output) + " bytes");
+  if (end > in.max_output) [[unlikely]]
+    output_past_limit(in);
 }
 
 void write(Interp& in, std::string_view s) {
@@ -620,6 +625,113 @@ namespace {
   return f;
 }
 
+// exec()'s cases other than output, `if`, `for` and `set`, each in a
+// function of its own: exec() keeps a short loop, and an error thrown
+// through it (raise_exception, a type error) has fewer call sites to
+// search in each of its frames.
+
+// {% set x %}...{% endset %}, with its filter where it has one.
+[[gnu::noinline]] Flow exec_set_block(Interp& in, const Stmt& s) {
+  // A break or continue inside leaves the loop iteration at once: no
+  // assignment (no output, for a filter block), as in jinja2.
+  Flow f = Flow::kNormal;
+  std::string body = scoped_capture(in, s.bodies[0], &f);
+  if (f != Flow::kNormal) return f;
+  Value v = Value::str(std::move(body));
+  // (Markup if context.eval_ctx.autoescape else identity)(filter(Markup(text) where escapes))
+  if (s.escape && s.filter && escapes(in, s)) v.markup = true;
+  if (s.filter) {
+    FrameGuard g(in, false);
+    in.assign(kBlockBodyName(), v);
+    v = eval(in, *s.filter);
+  }
+  if (in.autoescape) [[unlikely]]
+    as_markup(v);
+  if (s.one_name()) in.assign(s.names[0], std::move(v));
+  else assign_targets(in, s, v);
+  return Flow::kNormal;
+}
+
+// {% macro %}: the macro, with the scope it was defined in.
+[[gnu::noinline]] void define_macro(Interp& in, const Stmt& s) {
+  std::shared_ptr<Frame> closure;
+  for (std::size_t k = in.frames.size(); k-- > 1;) {  // the definition's scope, innermost first
+    if (!closure) closure = std::make_shared<Frame>();
+    for (const auto& [name, v] : in.frames[k].vars)
+      if (!closure->find(name)) closure->vars.emplace_back(name, v);
+    if (in.frames[k].barrier) break;
+  }
+  in.assign(s.names.back(), make_macro(s, std::move(closure)));
+}
+
+// {% call %}: the macro called with the block as its caller.
+[[gnu::noinline]] void exec_call_block(Interp& in, const Stmt& s) {
+  const Stmt* cs = &s;
+  // Markup where the body escapes, or where autoescape is on (a Macro
+  // called from the template gets the caller's eval context).
+  Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
+    FrameGuard g(i2, false);
+    MessageGuard message_guard(i2);  // nor one in a call block
+    i2.iteration_bound = nullptr;
+    bind_params(i2, *cs, 1, a);
+    std::string r = capture(i2, cs->bodies[0]);
+    if (i2.autoescape || (cs->escape && escapes(i2, *cs))) return markup(std::move(r));
+    return Value::str(std::move(r));
+  });
+  caller.fn->def = cs;
+  const Expr& call = *s.exprs[0];
+  Value f = eval(in, *call.a[0]);
+  Args args;
+  eval_args(in, call, 1, args);
+  args.kw.emplace_back("caller", caller);
+  if (f.kind != Kind::kFunc) throw Error("'call' needs a macro");
+  write(in, to_str(f.fn->call(in, args)));
+}
+
+// {% filter %}: the body's output through the filter chain.
+[[gnu::noinline]] Flow exec_filter_block(Interp& in, const Stmt& s) {
+  Flow f = Flow::kNormal;
+  std::string body = scoped_capture(in, s.bodies[0], &f);
+  if (f != Flow::kNormal) return f;
+  FrameGuard g(in, false);
+  Value text = Value::str(std::move(body));
+  if (s.escape && escapes(in, s)) text.markup = true;
+  in.assign(kBlockBodyName(), std::move(text));
+  // jinja2 yields the chain's result as it is: what is no str fails
+  // the join of the output.
+  Value r = eval(in, *s.filter);
+  if (!r.is_str()) throw Error("sequence item 0: expected str instance, " + std::string(type_name(r)) + " found");
+  write(in, *r.s);
+  return Flow::kNormal;
+}
+
+// {% with %}: the body in a scope of its own.
+[[gnu::noinline]] Flow exec_with(Interp& in, const Stmt& s) {
+  FrameGuard g(in, false);
+  std::vector<Value> vals;
+  for (const auto& x : s.exprs) vals.push_back(eval(in, *x));
+  for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.names[k], vals[k]);
+  Flow f = exec(in, s.bodies[0]);
+  if (f != Flow::kNormal) return f;
+  return Flow::kNormal;
+}
+
+// {% generation %}: the body's output, its span kept as transformers counts it.
+[[gnu::noinline]] void exec_generation(Interp& in, const Stmt& s) {
+  std::string body = std::move(in.spare_capture);
+  {
+    FrameGuard g(in, false);
+    if (s.uses_varargs || s.uses_kwargs || s.uses_caller) [[unlikely]]
+      bind_caller_names(in, s);
+    capture_into(in, s.bodies[0], body);
+  }
+  // As transformers counts it: from the top-level output so far.
+  std::size_t start = in.root->size();
+  if (in.generation) in.generation->emplace_back(start, start + body.size());
+  write(in, body);
+  in.spare_capture = std::move(body);
+}
+
 }  // namespace
 
 Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
@@ -696,80 +808,19 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
         break;
       }
       case SK::kSetBlock: {
-        // A break or continue inside leaves the loop iteration at once: no
-        // assignment (no output, for a filter block), as in jinja2.
-        Flow f = Flow::kNormal;
-        std::string body = scoped_capture(in, s.bodies[0], &f);
+        Flow f = exec_set_block(in, s);
         if (f != Flow::kNormal) return f;
-        Value v = Value::str(std::move(body));
-        // (Markup if context.eval_ctx.autoescape else identity)(filter(Markup(text) where escapes))
-        if (s.escape && s.filter && escapes(in, s)) v.markup = true;
-        if (s.filter) {
-          FrameGuard g(in, false);
-          in.assign(kBlockBodyName(), v);
-          v = eval(in, *s.filter);
-        }
-        if (in.autoescape) [[unlikely]]
-          as_markup(v);
-        if (s.one_name()) in.assign(s.names[0], std::move(v));
-        else assign_targets(in, s, v);
         break;
       }
-      case SK::kMacro: {
-        std::shared_ptr<Frame> closure;
-        for (std::size_t k = in.frames.size(); k-- > 1;) {  // the definition's scope, innermost first
-          if (!closure) closure = std::make_shared<Frame>();
-          for (const auto& [name, v] : in.frames[k].vars)
-            if (!closure->find(name)) closure->vars.emplace_back(name, v);
-          if (in.frames[k].barrier) break;
-        }
-        in.assign(s.names.back(), make_macro(s, std::move(closure)));
-        break;
-      }
-      case SK::kCallBlock: {
-        const Stmt* cs = &s;
-        // Markup where the body escapes, or where autoescape is on (a Macro
-        // called from the template gets the caller's eval context).
-        Value caller = Value::func("caller", [cs](Interp& i2, Args& a) -> Value {
-          FrameGuard g(i2, false);
-          MessageGuard message_guard(i2);  // nor one in a call block
-          i2.iteration_bound = nullptr;
-          bind_params(i2, *cs, 1, a);
-          std::string r = capture(i2, cs->bodies[0]);
-          if (i2.autoescape || (cs->escape && escapes(i2, *cs))) return markup(std::move(r));
-          return Value::str(std::move(r));
-        });
-        caller.fn->def = cs;
-        const Expr& call = *s.exprs[0];
-        Value f = eval(in, *call.a[0]);
-        Args args;
-        eval_args(in, call, 1, args);
-        args.kw.emplace_back("caller", caller);
-        if (f.kind != Kind::kFunc) throw Error("'call' needs a macro");
-        write(in, to_str(f.fn->call(in, args)));
-        break;
-      }
+      case SK::kMacro: define_macro(in, s); break;
+      case SK::kCallBlock: exec_call_block(in, s); break;
       case SK::kFilterBlock: {
-        Flow f = Flow::kNormal;
-        std::string body = scoped_capture(in, s.bodies[0], &f);
+        Flow f = exec_filter_block(in, s);
         if (f != Flow::kNormal) return f;
-        FrameGuard g(in, false);
-        Value text = Value::str(std::move(body));
-        if (s.escape && escapes(in, s)) text.markup = true;
-        in.assign(kBlockBodyName(), std::move(text));
-        // jinja2 yields the chain's result as it is: what is no str fails
-        // the join of the output.
-        Value r = eval(in, *s.filter);
-        if (!r.is_str()) throw Error("sequence item 0: expected str instance, " + std::string(type_name(r)) + " found");
-        write(in, *r.s);
         break;
       }
       case SK::kWith: {
-        FrameGuard g(in, false);
-        std::vector<Value> vals;
-        for (const auto& x : s.exprs) vals.push_back(eval(in, *x));
-        for (std::size_t k = 0; k < vals.size(); ++k) in.assign(s.names[k], vals[k]);
-        Flow f = exec(in, s.bodies[0]);
+        Flow f = exec_with(in, s);
         if (f != Flow::kNormal) return f;
         break;
       }
@@ -781,21 +832,7 @@ Flow exec(Interp& in, const Body& body, std::size_t from, std::size_t to) {
       }
       case SK::kBreak: return Flow::kBreak;
       case SK::kContinue: return Flow::kContinue;
-      case SK::kGeneration: {
-        std::string body = std::move(in.spare_capture);
-        {
-          FrameGuard g(in, false);
-          if (s.uses_varargs || s.uses_kwargs || s.uses_caller) [[unlikely]]
-            bind_caller_names(in, s);
-          capture_into(in, s.bodies[0], body);
-        }
-        // As transformers counts it: from the top-level output so far.
-        std::size_t start = in.root->size();
-        if (in.generation) in.generation->emplace_back(start, start + body.size());
-        write(in, body);
-        in.spare_capture = std::move(body);
-        break;
-      }
+      case SK::kGeneration: exec_generation(in, s); break;
     }
   }
   return Flow::kNormal;
