@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <memory>
 
@@ -387,9 +388,25 @@ Value fn_raise(Interp&, Args& a) { throw Error(a.pos.empty() ? std::string() : t
 
 Value fn_strftime(Interp& in, Args& a) {
   if (a.pos.empty() || !a.pos[0].is_str()) throw Error("strftime_now() takes a format string");
-  char buf[512];
-  std::size_t n = std::strftime(buf, sizeof buf, a.pos[0].s->c_str(), &in.now);
-  return Value::str(std::string(buf, n));
+  // The last text made on this thread, for its format and instant: a
+  // render's instant is fixed, and templates ask for one date per message.
+  struct Last {
+    std::string format;
+    std::tm now{};
+    char text[512];
+    std::size_t n = 0;
+    bool made = false;
+  };
+  static thread_local Last last;
+  const std::string& format = *a.pos[0].s;
+  if (!last.made || last.format != format || std::memcmp(&last.now, &in.now, sizeof in.now) != 0) {
+    OutsideBudget outside;  // the cache is the thread's, not the render's
+    last.n = std::strftime(last.text, sizeof last.text, format.c_str(), &in.now);
+    last.format = format;
+    last.now = in.now;
+    last.made = true;
+  }
+  return Value::str(std::string(last.text, last.n));
 }
 
 // A cycler or joiner changed state: what a resume point cannot restore
@@ -456,23 +473,43 @@ Value fn_joiner(Interp&, Args& a) {
 }  // namespace
 
 Value global_function(std::string_view name) {
-  static const Value range = Value::func("range", fn_range), ns = Value::func("namespace", fn_namespace),
-                     dict = Value::func("dict", fn_dict), raise = Value::func("raise_exception", fn_raise),
-                     strf = Value::func("strftime_now", fn_strftime), cycler = Value::func("cycler", fn_cycler),
-                     joiner = Value::func("joiner", fn_joiner);
-  if (name == "range") return range;
-  if (name == "namespace") return ns;
-  if (name == "dict") return dict;
-  if (name == "raise_exception") return raise;
-  if (name == "strftime_now") return strf;
-  if (name == "cycler") return cycler;
-  if (name == "joiner") return joiner;
-  if (name == "lipsum") {  // defined, as jinja2's; random text, which a render cannot reproduce
-    static const Value lipsum = Value::func("generate_lorem_ipsum", [](Interp&, Args&) -> Value {
+  // One guarded static for all: most names asked for are none of them (a
+  // template's `tools is defined` reaches here), and the first byte tells.
+  struct Globals {
+    Value range = Value::func("range", fn_range), ns = Value::func("namespace", fn_namespace),
+          dict = Value::func("dict", fn_dict), raise = Value::func("raise_exception", fn_raise),
+          strf = Value::func("strftime_now", fn_strftime), cycler = Value::func("cycler", fn_cycler),
+          joiner = Value::func("joiner", fn_joiner);
+    // Defined, as jinja2's; random text, which a render cannot reproduce.
+    Value lipsum = Value::func("generate_lorem_ipsum", [](Interp&, Args&) -> Value {
       throw Error("lipsum() gives random text, which the engine does not render");
     });
-    return lipsum;
+  };
+  if (name.empty()) return Value::undefined();
+  switch (name[0]) {
+    case 'r':
+    case 'n':
+    case 'd':
+    case 's':
+    case 'c':
+    case 'j':
+    case 'l': break;
+    default: return Value::undefined();
   }
+  // Made once for the process, outside any render's budget (the render
+  // that happens to come first is charged nothing), never freed.
+  static const Globals& g = *[] {
+    OutsideBudget outside;
+    return new Globals;
+  }();
+  if (name == "range") return g.range;
+  if (name == "namespace") return g.ns;
+  if (name == "dict") return g.dict;
+  if (name == "raise_exception") return g.raise;
+  if (name == "strftime_now") return g.strf;
+  if (name == "cycler") return g.cycler;
+  if (name == "joiner") return g.joiner;
+  if (name == "lipsum") return g.lipsum;
   return Value::undefined();
 }
 

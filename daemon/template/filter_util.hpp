@@ -49,6 +49,9 @@ std::vector<Value> attribute_parts(const Value& attr);
 // jinja2's make_attrgetter: getitem by each part; `dflt`, where given, in
 // place of an undefined at every step.
 Value attr_path(const Value& obj, const Value& attr, const Value* dflt = nullptr);
+// The same by the parts attribute_parts() gave (a filter's attribute, split
+// once for all its items).
+Value attr_path(const Value& obj, const std::vector<Value>& parts, const Value* dflt = nullptr);
 
 // Filters defined in filters_num.cpp.
 Value f_int(Interp&, Value& v, Args& a);

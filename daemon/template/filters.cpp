@@ -20,21 +20,32 @@ std::vector<Value> attribute_parts(const Value& attr) {
     parts.push_back(attr);
     return parts;
   }
-  for (const std::string& p : py_split(*attr.s, std::string("."), -1, false)) {
+  const std::string& text = *attr.s;
+  auto part = [&](std::string_view p) {
     int64_t n = 0;
     if (py_isdigit(p) && py_parse_int(p, n) == NumParse::kOk) parts.push_back(Value::integer(n));
-    else parts.push_back(Value::str(p));
+    else if (p.size() == text.size() && !attr.markup) parts.push_back(attr);  // the name itself, not a copy
+    else parts.push_back(Value::str(std::string(p)));
+  };
+  if (text.find('.') == std::string::npos) {  // the usual "role": one part
+    part(text);
+    return parts;
   }
+  for (const std::string& p : py_split(text, ".", -1, false)) part(p);
   return parts;
 }
 
-Value attr_path(const Value& obj, const Value& attr, const Value* dflt) {
+Value attr_path(const Value& obj, const std::vector<Value>& parts, const Value* dflt) {
   Value cur = obj;
-  for (const Value& p : attribute_parts(attr)) {
+  for (const Value& p : parts) {
     cur = get_item(cur, p);
     if (dflt && cur.is_undefined()) cur = *dflt;  // jinja2 puts the default in at every step
   }
   return cur;
+}
+
+Value attr_path(const Value& obj, const Value& attr, const Value* dflt) {
+  return attr_path(obj, attribute_parts(attr), dflt);
 }
 
 Value filter_length(Interp&, Value& v, Args&) { return Value::integer(length(v)); }
@@ -64,7 +75,7 @@ Value f_string(Interp&, Value& v, Args&) { return v.is_str() ? v : Value::str(so
 Value f_safe(Interp&, Value& v, Args&) { return v.is_str() && v.markup ? v : markup(to_str(v)); }
 Value f_trim(Interp&, Value& v, Args& a) {
   const Value& c = arg(a, 0, "chars");
-  std::optional<std::string> chars;
+  std::optional<std::string_view> chars;
   if (c.is_str()) chars = *c.s;
   else if (given(c) && !c.is_none()) throw Error("strip arg must be None or str");
   if (v.is_str()) {  // stripped in place: a str with nothing to strip is itself, not a copy
@@ -120,8 +131,10 @@ Value f_join(Interp& in, Value& v, Args& a) {
     // Under autoescape: a Markup separator or item makes every part escaped
     // and the result Markup.
     std::vector<Value> items = iterate(v);
-    if (given(attr))
-      for (Value& x : items) x = attr_path(x, attr);
+    if (given(attr)) {
+      const std::vector<Value> parts = attribute_parts(attr);
+      for (Value& x : items) x = attr_path(x, parts);
+    }
     bool html = given(d) && d.is_str() && d.markup;
     for (const Value& x : items) html = html || (x.is_str() && x.markup);
     std::string sep = given(d) ? (html ? *markup_escape(d).s : soft_str(d)) : "", out;
@@ -134,10 +147,11 @@ Value f_join(Interp& in, Value& v, Args& a) {
   }
   std::string sep = given(d) ? soft_str(d) : "", out;
   bool first = true;
+  const std::vector<Value> parts = given(attr) ? attribute_parts(attr) : std::vector<Value>();
   for (const Value& x : iterate(v)) {
     if (!first) out += sep;
     first = false;
-    append_str(given(attr) ? attr_path(x, attr) : x, out);
+    append_str(given(attr) ? attr_path(x, parts) : x, out);
   }
   return Value::str(std::move(out));
 }
@@ -194,10 +208,13 @@ constexpr std::size_t kMemoEntries = 256;
 constexpr std::size_t kBigDump = 2000;
 
 Value f_tojson(Interp& in, Value& v, Args& a) {
-  bool ascii = truthy(arg(a, 0, "ensure_ascii"));
-  const Value& ind = arg(a, 1, "indent");
-  const Value& seps = arg(a, 2, "separators");
-  bool sort = truthy(arg(a, 3, "sort_keys"));
+  // `| tojson` with no argument, the usual: each option its default, unlooked-for.
+  static const Value kAbsent;
+  const bool bare = a.pos.empty() && a.kw.empty();
+  bool ascii = !bare && truthy(arg(a, 0, "ensure_ascii"));
+  const Value& ind = bare ? kAbsent : arg(a, 1, "indent");
+  const Value& seps = bare ? kAbsent : arg(a, 2, "separators");
+  bool sort = !bare && truthy(arg(a, 3, "sort_keys"));
   std::string indent, item, key;
   const std::string* ip = nullptr;
   if (int_like(ind))
@@ -321,10 +338,10 @@ Value f_attr(Interp&, Value& v, Args& a) {
 Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
   if (!truthy(v)) return iterator({});
   std::size_t k = 0;
-  Value attr;
-  if (by_attr) {  // positional only: keywords go to the test
+  std::vector<Value> parts;  // the attribute's, split once for every item
+  if (by_attr) {             // positional only: keywords go to the test
     if (a.pos.empty()) throw Error("Missing parameter for attribute name");
-    attr = a.pos[k++];
+    parts = attribute_parts(a.pos[k++]);
   }
   std::string name;
   bool tested = k < a.pos.size();  // without a test, truth (the keywords unused)
@@ -337,15 +354,14 @@ Value select_impl(Interp& in, Value& v, Args& a, bool by_attr, bool keep) {
   }
   std::vector<Value> out;
   for (const Value& x : iterate(v)) {
-    Value subject = by_attr ? attr_path(x, attr) : x;
+    Value subject = by_attr ? attr_path(x, parts) : x;
     bool ok;
     if (tested) {
       if (!test) {
         if (!(test = find_test(name))) throw Error("No test named '" + name + "'.");
         if (const Signature* sig = test_signature(name)) check_call(*sig, name, targs);  // the same for every item
       }
-      Args ta = targs;
-      ok = test(in, subject, ta);
+      ok = test(in, subject, targs);  // a test reads its arguments, never changes them
     } else {
       ok = truthy(subject);
     }
@@ -367,7 +383,8 @@ Value f_map(Interp& in, Value& v, Args& a) {
       if (name != "attribute" && name != "default") throw Error("Unexpected keyword argument '" + name + "'");
     const Value& d = arg(a, 99, "default");
     const Value* dflt = given(d) && !d.is_none() ? &d : nullptr;
-    for (const Value& x : iterate(v)) out.push_back(attr_path(x, attr, dflt));
+    const std::vector<Value> parts = attribute_parts(attr);
+    for (const Value& x : iterate(v)) out.push_back(attr_path(x, parts, dflt));
     return iterator(std::move(out));
   }
   if (a.pos.empty()) throw Error("map requires a filter argument");
@@ -389,7 +406,8 @@ Value f_map(Interp& in, Value& v, Args& a) {
 
 std::vector<Value> keyed(const std::vector<Value>& items, const Value& attr, bool cs) {
   std::vector<Value> keys;
-  for (const Value& x : items) keys.push_back(fold(given(attr) ? attr_path(x, attr) : x, cs));
+  const std::vector<Value> parts = given(attr) ? attribute_parts(attr) : std::vector<Value>();
+  for (const Value& x : items) keys.push_back(fold(given(attr) ? attr_path(x, parts) : x, cs));
   return keys;
 }
 // jinja2's sort key: the list of the comma-separated attributes' values
@@ -410,11 +428,12 @@ Value f_sort(Interp&, Value& v, Args& a) {
     paths.push_back(soft_str(attr));
   }
   std::vector<Value> items = iterate(v);
-  std::vector<std::vector<Value>> keys;
+  std::vector<std::vector<Value>> path_parts, keys;
+  for (const std::string& p : paths) path_parts.push_back(attribute_parts(Value::str(p)));
   for (const Value& x : items) {
     std::vector<Value> k;
     if (paths.empty()) k.push_back(fold(x, cs));
-    for (const std::string& p : paths) k.push_back(fold(attr_path(x, Value::str(p)), cs));
+    for (const std::vector<Value>& parts : path_parts) k.push_back(fold(attr_path(x, parts), cs));
     keys.push_back(std::move(k));
   }
   auto key_less = [](const std::vector<Value>& x, const std::vector<Value>& y) {

@@ -116,7 +116,8 @@ Value f_sum(Interp&, Value& v, Args& a) {
   const Value& start = arg(a, 1, "start");
   Value total = given(start) ? start : Value::integer(0);
   if (total.is_str()) throw Error("sum() can't sum strings [use ''.join(seq) instead]");
-  for (const Value& x : iterate(v)) total = binary_op("+", total, given(attr) ? attr_path(x, attr) : x);
+  const std::vector<Value> parts = given(attr) ? attribute_parts(attr) : std::vector<Value>();
+  for (const Value& x : iterate(v)) total = binary_op("+", total, given(attr) ? attr_path(x, parts) : x);
   return total;
 }
 

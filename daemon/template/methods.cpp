@@ -4,31 +4,13 @@
 #include <cstdint>
 
 #include "template/interp.hpp"
+#include "template/name_index.hpp"
 #include "template/pystr.hpp"
 #include "template/skeleton_ops.hpp"
 
 namespace tokfeed::tmpl {
 
 namespace {
-
-// A set of method names: most lookups (a message's `role`, `content`) are
-// of names it lacks, which the first byte and the length rule out at once.
-class NameSet {
- public:
-  template <std::size_t N>
-  constexpr explicit NameSet(const std::string_view (&names)[N]) : names_(names), n_(N) {
-    for (std::string_view s : names) mask_[static_cast<unsigned char>(s[0]) & 31] |= uint64_t{1} << (s.size() & 63);
-  }
-  bool contains(std::string_view name) const {
-    if (name.empty() || !(mask_[static_cast<unsigned char>(name[0]) & 31] >> (name.size() & 63) & 1)) return false;
-    return std::find(names_, names_ + n_, name) != names_ + n_;
-  }
-
- private:
-  const std::string_view* names_;
-  std::size_t n_;
-  uint64_t mask_[32] = {};
-};
 
 constexpr std::string_view kStrNames[] = {
     "strip",        "lstrip",    "rstrip",      "split",        "rsplit",       "splitlines", "startswith", "endswith",
@@ -44,10 +26,17 @@ constexpr std::string_view kDictAllNames[] = {"get", "items",  "keys",       "va
 constexpr std::string_view kListNames[] = {"index", "count", "copy"};
 constexpr std::string_view kListUnsafeNames[] = {"append", "extend",  "insert", "pop",
                                                  "remove", "reverse", "sort",   "clear"};
-const NameSet kStrMethods(kStrNames), kDictMethods(kDictNames), kDictUnsafe(kDictUnsafeNames), kDictAll(kDictAllNames),
-    kListMethods(kListNames), kListUnsafe(kListUnsafeNames);
+constexpr NameIndex kStrMethods(kStrNames);
+constexpr NameIndex kDictMethods(kDictNames);
+constexpr NameIndex kDictUnsafe(kDictUnsafeNames);
+constexpr NameIndex kDictAll(kDictAllNames);
+constexpr NameIndex kListMethods(kListNames);
+constexpr NameIndex kListUnsafe(kListUnsafeNames);
 
-bool in_set(const NameSet& set, std::string_view name) { return set.contains(name); }
+template <class Set>
+bool in_set(const Set& set, std::string_view name) {
+  return set.contains(name);
+}
 
 const Value& arg(Args& a, std::size_t i, std::string_view kw = {}) {
   static const Value missing;
@@ -71,7 +60,10 @@ Value dict_method(const Value& d, std::string_view name, Args& a) {
   arity("dict", name, a, name == "get" ? 1 : 0, name == "get" ? 2 : 0);
   if (name == "get") {
     const Value& k = arg(a, 0);
-    if (const Value* v = d.dict->find(key_of(k))) return *v;
+    // A str key is stored as its text (but one that starts with the key
+    // marker): looked up as it is, not copied into a key.
+    const Value* v = k.is_str() && !k.s->starts_with('\x01') ? d.dict->find(*k.s) : d.dict->find(key_of(k));
+    if (v) return *v;
     return a.pos.size() > 1 ? a.pos[1] : Value::none();
   }
   if (name == "items") {

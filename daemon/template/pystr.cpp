@@ -84,7 +84,7 @@ std::size_t py_len(std::string_view s) noexcept {
   return n;
 }
 
-std::string_view py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+std::string_view py_strip(std::string_view s, const std::optional<std::string_view>& chars, bool left, bool right) {
   // An ASCII set (the usual '\n') is looked up in its bytes: no code points made.
   const bool ascii_set =
       chars && std::all_of(chars->begin(), chars->end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
@@ -98,7 +98,7 @@ std::string_view py_strip(std::string_view s, const std::optional<std::string>& 
   }();
   auto strip_it = [&](uint32_t cp) {
     if (!chars) return cp < 0x80 ? kAsciiSpace[cp] : py_isspace(cp);
-    if (ascii_set) return cp < 0x80 && chars->find(static_cast<char>(cp)) != std::string::npos;
+    if (ascii_set) return cp < 0x80 && chars->find(static_cast<char>(cp)) != std::string_view::npos;
     for (uint32_t c : set)
       if (c == cp) return true;
     return false;
@@ -173,11 +173,11 @@ std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, bool fro
 
 }  // namespace
 
-std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+std::vector<std::string> py_split(std::string_view s, std::optional<std::string_view> sep, int64_t maxsplit,
                                   bool from_right) {
   if (!sep) return split_ws(s, maxsplit, from_right);
   std::vector<std::string> out;
-  const std::string& d = *sep;
+  const std::string_view d = *sep;
   if (!from_right) {
     std::size_t pos = 0;
     while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {

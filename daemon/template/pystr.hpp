@@ -18,9 +18,9 @@ std::vector<uint32_t> code_points(std::string_view s);
 std::size_t py_len(std::string_view s) noexcept;
 
 // str.strip/lstrip/rstrip; `chars` unset strips whitespace.
-std::string_view py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);
+std::string_view py_strip(std::string_view s, const std::optional<std::string_view>& chars, bool left, bool right);
 // str.split / str.rsplit; `sep` unset splits on whitespace runs.
-std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+std::vector<std::string> py_split(std::string_view s, std::optional<std::string_view> sep, int64_t maxsplit,
                                   bool from_right);
 // str.splitlines(): \n, \r, \r\n, \v, \f, \x1c-\x1e, \x85, U+2028, U+2029.
 std::vector<std::string> py_splitlines(std::string_view s, bool keepends);

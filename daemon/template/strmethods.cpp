@@ -7,6 +7,7 @@
 #include <span>
 
 #include "template/interp.hpp"
+#include "template/name_index.hpp"
 #include "template/pystr.hpp"
 
 namespace tokfeed::tmpl {
@@ -63,13 +64,31 @@ constexpr Sig kSigs[] = {
     {"rjust", 1, 2, {}},
     {"expandtabs", 0, 1, {"tabsize"}},
 };
-constexpr std::size_t kSplit = 3, kRsplit = 4;
-static_assert(kSigs[kSplit].name == "split" && kSigs[kRsplit].name == "rsplit");
+// The methods' names: kSigs', then those of format and format_map (which
+// take any arguments). A method is known by its place here.
+constexpr std::size_t kSigCount = std::size(kSigs);
+constexpr auto kNames = [] {
+  std::array<std::string_view, kSigCount + 2> n{};
+  for (std::size_t k = 0; k < kSigCount; ++k) n[k] = kSigs[k].name;
+  n[kSigCount] = "format";
+  n[kSigCount + 1] = "format_map";
+  return n;
+}();
+constexpr NameIndex kMethods(kNames);
+constexpr int method_id(std::string_view name) {
+  for (std::size_t k = 0; k < kNames.size(); ++k)
+    if (kNames[k] == name) return static_cast<int>(k);
+  throw "not a str method";  // at compile time: a misspelt name does not compile
+}
+constexpr int kStrip = method_id("strip"), kLstrip = method_id("lstrip"), kRstrip = method_id("rstrip"),
+              kSplit = method_id("split"), kRsplit = method_id("rsplit"), kFormat = method_id("format"),
+              kFormatMap = method_id("format_map");
 
 // The arguments bound to a method's parameters (null: not passed).
 using Bound = std::array<const Value*, 3>;
 
-Bound bind(const Sig& sig, const Args& a) {
+// CPython's errors for arguments that do not fit `sig`, in its order.
+[[gnu::noinline]] Bound bind_slow(const Sig& sig, const Args& a) {
   const std::string n(sig.name);
   if (a.pos.size() > sig.max)
     throw Error(n + "() takes at most " + std::to_string(sig.max) + " argument" + (sig.max == 1 ? "" : "s") + " (" +
@@ -91,6 +110,17 @@ Bound bind(const Sig& sig, const Args& a) {
   return out;
 }
 
+Bound bind(int m, const Args& a) {
+  const Sig& sig = kSigs[m];
+  // Positional arguments only, as many as the method takes: bound as they are.
+  if (a.kw.empty() && a.pos.size() >= sig.min && a.pos.size() <= sig.max) [[likely]] {
+    Bound out{};
+    for (std::size_t k = 0; k < a.pos.size(); ++k) out[k] = &a.pos[k];
+    return out;
+  }
+  return bind_slow(sig, a);
+}
+
 bool int_like(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kBool; }
 
 // An integer argument (Python's __index__: int or bool).
@@ -104,10 +134,12 @@ const std::string& str_arg(const Value& v, std::string_view method) {
   return *v.s;
 }
 
-std::optional<std::string> opt_str(const Value* v, std::string_view method) {
+// An optional str argument, None or absent: nullopt. A view of the argument's
+// text, which outlives the call.
+std::optional<std::string_view> opt_str(const Value* v, std::string_view method) {
   if (!v || v->is_none()) return std::nullopt;
   if (!v->is_str()) throw Error(std::string(method) + " arg must be None or str");
-  return *v->s;
+  return std::string_view(*v->s);
 }
 
 Value str_list(std::vector<std::string> parts) {
@@ -241,48 +273,16 @@ Value markup_method(const Value& obj, std::string_view name, Args& a) {
   return r;
 }
 
-}  // namespace
-
-Value str_method(const Value& obj, std::string_view name, Args& a) {
-  if (obj.markup) return markup_method(obj, name, a);
-  // strip, lstrip, rstrip that strip nothing: the same str, not a copy.
-  if (name.size() <= 6 && name.ends_with("strip")) {
-    const std::string& s = *obj.s;
-    for (const Sig& x : kSigs)
-      if (x.name == name) {
-        const Bound p = bind(x, a);
-        std::string_view r = py_strip(s, opt_str(p[0], name), name != "rstrip", name != "lstrip");
-        return r.size() == s.size() ? obj : Value::str(std::string(r));
-      }
-  }
-  // split, rsplit by a separator the str does not hold: [the same str].
-  if (name == "split" || name == "rsplit") {
-    const Bound p = bind(kSigs[name == "split" ? kSplit : kRsplit], a);
-    const std::string& s = *obj.s;
-    if (p[0] && p[0]->is_str() && !p[0]->s->empty() && s.find(*p[0]->s) == std::string::npos) {
-      if (p[1]) index_arg(*p[1]);
-      return Value::new_list(std::vector<Value>{obj});
-    }
-  }
-  return str_method(*obj.s, name, a);
-}
-
-Value str_method(const std::string& s, std::string_view name, Args& a) {
-  if (name == "format" || name == "format_map") return Value::str(str_format(s, a, name == "format_map"));
-  const Sig* sig = nullptr;
-  for (const Sig& x : kSigs)
-    if (x.name == name) {
-      sig = &x;
-      break;
-    }
-  if (!sig) throw Error("'str' object has no attribute '" + std::string(name) + "'");
-  const Bound p = bind(*sig, a);
-  if (name == "strip" || name == "lstrip" || name == "rstrip")
-    return Value::str(std::string(py_strip(s, opt_str(p[0], name), name != "rstrip", name != "lstrip")));
-  if (name == "split" || name == "rsplit") {
+// The method `m` (named `name`) of `s`.
+Value run_method(const std::string& s, int m, std::string_view name, Args& a) {
+  if (m == kFormat || m == kFormatMap) return Value::str(str_format(s, a, m == kFormatMap));
+  const Bound p = bind(m, a);
+  if (m == kStrip || m == kLstrip || m == kRstrip)
+    return Value::str(std::string(py_strip(s, opt_str(p[0], name), m != kRstrip, m != kLstrip)));
+  if (m == kSplit || m == kRsplit) {
     auto sep = opt_str(p[0], name);
     if (sep && sep->empty()) throw Error("empty separator");
-    return str_list(py_split(s, sep, p[1] ? index_arg(*p[1]) : -1, name == "rsplit"));
+    return str_list(py_split(s, sep, p[1] ? index_arg(*p[1]) : -1, m == kRsplit));
   }
   if (name == "splitlines") return str_list(py_splitlines(s, p[0] && index_arg(*p[0]) != 0));
   if (name == "startswith" || name == "endswith") return tailmatch(s, name, p);
@@ -385,6 +385,37 @@ Value str_method(const std::string& s, std::string_view name, Args& a) {
     }
   }
   return Value::str(std::move(r));
+}
+
+}  // namespace
+
+Value str_method(const Value& obj, std::string_view name, Args& a) {
+  if (obj.markup) return markup_method(obj, name, a);
+  const int m = kMethods.find(name);
+  if (m < 0) return str_method(*obj.s, name, a);  // not a method: its error
+  // strip, lstrip, rstrip that strip nothing: the same str, not a copy.
+  if (m == kStrip || m == kLstrip || m == kRstrip) {
+    const std::string& s = *obj.s;
+    const Bound p = bind(m, a);
+    std::string_view r = py_strip(s, opt_str(p[0], name), m != kRstrip, m != kLstrip);
+    return r.size() == s.size() ? obj : Value::str(std::string(r));
+  }
+  // split, rsplit by a separator the str does not hold: [the same str].
+  if (m == kSplit || m == kRsplit) {
+    const Bound p = bind(m, a);
+    const std::string& s = *obj.s;
+    if (p[0] && p[0]->is_str() && !p[0]->s->empty() && s.find(*p[0]->s) == std::string::npos) {
+      if (p[1]) index_arg(*p[1]);
+      return Value::new_list(std::vector<Value>{obj});
+    }
+  }
+  return run_method(*obj.s, m, name, a);
+}
+
+Value str_method(const std::string& s, std::string_view name, Args& a) {
+  const int m = kMethods.find(name);
+  if (m < 0) throw Error("'str' object has no attribute '" + std::string(name) + "'");
+  return run_method(s, m, name, a);
 }
 
 }  // namespace tokfeed::tmpl
