@@ -41,12 +41,13 @@ class Renderer {
   }
 
   // Renders all messages (F), keeping resume points for the renders of
-  // messages[:k] that `want` names (tmpl::Resumes).
-  std::string render_full(tmpl::Spans* spans, std::vector<uint8_t> want) {
+  // messages[:k] that `want` names (tmpl::Resumes); a failure goes in
+  // `failed` (a refused record: no exception thrown again past the render).
+  std::string render_full(tmpl::Spans* spans, std::vector<uint8_t> want, tmpl::RenderFailure& failed) {
     resumes_.want = std::move(want);
     vars_[vars_.size() - 4].second = messages_;
     vars_.back().second = Value::boolean(false);
-    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, &resumes_);
+    return spec_.tmpl.render(vars_, spec_.limits, spans, track_ ? &prov_ : nullptr, &resumes_, &failed);
   }
   // Renders messages[:n]; throws tmpl::Error. provenance() then says which
   // bytes each message wrote. Resumed from F where it can be.
@@ -222,7 +223,9 @@ std::string render_completion(const ChatSpec& spec, const Value& messages, const
   tmpl::MemoScope memo;
   Renderer r(spec, messages, tools, false);
   try {
-    out.text = r.render_full(nullptr, {});
+    tmpl::RenderFailure failed;
+    out.text = r.render_full(nullptr, {}, failed);
+    if (failed.failed) return "template " + spec.name + ": " + failed.message;
     // TRL's labels: the tokens past those the prompt's own render (with the
     // generation prompt) shares; loss = "all" (completion_only_loss=False)
     // trains every token.
@@ -287,7 +290,9 @@ std::string render_labeled_direct(const ChatSpec& spec, const Value& messages, c
   Renderer r(spec, messages, tools, regions);
   tmpl::Spans gen;
   try {
-    out.text = r.render_full(generation ? &gen : nullptr, std::move(want));
+    tmpl::RenderFailure failed;
+    out.text = r.render_full(generation ? &gen : nullptr, std::move(want), failed);
+    if (failed.failed) return "template " + spec.name + ": " + failed.message;
   } catch (const tmpl::Error& e) {
     return "template " + spec.name + ": " + e.what();
   }

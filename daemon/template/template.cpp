@@ -131,19 +131,39 @@ const std::vector<std::string>& Template::warnings() const noexcept {
 // One render: `prepare` sets the interpreter up (after the common setup,
 // before the budget is installed), `run` executes the statements.
 struct RenderRunner {
+  // A failure is thrown, or put in `report` where given (the text then empty).
   template <typename Prepare, typename Run>
   static std::string run(const RenderLimits& limits, Spans* generation, Provenance* provenance, Prepare prepare,
-                         Run run);
+                         Run run, RenderFailure* report = nullptr);
 };
+
+namespace {
+
+// The end of a failed render: its failure thrown, or put in `report`.
+std::string fail(RenderFailure* report, std::string message, bool limit) {
+  if (!report) {
+    if (limit) throw LimitError(message);
+    throw Error(message);
+  }
+  report->failed = true;
+  report->limit = limit;
+  report->message = std::move(message);
+  return {};
+}
+
+}  // namespace
 
 template <typename Prepare, typename Run>
 std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Provenance* provenance, Prepare prepare,
-                              Run run) {
-  if (skeleton::tl_watch && skeleton::tl_watch->read) throw LimitError("a skeleton's render read a record's string");
+                              Run run, RenderFailure* report) {
+  if (skeleton::tl_watch && skeleton::tl_watch->read)
+    return fail(report, "a skeleton's render read a record's string", true);
   RecordScope* rec = tl_record;
   if (rec && rec->used_ >= rec->max_steps_)
-    throw LimitError("the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
-                     " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)");
+    return fail(report,
+                "the record's renders ran past their budget of " + std::to_string(rec->max_steps_) +
+                    " steps (16 x [tokenizer] template_max_steps; a conversation this long is refused)",
+                true);
   std::string out;
   out.reserve(kOutputReserve);
   Interp in;
@@ -241,8 +261,7 @@ std::string RenderRunner::run(const RenderLimits& limits, Spans* generation, Pro
       limit = true;
     }
     failure += " (at template " + where(in.pos) + ")";
-    if (limit) throw LimitError(failure);
-    throw Error(failure);
+    return fail(report, std::move(failure), limit);
   }
   return out;
 }
@@ -258,7 +277,7 @@ std::size_t var_index(const Vars& vars, Name name) {
 }  // namespace
 
 std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans* generation, Provenance* provenance,
-                             Resumes* resumes) const {
+                             Resumes* resumes, RenderFailure* failed) const {
   Tracker tracker;
   std::shared_ptr<ResumeState> state;
   if (resumes) resumes->state.reset();
@@ -316,7 +335,9 @@ std::string Template::render(const Vars& vars, const RenderLimits& limits, Spans
           }
           if (exec(in, body, at, to) != Flow::kNormal) break;
         }
-      });
+      },
+      failed);
+  if (failed && failed->failed) return out;
   if (state) {
     state->full = out;
     state->provenance = provenance != nullptr;

@@ -162,6 +162,15 @@ struct Resumes {
   void keep(std::string&& text, std::size_t same) const;
 };
 
+// A render's failure taken as a value (Template::render's `failed`): what
+// the tmpl::Error it would throw says, and whether it would be a
+// tmpl::LimitError.
+struct RenderFailure {
+  bool failed = false;
+  bool limit = false;
+  std::string message;
+};
+
 class Template {
  public:
   // Throws tmpl::Error "line:column: what" for a syntax error or a construct
@@ -177,9 +186,12 @@ class Template {
   // given, receives the byte spans of {% generation %} blocks; `provenance`,
   // when given, which bytes each message wrote. Throws
   // tmpl::Error (the message, with the line:column reached) when the
-  // template raises or fails.
+  // template raises or fails; where `failed` is given, the failure is put
+  // there instead and the text is empty (a caller that expects refusals
+  // saves a second exception's unwinding).
   std::string render(const Vars& vars, const RenderLimits& limits, Spans* generation = nullptr,
-                     Provenance* provenance = nullptr, Resumes* resumes = nullptr) const;
+                     Provenance* provenance = nullptr, Resumes* resumes = nullptr,
+                     RenderFailure* failed = nullptr) const;
   // render(vars with messages[:k] and add_generation_prompt = g) from the
   // resume point a render with `resumes` kept (resumes.ready(k, g)): the
   // same text, spans, provenance and errors, and the same steps counted.

@@ -230,6 +230,46 @@ TEST_CASE("errors: unsupported constructs at load with line:column; raise_except
   CHECK(render_error("{{ 1 + 'a' }}").find("unsupported operand") != std::string::npos);
 }
 
+TEST_CASE("errors: a failure taken as a value says what the thrown one says, limit or not") {
+  const std::pair<const char*, int> cases[] = {
+      {"ab{{ raise_exception('roles must alternate') }}", 0},
+      {"{% for m in [1] %}{% if m %}{{ raise_exception('in a loop') }}{% endif %}{% endfor %}", 0},
+      {"{% macro f() %}{{ 1 + 'a' }}{% endmacro %}x{{ f() }}", 0},
+      {"{% set l = [] %}{{ l.append(1) }}", 0},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", 1},
+      {"{{ 'x' * 1000000 }}{{ 'y' * 1000000 }}", 0},  // past max_output: the template's doing
+      {"fine {{ 1 + 2 }}", -1},
+  };
+  for (const auto& [src, kind] : cases) {
+    const std::string source = src;
+    CAPTURE(source);
+    Template t = Template::parse(src);
+    tmpl::Vars vars;
+    tmpl::RenderLimits limits;
+    limits.max_steps = 100000;
+    limits.max_output = 1500000;
+    std::string thrown;
+    bool limit = false;
+    std::string text;
+    try {
+      text = t.render(vars, limits);
+    } catch (const tmpl::LimitError& e) {
+      thrown = e.what();
+      limit = true;
+    } catch (const tmpl::Error& e) {
+      thrown = e.what();
+    }
+    tmpl::RenderFailure failed;
+    const std::string got = t.render(vars, limits, nullptr, nullptr, nullptr, &failed);
+    CHECK(failed.failed == (kind >= 0));
+    CHECK(failed.message == thrown);
+    CHECK(failed.limit == limit);
+    CHECK(limit == (kind == 1));
+    CHECK(got == (kind >= 0 ? std::string() : text));
+    if (kind >= 0) CHECK(thrown.find("(at template ") != std::string::npos);
+  }
+}
+
 namespace {
 
 text::ChatSpec spec_of(const std::string& src) {
