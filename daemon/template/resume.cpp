@@ -401,10 +401,14 @@ bool Tracker::record_use() {
   return false;
 }
 
-bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
+bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq, int64_t& ahead) {
   if (!watching || !watched(seq)) return false;
   StepsUncounted uncounted;
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
+  if (main && o >= 0 && !s.uses_loop && !s.exprs[1] && !s.has_else && !s.recursive) {
+    ahead = o;
+    return false;
+  }
   std::vector<std::pair<const Body*, std::size_t>> path;
   if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
       !top_path(*top, s, path)) {

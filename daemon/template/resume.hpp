@@ -331,8 +331,15 @@ struct Tracker {
   // A value stored where the resume point cannot see it (a namespace
   // attribute): spoils when it may hold the loop or a macro's closure.
   void stored(const Value& v);
-  // `{% for %}` over `seq`: whether it is a main loop.
-  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq);
+  // `{% for %}` over `seq`: whether it is a main loop. A loop inside the
+  // main loop over messages[o:] whose body cannot tell how many items
+  // follow (no `loop`, filter or else) sets `ahead` to o: each of its
+  // iterations is a read of its item (read_ahead), so one that breaks
+  // before the end spoils only the prefixes that lack what it read.
+  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq, int64_t& ahead);
+  // The iteration over messages[t] of such a loop starts: the prefixes
+  // that end before it would have left the loop instead.
+  void read_ahead(std::size_t t) { spoil(static_cast<int64_t>(t)); }
   // The main loop's iteration over message k starts.
   void iteration(const Interp& in, std::size_t k);
   // Keeps the resume point of the render of messages[:k] (`inside`: at the
