@@ -229,6 +229,7 @@ Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t de
     FrameGuard guard(in, false);
     if (!items->empty()) completed = loop_body(in, s, *items, main, ahead, 0, depth);
   }
+  if (ahead >= 0 && in.track) in.track->ahead_end(in);
   if (main) in.track->loop_ended(in);
   if (!completed && s.has_else) {
     FrameGuard else_scope(in, false);
@@ -369,7 +370,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     }
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
-    else if (ahead >= 0 && tracking(in)) in.track->read_ahead(static_cast<std::size_t>(ahead + i));
+    else if (ahead >= 0 && tracking(in)) in.track->ahead_iteration(in, static_cast<std::size_t>(ahead + i));
     in.step(s.pos);  // an empty body still costs a step per iteration
     if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
