@@ -124,8 +124,8 @@ struct FrameGuard {
   ~FrameGuard() { in.pop_frame(); }
 };
 
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from = 0,
-               int64_t depth = 0);
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, int64_t ahead = -1,
+               std::size_t from = 0, int64_t depth = 0);
 
 // Which message `item` is (-1: none), for provenance.
 int64_t message_index(const Interp& in, const Value& item) {
@@ -156,7 +156,7 @@ void bind_iteration(Interp& in, const Value& v) {
   ++in.message_binds;
 }
 
-Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth);
+Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth, int64_t ahead = -1);
 
 // loop(items) in a recursive loop whose scope is in.frames[base]: the loop
 // run again over `items` one level deeper, its output returned. As jinja2
@@ -195,13 +195,14 @@ Flow exec_for(Interp& in, const Stmt& s) {
       seq.kind == Kind::kFunc)
     throw Error("'" + std::string(type_name(seq)) + "' object is not iterable");
   if (in.probe && prefix_at_loop(in, s, seq)) return Flow::kNormal;  // resumed: the render is done
-  const bool main = tracking(in) && in.track->enter_loop(in, s, seq);
-  return run_loop(in, s, seq, main, 0);
+  int64_t ahead = -1;  // a look-ahead loop over messages[ahead:] (Tracker::enter_loop)
+  const bool main = tracking(in) && in.track->enter_loop(in, s, seq, ahead);
+  return run_loop(in, s, seq, main, 0, ahead);
 }
 
 // The loop `s` over `seq`: its filter, its iterations and its else body, at
 // recursion depth `depth` (a recursive loop's loop(items) runs it again).
-Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth) {
+Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t depth, int64_t ahead) {
   // A list proper is iterated in place: no template changes its items, and
   // `seq` keeps it alive while the loop runs.
   std::vector<Value> all;
@@ -226,8 +227,9 @@ Flow run_loop(Interp& in, const Stmt& s, const Value& seq, bool main, int64_t de
   bool completed = false;
   {
     FrameGuard guard(in, false);
-    if (!items->empty()) completed = loop_body(in, s, *items, main, 0, depth);
+    if (!items->empty()) completed = loop_body(in, s, *items, main, ahead, 0, depth);
   }
+  if (ahead >= 0 && in.track) in.track->ahead_end(in);
   if (main) in.track->loop_ended(in);
   if (!completed && s.has_else) {
     FrameGuard else_scope(in, false);
@@ -276,8 +278,10 @@ bool guard_false(Interp& in, const Expr& g) {
 // The iterations of a for loop over `items` (not empty); whether one ran to
 // the end of the body.
 // `main`: the loop over the messages that resume points are taken in.
+// `ahead`: a look-ahead loop over messages[ahead:] (Tracker::enter_loop), else -1.
 // `from`: the first iteration run (a render resumed inside the loop).
-bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, std::size_t from, int64_t depth) {
+bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool main, int64_t ahead, std::size_t from,
+               int64_t depth) {
   const int64_t n = static_cast<int64_t>(items.size());
   // `loop`, made only where the body may read it.
   Value loop;
@@ -366,6 +370,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     }
     // Here the render of messages[:offset + i] leaves the loop.
     if (main) in.track->iteration(in, in.track->offset + static_cast<std::size_t>(i));
+    else if (ahead >= 0 && tracking(in)) in.track->ahead_iteration(in, static_cast<std::size_t>(ahead + i));
     in.step(s.pos);  // an empty body still costs a step per iteration
     if (d) set_loop(*d, items, i, depth);
     const Value& item = items[static_cast<std::size_t>(i)];
@@ -556,7 +561,7 @@ Value template_self(const std::vector<Stmt*>& blocks) {
 }
 
 void resume_iterations(Interp& in, const Stmt& loop, const std::vector<Value>& items, std::size_t from) {
-  if (from < items.size()) loop_body(in, loop, items, false, from);
+  if (from < items.size()) loop_body(in, loop, items, false, -1, from);
 }
 
 std::string scoped_capture(Interp& in, const Body& body, Flow* flow) {

@@ -291,7 +291,44 @@ bool same_value(const Value& a, const Value& b) {
 void Tracker::set_attr(const Value& ns, std::string_view name, const Value& v) {
   const Value* old = ns.dict->find(name);
   if (!old || !same_value(*old, v)) ++effects;
-  if (is_slot(ns)) slot_use(ns.dict.get(), name, SlotUse::kWrite);
+  if (is_slot(ns)) {
+    ++slot_writes;
+    slot_use(ns.dict.get(), name, SlotUse::kWrite);
+  }
+}
+
+bool Tracker::ahead_changed(const Interp& in) const {
+  return in.out->size() != ahead.out || in.root->size() != ahead.root || effects != ahead.effects ||
+         slot_writes != ahead.writes;
+}
+
+void Tracker::ahead_iteration(const Interp& in, std::size_t t) {
+  if (!ahead.active) return;
+  if (!ahead.quiet) {
+    spoil(static_cast<int64_t>(t));
+    return;
+  }
+  if (ahead.item >= 0 && ahead_changed(in)) spoil(ahead.item);
+  AheadRun& run = state->aheads.back();
+  if (run.starts.size() == run.starts.capacity()) {
+    StepsUncounted uncounted;
+    run.starts.reserve(std::max<std::size_t>(8, 2 * run.starts.size()));
+  }
+  run.starts.push_back(in.steps);
+  ahead.item = static_cast<int64_t>(t);
+  ahead.out = in.out->size();
+  ahead.root = in.root->size();
+  ahead.effects = effects;
+  ahead.writes = slot_writes;
+}
+
+void Tracker::ahead_end(const Interp& in) {
+  if (!ahead.active) return;
+  if (ahead.quiet) {
+    if (ahead.item >= 0 && ahead_changed(in)) spoil(ahead.item);
+    state->aheads.back().end = in.steps;
+  }
+  ahead = Ahead();
 }
 
 void Tracker::slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind) {
@@ -401,10 +438,18 @@ bool Tracker::record_use() {
   return false;
 }
 
-bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq) {
+bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq, int64_t& ahead_at) {
   if (!watching || !watched(seq)) return false;
   StepsUncounted uncounted;
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
+  if (main && o >= 0 && !ahead.active && !s.uses_loop && !s.exprs[1] && !s.has_else && !s.recursive) {
+    ahead_at = o;
+    this->ahead = Ahead();
+    this->ahead.active = true;
+    this->ahead.quiet = !main->followed && !passes.back().iterators && in.memo_calls == 0;
+    if (this->ahead.quiet) state->aheads.emplace_back().offset = static_cast<std::size_t>(o);
+    return false;
+  }
   std::vector<std::pair<const Body*, std::size_t>> path;
   if (main || o < 0 || !s.one_name() || s.exprs[1] || s.has_else || in.frames.size() != 1 || in.out != in.root ||
       !top_path(*top, s, path)) {
@@ -584,6 +629,9 @@ void Tracker::take_point(const Interp& in, std::size_t k, bool inside) {
   // The prefix runs each earlier main loop's iterations up to message k.
   p.steps = in.steps;
   p.at = in.steps;
+  // The prefix ran the look-ahead loops' iterations before message k alone.
+  p.aheads = state->aheads.size();
+  p.steps -= state->ahead_steps(k, p.aheads);
   for (std::size_t i = 0; i + 1 < passes.size(); ++i) {
     const std::size_t j = k > passes[i].offset ? k - passes[i].offset : 0;
     if (j < passes[i].starts.size()) p.steps -= passes[i].end - passes[i].starts[j];

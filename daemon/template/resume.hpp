@@ -42,6 +42,7 @@ struct ResumePoint {
   // Copies of the top-level values that hold mutable objects, by `held`
   // index (shared by the points taken at one iteration; never changed).
   std::shared_ptr<const std::vector<Value>> mutable_;
+  std::size_t aheads = 0;  // look-ahead runs before it (ResumeState::aheads)
   // A point inside the loop: taken at the start of the iteration over
   // message k - 1, which is the last of messages[:k] (its loop.last,
   // loop.length differ from F's), so the prefix render runs that iteration
@@ -119,8 +120,30 @@ struct Start {
   bool prompt = false;         // add_generation_prompt was read before it
 };
 
+// A run of a look-ahead loop in the full render whose iterations that
+// changed nothing a prefix may lack (Tracker::ahead_begin): the prefixes
+// without messages[t] did not take the steps of its iterations from the
+// one over messages[t] on.
+struct AheadRun {
+  std::size_t offset = 0;        // it iterated messages[offset:]
+  std::vector<uint64_t> starts;  // the steps at each iteration's start
+  uint64_t end = 0;              // the steps when it ended
+};
+
 struct ResumeState {
   std::vector<MainLoop> loops;
+  std::vector<AheadRun> aheads;  // in the order the full render ran them
+  // The steps of the first `runs` look-ahead runs that the render of
+  // messages[:k] does not take.
+  uint64_t ahead_steps(std::size_t k, std::size_t runs) const {
+    uint64_t skipped = 0;
+    for (std::size_t r = 0; r < runs; ++r) {
+      const AheadRun& a = aheads[r];
+      const std::size_t j = k > a.offset ? k - a.offset : 0;
+      if (j < a.starts.size()) skipped += a.end - a.starts[j];
+    }
+    return skipped;
+  }
   std::size_t messages_var = 0;  // where `messages` and add_generation_prompt are in the render's vars
   std::size_t prompt_var = 0;
   std::vector<std::pair<Value, std::size_t>> lists;  // messages[o:] as read (the list, o)
@@ -331,8 +354,32 @@ struct Tracker {
   // A value stored where the resume point cannot see it (a namespace
   // attribute): spoils when it may hold the loop or a macro's closure.
   void stored(const Value& v);
-  // `{% for %}` over `seq`: whether it is a main loop.
-  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq);
+  // `{% for %}` over `seq`: whether it is a main loop. A loop inside the
+  // main loop over messages[o:] whose body cannot tell how many items
+  // follow (no `loop`, filter or else) is a look-ahead: `ahead` is set to
+  // o, and its iterations are watched (ahead_iteration, ahead_end).
+  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq, int64_t& ahead);
+  // The look-ahead's iteration over messages[t] starts. The prefixes
+  // without message t leave the look-ahead before it: that concerns them
+  // where the iteration changes something (writes output, sets a
+  // namespace attribute; a set of a watched one, even to its value), and
+  // where its steps cannot be left out of their points (another main loop
+  // may follow, whose points count this one's iterations as a whole; a
+  // pure macro's call may be kept, which counts the messages bound; an
+  // iterator is in reach), any read of it does.
+  void ahead_iteration(const Interp& in, std::size_t t);
+  // The look-ahead ended (after its last iteration, or a break).
+  void ahead_end(const Interp& in);
+  struct Ahead {
+    bool active = false;
+    bool quiet = false;                // iterations that change nothing concern no prefix
+    int64_t item = -1;                 // the message the iteration running is over
+    std::size_t out = 0, root = 0;     // the output's sizes at its start
+    uint64_t effects = 0, writes = 0;  // and the namespace sets
+  } ahead;
+  uint64_t slot_writes = 0;  // sets of a watched namespace's attributes
+  // Whether the look-ahead iteration running changed something.
+  bool ahead_changed(const Interp& in) const;
   // The main loop's iteration over message k starts.
   void iteration(const Interp& in, std::size_t k);
   // Keeps the resume point of the render of messages[:k] (`inside`: at the

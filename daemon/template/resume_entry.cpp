@@ -331,7 +331,7 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
     st.probed[k] = found;
   }
   // The full render's steps from the loop to the point, plus this one's.
-  const uint64_t steps = p->at - e.steps + in.steps;
+  const uint64_t steps = p->at - st.ahead_steps(k, p->aheads) - e.steps + in.steps;
   if (steps >= in.max_steps) return false;  // the render in full says where it stops
   resume_at(st, found, k, probe.g, in);
   uncounted.reset();
@@ -344,7 +344,7 @@ bool prefix_at_loop(Interp& in, const Stmt& s, const Value& seq) {
 
 uint64_t probed_steps(const ResumeState& st, std::size_t k) {
   const ResumeState::Probed& found = st.probed[k];
-  return found.point->at - st.entry.steps + found.steps;
+  return found.point->at - st.ahead_steps(k, found.point->aheads) - st.entry.steps + found.steps;
 }
 
 void restore_probed(const ResumeState& st, std::size_t k, bool g, Interp& in) {

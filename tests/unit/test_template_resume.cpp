@@ -463,6 +463,75 @@ TEST_CASE("resume: the length of the messages compared before the loop") {
   CHECK(ready_for("{{ messages | length > 2 }}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) == "3-3+");
 }
 
+TEST_CASE("resume: a loop over the messages that follow concerns the prefixes where its iterations change something") {
+  // The first tool message of a run gathers the run: the loop over
+  // messages[i:] breaks at the message after it. Its iterations over the
+  // run's messages write them; the one that breaks changes nothing, so the
+  // prefix that ends before it resumes too (its own loop over messages[i:]
+  // ends there), its steps less those the full render took from there.
+  // (messages[:3] ends with the run's first message: it resumes inside the
+  // loop, running that iteration, the loop over the run included, itself.)
+  const char* run =
+      R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+          {"role": "tool", "content": "c"}, {"role": "tool", "content": "d"},
+          {"role": "assistant", "content": "e"}, {"role": "user", "content": "f"}])";
+  const std::string head =
+      "{% for m in messages %}{% if m.role == 'tool' and messages[loop.index0 - 1].role != 'tool' %}[";
+  const std::string tail =
+      "]{% elif m.role != 'tool' %}{{ m.content }}{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}G{% endif %}";
+  CHECK(ready_for(head +
+                      "{% for x in messages[loop.index0:] %}{% if x.role != 'tool' %}{% break %}{% endif %}"
+                      "{{ x.content }}{% endfor %}" +
+                      tail,
+                  run) == "0-0+1-1+2-2+3-3+4-4+5-5+");
+  // One that reaches the end: its iterations after the run change nothing.
+  CHECK(ready_for(head +
+                      "{% for x in messages[loop.index0:] %}{% if x.role == 'tool' %}{{ x.content }}{% endif %}"
+                      "{% endfor %}" +
+                      tail,
+                  run) == "0-0+1-1+2-2+3-3+4-4+5-5+");
+  // A flag set by the first message of a kind after the assistant's: the
+  // prefixes that end before it lack the set (gpt-oss looks for a final
+  // answer after a tool call); a set to the value the flag holds changes
+  // nothing.
+  const std::string flag =
+      "{% for m in messages %}{{ m.content }}{% if m.role == 'assistant' %}"
+      "{% set ns = namespace(found=false) %}";
+  const std::string shown = "{{ ns.found }}{% endif %}{% endfor %}{% if add_generation_prompt %}G{% endif %}";
+  CHECK(ready_for(flag +
+                      "{% for x in messages[loop.index0 + 1:] %}{% if x.role == 'tool' %}"
+                      "{% set ns.found = true %}{% endif %}{% endfor %}" +
+                      shown,
+                  run) == "0-0+1-1+2-2+3-3+4-4+5-5+");
+  CHECK(ready_for(flag +
+                      "{% for x in messages[loop.index0 + 1:] %}{% if x.role == 'user' %}"
+                      "{% set ns.found = true %}{% endif %}{% endfor %}" +
+                      shown,
+                  run) == "0-0+1-1+2-2+");
+  // One whose body reads `loop` (its length, its last item), one with a
+  // filter or an else: every prefix after it reads differently.
+  CHECK(ready_for(head +
+                      "{% for x in messages[loop.index0:] %}{% if x.role != 'tool' %}{% break %}{% endif %}"
+                      "{{ x.content }}{{ loop.length }}{% endfor %}" +
+                      tail,
+                  run) == "0-0+1-1+2-2+3-3+");
+  CHECK(ready_for(head + "{% for x in messages[loop.index0:] if x.role == 'tool' %}{{ x.content }}{% endfor %}" + tail,
+                  run) == "0-0+1-1+2-2+3-3+");
+  CHECK(ready_for(head +
+                      "{% for x in messages[loop.index0:] %}{% if x.role != 'tool' %}{% break %}{% endif %}"
+                      "{{ x.content }}{% else %}!{% endfor %}" +
+                      tail,
+                  run) == "0-0+1-1+2-2+3-3+");
+  // Where another loop over the messages follows, every iteration it
+  // reaches concerns the prefixes without its message.
+  CHECK(ready_for(head +
+                      "{% for x in messages[loop.index0:] %}{% if x.role != 'tool' %}{% break %}{% endif %}"
+                      "{{ x.content }}{% endfor %}" +
+                      tail + "{% for m in messages %}{% endfor %}",
+                  run) == "0-0+1-1+2-2+3-3+5-5+");
+}
+
 TEST_CASE("resume: loops it cannot resume render in full") {
   // A second loop over the messages runs in full after the first.
   CHECK(ready_for("{% for m in messages %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}", kFour) ==
