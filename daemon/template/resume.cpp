@@ -298,37 +298,37 @@ void Tracker::set_attr(const Value& ns, std::string_view name, const Value& v) {
 }
 
 bool Tracker::ahead_changed(const Interp& in) const {
-  return in.out->size() != ahead.out || in.root->size() != ahead.root || effects != ahead.effects ||
-         slot_writes != ahead.writes;
+  return in.out->size() != lookahead.out || in.root->size() != lookahead.root || effects != lookahead.effects ||
+         slot_writes != lookahead.writes;
 }
 
 void Tracker::ahead_iteration(const Interp& in, std::size_t t) {
-  if (!ahead.active) return;
-  if (!ahead.quiet) {
+  if (!lookahead.active) return;
+  if (!lookahead.quiet) {
     spoil(static_cast<int64_t>(t));
     return;
   }
-  if (ahead.item >= 0 && ahead_changed(in)) spoil(ahead.item);
+  if (lookahead.item >= 0 && ahead_changed(in)) spoil(lookahead.item);
   AheadRun& run = state->aheads.back();
   if (run.starts.size() == run.starts.capacity()) {
     StepsUncounted uncounted;
     run.starts.reserve(std::max<std::size_t>(8, 2 * run.starts.size()));
   }
   run.starts.push_back(in.steps);
-  ahead.item = static_cast<int64_t>(t);
-  ahead.out = in.out->size();
-  ahead.root = in.root->size();
-  ahead.effects = effects;
-  ahead.writes = slot_writes;
+  lookahead.item = static_cast<int64_t>(t);
+  lookahead.out = in.out->size();
+  lookahead.root = in.root->size();
+  lookahead.effects = effects;
+  lookahead.writes = slot_writes;
 }
 
 void Tracker::ahead_end(const Interp& in) {
-  if (!ahead.active) return;
-  if (ahead.quiet) {
-    if (ahead.item >= 0 && ahead_changed(in)) spoil(ahead.item);
+  if (!lookahead.active) return;
+  if (lookahead.quiet) {
+    if (lookahead.item >= 0 && ahead_changed(in)) spoil(lookahead.item);
     state->aheads.back().end = in.steps;
   }
-  ahead = Ahead();
+  lookahead = Ahead();
 }
 
 void Tracker::slot_use(const DictObj* ns, std::string_view name, SlotUse::Kind kind) {
@@ -442,12 +442,12 @@ bool Tracker::enter_loop(const Interp& in, const Stmt& s, const Value& seq, int6
   if (!watching || !watched(seq)) return false;
   StepsUncounted uncounted;
   const int64_t o = seq.kind == Kind::kList ? offset_of(seq.list.get()) : -1;
-  if (main && o >= 0 && !ahead.active && !s.uses_loop && !s.exprs[1] && !s.has_else && !s.recursive) {
+  if (main && o >= 0 && !lookahead.active && !s.uses_loop && !s.exprs[1] && !s.has_else && !s.recursive) {
     ahead_at = o;
-    this->ahead = Ahead();
-    this->ahead.active = true;
-    this->ahead.quiet = !main->followed && !passes.back().iterators && in.memo_calls == 0;
-    if (this->ahead.quiet) state->aheads.emplace_back().offset = static_cast<std::size_t>(o);
+    lookahead = Ahead();
+    lookahead.active = true;
+    lookahead.quiet = !main->followed && !passes.back().iterators && in.memo_calls == 0;
+    if (lookahead.quiet) state->aheads.emplace_back().offset = static_cast<std::size_t>(o);
     return false;
   }
   std::vector<std::pair<const Body*, std::size_t>> path;

@@ -121,7 +121,7 @@ struct Start {
 };
 
 // A run of a look-ahead loop in the full render whose iterations that
-// changed nothing a prefix may lack (Tracker::ahead_begin): the prefixes
+// changed nothing a prefix may lack (Tracker::enter_loop): the prefixes
 // without messages[t] did not take the steps of its iterations from the
 // one over messages[t] on.
 struct AheadRun {
@@ -356,9 +356,9 @@ struct Tracker {
   void stored(const Value& v);
   // `{% for %}` over `seq`: whether it is a main loop. A loop inside the
   // main loop over messages[o:] whose body cannot tell how many items
-  // follow (no `loop`, filter or else) is a look-ahead: `ahead` is set to
-  // o, and its iterations are watched (ahead_iteration, ahead_end).
-  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq, int64_t& ahead);
+  // follow (no `loop`, filter or else) is a look-ahead: `ahead_at` is set
+  // to o, and its iterations are watched (ahead_iteration, ahead_end).
+  bool enter_loop(const Interp& in, const Stmt& s, const Value& seq, int64_t& ahead_at);
   // The look-ahead's iteration over messages[t] starts. The prefixes
   // without message t leave the look-ahead before it: that concerns them
   // where the iteration changes something (writes output, sets a
@@ -376,7 +376,7 @@ struct Tracker {
     int64_t item = -1;                 // the message the iteration running is over
     std::size_t out = 0, root = 0;     // the output's sizes at its start
     uint64_t effects = 0, writes = 0;  // and the namespace sets
-  } ahead;
+  } lookahead;
   uint64_t slot_writes = 0;  // sets of a watched namespace's attributes
   // Whether the look-ahead iteration running changed something.
   bool ahead_changed(const Interp& in) const;
