@@ -46,8 +46,8 @@ constexpr uint64_t kJudgedEvery = 256;        // then each this many
 // at most a third of what the shapes save.
 constexpr int64_t kLearnCost = 3;
 constexpr int64_t kFirstCredit = 16 * kLearnCost;
-constexpr uint32_t kMaxNodes = 4096;          // paths named per template (a record with more renders directly)
-constexpr std::size_t kMaxKeys = 256;         // keys named under one path, likewise
+constexpr uint32_t kMaxNodes = 4096;   // paths named per template (a record with more renders directly)
+constexpr std::size_t kMaxKeys = 256;  // keys named under one path, likewise
 
 // The paths of a template's messages, each named once: a node per path (a
 // dict key under its parent's path, or a list's items), and whether the
@@ -506,7 +506,7 @@ class Shapes {
   std::unordered_set<uint64_t> seen_;
   uint64_t judged_at_ = 0, served_at_ = 0;
   int64_t credit_ = kFirstCredit;  // of skeleton renders (kLearnCost each)
-  std::size_t bytes_ = 0;                           // what the shapes hold, about
+  std::size_t bytes_ = 0;          // what the shapes hold, about
   bool off_ = false;
   std::vector<std::string_view> strings_;  // a record's strings by leaf
   sk::Answers answers_;                    // the same, with the answers' strings
