@@ -16,6 +16,7 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "chat/chat_jinja.hpp"
 #include "template/skeleton_ops.hpp"
@@ -34,9 +35,19 @@ constexpr std::size_t kMaxPaths = 64;         // paths read per template before 
 constexpr std::size_t kMaxShapes = 4096;      // shapes kept per template (then forgotten, and learnt again)
 constexpr std::size_t kMaxBytes = 16u << 20;  // their keys' and renderings' bytes, likewise
 constexpr int kMaxRounds = 8;                 // skeleton renders for one record
-constexpr uint64_t kJudgedAfter = 64;         // records before a template is first judged (then at 4x, 16x)
-constexpr uint32_t kMaxNodes = 4096;          // paths named per template (a record with more renders directly)
-constexpr std::size_t kMaxKeys = 256;         // keys named under one path, likewise
+constexpr std::size_t kMaxSeen = 1u << 16;    // shapes seen once remembered (by their key's hash), then forgotten
+constexpr uint64_t kFirstJudged = 64;         // records before a template is first judged
+constexpr uint64_t kJudgedEvery = 256;        // then each this many
+// A skeleton's render costs about three renders of the record; a record
+// served from it, a fraction of one. Learning spends that from a credit
+// that records served earn back (one each), and stops while the credit is
+// spent: skeletons that serve no more than a record or two each (answers
+// that differ from record to record, records the template refuses) cost
+// at most a third of what the shapes save.
+constexpr int64_t kLearnCost = 3;
+constexpr int64_t kFirstCredit = 16 * kLearnCost;
+constexpr uint32_t kMaxNodes = 4096;   // paths named per template (a record with more renders directly)
+constexpr std::size_t kMaxKeys = 256;  // keys named under one path, likewise
 
 // The paths of a template's messages, each named once: a node per path (a
 // dict key under its parent's path, or a list's items), and whether the
@@ -114,7 +125,18 @@ class Walk {
     // Tools the template reads are part of the shape whole: the skeleton
     // holds the record's own.
     const bool whole = paths_.read(Paths::kTools);
-    if (!walk(tools, Paths::kTools, whole ? nullptr : sk_tools)) return false;
+    if (whole && tools.kind == Kind::kList && tools_.kind == Kind::kList && tools.list == tools_.list) {
+      // The same tools as the walk that kept them (records with equal
+      // tools share one value): their part of the key again.
+      std::memcpy(room(tools_key_.size()), tools_key_.data(), tools_key_.size());
+    } else {
+      const std::size_t from = size_;
+      if (!walk(tools, Paths::kTools, whole ? nullptr : sk_tools)) return false;
+      if (whole) {
+        tools_ = tools;
+        tools_key_.assign(buf_.data() + from, size_ - from);
+      }
+    }
     if (whole && sk_tools) *sk_tools = tools;
     return true;
   }
@@ -224,6 +246,9 @@ class Walk {
   Paths& paths_;
   std::vector<char> buf_;
   std::size_t size_ = 0;
+  // Tools read whole, held, and their part of the key.
+  Value tools_;
+  std::string tools_key_;
 };
 
 // A shape's rendering: its text as literal pieces and holes, and its trained
@@ -338,23 +363,26 @@ class Shapes {
   std::string render(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, Rendered& out) {
     if (off_) return render_labeled_direct(spec, messages, tools, loss, out);
     ++records_;
-    // Judged after 16 records (most of them learnt), then 64, 256 and 1,024
-    // (half of them learnt).
-    if ((records_ == kJudgedAfter / 4 && 4 * learnt_ > 3 * records_) ||
-        ((records_ == kJudgedAfter || records_ == 4 * kJudgedAfter || records_ == 16 * kJudgedAfter) &&
-         2 * learnt_ > records_)) {
-      off_ = true;  // too few records share a shape: most render their own skeleton
-      shapes_.clear();
-    }
+    judge();
     for (int round = 0; !off_ && round <= kMaxRounds; ++round) {
       Walk& w = probe_;  // its buffers kept from record to record
       if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
       auto it = shapes_.find(w.key());
+      // A shape is learnt when a record of it comes a second time: the
+      // first renders directly, and only its key's hash is kept. Records
+      // whose shapes never repeat (a template that reads every string, a
+      // dataset whose every record has tools of its own) then cost a walk
+      // each, not a skeleton.
+      if (round == 0 && it == shapes_.end() && seen_.insert(KeyHash()(w.key())).second) {
+        if (seen_.size() >= kMaxSeen) seen_.clear();
+        break;
+      }
       if (it != shapes_.end()) {
         bool stuck = false;
         for (const Rendering& r : it->second) {
           if (r.ok && serve(r, w, spec.limits, out)) {
             ++served_;
+            ++credit_;
             return {};
           }
           stuck = stuck || (r.stuck && stuck_again(r, w));
@@ -364,7 +392,7 @@ class Shapes {
         shapes_.clear();
         bytes_ = 0;
       }
-      if (round == kMaxRounds || !learn(spec, messages, tools, loss)) break;
+      if (round == kMaxRounds || credit_ < kLearnCost || !learn(spec, messages, tools, loss)) break;
     }
     return render_labeled_direct(spec, messages, tools, loss, out);
   }
@@ -372,6 +400,22 @@ class Shapes {
   ShapeStats stats() const { return {records_, served_, learnt_}; }
 
  private:
+  // After the first 64 records, then each 256: where fewer than one in
+  // ten of them were served from a shape, the walks and skeletons cost
+  // more than the shapes save, and the template's records render
+  // directly from then on.
+  void judge() {
+    const uint64_t since = records_ - judged_at_ - 1;
+    if (since < (judged_at_ == 0 ? kFirstJudged : kJudgedEvery)) return;
+    if (10 * (served_ - served_at_) < since) {
+      off_ = true;
+      shapes_.clear();
+      seen_.clear();
+    }
+    judged_at_ = records_ - 1;
+    served_at_ = served_;
+  }
+
   // Renders the record as `r` where its answers are r's and it fits.
   bool serve(const Rendering& r, const Walk& w, const tmpl::RenderLimits& limits, Rendered& out) {
     strings_.clear();
@@ -407,6 +451,7 @@ class Shapes {
     Value sk_messages, sk_tools;
     if (!w.run(messages, tools, loss, &sk_messages, &sk_tools)) return false;
     ++learnt_;
+    credit_ -= kLearnCost;
     sk::Trace trace;
     for (const Value* v : w.leaves) trace.leaves.push_back(*v);
     // A shape's first rendering keeps the strings its operations did not
@@ -456,7 +501,12 @@ class Shapes {
   // By key: its renderings.
   std::unordered_map<std::string, std::vector<Rendering>, KeyHash, std::equal_to<>> shapes_;
   uint64_t records_ = 0, learnt_ = 0, served_ = 0;  // records asked for, skeletons rendered, records served
-  std::size_t bytes_ = 0;                           // what the shapes hold, about
+  // Hashes of the keys of shapes seen once; the records and the records
+  // served at the last judgement.
+  std::unordered_set<uint64_t> seen_;
+  uint64_t judged_at_ = 0, served_at_ = 0;
+  int64_t credit_ = kFirstCredit;  // of skeleton renders (kLearnCost each)
+  std::size_t bytes_ = 0;          // what the shapes hold, about
   bool off_ = false;
   std::vector<std::string_view> strings_;  // a record's strings by leaf
   sk::Answers answers_;                    // the same, with the answers' strings

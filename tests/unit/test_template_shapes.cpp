@@ -231,6 +231,73 @@ TEST_CASE("shapes: where a hole meets the label rule's literal") {
   CHECK(learnt[0] <= learnt[1]);
 }
 
+TEST_CASE("shapes: a shape is learnt when it comes again; shapes that never repeat stop the walks") {
+  const std::string src =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}|{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  // Renders the records both ways (the tools of record k: tools[k %
+  // tools.size()], none without); the shapes' counts then.
+  auto run = [&](const std::vector<std::string>& records, const std::string& with,
+                 const std::vector<Value>& tools = {}) {
+    const text::ChatSpec spec = spec_of(with);
+    for (std::size_t k = 0; k < records.size(); ++k) {
+      const Value doc = tmpl::parse_json(records[k]);
+      const Value& messages = *doc.dict->find("messages");
+      const Value t = tools.empty() ? Value::none() : tools[k % tools.size()];
+      text::Rendered a, b;
+      const Outcome served = outcome(text::render_labeled(spec, messages, t, text::Loss::kAllAssistant, a), a);
+      const Outcome direct = outcome(text::render_labeled_direct(spec, messages, t, text::Loss::kAllAssistant, b), b);
+      INFO("record ", k, ": ", records[k]);
+      REQUIRE(served == direct);
+    }
+    return text::render_shape_stats(spec);
+  };
+  // Two shapes, each record's strings its own: the first record of each
+  // renders directly, the second learns its skeleton, and every record
+  // from then on is served from it. The first skeleton's render reads the
+  // roles (the label rule asks which message is the assistant's), which
+  // then join the shape: that record learns its shape again, and the
+  // other shape's next record is a first sight once more.
+  std::vector<std::string> two;
+  for (int k = 0; k < 40; ++k) {
+    const std::string n = std::to_string(k);
+    std::string m = "{\"messages\": [";
+    if (k % 2) m += "{\"role\": \"system\", \"content\": \"s" + n + "\"}, ";
+    two.push_back(m + "{\"role\": \"user\", \"content\": \"u" + n + "\"}, {\"role\": \"assistant\", \"content\": \"a" +
+                  n + "\"}]}");
+  }
+  auto st = run(two, src);
+  CHECK(st.records == 40);
+  CHECK(st.learnt == 3);
+  CHECK(st.served == 37);
+  // A key of its own in every record: no shape comes twice, none is
+  // learnt, and after the first 64 records the template's records render
+  // directly without a walk (they are no longer counted).
+  std::vector<std::string> unique;
+  for (int k = 0; k < 100; ++k)
+    unique.push_back("{\"messages\": [{\"role\": \"user\", \"content\": \"u\", \"k" + std::to_string(k) +
+                     "\": 1}, {\"role\": \"assistant\", \"content\": \"a\"}]}");
+  st = run(unique, src);
+  CHECK(st.learnt == 0);
+  CHECK(st.served == 0);
+  CHECK(st.records == 65);
+  // Tools the template reads (tojson) are part of the shape whole: three
+  // values in turn, two of them equal in all but one string, the same
+  // objects again; then an object of its own for each record.
+  const std::string with_tools = "{{ tools | tojson }}" + src;
+  const std::vector<Value> tools = {
+      tmpl::parse_json(R"([{"type": "function", "function": {"name": "get_weather"}}])"),
+      tmpl::parse_json(R"([{"type": "function", "function": {"name": "get_time"}}])"),
+      tmpl::parse_json(R"([{"type": "function", "function": {"name": "get_weather"}}, {"type": "function"}])")};
+  st = run(two, with_tools, tools);
+  CHECK(st.records == 40);
+  CHECK(st.served > 20);
+  std::vector<Value> copies;
+  for (int k = 0; k < 40; ++k) copies.push_back(tmpl::parse_json(k % 3 ? R"([{"function": {"name": "a"}}])" : "[]"));
+  st = run(two, with_tools, copies);
+  CHECK(st.served > 20);
+}
+
 TEST_CASE("shapes: off, every record renders") {
   text::set_render_shapes(false);
   const auto st = check_template("{% for m in messages %}{{ m.content }}{% endfor %}", 20, 7);
