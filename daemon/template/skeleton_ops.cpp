@@ -15,7 +15,7 @@ bool plain_filter(FilterFn f) {
   static const FilterFn kPlain[] = {find_filter("trim"),  find_filter("upper"),      find_filter("lower"),
                                     find_filter("title"), find_filter("capitalize"), find_filter("length"),
                                     find_filter("count"), find_filter("string"),     find_filter("first"),
-                                    find_filter("last"),  find_filter("wordcount")};
+                                    find_filter("last"),  find_filter("wordcount"),  find_filter("tojson")};
   return f && std::find(std::begin(kPlain), std::end(kPlain), f) != std::end(kPlain);
 }
 

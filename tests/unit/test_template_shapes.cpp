@@ -151,6 +151,19 @@ TEST_CASE("shapes: a filter and methods answered from the record (trim, strip, s
   CHECK(lengths.learnt > 3 * 8);
 }
 
+TEST_CASE("shapes: tojson of a message's text answered from the record") {
+  // Llama 3.1 writes a tool result as `content | tojson`: the quoted,
+  // escaped text (quotes, newlines, non-ASCII as it is) is a new hole,
+  // and the records of a shape are served from one skeleton.
+  const std::string src =
+      "{% for m in messages %}<{{ m.role }}>{% if m.role == 'user' %}{{ m.content | tojson }}"
+      "{% else %}{{ m.content }}{% endif %}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+  const auto st = check_template(src, 300, 3, true);
+  CHECK(st.records == 900);
+  CHECK(st.served > 850);
+  check_template(src, 300, 12);
+}
+
 TEST_CASE("shapes: strips served as parts of the record's strings, and asked again") {
   // Each strip's answer is a part of its subject's bytes: a later question
   // asks it (startswith, upper, a strip of a strip), and the texts meet a
