@@ -48,15 +48,16 @@ bool plain(const Args& a) {
 }
 
 // Whether `v` is a list or dict whose strings are each one whole sentinel
-// of `t` or hold none, its keys and other values plain (no namespace,
-// loop, generator or function); `first` is set to its first sentinel's
-// leaf (where it is still -1). `left` bounds the values walked.
+// of `t` but the tools' or hold none, its keys and other values plain (no
+// namespace, loop, generator or function); `first` is set to its first
+// sentinel's leaf (where it is still -1). `left` bounds the values walked.
 bool leaf_tree(const Value& v, const Trace& t, int64_t& first, int& left, int depth = 0) {
   if (--left < 0 || depth > 64) return false;
   switch (v.kind) {
     case Kind::kStr: {
       if (v.markup) return false;
       const int64_t leaf = whole(v, t);
+      if (leaf >= 0 && static_cast<std::size_t>(leaf) >= t.tools_first) return false;
       if (leaf >= 0 && first < 0) first = leaf;
       return leaf >= 0 || plain(v);
     }

@@ -8,6 +8,8 @@
 // of its strings (replay), give the same answers.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -48,6 +50,10 @@ struct Split {
 
 struct Trace {
   std::vector<Value> leaves;  // the record's strings, by leaf: the shape's holes, then the answers'
+  // The first of the tools' holes (after the messages'): a dump of the
+  // tools reads them, which makes them part of the shape whole (records
+  // repeat their tools, and the skeleton then holds their JSON).
+  std::size_t tools_first = SIZE_MAX;
   std::vector<Op> ops;
   std::vector<Split> splits;
   // The first split whose record's texts do not differ at its first bytes:
