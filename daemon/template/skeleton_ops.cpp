@@ -139,8 +139,8 @@ bool same_value(const Value& a, const Value& b) { return a.kind == b.kind && a.m
 // Whether a and b ask the same of the same leaf (with plain arguments).
 bool same_question(const Op& a, const Op& b) {
   if (a.kind != b.kind || a.subject != b.subject || a.name != b.name || a.filter != b.filter ||
-      a.args.pos.size() != b.args.pos.size() || a.args.kw.size() != b.args.kw.size() ||
-      a.tree.kind != b.tree.kind || (a.tree.kind != Kind::kUndefined && a.tree.s.raw() != b.tree.s.raw()))
+      a.args.pos.size() != b.args.pos.size() || a.args.kw.size() != b.args.kw.size() || a.tree.kind != b.tree.kind ||
+      (a.tree.kind != Kind::kUndefined && a.tree.s.raw() != b.tree.s.raw()))
     return false;
   for (std::size_t k = 0; k < a.args.pos.size(); ++k)
     if (!same_value(a.args.pos[k], b.args.pos[k])) return false;
@@ -231,8 +231,8 @@ bool ask(Op op, const Value& subject, Value& out) {
   Trace& t = *w->trace;
   static const FilterFn kToJson = find_filter("tojson");
   int64_t leaf = whole(subject, t);
-  if (leaf < 0 && op.kind == Op::Kind::kFilter && op.filter == kToJson && op.args.pos.empty() &&
-      op.args.kw.empty() && (subject.is_seq() || subject.is_dict())) {
+  if (leaf < 0 && op.kind == Op::Kind::kFilter && op.filter == kToJson && op.args.pos.empty() && op.args.kw.empty() &&
+      (subject.is_seq() || subject.is_dict())) {
     int left = 4096;
     if (!leaf_tree(subject, t, leaf, left)) return false;
     if (leaf >= 0) op.tree = subject;  // the same object asked again is the same question
@@ -256,9 +256,8 @@ bool ask(Op op, const Value& subject, Value& out) {
       ~Unwatched() { tl_watch = w; }
     } unwatched;
     try {
-      r = op.tree.kind == Kind::kUndefined
-              ? apply(op, t.leaves[op.subject])
-              : apply(op, with_leaves(op.tree, [&](uint32_t l) { return t.leaves[l]; }));
+      r = op.tree.kind == Kind::kUndefined ? apply(op, t.leaves[op.subject])
+                                           : apply(op, with_leaves(op.tree, [&](uint32_t l) { return t.leaves[l]; }));
     } catch (const Error&) {
       return false;  // the record's string fails it: the skeleton's read says so
     }
@@ -417,9 +416,9 @@ bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, Answer
         r = apply(op, leaves.value(op.subject));
       } else {
         r = apply(op, with_leaves(op.tree, [&](uint32_t l) {
-          if (l >= leaves.size()) throw Error("no such leaf");
-          return leaves.value(l);
-        }));
+                    if (l >= leaves.size()) throw Error("no such leaf");
+                    return leaves.value(l);
+                  }));
       }
     } catch (...) {
       return false;  // it fails on this record's string: not the answer kept

@@ -190,7 +190,8 @@ TEST_CASE("shapes: tojson of a tool call's arguments answered from the record") 
     const Value doc = tmpl::parse_json(rec);
     const Value& messages = *doc.dict->find("messages");
     text::Rendered a, b;
-    const Outcome served = outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
+    const Outcome served =
+        outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
     const Outcome direct =
         outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
     INFO("record ", k, ": ", rec);
