@@ -122,6 +122,7 @@ class Walk {
     bytes = 0;
     tag(static_cast<char>(loss));
     if (!walk(messages, Paths::kMessages, sk_messages)) return false;
+    tools_first = leaves.size();
     // Tools the template reads are part of the shape whole: the skeleton
     // holds the record's own.
     const bool whole = paths_.read(Paths::kTools);
@@ -145,6 +146,7 @@ class Walk {
   std::vector<const Value*> leaves;  // the holes' strings, in the order of their sentinels
   std::vector<uint32_t> paths;       // (build) each hole's path
   std::size_t bytes = 0;             // the holes' bytes
+  std::size_t tools_first = 0;       // the first of the tools' holes
 
  private:
   // The key is written into buf_, grown (never shrunk) as needed.
@@ -454,6 +456,7 @@ class Shapes {
     credit_ -= kLearnCost;
     sk::Trace trace;
     for (const Value* v : w.leaves) trace.leaves.push_back(*v);
+    trace.tools_first = w.tools_first;
     // A shape's first rendering keeps the strings its operations did not
     // change as they are; its second tries one for any record.
     const auto known = shapes_.find(w.key());

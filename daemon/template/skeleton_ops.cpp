@@ -15,7 +15,7 @@ bool plain_filter(FilterFn f) {
   static const FilterFn kPlain[] = {find_filter("trim"),  find_filter("upper"),      find_filter("lower"),
                                     find_filter("title"), find_filter("capitalize"), find_filter("length"),
                                     find_filter("count"), find_filter("string"),     find_filter("first"),
-                                    find_filter("last"),  find_filter("wordcount")};
+                                    find_filter("last"),  find_filter("wordcount"),  find_filter("tojson")};
   return f && std::find(std::begin(kPlain), std::end(kPlain), f) != std::end(kPlain);
 }
 
@@ -47,6 +47,65 @@ bool plain(const Args& a) {
          std::all_of(a.kw.begin(), a.kw.end(), [](const auto& kv) { return plain(kv.second); });
 }
 
+// Whether `v` is a list or dict whose strings are each one whole sentinel
+// of `t` but the tools' or hold none, its keys and other values plain (no
+// namespace, loop, generator or function); `first` is set to its first
+// sentinel's leaf (where it is still -1). `left` bounds the values walked.
+bool leaf_tree(const Value& v, const Trace& t, int64_t& first, int& left, int depth = 0) {
+  if (--left < 0 || depth > 64) return false;
+  switch (v.kind) {
+    case Kind::kStr: {
+      if (v.markup) return false;
+      const int64_t leaf = whole(v, t);
+      if (leaf >= 0 && static_cast<std::size_t>(leaf) >= t.tools_first) return false;
+      if (leaf >= 0 && first < 0) first = leaf;
+      return leaf >= 0 || plain(v);
+    }
+    case Kind::kList:
+      if (v.gen || v.view || v.list->group) return false;
+      for (const Value& x : v.list->items)
+        if (!leaf_tree(x, t, first, left, depth + 1)) return false;
+      return true;
+    case Kind::kDict:
+      if (v.ns || v.view || !v.dict->key_objs.empty()) return false;
+      for (const auto& [k, x] : v.dict->items) {
+        uint32_t leaf;
+        if (find(k, 0, leaf) != std::string::npos || !leaf_tree(x, t, first, left, depth + 1)) return false;
+      }
+      return true;
+    case Kind::kFunc: return false;
+    default: return true;
+  }
+}
+
+// `v` (a leaf_tree) with each sentinel's string in its place: `leaf(k)`
+// gives leaf k's, or throws where there is none.
+template <class Leaf>
+Value with_leaves(const Value& v, const Leaf& leaf) {
+  switch (v.kind) {
+    case Kind::kStr: {
+      const std::string& s = v.s.unread();
+      uint32_t l;
+      return s.size() == kSentinelSize && find(s, 0, l) == 0 ? leaf(l) : v;
+    }
+    case Kind::kList: {
+      std::vector<Value> items;
+      items.reserve(v.list->items.size());
+      for (const Value& x : v.list->items) items.push_back(with_leaves(x, leaf));
+      Value r = Value::new_list(std::move(items));
+      r.tuple = v.tuple;
+      return r;
+    }
+    case Kind::kDict: {
+      Value r = Value::new_dict();
+      r.dict->items.reserve(v.dict->items.size());
+      for (const auto& [k, x] : v.dict->items) r.dict->items.emplace_back(k, with_leaves(x, leaf));
+      return r;
+    }
+    default: return v;
+  }
+}
+
 Interp& replay_interp() {
   static thread_local Interp in;
   return in;
@@ -62,6 +121,9 @@ Value apply(const Op& op, const Value& subject) {
   switch (op.kind) {
     case Op::Kind::kMethod: return str_method(subject, op.name, args);
     case Op::Kind::kFilter: {
+      // A bare tojson of a list or dict, as f_tojson writes it (without the
+      // record's memo, which keeps the objects a render dumps).
+      if (op.tree.kind != Kind::kUndefined) return Value::str(tojson(subject, false, nullptr, false, nullptr, nullptr));
       Value s = subject;
       return op.filter(replay_interp(), s, args);
     }
@@ -77,7 +139,8 @@ bool same_value(const Value& a, const Value& b) { return a.kind == b.kind && a.m
 // Whether a and b ask the same of the same leaf (with plain arguments).
 bool same_question(const Op& a, const Op& b) {
   if (a.kind != b.kind || a.subject != b.subject || a.name != b.name || a.filter != b.filter ||
-      a.args.pos.size() != b.args.pos.size() || a.args.kw.size() != b.args.kw.size())
+      a.args.pos.size() != b.args.pos.size() || a.args.kw.size() != b.args.kw.size() || a.tree.kind != b.tree.kind ||
+      (a.tree.kind != Kind::kUndefined && a.tree.s.raw() != b.tree.s.raw()))
     return false;
   for (std::size_t k = 0; k < a.args.pos.size(); ++k)
     if (!same_value(a.args.pos[k], b.args.pos[k])) return false;
@@ -166,7 +229,14 @@ bool ask(Op op, const Value& subject, Value& out) {
   Watch* w = tl_watch;
   if (!w || !w->trace) return false;
   Trace& t = *w->trace;
-  const int64_t leaf = whole(subject, t);
+  static const FilterFn kToJson = find_filter("tojson");
+  int64_t leaf = whole(subject, t);
+  if (leaf < 0 && op.kind == Op::Kind::kFilter && op.filter == kToJson && op.args.pos.empty() && op.args.kw.empty() &&
+      (subject.is_seq() || subject.is_dict())) {
+    int left = 4096;
+    if (!leaf_tree(subject, t, leaf, left)) return false;
+    if (leaf >= 0) op.tree = subject;  // the same object asked again is the same question
+  }
   if (leaf < 0 || !plain(op.args)) return false;
   op.subject = static_cast<uint32_t>(leaf);
   // Asked before (by this render or another of the record's): the same
@@ -186,7 +256,8 @@ bool ask(Op op, const Value& subject, Value& out) {
       ~Unwatched() { tl_watch = w; }
     } unwatched;
     try {
-      r = apply(op, t.leaves[op.subject]);
+      r = op.tree.kind == Kind::kUndefined ? apply(op, t.leaves[op.subject])
+                                           : apply(op, with_leaves(op.tree, [&](uint32_t l) { return t.leaves[l]; }));
     } catch (const Error&) {
       return false;  // the record's string fails it: the skeleton's read says so
     }
@@ -341,7 +412,14 @@ bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, Answer
     }
     Value r;
     try {
-      r = apply(op, leaves.value(op.subject));
+      if (op.tree.kind == Kind::kUndefined) {
+        r = apply(op, leaves.value(op.subject));
+      } else {
+        r = apply(op, with_leaves(op.tree, [&](uint32_t l) {
+                    if (l >= leaves.size()) throw Error("no such leaf");
+                    return leaves.value(l);
+                  }));
+      }
     } catch (...) {
       return false;  // it fails on this record's string: not the answer kept
     }

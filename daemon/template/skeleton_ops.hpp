@@ -8,6 +8,8 @@
 // of its strings (replay), give the same answers.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,11 @@ struct Op {
   uint32_t first = 0;          // kLeaf, kList: the (first) leaf it made
   std::vector<uint8_t> items;  // kList: per item, its answer: kLeaf, kEmpty or kSame
   bool tuple = false;          // kList: a tuple
+  // A bare `tojson` of a list or dict (a tool call's arguments): the
+  // skeleton's subject, each of its strings one whole sentinel or none
+  // (`subject` is its first leaf). The record's is the same with each
+  // sentinel's string in its place.
+  Value tree;
 };
 
 // Two texts of the skeleton's renders that agree up to a sentinel in one
@@ -43,6 +50,10 @@ struct Split {
 
 struct Trace {
   std::vector<Value> leaves;  // the record's strings, by leaf: the shape's holes, then the answers'
+  // The first of the tools' holes (after the messages'): a dump of the
+  // tools reads them, which makes them part of the shape whole (records
+  // repeat their tools, and the skeleton then holds their JSON).
+  std::size_t tools_first = SIZE_MAX;
   std::vector<Op> ops;
   std::vector<Split> splits;
   // The first split whose record's texts do not differ at its first bytes:
@@ -56,7 +67,8 @@ struct Trace {
 };
 
 // Each answers the operation from the record's string where its subject is
-// one whole sentinel of tl_watch->trace, setting `out`; false otherwise
+// one whole sentinel of tl_watch->trace (or, for a bare `tojson`, a list or
+// dict of such strings and plain values), setting `out`; false otherwise
 // (the operation then reads the sentinel).
 bool ask_method(const Value& subject, std::string_view name, const Args& args, Value& out);
 bool ask_filter(const Interp& in, FilterFn f, const Value& subject, const Args& args, Value& out);

@@ -151,6 +151,57 @@ TEST_CASE("shapes: a filter and methods answered from the record (trim, strip, s
   CHECK(lengths.learnt > 3 * 8);
 }
 
+TEST_CASE("shapes: tojson of a message's text answered from the record") {
+  // Llama 3.1 writes a tool result as `content | tojson`: the quoted,
+  // escaped text (quotes, newlines, non-ASCII as it is) is a new hole,
+  // and the records of a shape are served from one skeleton.
+  const std::string src =
+      "{% for m in messages %}<{{ m.role }}>{% if m.role == 'user' %}{{ m.content | tojson }}"
+      "{% else %}{{ m.content }}{% endif %}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+  const auto st = check_template(src, 300, 3, true);
+  CHECK(st.records == 900);
+  CHECK(st.served > 850);
+  check_template(src, 300, 12);
+}
+
+TEST_CASE("shapes: tojson of a tool call's arguments answered from the record") {
+  // Tool calls whose arguments hold strings of every kind the dump escapes
+  // (quotes, backslashes, newlines, control characters, non-ASCII), numbers
+  // and nested lists: the dump is one new hole, asked again of each
+  // record's arguments.
+  static const char* kValues[] = {"Paris", "S\\u00e3o \\\"Paulo\\\"", "a\\nb\\t\\u0001", "北京", "x\\\\y"};
+  std::mt19937 rng(21);
+  auto value = [&] { return std::string("\"") + kValues[rng() % std::size(kValues)] + "\""; };
+  const std::string src =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% for tc in m.tool_calls or [] %}"
+      "<call>{{ tc.function.name }} {{ tc.function.arguments | tojson }}</call>{% endfor %}|{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  const text::ChatSpec spec = spec_of(src);
+  for (int k = 0; k < 400; ++k) {
+    std::string args = "{\"city\": " + value();
+    if (rng() % 2) args += ", \"n\": " + std::to_string(rng() % 2);
+    if (rng() % 3 == 0) args += ", \"tags\": [" + value() + ", " + value() + "]";
+    args += "}";
+    const std::string rec = "{\"messages\": [{\"role\": \"user\", \"content\": " + value() +
+                            "}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": "
+                            "\"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": " +
+                            args + "}}]}, {\"role\": \"tool\", \"content\": " + value() +
+                            "}, {\"role\": \"assistant\", \"content\": " + value() + "}]}";
+    const Value doc = tmpl::parse_json(rec);
+    const Value& messages = *doc.dict->find("messages");
+    text::Rendered a, b;
+    const Outcome served =
+        outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
+    const Outcome direct =
+        outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
+    INFO("record ", k, ": ", rec);
+    REQUIRE(served == direct);
+  }
+  const auto st = text::render_shape_stats(spec);
+  CHECK(st.records == 400);
+  CHECK(st.served > 380);  // six shapes: `n` absent, 0 or 1; `tags` or not
+}
+
 TEST_CASE("shapes: strips served as parts of the record's strings, and asked again") {
   // Each strip's answer is a part of its subject's bytes: a later question
   // asks it (startswith, upper, a strip of a strip), and the texts meet a
