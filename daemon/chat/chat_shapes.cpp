@@ -349,6 +349,11 @@ struct Rendering {
   // (!ok) Where the skeleton was undecided: a record with its answers that
   // is alike there too renders directly, with no skeleton of its own.
   std::optional<sk::Split> stuck;
+  // (!ok) The skeleton's renders refused it, having read none of its
+  // strings, asked them nothing and compared no text at a hole: every
+  // record of the shape is refused as well (but where a limit falls
+  // otherwise), and renders directly without a skeleton of its own.
+  bool refused = false;
 };
 
 constexpr std::size_t kMaxVariants = 8;  // renderings per shape, told apart by their answers
@@ -387,7 +392,7 @@ class Shapes {
             ++credit_;
             return {};
           }
-          stuck = stuck || (r.stuck && stuck_again(r, w));
+          stuck = stuck || r.refused || (r.stuck && stuck_again(r, w));
         }
         if (stuck || it->second.size() >= kMaxVariants) break;
       } else if (shapes_.size() >= kMaxShapes || bytes_ >= kMaxBytes) {
@@ -486,6 +491,7 @@ class Shapes {
       kept.splits = std::move(trace.splits);
     } else {
       kept = Rendering();  // the shape's records render directly
+      kept.refused = !watch.read && !reason.empty() && trace.ops.empty() && trace.splits.empty() && !trace.stuck;
       if (watch.read && watch.leaf < 0 && trace.stuck) {
         kept.ops = std::move(trace.ops);
         kept.stuck = trace.stuck;

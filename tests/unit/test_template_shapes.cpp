@@ -343,6 +343,19 @@ TEST_CASE("shapes: a shape is learnt when it comes again; shapes that never repe
   st = run(two, with_tools, tools);
   CHECK(st.records == 40);
   CHECK(st.served > 20);
+  // A shape the template refuses, whatever the strings: one skeleton says
+  // so, and the shape's later records render directly (refused) without
+  // skeletons of their own (the first skeleton's render reads the roles,
+  // which then join the shape: two skeletons in all).
+  const std::string strict =
+      "{% for m in messages %}{% if loop.first and m.role != 'user' %}{{ raise_exception('user first') }}{% endif %}"
+      "<{{ m.role }}>{{ m.content }}|{% endfor %}";
+  std::vector<std::string> refused;
+  for (int k = 0; k < 40; ++k) refused.push_back(two[2 * (k % 20) + 1]);  // each with a system message first
+  st = run(refused, strict);
+  CHECK(st.records == 40);
+  CHECK(st.served == 0);
+  CHECK(st.learnt == 2);
   std::vector<Value> copies;
   for (int k = 0; k < 40; ++k) copies.push_back(tmpl::parse_json(k % 3 ? R"([{"function": {"name": "a"}}])" : "[]"));
   st = run(two, with_tools, copies);
