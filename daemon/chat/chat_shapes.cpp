@@ -146,7 +146,7 @@ class Walk {
   std::vector<const Value*> leaves;  // the holes' strings, in the order of their sentinels
   std::vector<uint32_t> paths;       // (build) each hole's path
   std::size_t bytes = 0;             // the holes' bytes
-  std::size_t tools_first = 0;       // the first of the tools' holes
+  std::size_t tools_first = 0;       // the messages' holes: the tools' come after them
 
  private:
   // The key is written into buf_, grown (never shrunk) as needed.

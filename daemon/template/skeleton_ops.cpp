@@ -48,9 +48,10 @@ bool plain(const Args& a) {
 }
 
 // Whether `v` is a list or dict whose strings are each one whole sentinel
-// of `t` but the tools' or hold none, its keys and other values plain (no
-// namespace, loop, generator or function); `first` is set to its first
-// sentinel's leaf (where it is still -1). `left` bounds the values walked.
+// of a message's hole (a leaf before t.tools_first) or hold none, its keys
+// and other values plain (no namespace, loop, generator or function);
+// `first` is set to its first sentinel's leaf (where it is still -1).
+// `left` bounds the values walked.
 bool leaf_tree(const Value& v, const Trace& t, int64_t& first, int& left, int depth = 0) {
   if (--left < 0 || depth > 64) return false;
   switch (v.kind) {

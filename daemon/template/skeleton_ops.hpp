@@ -50,9 +50,10 @@ struct Split {
 
 struct Trace {
   std::vector<Value> leaves;  // the record's strings, by leaf: the shape's holes, then the answers'
-  // The first of the tools' holes (after the messages'): a dump of the
-  // tools reads them, which makes them part of the shape whole (records
-  // repeat their tools, and the skeleton then holds their JSON).
+  // The leaves past the messages' holes: the tools' holes, then the
+  // answers'. A dump holding one of them is not answered but reads it: the
+  // tools then join the shape whole (records repeat their tools, and the
+  // skeleton holds their JSON).
   std::size_t tools_first = SIZE_MAX;
   std::vector<Op> ops;
   std::vector<Split> splits;
