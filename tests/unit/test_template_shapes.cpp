@@ -96,6 +96,18 @@ Outcome outcome(const std::string& reason, const text::Rendered& r) {
   return o;
 }
 
+// Renders the record `rec` (JSON, no tools) both ways under the default
+// loss: the same outcome.
+void require_as_direct(const text::ChatSpec& spec, const std::string& rec) {
+  const Value doc = tmpl::parse_json(rec);
+  const Value& messages = *doc.dict->find("messages");
+  text::Rendered a, b;
+  const Outcome served = outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
+  const Outcome direct =
+      outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
+  REQUIRE(served == direct);
+}
+
 // Renders `n` records both ways under each loss (a template of its own,
 // whose shapes start empty); returns the shapes' counts, added up.
 text::ShapeStats check_template(const std::string& src, int n, unsigned seed, bool plain = false) {
@@ -187,15 +199,8 @@ TEST_CASE("shapes: tojson of a tool call's arguments answered from the record") 
                             "\"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": " +
                             args + "}}]}, {\"role\": \"tool\", \"content\": " + value() +
                             "}, {\"role\": \"assistant\", \"content\": " + value() + "}]}";
-    const Value doc = tmpl::parse_json(rec);
-    const Value& messages = *doc.dict->find("messages");
-    text::Rendered a, b;
-    const Outcome served =
-        outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
-    const Outcome direct =
-        outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
     INFO("record ", k, ": ", rec);
-    REQUIRE(served == direct);
+    require_as_direct(spec, rec);
   }
   const auto st = text::render_shape_stats(spec);
   CHECK(st.records == 400);
@@ -274,15 +279,8 @@ TEST_CASE("shapes: a tool call's arguments one hole where the template only dump
     std::mt19937 rng(seed);
     for (int k = 0; k < n; ++k) {
       const std::string rec = tool_call_record(rng);
-      const Value doc = tmpl::parse_json(rec);
-      const Value& messages = *doc.dict->find("messages");
-      text::Rendered a, b;
-      const Outcome served =
-          outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
-      const Outcome direct =
-          outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
       INFO("template ", src, "\nrecord ", k, ": ", rec);
-      REQUIRE(served == direct);
+      require_as_direct(spec, rec);
     }
     return text::render_shape_stats(spec);
   };
