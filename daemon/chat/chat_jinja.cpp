@@ -179,7 +179,7 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
       fs::path(config_path.empty() ? jinja_path : config_path).parent_path() / "special_tokens_map.json";
   if (fs::exists(map, ec)) {
     Value m = load_config_json(map.string());
-    for (const auto& [k, v] : m.dict->items)
+    for (const auto& [k, v] : m.dict->items())
       if (k != "chat_template" && !v.is_none()) cfg.dict->set(k, v);
   }
   if (!jinja_path.empty()) {
@@ -192,7 +192,7 @@ std::shared_ptr<const ChatSpec> load_chat_template(const ChatSource& src) {
   add_special_tokens(cfg, spec->globals);
   if (!src.kwargs_json.empty()) {
     Value kw = tmpl::parse_json(src.kwargs_json);
-    for (const auto& [k, v] : kw.dict->items) {
+    for (const auto& [k, v] : kw.dict->items()) {
       if (k == "messages" || k == "tools" || k == "documents" || k == "add_generation_prompt")
         throw std::runtime_error("[tokenizer] template_kwargs: '" + k + "' is set by tokfeed itself; remove it");
       bool replaced = false;

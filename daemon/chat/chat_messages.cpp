@@ -34,7 +34,7 @@ constexpr std::string_view kReasoningNames[] = {"reasoning_content", "thinking",
 void add_aliased(const Value& m, std::vector<Value>& out) {
   // What find() gives for each name, in one pass; the first of them set.
   const Value* found[3] = {nullptr, nullptr, nullptr};
-  for (const auto& [k, v] : m.dict->items)
+  for (const auto& [k, v] : m.dict->items())
     for (int n = 0; n < 3; ++n)
       if (!found[n] && tmpl::DictObj::same_key(k, kReasoningNames[n])) found[n] = &v;
   const Value* r = nullptr;
@@ -48,10 +48,10 @@ void add_aliased(const Value& m, std::vector<Value>& out) {
     return;
   }
   Value a = Value::recycled_dict();
-  a.dict->items.reserve(m.dict->items.size() + 2);
+  a.dict->items().reserve(m.dict->items().size() + 2);
   const Value reasoning = *r;
   a.dict->set("thinking", reasoning);
-  for (const auto& [k, v] : m.dict->items) a.dict->set(k, v);
+  for (const auto& [k, v] : m.dict->items()) a.dict->set(k, v);
   a.dict->set("reasoning_content", reasoning);
   out.push_back(std::move(a));
 }
@@ -130,7 +130,7 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
     m.dict->set("role", str(role));
   // transformers' _normalize_chat_messages: a key whose value is null is no
   // key (`"content": null` beside tool calls is an undefined content).
-  auto& items = m.dict->items;
+  auto& items = m.dict->items();
   items.erase(std::remove_if(items.begin(), items.end(), [](const auto& kv) { return kv.second.is_none(); }),
               items.end());
   placeholders(m, rules);
@@ -145,7 +145,7 @@ std::string add_turn(const Value& m, std::string_view role, std::string_view nam
 bool as_is(const Value& t, const RecordRules& rules) {
   if (!t.is_dict() || !rules.placeholders.empty()) return false;
   const Value* role = nullptr;
-  for (const auto& [k, v] : t.dict->items) {
+  for (const auto& [k, v] : t.dict->items()) {
     if (v.is_none()) return false;
     // (Told by the key's size first: most keys are of none of these sizes.)
     switch (k.size()) {
@@ -206,7 +206,7 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
       else if (r == "gpt") r = "assistant";
       Value m = Value::recycled_dict();
       m.dict->set("role", str(r));
-      for (const auto& [k, v] : t.dict->items) {
+      for (const auto& [k, v] : t.dict->items()) {
         if (k == "from") continue;
         m.dict->set(k == "value" ? "content" : k, v);
       }
@@ -217,7 +217,7 @@ std::string turns(const Value& list, bool sharegpt, const RecordRules& rules, Va
   }
   for (Value& m : out) {
     if (!mapped) break;
-    auto& items = m.dict->items;
+    auto& items = m.dict->items();
     items.erase(std::remove_if(items.begin(), items.end(), [](const auto& kv) { return kv.first == "\x01mapped"; }),
                 items.end());
   }
@@ -246,7 +246,7 @@ class Fields {
   static constexpr std::size_t kTools = detail::kKeys;  // past the formats' keys
   Fields(const Value& rec, const RecordRules& rules) : rec_(rec), rules_(rules), direct_(rules.columns.empty()) {
     if (!direct_) return;
-    for (const auto& [k, v] : rec.dict->items) {
+    for (const auto& [k, v] : rec.dict->items()) {
       const std::size_t i = detail::key_of(k);
       if (i < detail::kKeys ? !at_[i] : (!at_[kTools] && detail::is(k, "tools"))) at_[i] = &v;
     }
@@ -370,7 +370,7 @@ std::string field_messages(const std::vector<FieldTurn>& turns, const RecordRule
     if (t.role == Role::kSystem && i != 0) return "system message must come first";
     if (t.role == Role::kUser && content.s->empty()) return "empty user turn";
     if (t.role == Role::kAssistant && content.s->empty()) return "empty assistant turn";
-    auto& message = out[i].dict->items;
+    auto& message = out[i].dict->items();
     message[0].second = role_value(t.role);
     message[1].second = std::move(content);
   }
@@ -422,8 +422,8 @@ Value json_over(dom::element e, Value&& old) {
       break;
     case element_type::OBJECT:
       if (old.kind == tmpl::Kind::kDict && !old.ns && !old.view && only_here(old) &&
-          old.dict->items.size() <= kInPlace &&
-          old.dict->items.capacity() * sizeof(old.dict->items[0]) <= kReusedBytes) {
+          old.dict->items().size() <= kInPlace &&
+          old.dict->items().capacity() * sizeof(old.dict->items()[0]) <= kReusedBytes) {
         const dom::object obj = e.get_object().value_unsafe();
         if (obj.size() > kInPlace) break;
         fields_over(obj, *old.dict, nullptr);
@@ -445,7 +445,7 @@ Value json_over(dom::element e, Value&& old) {
 // to `tools`, unchanged).
 void fields_over(dom::object obj, tmpl::DictObj& d, const RecordRules* top) {
   d.reindex();
-  auto& items = d.items;
+  auto& items = d.items();
   std::size_t n = 0;  // items[:n] are obj's
   std::string stored;
   for (dom::key_value_pair kv : obj) {
@@ -470,7 +470,7 @@ void fields_over(dom::object obj, tmpl::DictObj& d, const RecordRules* top) {
 // The record's top-level fields, as tmpl::from_json builds them (the
 // tools from the cache), refilling the previous record's `prev`.
 Value record_fields(dom::object obj, const RecordRules& rules, Value&& prev) {
-  const bool refill = prev.kind == tmpl::Kind::kDict && only_here(prev) && prev.dict->items.size() <= kInPlace &&
+  const bool refill = prev.kind == tmpl::Kind::kDict && only_here(prev) && prev.dict->items().size() <= kInPlace &&
                       obj.size() <= kInPlace;
   Value rec;
   if (refill) {
@@ -485,7 +485,7 @@ Value record_fields(dom::object obj, const RecordRules& rules, Value&& prev) {
     fields_over(obj, *rec.dict, &rules);
     return rec;
   }
-  rec.dict->items.reserve(obj.size());
+  rec.dict->items().reserve(obj.size());
   for (dom::key_value_pair kv : obj) {
     Value v = rules.columns.empty() && kv.key == "tools" ? detail::ToolsCache::local().from_json(kv.value)
                                                          : tmpl::from_json(kv.value);
@@ -523,7 +523,7 @@ bool detail::same_json(dom::element e, const Value& v) {
     case element_type::OBJECT: {
       if (v.kind != tmpl::Kind::kDict || v.ns) return false;
       dom::object obj = e.get_object().value_unsafe();
-      const auto& items = v.dict->items;
+      const auto& items = v.dict->items();
       if (obj.size() != items.size()) return false;  // duplicate keys build fewer
       std::size_t i = 0;
       for (dom::key_value_pair kv : obj) {
@@ -577,9 +577,9 @@ Value conversation_messages(const Conversation& conv) {
   out.reserve(conv.size());
   for (const Message& m : conv) {
     Value d = Value::new_dict();
-    d.dict->items.reserve(2);
-    d.dict->items.emplace_back("role", str(role_name(m.role)));
-    d.dict->items.emplace_back("content", Value::str(m.content));
+    d.dict->items().reserve(2);
+    d.dict->items().emplace_back("role", str(role_name(m.role)));
+    d.dict->items().emplace_back("content", Value::str(m.content));
     out.push_back(std::move(d));
   }
   return Value::new_list(std::move(out));

@@ -60,7 +60,12 @@ class Paths {
   static constexpr uint32_t kMessages = 0;
   static constexpr uint32_t kTools = 1;  // every path in the tools
 
-  Paths() : nodes_(2) {}
+  // The messages' own dicts are read by every template: their keys are
+  // part of the shape from the start.
+  Paths() : nodes_(3) {
+    nodes_[kMessages].items = 2;
+    nodes_[2].read = true;
+  }
 
   // The node of key `k` of a dict at `parent`, or kNone past the limits.
   // `index` is k's place in its dict: records repeat their dicts' keys in
@@ -207,12 +212,28 @@ class Walk {
         return true;
       }
       case Kind::kDict: {
-        if (v.ns || v.view || !v.dict->key_objs.empty()) return false;
-        const auto& items = v.dict->items;
+        if (v.ns || v.view || !v.dict->key_objs().empty()) return false;
+        if (!v.dict->empty() && path != Paths::kTools && !paths_.read(path)) {
+          // A hole for the whole dict (a tool call's arguments that the
+          // template only dumps): neither its keys nor its values are part
+          // of the shape. The skeleton holds a copy of it that reads as a
+          // read of the hole (DictObj::hole).
+          if (leaves.size() >= sk::kMaxLeaves) return false;
+          tag('D');
+          if (out) {
+            *out = Value::new_dict();
+            out->dict->items() = v.dict->unread_items();
+            out->dict->hole = static_cast<uint32_t>(leaves.size());
+            paths.push_back(path);
+          }
+          leaves.push_back(&v);
+          return true;
+        }
+        const auto& items = v.dict->items();
         put('d', static_cast<uint64_t>(items.size()));
         if (out) {
           *out = Value::new_dict();
-          out->dict->items.reserve(items.size());
+          out->dict->items().reserve(items.size());
         }
         for (std::size_t i = 0; i < items.size(); ++i) {
           const auto& [k, x] = items[i];
@@ -224,7 +245,7 @@ class Walk {
           else put('k', static_cast<uint64_t>(at));
           Value copy;
           if (!walk(x, at, out ? &copy : nullptr)) return false;
-          if (out) out->dict->items.emplace_back(k, std::move(copy));
+          if (out) out->dict->items().emplace_back(k, std::move(copy));
         }
         return true;
       }
@@ -427,7 +448,8 @@ class Shapes {
   bool serve(const Rendering& r, const Walk& w, const tmpl::RenderLimits& limits, Rendered& out) {
     strings_.clear();
     std::size_t bytes = w.bytes;
-    for (const Value* v : w.leaves) strings_.push_back(v->s.unread());
+    for (const Value* v : w.leaves)
+      strings_.push_back(v->is_str() ? std::string_view(v->s.unread()) : std::string_view());
     if (!r.ops.empty() || !r.splits.empty()) {
       answers_.clear();
       for (const Value* v : w.leaves) answers_.push(*v);

@@ -318,10 +318,10 @@ class SpareDicts {
   // value holds.
   void keep(Value&& v) {
     if (dicts_.size() == kSpareDicts || v.kind != Kind::kDict || v.ns || v.view || !only_here(v) ||
-        v.dict->items.size() > kInPlace)
+        v.dict->items().size() > kInPlace)
       return;
     std::size_t bytes = 0;
-    for (auto& [k, x] : v.dict->items) {
+    for (auto& [k, x] : v.dict->items()) {
       if (k.capacity() > kShortKey) bytes += k.capacity();
       if (x.kind == Kind::kStr && only_here(x)) {
         const std::size_t cap = x.s.unread().capacity();
@@ -600,14 +600,14 @@ class Reader {
   bool object(Value& v, int depth) {
     if (depth > kMaxDepth) return false;
     ++p_;
-    if (!(v.kind == Kind::kDict && !v.ns && !v.view && only_here(v) && v.dict->items.size() <= kInPlace &&
-          v.dict->items.capacity() * sizeof(v.dict->items[0]) <= kReusedBytes)) {
+    if (!(v.kind == Kind::kDict && !v.ns && !v.view && only_here(v) && v.dict->items().size() <= kInPlace &&
+          v.dict->items().capacity() * sizeof(v.dict->items()[0]) <= kReusedBytes)) {
       v = Value();
       v = Value::recycled_dict();
     }
     tmpl::DictObj& d = *v.dict;
     d.reindex();
-    auto& items = d.items;
+    auto& items = d.items();
     std::size_t n = 0;  // items[:n] are the object's
     bool big = false;   // past kInPlace keys: DictObj::set keeps the index
     const bool top = depth == 1 && cached_tools_;

@@ -21,7 +21,7 @@ using tmpl::Value;
 // call or tool response) and `value` (not null).
 bool plain(const Value& t) {
   if (!t.is_dict()) return false;
-  const auto& items = t.dict->items;
+  const auto& items = t.dict->items();
   if (items.size() != 2) return false;
   const bool from_first = is(items[0].first, "from");
   const auto& [from_key, from] = items[from_first ? 0 : 1];
@@ -33,13 +33,13 @@ bool plain(const Value& t) {
 // A dict {"role", "content"} held here alone, unless `m` is one already (a
 // message kept from the record before).
 void own_message(Value& m) {
-  if (m.is_dict() && only_here(m) && m.dict->items.size() == 2 && m.dict->key_objs.empty() &&
-      is(m.dict->items[0].first, "role") && is(m.dict->items[1].first, "content"))
+  if (m.is_dict() && only_here(m) && m.dict->items().size() == 2 && m.dict->key_objs().empty() &&
+      is(m.dict->items()[0].first, "role") && is(m.dict->items()[1].first, "content"))
     return;
   m = Value::recycled_dict();
-  m.dict->items.reserve(2);
-  m.dict->items.emplace_back("role", Value());
-  m.dict->items.emplace_back("content", Value());
+  m.dict->items().reserve(2);
+  m.dict->items().emplace_back("role", Value());
+  m.dict->items().emplace_back("content", Value());
 }
 
 // The last record's ShareGPT messages, kept for the next record's.
@@ -78,7 +78,7 @@ void KeptMessages::release() {
   }
   for (Value& m : list_.list->items)
     if (m.is_dict() && only_here(m))
-      for (auto& [k, v] : m.dict->items) v = Value();
+      for (auto& [k, v] : m.dict->items()) v = Value();
 }
 
 bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
@@ -90,10 +90,10 @@ bool plain_sharegpt_turns(const std::vector<Value>& items, Value& messages) {
   static thread_local const Value assistant = Value::str("assistant");
   std::vector<Value>& out = kept().refill(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    const auto& turn = items[i].dict->items;
+    const auto& turn = items[i].dict->items();
     const bool from_first = is(turn[0].first, "from");
     const Value& from = turn[from_first ? 0 : 1].second;
-    auto& msg = out[i].dict->items;
+    auto& msg = out[i].dict->items();
     const std::string_view r = *from.s;
     msg[0].second = is(r, "human") ? user : is(r, "gpt") ? assistant : from;
     msg[1].second = turn[from_first ? 1 : 0].second;

@@ -203,7 +203,7 @@ std::vector<Value> iterate(const Value& v) {  // NOLINT: consumes iterators thro
     case Kind::kDict: {
       if (v.ns) break;
       std::vector<Value> out;
-      for (const auto& [k, x] : v.dict->items) out.push_back(v.dict->key(k));
+      for (const auto& [k, x] : v.dict->items()) out.push_back(v.dict->key(k));
       return out;
     }
     default: break;
@@ -219,7 +219,7 @@ int64_t length(const Value& v) {
       if (v.gen) break;
       return static_cast<int64_t>(v.list->items.size());
     case Kind::kDict:
-      if (!v.ns) return static_cast<int64_t>(v.dict->items.size());
+      if (!v.ns) return static_cast<int64_t>(v.dict->items().size());
       break;
     default: break;
   }
@@ -276,7 +276,7 @@ void dump(const Value& v, DumpOptions& o, int level, std::string& out) {
     }
     case Kind::kDict: {
       if (v.ns) break;
-      const auto& kvs = v.dict->items;
+      const auto& kvs = v.dict->items();
       if (kvs.empty()) {
         out += "{}";
         return;
@@ -354,10 +354,10 @@ Value fn_range(Interp& in, Args& a) {
 Value fn_namespace(Interp&, Args& a) {
   Value ns = Value::new_dict();
   ns.ns = true;
-  ns.dict->items.reserve(a.kw.size());  // namespace(a=..., b=...): its attributes in one allocation
+  ns.dict->items().reserve(a.kw.size());  // namespace(a=..., b=...): its attributes in one allocation
   for (const Value& p : a.pos) {
     if (!p.is_dict()) throw Error("namespace() takes a mapping");
-    for (const auto& [k, v] : p.dict->items) ns.dict->set_from(*p.dict, k, v);
+    for (const auto& [k, v] : p.dict->items()) ns.dict->set_from(*p.dict, k, v);
   }
   for (auto& [k, v] : a.kw) {
     if (!k.empty() && k[0] == '_')
@@ -371,7 +371,7 @@ Value fn_dict(Interp&, Args& a) {
   Value d = Value::new_dict();
   for (const Value& p : a.pos) {
     if (p.is_dict()) {
-      for (const auto& [k, v] : p.dict->items) d.dict->set_from(*p.dict, k, v);
+      for (const auto& [k, v] : p.dict->items()) d.dict->set_from(*p.dict, k, v);
     } else {
       for (const Value& kv : iterate(p)) {
         std::vector<Value> pair = iterate(kv);

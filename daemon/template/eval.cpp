@@ -678,7 +678,7 @@ void add_star_args(const Value& v, Args& out) {
 
 void add_star_kwargs(const Value& v, Args& out) {
   if (!v.is_dict() || v.ns) throw Error("argument after ** must be a mapping, not " + std::string(type_name(v)));
-  for (const auto& [k, x] : v.dict->items) {
+  for (const auto& [k, x] : v.dict->items()) {
     if (!key_value(k).is_str()) throw Error("keywords must be strings");
     for (const auto& [name, y] : out.kw)
       if (name == k) throw Error("got multiple values for keyword argument '" + k + "'");

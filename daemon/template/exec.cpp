@@ -306,7 +306,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     }();
     loop = Value::new_dict();
     loop.view = kLoopView;
-    d = &loop.dict->items;
+    d = &loop.dict->items();
     // The names of its methods, made once too (not a string built from a
     // literal per loop).
     static const std::string kCycle("cycle"), kCycleFn("loop.cycle"), kChanged("changed"), kChangedFn("loop.changed"),
@@ -315,7 +315,7 @@ bool loop_body(Interp& in, const Stmt& s, const std::vector<Value>& items, bool 
     d->assign(kAttrs.begin(), kAttrs.end());
     d->emplace_back(kCycle, Value::func(kCycleFn, [loop_d = loop.dict.get()](Interp&, Args& a) -> Value {
                       if (a.pos.empty()) throw Error("no items for cycling given");
-                      int64_t i = loop_d->items[1].second.i;
+                      int64_t i = loop_d->items()[1].second.i;
                       return a.pos[static_cast<std::size_t>(i % static_cast<int64_t>(a.pos.size()))];
                     }));
     // loop.changed(*values): whether they differ from the last call's (true the first time).

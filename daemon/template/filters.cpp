@@ -182,7 +182,7 @@ Value f_items(Interp&, Value& v, Args&) {
   if (v.is_undefined()) return Value::new_list();
   if (!v.is_dict() || v.ns) throw Error("Can only get item pairs from a mapping.");
   std::vector<Value> out;
-  for (const auto& [k, x] : v.dict->items) out.push_back(Value::new_list({v.dict->key(k), x}, true));
+  for (const auto& [k, x] : v.dict->items()) out.push_back(Value::new_list({v.dict->key(k), x}, true));
   return iterator(std::move(out));
 }
 Value f_dictsort(Interp&, Value& v, Args& a) {
@@ -194,7 +194,7 @@ Value f_dictsort(Interp&, Value& v, Args& a) {
   bool rev = truthy(arg(a, 2, "reverse"));
   if (!v.is_dict() || v.ns) throw Error("dictsort needs a mapping");
   std::vector<Value> out;
-  for (const auto& [k, x] : v.dict->items) out.push_back(Value::new_list({v.dict->key(k), x}, true));
+  for (const auto& [k, x] : v.dict->items()) out.push_back(Value::new_list({v.dict->key(k), x}, true));
   std::stable_sort(out.begin(), out.end(), [&](const Value& p, const Value& q) {
     std::size_t i = by_value ? 1 : 0;
     Value x = fold(p.list->items[i], cs), y = fold(q.list->items[i], cs);

@@ -159,7 +159,7 @@ bool pp_str(const Value& v) { return v.is_str() && !v.markup; }
 // "<class 'tuple'>" last).
 std::vector<std::size_t> sorted_keys(const DictObj& d) {
   std::vector<std::pair<Value, std::size_t>> keys;
-  for (std::size_t k = 0; k < d.items.size(); ++k) keys.emplace_back(d.key(d.items[k].first), k);
+  for (std::size_t k = 0; k < d.items().size(); ++k) keys.emplace_back(d.key(d.items()[k].first), k);
   auto rank = [](const Value& v) { return v.is_none() ? 0 : v.is_str() ? 2 : v.is_list() ? 3 : 1; };
   std::stable_sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) {
     const int ra = rank(a.first), rb = rank(b.first);
@@ -193,7 +193,7 @@ struct Pretty {
       for (std::size_t i : sorted_keys(*v.dict)) {
         if (!first) out += ", ";
         first = false;
-        const auto& [k, x] = v.dict->items[i];
+        const auto& [k, x] = v.dict->items()[i];
         safe_repr(v.dict->key(k), out);
         out += ": ";
         safe_repr(x, out);
@@ -233,13 +233,13 @@ struct Pretty {
 
   void pprint_dict(const Value& v, std::string& out, int64_t indent, int64_t allowance, int level) {
     out += '{';
-    if (!v.dict->items.empty()) {
+    if (!v.dict->items().empty()) {
       allowance += 1;
       indent += 1;
       const std::vector<std::size_t> order = sorted_keys(*v.dict);
       for (std::size_t n = 0; n < order.size(); ++n) {
         const bool last = n + 1 == order.size();
-        const auto& [k, x] = v.dict->items[order[n]];
+        const auto& [k, x] = v.dict->items()[order[n]];
         std::string rep = repr_of(v.dict->key(k));
         out += rep;
         out += ": ";
@@ -686,8 +686,8 @@ Value f_random(Interp&, Value& v, Args&) {
   } else if (v.is_undefined()) {
     return Value::undefined("No random item, sequence was empty.");
   } else if (v.is_dict() && !v.ns) {  // seq[0]
-    if (v.dict->items.empty()) return Value::undefined("No random item, sequence was empty.");
-    if (v.dict->items.size() == 1) {
+    if (v.dict->items().empty()) return Value::undefined("No random item, sequence was empty.");
+    if (v.dict->items().size() == 1) {
       if (const Value* x = v.dict->find(key_of(Value::integer(0)))) return *x;
       throw Error("KeyError: 0");
     }

@@ -240,7 +240,7 @@ Value f_xmlattr(Interp& in, Value& v, Args& a) {
   if (!v.is_dict() || v.ns) throw Error("'" + std::string(type_name(v)) + "' object has no attribute 'items'");
   const Value& autospace = arg(a, 0, "autospace");
   std::string out;
-  for (const auto& [k, x] : v.dict->items) {
+  for (const auto& [k, x] : v.dict->items()) {
     if (x.is_none() || x.is_undefined()) continue;
     Value key = v.dict->key(k);
     if (!key.is_str()) throw Error("expected string or bytes-like object, got '" + std::string(type_name(key)) + "'");
@@ -270,7 +270,7 @@ Value f_urlencode(Interp&, Value& v, Args& a) {
   }
   std::vector<Value> pairs;
   if (v.is_dict()) {
-    for (const auto& [k, x] : v.dict->items) pairs.push_back(Value::new_list({v.dict->key(k), x}, true));
+    for (const auto& [k, x] : v.dict->items()) pairs.push_back(Value::new_list({v.dict->key(k), x}, true));
   } else {
     pairs = iterate(v);
   }

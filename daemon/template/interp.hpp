@@ -130,7 +130,7 @@ struct Interp {
     all.swap(namespaces);
     for (auto& d : all) {
       std::vector<std::pair<std::string, Value>> items;
-      items.swap(d->items);
+      items.swap(d->items());
     }
   }
   // The variable `name` in scope (null: none; then lookup() gives a global

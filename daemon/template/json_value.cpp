@@ -41,7 +41,7 @@ Value from_json(simdjson::dom::element e) {
       Value d = Value::recycled_dict();
       // Python's json.loads keeps the last of duplicate keys, at the first one's place.
       simdjson::dom::object obj = e.get_object().value_unsafe();
-      auto& items = d.dict->items;
+      auto& items = d.dict->items();
       items.reserve(obj.size());
       for (simdjson::dom::key_value_pair kv : obj) {
         if (kv.key.starts_with('\x01') || items.size() >= kAppended) {

@@ -297,7 +297,7 @@ bool settled(const Value& v, std::size_t& left, int depth = 0) {
       return true;
     case Kind::kDict:
       if (v.ns || v.view) return false;
-      for (const auto& [k, x] : v.dict->items)
+      for (const auto& [k, x] : v.dict->items())
         if (!settled(x, left, depth + 1)) return false;
       return true;
     default: return true;
@@ -374,7 +374,7 @@ bool reaches_message(const Value& v, const Provenance& prov, int depth = 0) {
       if (reaches_message(x, prov, depth + 1)) return true;
   } else if (v.is_dict()) {
     if (prov.index_of(v.dict.get()) >= 0) return true;
-    for (const auto& [k, x] : v.dict->items)
+    for (const auto& [k, x] : v.dict->items())
       if (reaches_message(x, prov, depth + 1)) return true;
   }
   return false;
@@ -406,7 +406,7 @@ bool reaches_watched(const Value& v, const Tracker& t, int depth = 0) {
     for (const Value& x : v.list->items)
       if (reaches_watched(x, t, depth + 1)) return true;
   } else if (v.is_dict()) {
-    for (const auto& [k, x] : v.dict->items)
+    for (const auto& [k, x] : v.dict->items())
       if (reaches_watched(x, t, depth + 1)) return true;
   }
   return false;

@@ -68,21 +68,21 @@ Value dict_method(const Value& d, std::string_view name, Args& a) {
   }
   if (name == "items") {
     std::vector<Value> out;
-    for (const auto& [k, v] : d.dict->items) out.push_back(Value::new_list({d.dict->key(k), v}, true));
+    for (const auto& [k, v] : d.dict->items()) out.push_back(Value::new_list({d.dict->key(k), v}, true));
     Value r = Value::new_list(std::move(out));
     r.view = 3;
     return r;
   }
   if (name == "keys" || name == "values") {
     std::vector<Value> out;
-    for (const auto& [k, v] : d.dict->items) out.push_back(name == "keys" ? d.dict->key(k) : v);
+    for (const auto& [k, v] : d.dict->items()) out.push_back(name == "keys" ? d.dict->key(k) : v);
     Value r = Value::new_list(std::move(out));
     r.view = name == "keys" ? 1 : 2;
     return r;
   }
   Value c = Value::new_dict();  // copy
-  c.dict->items = d.dict->items;
-  c.dict->key_objs = d.dict->key_objs;
+  c.dict->items() = d.dict->items();
+  c.dict->key_objs() = d.dict->key_objs();
   return c;
 }
 

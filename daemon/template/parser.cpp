@@ -543,7 +543,7 @@ bool safe_repr(const Value& v) {
       return true;
     case Kind::kDict:
       if (v.ns) return false;
-      for (const auto& [k, x] : v.dict->items)
+      for (const auto& [k, x] : v.dict->items())
         if (!safe_repr(x)) return false;
       return true;
     default: return false;
@@ -610,7 +610,7 @@ bool has_nonfinite(const Value& v) {
   if (v.is_list())
     return std::any_of(v.list->items.begin(), v.list->items.end(), [](const Value& x) { return has_nonfinite(x); });
   if (v.is_dict())
-    return std::any_of(v.dict->items.begin(), v.dict->items.end(),
+    return std::any_of(v.dict->items().begin(), v.dict->items().end(),
                        [](const auto& kv) { return has_nonfinite(kv.second); });
   return false;
 }

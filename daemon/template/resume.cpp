@@ -30,7 +30,9 @@ bool holds(const Value& v, int& left, int what = kMutable) {
       return false;
     case Kind::kDict:
       if (v.ns && (what & kNamespaces)) return true;
-      for (const auto& [k, x] : v.dict->items)
+      // A skeleton's stand-in for a record's dict holds none (JSON's values).
+      if (v.dict->hole != DictObj::kNoHole) return false;
+      for (const auto& [k, x] : v.dict->items())
         if (holds(x, left, what)) return true;
       return false;
     default: return false;
@@ -55,11 +57,11 @@ Value copy_mutable(const Value& v, Memo& memo, std::vector<Ref<DictObj>>& made) 
     out.dict = Ref<DictObj>::make();
     memo.emplace_back(key, out);  // before the items: a namespace may hold itself
     bool changed = v.ns;
-    out.dict->items.reserve(v.dict->items.size());
-    out.dict->key_objs = v.dict->key_objs;
-    for (const auto& [k, x] : v.dict->items) {
-      out.dict->items.emplace_back(k, copy_mutable(x, memo, made));
-      const Value& c = out.dict->items.back().second;
+    out.dict->items().reserve(v.dict->items().size());
+    out.dict->key_objs() = v.dict->key_objs();
+    for (const auto& [k, x] : v.dict->items()) {
+      out.dict->items().emplace_back(k, copy_mutable(x, memo, made));
+      const Value& c = out.dict->items().back().second;
       changed = changed || c.list != x.list || c.dict != x.dict;
     }
     if (!changed) return memo.back().second = v;
@@ -84,7 +86,7 @@ Value copy_mutable(const Value& v, Memo& memo, std::vector<Ref<DictObj>>& made) 
 ResumeState::~ResumeState() {
   for (auto& d : copies) {
     std::vector<std::pair<std::string, Value>> items;
-    items.swap(d->items);
+    items.swap(d->items());
   }
 }
 
@@ -403,7 +405,7 @@ bool reaches(const Value& v, const std::vector<Value>& ns, int& left, bool self 
       if (!self && v.ns)
         for (const Value& s : ns)
           if (s.dict == v.dict) return true;
-      for (const auto& [k, x] : v.dict->items)
+      for (const auto& [k, x] : v.dict->items())
         if (reaches(x, ns, left, false)) return true;
       return false;
     default: return false;

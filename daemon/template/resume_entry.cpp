@@ -184,8 +184,8 @@ class SameState {
     if (f.kind != Kind::kDict || p.kind != Kind::kDict || !f.ns || !p.ns) return same(f, p);
     int known = paired(f.dict.get(), p.dict.get());
     if (known >= 0) return known != 0;
-    const auto& fi = f.dict->items;
-    const auto& pi = p.dict->items;
+    const auto& fi = f.dict->items();
+    const auto& pi = p.dict->items();
     if (fi.size() != pi.size()) return false;
     for (std::size_t i = 0; i < fi.size(); ++i) {
       if (fi[i].first != pi[i].first) return false;
@@ -230,8 +230,8 @@ class SameState {
       case Kind::kDict: {
         int known = paired(f.dict.get(), p.dict.get());
         if (known >= 0 || f.dict == p.dict) return known != 0;
-        const auto& fi = f.dict->items;
-        const auto& pi = p.dict->items;
+        const auto& fi = f.dict->items();
+        const auto& pi = p.dict->items();
         if (fi.size() != pi.size()) return false;
         for (std::size_t i = 0; i < fi.size(); ++i)
           if (fi[i].first != pi[i].first || !same(fi[i].second, pi[i].second, depth + 1)) return false;

@@ -92,6 +92,13 @@ void saw_read(const std::string& s) noexcept {
   stop(*w);
 }
 
+void saw_hole(uint32_t hole) noexcept {
+  Watch* w = tl_watch;
+  if (!w) return;
+  if (!w->read) w->leaf = hole;
+  stop(*w);
+}
+
 void undecided() noexcept {
   if (tl_watch) stop(*tl_watch);
 }

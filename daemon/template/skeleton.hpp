@@ -53,6 +53,9 @@ extern TOKFEED_TLS Watch* tl_watch;
 
 // A read of `s`'s bytes by the template (StrRef's accessors).
 [[gnu::cold, gnu::noinline]] void saw_read(const std::string& s) noexcept;
+// A look at the items of a skeleton's dict that stands for the record's
+// leaf `hole` (DictObj::hole).
+[[gnu::cold, gnu::noinline]] void saw_hole(uint32_t hole) noexcept;
 // A string copied on as it is (output, concatenation): counted, for the
 // bound on what the record's strings add (each such copy adds at most all
 // of them).

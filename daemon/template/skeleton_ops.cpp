@@ -68,8 +68,15 @@ bool leaf_tree(const Value& v, const Trace& t, int64_t& first, int& left, int de
         if (!leaf_tree(x, t, first, left, depth + 1)) return false;
       return true;
     case Kind::kDict:
-      if (v.ns || v.view || !v.dict->key_objs.empty()) return false;
-      for (const auto& [k, x] : v.dict->items) {
+      if (v.dict->hole != DictObj::kNoHole) {
+        // A record's dict whole (its leaf's value, not a string).
+        const uint32_t leaf = v.dict->hole;
+        if (leaf >= t.leaves.size() || leaf >= t.tools_first) return false;
+        if (first < 0) first = leaf;
+        return true;
+      }
+      if (v.ns || v.view || !v.dict->key_objs().empty()) return false;
+      for (const auto& [k, x] : v.dict->items()) {
         uint32_t leaf;
         if (find(k, 0, leaf) != std::string::npos || !leaf_tree(x, t, first, left, depth + 1)) return false;
       }
@@ -98,9 +105,10 @@ Value with_leaves(const Value& v, const Leaf& leaf) {
       return r;
     }
     case Kind::kDict: {
+      if (v.dict->hole != DictObj::kNoHole) return leaf(v.dict->hole);
       Value r = Value::new_dict();
-      r.dict->items.reserve(v.dict->items.size());
-      for (const auto& [k, x] : v.dict->items) r.dict->items.emplace_back(k, with_leaves(x, leaf));
+      r.dict->items().reserve(v.dict->items().size());
+      for (const auto& [k, x] : v.dict->items()) r.dict->items().emplace_back(k, with_leaves(x, leaf));
       return r;
     }
     default: return v;
@@ -176,6 +184,7 @@ Value shown(const Op& op) {
 Op::Answer string_answer(const Value& r, const Value& subject) {
   const std::string& s = r.s.unread();
   if (s.empty()) return Op::Answer::kEmpty;
+  if (!subject.is_str()) return Op::Answer::kLeaf;  // a dump of a record's dict
   return r.s == subject.s || s == subject.s.unread() ? Op::Answer::kSame : Op::Answer::kLeaf;
 }
 
@@ -283,7 +292,11 @@ void saw_tree(const Value& v) {
       for (const Value& x : v.list->items) saw_tree(x);
       break;
     case Kind::kDict:
-      for (const auto& kv : v.dict->items) saw_tree(kv.second);
+      if (v.dict->hole != DictObj::kNoHole) {
+        w->reads.push_back(v.dict->hole);
+        break;
+      }
+      for (const auto& kv : v.dict->items()) saw_tree(kv.second);
       break;
     default: break;
   }

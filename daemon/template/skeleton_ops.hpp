@@ -95,10 +95,11 @@ class Answers {
     text_.clear();
   }
   std::size_t size() const { return text_.size(); }
-  // A str, held by the Answers.
+  // A str (or a record's dict, a hole whose text is never asked), held by
+  // the Answers.
   void push(Value v) {
     values_.push_back(std::move(v));
-    text_.push_back(values_.back().s.unread());
+    text_.push_back(values_.back().is_str() ? std::string_view(values_.back().s.unread()) : std::string_view());
   }
   // A part of another leaf's bytes.
   void push_part(std::string_view part) {

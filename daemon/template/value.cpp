@@ -91,7 +91,7 @@ class Recycler {
       }
       case RefCounted::Type::kDict: {
         auto* o = const_cast<DictObj*>(static_cast<const DictObj*>(p));
-        const std::size_t cap = o->items.capacity() * sizeof(o->items[0]);
+        const std::size_t cap = o->unread_items().capacity() * sizeof(o->unread_items()[0]);
         if (cap > kMaxBuffer) return false;
         o->clear();
         if (t.count >= kMaxObjects || t.bytes + cap > kMaxBytes) return false;
@@ -177,13 +177,15 @@ class Recycler {
     o->refs_.store(1, std::memory_order_relaxed);
     return o;
   }
+  static std::size_t capacity(const ListObj& o) noexcept { return o.items.capacity(); }
+  static std::size_t capacity(const DictObj& o) noexcept { return o.unread_items().capacity(); }
   template <class T>
   static T* take(Stack<T>& st, std::size_t item) noexcept {
     Pools& t = tl_pools;
     if (current_budget() != nullptr) return nullptr;
     T* o = st.pop();
     if (!o) return nullptr;
-    t.bytes -= o->items.capacity() * item;
+    t.bytes -= capacity(*o) * item;
     return revive(t, o);
   }
 };
@@ -303,7 +305,7 @@ bool equal(const Value& a, const Value& b) {
     }
     case Kind::kDict: {
       if (a.ns || b.ns) return a.dict == b.dict;
-      const auto &x = a.dict->items, &y = b.dict->items;
+      const auto &x = a.dict->items(), &y = b.dict->items();
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* o = b.dict->find(k);
@@ -501,7 +503,7 @@ void append_repr(const Value& v, std::string& out) {
       }
       out += '{';
       bool first = true;
-      for (const auto& [k, x] : v.dict->items) {
+      for (const auto& [k, x] : v.dict->items()) {
         if (!first) out += ", ";
         first = false;
         append_repr(v.dict->key(k), out);
@@ -520,17 +522,17 @@ void append_repr(const Value& v, std::string& out) {
 
 std::size_t DictObj::indexed(std::string_view key) const {
   for (int pass = 0; pass < 2; ++pass) {
-    if (index_size_ != items.size() || pass == 1) {
+    if (index_size_ != items_.size() || pass == 1) {
       index_.clear();
-      index_.reserve(items.size());
-      for (std::size_t i = 0; i < items.size(); ++i) index_.emplace(items[i].first, i);  // first of duplicates wins
-      index_size_ = items.size();
+      index_.reserve(items_.size());
+      for (std::size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);  // first of duplicates wins
+      index_size_ = items_.size();
     }
     auto it = index_.find(key);
-    if (it == index_.end()) return items.size();
-    if (it->second < items.size() && items[it->second].first == key) return it->second;
+    if (it == index_.end()) return items_.size();
+    if (it->second < items_.size() && items_[it->second].first == key) return it->second;
   }
-  return items.size();
+  return items_.size();
 }
 
 std::string str_key(std::string_view s) {
@@ -623,33 +625,34 @@ Value key_value(const std::string& key) {
 }
 
 Value DictObj::key(const std::string& k) const {
-  if (!key_objs.empty() && k.size() > 1 && k[0] == '\x01' && (k[1] == 'i' || k[1] == 't'))
-    for (const auto& [stored, obj] : key_objs)
+  look();
+  if (!key_objs_.empty() && k.size() > 1 && k[0] == '\x01' && (k[1] == 'i' || k[1] == 't'))
+    for (const auto& [stored, obj] : key_objs_)
       if (stored == k) return obj;
   return key_value(k);
 }
 
 void DictObj::set_key(const Value& key, Value v) {
   std::string k = key_of(key);
-  const std::size_t n = items.size();
+  const std::size_t n = items_.size();
   set(k, std::move(v));
-  if (items.size() > n && (key.kind == Kind::kBool || (key.kind == Kind::kFloat && k[1] == 'i') || key.is_list()))
-    key_objs.emplace_back(std::move(k), key);
+  if (items_.size() > n && (key.kind == Kind::kBool || (key.kind == Kind::kFloat && k[1] == 'i') || key.is_list()))
+    key_objs_.emplace_back(std::move(k), key);
 }
 
 void DictObj::set_from(const DictObj& src, const std::string& k, Value v) {
-  const std::size_t n = items.size();
+  const std::size_t n = items_.size();
   set(k, std::move(v));
-  if (items.size() > n && !src.key_objs.empty()) {
+  if (items_.size() > n && !src.key_objs().empty()) {
     Value obj = src.key(k);
-    if (obj.kind == Kind::kBool || obj.kind == Kind::kFloat || obj.is_list()) key_objs.emplace_back(k, std::move(obj));
+    if (obj.kind == Kind::kBool || obj.kind == Kind::kFloat || obj.is_list()) key_objs_.emplace_back(k, std::move(obj));
   }
 }
 
 std::string_view key_json(const DictObj& d, const std::string& k, std::string& buf) {
   if (k.size() > 1 && k[0] == '\x01' && k[1] == 't')
     throw Error("keys must be str, int, float, bool or None, not tuple");
-  if (!d.key_objs.empty() || (k.size() > 1 && k[0] == '\x01' && k[1] == 'f')) {
+  if (!d.key_objs().empty() || (k.size() > 1 && k[0] == '\x01' && k[1] == 'f')) {
     Value obj = d.key(k);
     if (obj.kind == Kind::kBool) return obj.b ? "true" : "false";
     if (obj.kind == Kind::kFloat) {

@@ -357,13 +357,41 @@ struct ListObj : RefCounted {
 // An insertion-ordered dict with string keys (what JSON and templates build).
 // A big one (a record may hold 100k keys) finds keys through a hash index,
 // built on first need and rebuilt when `items` changed size behind its back.
+//
+// A skeleton's dict may stand for a record's whose keys and values are not
+// part of the record's shape (a tool call's arguments: docs/chat_templates.md,
+// "One render per shape"): its `hole` is then the record's dict's leaf, and
+// any look at its items or keys is a read of the hole (skeleton::saw_hole).
+// Only its kind and that it is not empty (both in the shape) are not.
 struct DictObj : RefCounted {
+  static constexpr uint32_t kNoHole = ~0u;
   DictObj() noexcept : RefCounted(Type::kDict) {}
-  std::vector<std::pair<std::string, Value>> items;
+  // The items, read.
+  std::vector<std::pair<std::string, Value>>& items() noexcept {
+    look();
+    return items_;
+  }
+  const std::vector<std::pair<std::string, Value>>& items() const noexcept {
+    look();
+    return items_;
+  }
+  // The items, for what does not depend on them: a skeleton's own walk
+  // (template/skeleton_ops.cpp) and the value pool.
+  const std::vector<std::pair<std::string, Value>>& unread_items() const noexcept { return items_; }
+  bool empty() const noexcept { return items_.empty(); }
+  uint32_t hole = kNoHole;
   // The keys whose object is not what their stored form reads back as: a
   // bool or a float equal to an int (True and 1.0 are the key 1; Python
   // keeps the object first inserted for a key). Empty in nearly every dict.
-  std::vector<std::pair<std::string, Value>> key_objs;
+  // (Read through key_objs(), like the items.)
+  std::vector<std::pair<std::string, Value>>& key_objs() noexcept {
+    look();
+    return key_objs_;
+  }
+  const std::vector<std::pair<std::string, Value>>& key_objs() const noexcept {
+    look();
+    return key_objs_;
+  }
   // The object of the stored key `k` (key_value(k) but for key_objs).
   Value key(const std::string& k) const;
   // set() of the key object `key`, keeping its object where it is a new key.
@@ -375,12 +403,13 @@ struct DictObj : RefCounted {
     if (!index_.empty()) index_.clear();
     index_size_ = 0;
   }
-  // Empties the dict, keeping its buffer.
+  // Empties the dict, keeping its buffer (and makes it no skeleton's).
   void clear() noexcept {
-    items.clear();
-    key_objs.clear();
+    items_.clear();
+    key_objs_.clear();
     if (!index_.empty()) index_.clear();
     index_size_ = 0;
+    hole = kNoHole;
   }
   // Whether the key `k` is `key`: keys of one length mostly differ in their
   // first byte, which rules them out at once.
@@ -388,41 +417,49 @@ struct DictObj : RefCounted {
     return k.size() == key.size() && (key.empty() || (k[0] == key[0] && bytes_equal(k.data(), key.data(), k.size())));
   }
   const Value* find(std::string_view key) const {
-    if (items.size() <= kLinear) {
-      for (const auto& [k, v] : items)
+    look();
+    if (items_.size() <= kLinear) {
+      for (const auto& [k, v] : items_)
         if (same_key(k, key)) return &v;
       return nullptr;
     }
     std::size_t at = indexed(key);
-    return at < items.size() ? &items[at].second : nullptr;
+    return at < items_.size() ? &items_[at].second : nullptr;
   }
   void set(std::string_view key, Value v) {
-    if (items.size() <= kLinear) {
-      for (auto& [k, old] : items)
+    look();
+    if (items_.size() <= kLinear) {
+      for (auto& [k, old] : items_)
         if (same_key(k, key)) {
           old = std::move(v);
           return;
         }
-    } else if (std::size_t at = indexed(key); at < items.size()) {
-      items[at].second = std::move(v);
+    } else if (std::size_t at = indexed(key); at < items_.size()) {
+      items_[at].second = std::move(v);
       return;
     }
-    items.emplace_back(std::string(key), std::move(v));
+    items_.emplace_back(std::string(key), std::move(v));
     // A small dict has no index; a big one's stays complete as it grows.
-    if (index_size_ != 0 && index_size_ + 1 == items.size())
-      index_.emplace(items.back().first, items.size() - 1), ++index_size_;
+    if (index_size_ != 0 && index_size_ + 1 == items_.size())
+      index_.emplace(items_.back().first, items_.size() - 1), ++index_size_;
   }
 
  private:
+  void look() const noexcept {
+    if (hole != kNoHole) [[unlikely]]
+      skeleton::saw_hole(hole);
+  }
   static constexpr std::size_t kLinear = 16;
   struct Hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
-  // The position of `key`, or items.size().
+  // The position of `key`, or items_.size().
   std::size_t indexed(std::string_view key) const;
+  std::vector<std::pair<std::string, Value>> items_;
+  std::vector<std::pair<std::string, Value>> key_objs_;
   mutable std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
-  mutable std::size_t index_size_ = 0;  // items.size() when index_ was last complete
+  mutable std::size_t index_size_ = 0;  // items_.size() when index_ was last complete
 };
 
 struct FuncObj : RefCounted {
@@ -458,7 +495,7 @@ inline bool truthy(const Value& v) noexcept {
     case Kind::kFloat: return v.f != 0.0;
     case Kind::kStr: return !v.s.unread().empty();
     case Kind::kList: return v.gen || !v.list->items.empty();
-    case Kind::kDict: return v.ns || !v.dict->items.empty();
+    case Kind::kDict: return v.ns || !v.dict->empty();
     case Kind::kFunc: return true;
   }
   return false;

@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ctx = parse_json(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
                          "bos_token": "<s>", "add_generation_prompt": false})");
   }
-  Vars vars(ctx.dict->items.begin(), ctx.dict->items.end());
+  Vars vars(ctx.dict->items().begin(), ctx.dict->items().end());
   RenderLimits limits;
   limits.max_steps = 20000;
   limits.max_output = 1 << 20;

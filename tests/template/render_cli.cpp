@@ -40,7 +40,7 @@ bool render_case(const std::string& source, const Value& ctx, std::string& text,
     return false;
   }
   Vars vars;
-  if (ctx.is_dict()) vars.assign(ctx.dict->items.begin(), ctx.dict->items.end());
+  if (ctx.is_dict()) vars.assign(ctx.dict->items().begin(), ctx.dict->items().end());
   try {
     text = t.render(vars, limits);
     return true;
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   while (std::getline(cf, line)) {
     if (line.empty()) continue;
     Value ctx = parse_json(line);
-    Vars vars(ctx.dict->items.begin(), ctx.dict->items.end());
+    Vars vars(ctx.dict->items().begin(), ctx.dict->items().end());
     std::string out;
     Spans spans;
     try {

@@ -46,10 +46,10 @@ bool identical(const Value& a, const Value& b) {
       return true;
     }
     case Kind::kDict: {
-      if (a.dict->items.size() != b.dict->items.size()) return false;
-      for (std::size_t i = 0; i < a.dict->items.size(); ++i)
-        if (a.dict->items[i].first != b.dict->items[i].first ||
-            !identical(a.dict->items[i].second, b.dict->items[i].second))
+      if (a.dict->items().size() != b.dict->items().size()) return false;
+      for (std::size_t i = 0; i < a.dict->items().size(); ++i)
+        if (a.dict->items()[i].first != b.dict->items()[i].first ||
+            !identical(a.dict->items()[i].second, b.dict->items()[i].second))
           return false;
       return true;
     }
@@ -224,7 +224,7 @@ TEST_CASE("records: a message key whose value is null is left out, as transforme
   REQUIRE(m.reason.empty());
   const auto& msgs = m.messages.list->items;
   REQUIRE(msgs.size() == 2);
-  CHECK(msgs[0].dict->items.size() == 2);
+  CHECK(msgs[0].dict->items().size() == 2);
   CHECK(msgs[0].dict->find("name") == nullptr);
   CHECK(msgs[1].dict->find("content") == nullptr);
   // Only the message's own keys: a null inside a tool call stays.

@@ -24,7 +24,7 @@ namespace {
 std::string render(const std::string& src, const std::string& ctx_json = "{}", tmpl::RenderLimits limits = {}) {
   Template t = Template::parse(src);
   Value ctx = tmpl::parse_json(ctx_json);
-  tmpl::Vars vars(ctx.dict->items.begin(), ctx.dict->items.end());
+  tmpl::Vars vars(ctx.dict->items().begin(), ctx.dict->items().end());
   return t.render(vars, limits);
 }
 
@@ -165,7 +165,7 @@ TEST_CASE("a dict with 100k keys is built and read in linear time") {
   CHECK(ours < 10 * map);
   Value v = tmpl::parse_json(j);
   CHECK(v.dict->find("k100000") == nullptr);
-  CHECK(v.dict->items[12345].first == "k12345");  // insertion order kept
+  CHECK(v.dict->items()[12345].first == "k12345");  // insertion order kept
 }
 
 TEST_CASE("a reuse scope keeps freed small blocks for the next allocation of their size, 4 MiB at most") {

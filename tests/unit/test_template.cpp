@@ -22,7 +22,7 @@ namespace {
 std::string render(const std::string& src, const std::string& ctx_json = "{}") {
   Template t = Template::parse(src);
   Value ctx = tmpl::parse_json(ctx_json);
-  tmpl::Vars vars(ctx.dict->items.begin(), ctx.dict->items.end());
+  tmpl::Vars vars(ctx.dict->items().begin(), ctx.dict->items().end());
   tmpl::RenderLimits limits;
   limits.max_steps = 100000;
   tmpl::parse_instant("2024-07-26T13:05:00", limits.now);
@@ -497,7 +497,7 @@ TEST_CASE("records: duplicate JSON keys keep the last value at the first one's p
   CHECK(tmpl::to_str(tmpl::parse_json(R"({"a": 1, "b": 2, "a": 3, "\u0001x": 4, "\u0001x": 5})")) ==
         "{'a': 3, 'b': 2, '\\x01x': 5}");
   Value d = tmpl::parse_json(big);
-  CHECK(d.dict->items.size() == 20);
+  CHECK(d.dict->items().size() == 20);
   const Value* k15 = d.dict->find("k15");
   REQUIRE(k15 != nullptr);
   CHECK(k15->i == 115);

@@ -21,7 +21,7 @@ std::string render(const std::string& src, const std::string& ctx_json = "{}",
                    const char* instant = "2024-07-26T13:05:00") {
   Template t = Template::parse(src);
   Value ctx = tmpl::parse_json(ctx_json);
-  tmpl::Vars vars(ctx.dict->items.begin(), ctx.dict->items.end());
+  tmpl::Vars vars(ctx.dict->items().begin(), ctx.dict->items().end());
   tmpl::RenderLimits limits;
   limits.max_steps = 100000;
   tmpl::parse_instant(instant, limits.now);

@@ -96,6 +96,18 @@ Outcome outcome(const std::string& reason, const text::Rendered& r) {
   return o;
 }
 
+// Renders the record `rec` (JSON, no tools) both ways under the default
+// loss: the same outcome.
+void require_as_direct(const text::ChatSpec& spec, const std::string& rec) {
+  const Value doc = tmpl::parse_json(rec);
+  const Value& messages = *doc.dict->find("messages");
+  text::Rendered a, b;
+  const Outcome served = outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
+  const Outcome direct =
+      outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
+  REQUIRE(served == direct);
+}
+
 // Renders `n` records both ways under each loss (a template of its own,
 // whose shapes start empty); returns the shapes' counts, added up.
 text::ShapeStats check_template(const std::string& src, int n, unsigned seed, bool plain = false) {
@@ -187,19 +199,103 @@ TEST_CASE("shapes: tojson of a tool call's arguments answered from the record") 
                             "\"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": " +
                             args + "}}]}, {\"role\": \"tool\", \"content\": " + value() +
                             "}, {\"role\": \"assistant\", \"content\": " + value() + "}]}";
-    const Value doc = tmpl::parse_json(rec);
-    const Value& messages = *doc.dict->find("messages");
-    text::Rendered a, b;
-    const Outcome served =
-        outcome(text::render_labeled(spec, messages, Value::none(), text::Loss::kAllAssistant, a), a);
-    const Outcome direct =
-        outcome(text::render_labeled_direct(spec, messages, Value::none(), text::Loss::kAllAssistant, b), b);
     INFO("record ", k, ": ", rec);
-    REQUIRE(served == direct);
+    require_as_direct(spec, rec);
   }
   const auto st = text::render_shape_stats(spec);
   CHECK(st.records == 400);
   CHECK(st.served > 380);  // six shapes: `n` absent, 0 or 1; `tags` or not
+}
+
+// Tool calls whose arguments differ from record to record in their keys,
+// their numbers and their nesting; one in ten empty, one in ten a JSON
+// string.
+std::string tool_call_record(std::mt19937& rng) {
+  static const char* kKeys[] = {"city", "n", "query", "code", "unit", "tags", "deep"};
+  auto value = [&](int depth) -> std::string {
+    switch (rng() % (depth > 1 ? 4 : 6)) {
+      case 0: return std::to_string(static_cast<int>(rng() % 2000) - 1000);
+      case 1: return rng() % 2 ? "true" : "null";
+      case 2: return std::to_string(rng() % 100) + ".5";
+      case 3: return "\"Paris \\\"x\\\" \\u00e9\"";
+      case 4: return "[1, \"a\", {\"k\": " + std::to_string(rng() % 7) + "}]";
+      default: return "{\"inner\": " + std::to_string(rng() % 9) + "}";
+    }
+  };
+  std::string args;
+  if (rng() % 10 == 0) {
+    args = "{}";
+  } else if (rng() % 10 == 0) {
+    args = "\"{\\\"city\\\": \\\"Paris\\\"}\"";
+  } else {
+    args = "{";
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 4); k < n; ++k)
+      args += std::string(k ? ", " : "") + "\"" + kKeys[(k + rng()) % std::size(kKeys)] + "\": " + value(0);
+    args += "}";
+  }
+  return "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"content\": "
+         "\"\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": " +
+         args + "}}]}, {\"role\": \"tool\", \"content\": \"sunny\"}, {\"role\": \"assistant\", \"content\": \"ok\"}]}";
+}
+
+TEST_CASE("shapes: a tool call's arguments one hole where the template only dumps them") {
+  // Arguments whose keys and numbers differ in every record are not part of
+  // the shape where the template only dumps them (and tests their type):
+  // one skeleton serves them all.
+  const std::string dumped =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% for tc in m.tool_calls or [] %}"
+      "{% set a = tc.function.arguments %}<call>{{ tc.function.name }} "
+      "{% if a is string %}{{ a }}{% else %}{{ a | tojson }}{% endif %}</call>{% endfor %}|{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  // Templates that look into the arguments, each its own way: every look is
+  // a read, and the arguments' keys and values join the shape.
+  const char* kLooks[] = {"{{ a | length }}",
+                          "{{ 'city' in a }}",
+                          "{{ a.city }}",
+                          "{{ a['n'] }}",
+                          "{{ a.get('n', 7) }}",
+                          "{% for k, v in a.items() %}{{ k }}={{ v }};{% endfor %}",
+                          "{% for k, v in a | items %}<{{ k }}>{{ v | tojson }}</{{ k }}>{% endfor %}",
+                          "{% for k in a %}{{ k }},{% endfor %}",
+                          "{{ a | dictsort }}",
+                          "{{ a }}",
+                          "{{ a | string }}",
+                          "{{ a | list }}",
+                          "{{ a | tojson(indent=2) }}",
+                          "{{ a == {} }}",
+                          "{{ a | attr('city') }}",
+                          "{{ a.keys() | list | length }}",
+                          "{% if a %}full{% else %}empty{% endif %}",
+                          "{{ (a | tojson) | length }}",
+                          "{% set ns = namespace(args=a) %}{{ ns.args | tojson }}",
+                          "{% macro dump(x) %}{{ x | tojson }}{% endmacro %}{{ dump(a) }}",
+                          "{{ {'name': tc.function.name, 'arguments': a} | tojson }}",
+                          "{{ tc.function | tojson }}",
+                          "{{ a | tojson | replace('\"', \"'\") }}",
+                          "{% set b = dict(a) %}{{ b | tojson }}",
+                          "{{ a is mapping }}{{ a is defined }}{{ a is none }}"};
+  auto check = [](const std::string& src, int n, unsigned seed) {
+    const text::ChatSpec spec = spec_of(src);
+    std::mt19937 rng(seed);
+    for (int k = 0; k < n; ++k) {
+      const std::string rec = tool_call_record(rng);
+      INFO("template ", src, "\nrecord ", k, ": ", rec);
+      require_as_direct(spec, rec);
+    }
+    return text::render_shape_stats(spec);
+  };
+  const auto st = check(dumped, 400, 31);
+  CHECK(st.records == 400);
+  CHECK(st.served > 380);  // three shapes: arguments a dict, empty, or a string
+  for (const char* look : kLooks) {
+    const std::string src =
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% for tc in m.tool_calls or [] %}"
+        "{% set a = tc.function.arguments %}<call>{% if a is mapping %}" +
+        std::string(look) +
+        "{% else %}{{ a }}{% endif %}</call>{% endfor %}|{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}";
+    check(src, 150, 32);
+  }
 }
 
 TEST_CASE("shapes: strips served as parts of the record's strings, and asked again") {
