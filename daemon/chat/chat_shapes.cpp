@@ -60,11 +60,13 @@ class Paths {
   static constexpr uint32_t kMessages = 0;
   static constexpr uint32_t kTools = 1;  // every path in the tools
 
-  // The messages' own dicts are read by every template: their keys are
-  // part of the shape from the start.
-  Paths() : nodes_(3) {
-    nodes_[kMessages].items = 2;
-    nodes_[2].read = true;
+  // Dicts every template looks into are part of the shape from the start:
+  // the messages, and their tool calls with their functions (a template
+  // that reads a tool call's name). What is below them, a function's
+  // arguments, is a hole until a template looks into it.
+  Paths() : nodes_(2) {
+    const uint32_t message = items(kMessages), call = items(key(message, "tool_calls", 0));
+    for (uint32_t node : {message, call, key(call, "function", 0)}) nodes_[node].read = true;
   }
 
   // The node of key `k` of a dict at `parent`, or kNone past the limits.
@@ -73,9 +75,9 @@ class Paths {
   uint32_t key(uint32_t parent, std::string_view k, std::size_t index) {
     if (parent == kTools) return kTools;
     auto& keys = nodes_[parent].keys;
-    if (index < keys.size() && keys[index].first == k) return keys[index].second;
+    if (index < keys.size() && tmpl::DictObj::same_key(keys[index].first, k)) return keys[index].second;
     for (const auto& [name, node] : keys)
-      if (name == k) return node;
+      if (tmpl::DictObj::same_key(name, k)) return node;
     if (keys.size() >= kMaxKeys || nodes_.size() >= kMaxNodes) return kNone;
     const auto node = static_cast<uint32_t>(nodes_.size());
     keys.emplace_back(std::string(k), node);
@@ -164,6 +166,12 @@ class Walk {
   void tag(char c) { *room(1) = c; }
   // A tag, then n in 7-bit groups, low first (a set high bit: more follow).
   void put(char c, uint64_t n) {
+    if (n < 0x80) {  // most: one byte
+      char* at = room(2);
+      at[0] = c;
+      at[1] = static_cast<char>(n);
+      return;
+    }
     char* at = room(11);
     *at++ = c;
     for (; n >= 0x80; n >>= 7) *at++ = static_cast<char>(n | 0x80);
