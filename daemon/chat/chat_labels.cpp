@@ -109,6 +109,18 @@ std::size_t common_bytes(std::string_view a, std::string_view b, std::size_t kno
   return k;
 }
 
+// Under a skeleton's render (template/skeleton.hpp): where texts a and b,
+// equal before byte k, differ inside two sentinels that start at the same
+// byte (two holes' sentinels differ only in their numbers), that byte: the
+// record's texts differ there where the holes' strings' first bytes do (the
+// Split that check_skeleton_split keeps). Else k.
+std::size_t at_sentinels(std::string_view a, std::string_view b, std::size_t k) {
+  namespace sk = tmpl::skeleton;
+  if (!sk::tl_watch || k >= a.size() || k >= b.size()) return k;
+  const std::size_t s = sk::covering(a, k);
+  return s != std::string_view::npos && s < k && sk::covering(b, k) == s ? s : k;
+}
+
 // Under a skeleton's render (template/skeleton.hpp): whether texts that
 // agree on their first k bytes and differ at byte k (or where one ends)
 // agree on as many bytes of the record's texts, as far as byte `from` (the
@@ -137,7 +149,7 @@ void check_skeleton_split(std::string_view a, std::string_view b, std::size_t k,
 // s's (both start with that much of the full render).
 bool starts_with(const std::string& s, const std::string& p, std::size_t known = 0) {
   if (tmpl::skeleton::tl_watch) {
-    const std::size_t k = common_bytes(s, p, known);
+    const std::size_t k = at_sentinels(s, p, common_bytes(s, p, known));
     check_skeleton_split(s, p, k, k);
   }
   if (p.size() > s.size()) return false;
@@ -148,7 +160,7 @@ bool starts_with(const std::string& s, const std::string& p, std::size_t known =
 // The length of the longest common prefix of a and b, in whole characters;
 // their first `known` bytes are known to be the same.
 std::size_t common_prefix(std::string_view a, std::string_view b, std::size_t known = 0) {
-  std::size_t n = std::min(a.size(), b.size()), k = common_bytes(a, b, known);
+  std::size_t n = std::min(a.size(), b.size()), k = at_sentinels(a, b, common_bytes(a, b, known));
   const std::size_t split = k;
   while (k > 0 && k < n && (static_cast<unsigned char>(a[k]) & 0xC0) == 0x80) --k;  // not inside a UTF-8 sequence
   check_skeleton_split(a, b, split, k);

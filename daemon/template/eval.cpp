@@ -192,8 +192,12 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
 // `op`: == != in notin < > <= >= (told apart by their first byte and length).
 bool compare(const std::string& op, const Value& a, const Value& b) {
   switch (op[0]) {
-    case '=': return equal(a, b);
-    case '!': return !equal(a, b);
+    case '=':
+    case '!': {
+      bool r;
+      if (!(skeleton::tl_watch && skeleton::ask_equal(a, b, r))) r = equal(a, b);
+      return op[0] == '=' ? r : !r;
+    }
     case 'i': return contains(b, a);
     case 'n': return !contains(b, a);
     default: break;
@@ -243,6 +247,22 @@ std::vector<std::size_t> slice_indices(int64_t n, const Value& start, const Valu
   return idx;
 }
 
+// A filter of a list or dict under a skeleton's render: where it reads the
+// first sentinel, every sentinel in its subject is noted read along with
+// it (it may read them all). A filter that reads none (`selectattr` of a
+// path the shape holds) notes none.
+Value filter_watched(Interp& in, FilterFn f, Value& subject, Args& args) {
+  skeleton::Watch& w = *skeleton::tl_watch;
+  const bool before = w.read;
+  const std::size_t noted = w.reads.size();
+  skeleton::saw_tree(subject);
+  Value r = f(in, subject, args);
+  if (before || !w.read) w.reads.resize(noted);
+  return r;
+}
+
+}  // namespace
+
 // obj[a:b:c] as Python slices (jinja2 compiles a slice to plain Python,
 // not to its getitem): a str, list or tuple, else a TypeError.
 Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
@@ -288,6 +308,8 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
   }
   return Value::undefined();
 }
+
+namespace {
 
 Value unary(bool neg, const Value& v) {
   check_defined(v);
@@ -534,8 +556,15 @@ Value eval(Interp& in, const Expr& e) {
       for (int k = 0; k < 3; ++k)
         if (e.a[1 + k]) parts[k] = operand(in, *e.a[1 + k]);
       in.pos = e.pos;
-      if (!tracking(in)) return slice(obj, parts[0], parts[1], parts[2]);
-      Value out = slice(obj, parts[0], parts[1], parts[2]);
+      Value out;
+      if (skeleton::tl_watch && obj.is_str()) [[unlikely]] {
+        if (!skeleton::ask_slice(obj, parts[0], parts[1], parts[2], out))
+          out = slice(obj, parts[0], parts[1], parts[2]);
+      } else {
+        if (!tracking(in)) return slice(obj, parts[0], parts[1], parts[2]);
+        out = slice(obj, parts[0], parts[1], parts[2]);
+      }
+      if (!tracking(in)) return out;
       in.track->slice(obj, parts[0], parts[1], parts[2], out);
       return out;
     }
@@ -579,10 +608,10 @@ Value eval(Interp& in, const Expr& e) {
       in.pos = e.pos;
       if (!e.filter) throw Error("No filter named '" + e.name + "'.");
       if (e.sig) check_call(*e.sig, e.name, args);
-      if (skeleton::tl_watch) [[unlikely]] {
+      if (skeleton::tl_watch && (subject.is_list() || subject.is_dict() || subject.is_str())) [[unlikely]] {
         Value r;
         if (skeleton::ask_filter(in, e.filter, subject, args, r)) return r;
-        if (subject.is_list() || subject.is_dict()) skeleton::saw_tree(subject);
+        if (!subject.is_str()) return filter_watched(in, e.filter, subject, args);
       }
       return e.filter(in, subject, args);
     }

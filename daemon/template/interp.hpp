@@ -300,6 +300,8 @@ Value make_range(int64_t start, int64_t stop, int64_t step, Interp* in);
 Value get_item(const Value& obj, const Value& key);
 Value get_attr(const Value& obj, std::string_view name);
 bool contains(const Value& container, const Value& item);
+// obj[a:b:c], as Python slices it (eval.cpp).
+Value slice(const Value& obj, const Value& a, const Value& b, const Value& c);
 // Throws Python's "unhashable type" for a list or dict (or a tuple holding one).
 void require_hashable(const Value& v);
 // Iterates `v` as Python's for does (dict → keys); Undefined is empty.

@@ -137,6 +137,8 @@ Value apply(const Op& op, const Value& subject) {
       return op.filter(replay_interp(), s, args);
     }
     case Op::Kind::kIn: return Value::boolean(contains(subject, args.pos[0]));
+    case Op::Kind::kSlice: return slice(subject, args.pos[0], args.pos[1], args.pos[2]);
+    case Op::Kind::kEqual: return Value::boolean(equal(subject.list->items[0], subject.list->items[1]));
   }
   return Value();
 }
@@ -145,11 +147,19 @@ bool plain_str(const Value& v) { return v.is_str() && !v.markup; }
 
 bool same_value(const Value& a, const Value& b) { return a.kind == b.kind && a.markup == b.markup && equal(a, b); }
 
+// Whether two trees are the same objects (an equality's: its two operands).
+bool same_tree(const Op& a, const Op& b) {
+  if (a.tree.kind == Kind::kUndefined) return true;
+  if (a.kind != Op::Kind::kEqual) return a.tree.s.raw() == b.tree.s.raw();
+  const auto &x = a.tree.list->items, &y = b.tree.list->items;
+  return x[0].s.raw() == y[0].s.raw() && x[1].s.raw() == y[1].s.raw();
+}
+
 // Whether a and b ask the same of the same leaf (with plain arguments).
 bool same_question(const Op& a, const Op& b) {
   if (a.kind != b.kind || a.subject != b.subject || a.name != b.name || a.filter != b.filter ||
       a.args.pos.size() != b.args.pos.size() || a.args.kw.size() != b.args.kw.size() || a.tree.kind != b.tree.kind ||
-      (a.tree.kind != Kind::kUndefined && a.tree.s.raw() != b.tree.s.raw()))
+      !same_tree(a, b))
     return false;
   for (std::size_t k = 0; k < a.args.pos.size(); ++k)
     if (!same_value(a.args.pos[k], b.args.pos[k])) return false;
@@ -241,8 +251,8 @@ bool ask(Op op, const Value& subject, Value& out) {
   Trace& t = *w->trace;
   static const FilterFn kToJson = find_filter("tojson");
   int64_t leaf = whole(subject, t);
-  if (leaf < 0 && op.kind == Op::Kind::kFilter && op.filter == kToJson && op.args.pos.empty() && op.args.kw.empty() &&
-      (subject.is_seq() || subject.is_dict())) {
+  const bool dump = op.kind == Op::Kind::kFilter && op.filter == kToJson && op.args.pos.empty() && op.args.kw.empty();
+  if (leaf < 0 && (dump || op.kind == Op::Kind::kEqual) && (subject.is_seq() || subject.is_dict())) {
     int left = 4096;
     if (!leaf_tree(subject, t, leaf, left)) return false;
     if (leaf >= 0) op.tree = subject;  // the same object asked again is the same question
@@ -328,6 +338,27 @@ bool ask_in(const Value& subject, const Value& needle, bool& out) {
   if (!ask(std::move(op), subject, r)) return false;
   out = r.b;
   return true;
+}
+
+bool ask_equal(const Value& a, const Value& b, bool& out) {
+  if (a.kind != b.kind || !(a.is_seq() || a.is_dict())) return false;
+  if (a.s.raw() == b.s.raw()) {
+    out = true;  // one object: equal whatever its strings (Python's identity first)
+    return true;
+  }
+  Op op;
+  op.kind = Op::Kind::kEqual;
+  Value r;
+  if (!ask(std::move(op), Value::new_list({a, b}), r)) return false;
+  out = r.b;
+  return true;
+}
+
+bool ask_slice(const Value& subject, const Value& a, const Value& b, const Value& c, Value& out) {
+  Op op;
+  op.kind = Op::Kind::kSlice;
+  op.args.pos = {a, b, c};
+  return ask(std::move(op), subject, out);
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // Operations on a record's strings that a skeleton's render asks the record
-// for (template/skeleton.hpp): a string method, a filter of a string or an
-// `in` test whose subject is one whole sentinel and whose arguments are
-// plain. The record's string answers, and the answer is kept: a boolean, a
+// for (template/skeleton.hpp): a string method, a filter of a string, a
+// slice or an `in` test whose subject is one whole sentinel and whose
+// arguments are plain. The record's string answers, and the answer is kept: a boolean, a
 // number or None as it is, a string as a new leaf (its own sentinel, or the
 // empty string), a list of strings as a leaf per item. Another record of the
 // shape renders as the skeleton did where the same operations, asked again
@@ -19,14 +19,14 @@
 namespace tokfeed::tmpl::skeleton {
 
 struct Op {
-  enum class Kind : uint8_t { kMethod, kFilter, kIn };
+  enum class Kind : uint8_t { kMethod, kFilter, kIn, kSlice, kEqual };
   // kSame: the subject's string itself (an operation that changed nothing).
   enum class Answer : uint8_t { kValue, kLeaf, kEmpty, kSame, kList };
   Kind kind = Kind::kMethod;
   uint32_t subject = 0;  // the leaf asked
   std::string name;      // the method
   FilterFn filter = nullptr;
-  Args args;  // the needle of `in`
+  Args args;  // the needle of `in`; a slice's start, stop and step
   Answer answer = Answer::kValue;
   Value value;                 // kValue: the answer
   uint32_t first = 0;          // kLeaf, kList: the (first) leaf it made
@@ -35,7 +35,7 @@ struct Op {
   // A bare `tojson` of a list or dict (a tool call's arguments): the
   // skeleton's subject, each of its strings one whole sentinel or none
   // (`subject` is its first leaf). The record's is the same with each
-  // sentinel's string in its place.
+  // sentinel's string in its place. kEqual: the two operands, as a list.
   Value tree;
 };
 
@@ -74,6 +74,11 @@ struct Trace {
 bool ask_method(const Value& subject, std::string_view name, const Args& args, Value& out);
 bool ask_filter(const Interp& in, FilterFn f, const Value& subject, const Args& args, Value& out);
 bool ask_in(const Value& subject, const Value& needle, bool& out);
+// a == b of two lists or dicts (two messages): answered from the same with
+// the record's strings in place.
+bool ask_equal(const Value& a, const Value& b, bool& out);
+// subject[a:b:c], its bounds each an int or None.
+bool ask_slice(const Value& subject, const Value& a, const Value& b, const Value& c, Value& out);
 
 // Under a Watch with a trace: whether the record's texts for the
 // skeleton's texts `a` and `b`, equal before byte k, where a sentinel
