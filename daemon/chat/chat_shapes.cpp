@@ -379,9 +379,10 @@ struct Rendering {
   // is alike there too renders directly, with no skeleton of its own.
   std::optional<sk::Split> stuck;
   // (!ok) The skeleton's renders refused it, having read none of its
-  // strings, asked them nothing and compared no text at a hole: every
-  // record of the shape is refused as well (but where a limit falls
-  // otherwise), and renders directly without a skeleton of its own.
+  // strings and been undecided nowhere: every record of the shape whose
+  // answers and splits are `ops` and `splits` is refused as well (but where
+  // a limit falls otherwise), and renders directly without a skeleton of
+  // its own.
   bool refused = false;
 };
 
@@ -421,7 +422,7 @@ class Shapes {
             ++credit_;
             return {};
           }
-          stuck = stuck || r.refused || (r.stuck && stuck_again(r, w));
+          stuck = stuck || (r.refused && refused_again(r, w)) || (r.stuck && stuck_again(r, w));
         }
         if (stuck || it->second.size() >= kMaxVariants) break;
       } else if (shapes_.size() >= kMaxShapes || bytes_ >= kMaxBytes) {
@@ -470,6 +471,15 @@ class Shapes {
     if (!r.fits(bytes, limits)) return false;
     r.fill(strings_, bytes, out);
     return true;
+  }
+
+  // Whether the record's skeleton would be refused as r's was: the same
+  // answers and splits.
+  bool refused_again(const Rendering& r, const Walk& w) {
+    if (r.ops.empty() && r.splits.empty()) return true;
+    answers_.clear();
+    for (const Value* v : w.leaves) answers_.push(*v);
+    return sk::replay(r.ops, r.splits, answers_);
   }
 
   // Whether the record's skeleton would be undecided where r's was: the
@@ -521,8 +531,11 @@ class Shapes {
       kept.splits = std::move(trace.splits);
     } else {
       kept = Rendering();  // the shape's records render directly
-      kept.refused = !watch.read && !reason.empty() && trace.ops.empty() && trace.splits.empty() && !trace.stuck;
-      if (watch.read && watch.leaf < 0 && trace.stuck) {
+      kept.refused = !watch.read && !reason.empty() && !trace.stuck;
+      if (kept.refused) {
+        kept.ops = std::move(trace.ops);
+        kept.splits = std::move(trace.splits);
+      } else if (watch.read && watch.leaf < 0 && trace.stuck) {
         kept.ops = std::move(trace.ops);
         kept.stuck = trace.stuck;
       }

@@ -298,6 +298,26 @@ TEST_CASE("shapes: a tool call's arguments one hole where the template only dump
   }
 }
 
+TEST_CASE("shapes: slices, an equality of two messages, holes met at one byte, a filter that reads none") {
+  // Mistral's templates: the last user message found by `==` against each
+  // (after a selectattr over the messages, which reads only their roles);
+  // the system message written before the last user message's text, so
+  // that a prefix render and the full render meet two holes at one byte;
+  // a slice of a text.
+  const std::string src =
+      "{%- if messages[0].role == 'system' %}{% set sys = messages[0].content %}{% set msgs = messages[1:] %}"
+      "{%- else %}{% set msgs = messages %}{% endif %}"
+      "{%- set users = msgs | selectattr('role', 'equalto', 'user') | list %}"
+      "{%- for m in msgs %}{% if m.role == 'user' %}{% if m == users[-1] %}[T]{% endif %}"
+      "{%- if loop.last and sys is defined %}[INST]{{ sys + '\\n\\n' + m.content }}[/INST]"
+      "{%- else %}[INST]{{ m.content }}[/INST]{% endif %}"
+      "{%- else %}{{ m.content[:-1] }}|{{ m.content[1:3] }}</s>{% endif %}{% endfor %}";
+  const auto st = check_template(src, 300, 41);
+  CHECK(st.records == 900);
+  CHECK(st.served > 400);  // 3 where each comparison read its strings
+  check_template(src, 300, 42, true);
+}
+
 TEST_CASE("shapes: strips served as parts of the record's strings, and asked again") {
   // Each strip's answer is a part of its subject's bytes: a later question
   // asks it (startswith, upper, a strip of a strip), and the texts meet a
