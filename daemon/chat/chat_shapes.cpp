@@ -460,9 +460,7 @@ class Shapes {
     for (const Value* v : w.leaves)
       strings_.push_back(v->is_str() ? std::string_view(v->s.unread()) : std::string_view());
     if (!r.ops.empty() || !r.splits.empty()) {
-      answers_.clear();
-      for (const Value* v : w.leaves) answers_.push(*v);
-      if (!sk::replay(r.ops, r.splits, answers_)) return false;
+      if (!replayed(r.ops, r.splits, w)) return false;
       for (std::size_t k = w.leaves.size(); k < answers_.size(); ++k) {
         strings_.push_back(answers_.text(k));
         bytes += strings_.back().size();
@@ -476,18 +474,21 @@ class Shapes {
   // Whether the record's skeleton would be refused as r's was: the same
   // answers and splits.
   bool refused_again(const Rendering& r, const Walk& w) {
-    if (r.ops.empty() && r.splits.empty()) return true;
-    answers_.clear();
-    for (const Value* v : w.leaves) answers_.push(*v);
-    return sk::replay(r.ops, r.splits, answers_);
+    return (r.ops.empty() && r.splits.empty()) || replayed(r.ops, r.splits, w);
   }
 
   // Whether the record's skeleton would be undecided where r's was: the
   // same answers up to there, and alike there.
   bool stuck_again(const Rendering& r, const Walk& w) {
+    return replayed(r.ops, {}, w) && sk::alike_at(*r.stuck, answers_);
+  }
+
+  // Asks `ops` again of the record's strings (answers_: its holes, then
+  // the answers) and checks `splits`: whether every answer is the one kept.
+  bool replayed(const std::vector<sk::Op>& ops, const std::vector<sk::Split>& splits, const Walk& w) {
     answers_.clear();
     for (const Value* v : w.leaves) answers_.push(*v);
-    return sk::replay(r.ops, {}, answers_) && sk::alike_at(*r.stuck, answers_);
+    return sk::replay(ops, splits, answers_);
   }
 
   // Renders the record's skeleton: keeps what it gives as a rendering of

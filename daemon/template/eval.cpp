@@ -557,15 +557,9 @@ Value eval(Interp& in, const Expr& e) {
         if (e.a[1 + k]) parts[k] = operand(in, *e.a[1 + k]);
       in.pos = e.pos;
       Value out;
-      if (skeleton::tl_watch && obj.is_str()) [[unlikely]] {
-        if (!skeleton::ask_slice(obj, parts[0], parts[1], parts[2], out))
-          out = slice(obj, parts[0], parts[1], parts[2]);
-      } else {
-        if (!tracking(in)) return slice(obj, parts[0], parts[1], parts[2]);
+      if (!(skeleton::tl_watch && obj.is_str() && skeleton::ask_slice(obj, parts[0], parts[1], parts[2], out)))
         out = slice(obj, parts[0], parts[1], parts[2]);
-      }
-      if (!tracking(in)) return out;
-      in.track->slice(obj, parts[0], parts[1], parts[2], out);
+      if (tracking(in)) in.track->slice(obj, parts[0], parts[1], parts[2], out);
       return out;
     }
     case EK::kCall: {
@@ -608,10 +602,10 @@ Value eval(Interp& in, const Expr& e) {
       in.pos = e.pos;
       if (!e.filter) throw Error("No filter named '" + e.name + "'.");
       if (e.sig) check_call(*e.sig, e.name, args);
-      if (skeleton::tl_watch && (subject.is_list() || subject.is_dict() || subject.is_str())) [[unlikely]] {
+      if (skeleton::tl_watch) [[unlikely]] {
         Value r;
         if (skeleton::ask_filter(in, e.filter, subject, args, r)) return r;
-        if (!subject.is_str()) return filter_watched(in, e.filter, subject, args);
+        if (subject.is_list() || subject.is_dict()) return filter_watched(in, e.filter, subject, args);
       }
       return e.filter(in, subject, args);
     }

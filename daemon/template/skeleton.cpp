@@ -85,11 +85,8 @@ void stop(Watch& w) noexcept {
 }  // namespace
 
 void saw_read(const std::string& s) noexcept {
-  Watch* w = tl_watch;
   uint32_t leaf;
-  if (!w || find(s, 0, leaf) == std::string::npos) return;
-  if (!w->read) w->leaf = leaf;
-  stop(*w);
+  if (tl_watch && find(s, 0, leaf) != std::string::npos) saw_hole(leaf);
 }
 
 void saw_hole(uint32_t hole) noexcept {

@@ -91,7 +91,7 @@ class Recycler {
       }
       case RefCounted::Type::kDict: {
         auto* o = const_cast<DictObj*>(static_cast<const DictObj*>(p));
-        const std::size_t cap = o->unread_items().capacity() * sizeof(o->unread_items()[0]);
+        const std::size_t cap = capacity(*o) * sizeof(std::pair<std::string, Value>);
         if (cap > kMaxBuffer) return false;
         o->clear();
         if (t.count >= kMaxObjects || t.bytes + cap > kMaxBytes) return false;
