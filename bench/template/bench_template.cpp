@@ -5,7 +5,11 @@
 // the mean time of each per sample and their ratio, measured side by side.
 //
 // usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE]
-//                       [--direct]
+//                       [--direct] [--warm]
+//
+// Each template meets a tokenizer loaded for it, as a job of its own
+// would: its word cache starts empty (--warm: one tokenizer for all, whose
+// cache the templates before have filled).
 //
 // --dump FILE writes what the first round gave per template and record (the
 // refusal's reason, or the text, the trained byte spans and the token ids),
@@ -28,16 +32,19 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr,
                  "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE] "
-                 "[--direct]\n");
+                 "[--direct] [--warm]\n");
     return 2;
   }
   int rounds = 3;
   std::vector<std::string> dirs;
   std::FILE* dump = nullptr;
+  bool warm = false;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--direct") {
       text::set_render_shapes(false);
+    } else if (a == "--warm") {
+      warm = true;
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
     } else if (a == "--dump" && i + 1 < argc) {
@@ -57,6 +64,7 @@ int main(int argc, char** argv) {
     if (!line.empty()) records.push_back(line);
   std::printf("%-40s %8s %12s %12s %8s\n", "template", "samples", "render_us", "tokenize_us", "ratio");
   for (const std::string& dir : dirs) {
+    if (!warm && &dir != &dirs.front()) tok = text::load_tokenizer("hf", argv[1]);
     text::ChatSource src;
     src.path = dir;
     src.instant = "2024-07-26";

@@ -4,22 +4,27 @@
 # of bench_template; bench/template/README.md): mapping records to messages
 # (record_to_chat), the prefix renders of the label rule (Renderer::render in
 # chat_labels.cpp: resumed or not; of which restoring resume points and
-# running the statements after the main loop), and the rest of render_labeled
-# (the full render and the label rule's own work).
+# running the statements after the main loop), the rest of render_labeled
+# (the full render and the label rule's own work), and of render_labeled,
+# what the shapes cost of their own (docs/chat_templates.md, "One render per
+# shape"): the walks that make the records' keys, and the skeletons learnt
+# (their renders included).
 # usage: bench/template/callgrind_split.sh BUILD_DIR TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR...
 set -eu
 build=$1 tokenizer=$2 conversations=$3
 shift 3
-printf '%-45s %8s %8s %9s %8s %10s %10s\n' template record labeled prefixes restore after_loop full_rest
+printf '%-45s %8s %8s %9s %8s %10s %10s %8s %8s\n' template record labeled prefixes restore after_loop full_rest walk learn
 for dir in "$@"; do
   "$(dirname "$0")/callgrind_annotated.sh" "$build" "$tokenizer" "$conversations" "$dir" |
     awk -v name="$(basename "$dir")" '
       { n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/ || / => /) next; n = n + 0 }
-      /chat_labels\.cpp:tokfeed::text::render_labeled/ && n > r { r = n }
+      /chat_shapes\.cpp:tokfeed::text::render_labeled\[/ && n > r { r = n }
       /chat_messages\.cpp:tokfeed::text::record_to_chat/ && n > c { c = n }
       /HfTokenizer::encode\(/ && n > e { e = n }
       /Renderer::render\(unsigned long/ && n > p { p = n }
       /tmpl::restore\(/ && n > rs { rs = n }
       /tmpl::run_after_loop\(/ && n > ra { ra = n }
-      END { printf "%-45s %8.3f %8.3f %9.3f %8.3f %10.3f %10.3f\n", name, c / e, r / e, p / e, rs / e, ra / e, (r - p) / e }'
+      /Walk::run\(/ && n > w { w = n }
+      /Shapes::learn\(/ && n > l { l = n }
+      END { printf "%-45s %8.3f %8.3f %9.3f %8.3f %10.3f %10.3f %8.3f %8.3f\n", name, c / e, r / e, p / e, rs / e, ra / e, (r - p) / e, w / e, l / e }'
 done

@@ -71,18 +71,34 @@ class Paths {
 
   // The node of key `k` of a dict at `parent`, or kNone past the limits.
   // `index` is k's place in its dict: records repeat their dicts' keys in
-  // the same order, so the key is looked for there first.
-  uint32_t key(uint32_t parent, std::string_view k, std::size_t index) {
+  // the same order, so the key is looked for first where it was named
+  // first, then where the last key at this index was (messages of two
+  // kinds, a tool result after a tool call, say, that order keys apart).
+  __attribute__((always_inline)) uint32_t key(uint32_t parent, std::string_view k, std::size_t index) {
     if (parent == kTools) return kTools;
+    const Node& n = nodes_[parent];
+    if (index < n.keys.size() && tmpl::DictObj::same_key(n.keys[index].first, k)) [[likely]]
+      return n.keys[index].second;
+    if (index < n.last.size() && tmpl::DictObj::same_key(n.keys[n.last[index]].first, k))
+      return n.keys[n.last[index]].second;
+    return other_key(parent, k, index);
+  }
+  // The same, where k is at neither place.
+  __attribute__((noinline)) uint32_t other_key(uint32_t parent, std::string_view k, std::size_t index) {
     auto& keys = nodes_[parent].keys;
-    if (index < keys.size() && tmpl::DictObj::same_key(keys[index].first, k)) return keys[index].second;
-    for (const auto& [name, node] : keys)
-      if (tmpl::DictObj::same_key(name, k)) return node;
-    if (keys.size() >= kMaxKeys || nodes_.size() >= kMaxNodes) return kNone;
-    const auto node = static_cast<uint32_t>(nodes_.size());
-    keys.emplace_back(std::string(k), node);
-    nodes_.emplace_back();  // (after the last use of `keys`, which it may move)
-    return node;
+    std::size_t at = 0;
+    while (at < keys.size() && !tmpl::DictObj::same_key(keys[at].first, k)) ++at;
+    if (at == keys.size()) {
+      if (keys.size() >= kMaxKeys || nodes_.size() >= kMaxNodes) return kNone;
+      keys.emplace_back(std::string(k), static_cast<uint32_t>(nodes_.size()));
+      nodes_.emplace_back();  // (after the last use of `keys`, which it may move)
+    }
+    auto& last = nodes_[parent].last;
+    if (index < kMaxKeys) {
+      if (index >= last.size()) last.resize(index + 1, static_cast<uint16_t>(at));
+      last[index] = static_cast<uint16_t>(at);
+    }
+    return nodes_[parent].keys[at].second;
   }
   // The node of a list's items at `parent`, or kNone.
   uint32_t items(uint32_t parent) {
@@ -107,6 +123,7 @@ class Paths {
  private:
   struct Node {
     std::vector<std::pair<std::string, uint32_t>> keys;
+    std::vector<uint16_t> last;  // by index: the key of keys last met there
     uint32_t items = kNone;
     bool read = false;
   };
@@ -128,7 +145,9 @@ class Walk {
     paths.clear();
     bytes = 0;
     tag(static_cast<char>(loss));
-    if (!walk(messages, Paths::kMessages, sk_messages)) return false;
+    if (!(sk_messages ? walk<true>(messages, Paths::kMessages, sk_messages)
+                      : walk<false>(messages, Paths::kMessages, nullptr)))
+      return false;
     tools_first = leaves.size();
     // Tools the template reads are part of the shape whole: the skeleton
     // holds the record's own.
@@ -139,7 +158,8 @@ class Walk {
       std::memcpy(room(tools_key_.size()), tools_key_.data(), tools_key_.size());
     } else {
       const std::size_t from = size_;
-      if (!walk(tools, Paths::kTools, whole ? nullptr : sk_tools)) return false;
+      Value* out = whole ? nullptr : sk_tools;
+      if (!(out ? walk<true>(tools, Paths::kTools, out) : walk<false>(tools, Paths::kTools, nullptr))) return false;
       if (whole) {
         tools_ = tools;
         tools_key_.assign(buf_.data() + from, size_ - from);
@@ -157,16 +177,17 @@ class Walk {
 
  private:
   // The key is written into buf_, grown (never shrunk) as needed.
-  char* room(std::size_t n) {
-    if (size_ + n > buf_.size()) buf_.resize(std::max(2 * buf_.size(), size_ + n + 256));
+  __attribute__((always_inline)) char* room(std::size_t n) {
+    if (size_ + n > buf_.size()) [[unlikely]]
+      buf_.resize(std::max(2 * buf_.size(), size_ + n + 256));
     char* at = buf_.data() + size_;
     size_ += n;
     return at;
   }
   void tag(char c) { *room(1) = c; }
   // A tag, then n in 7-bit groups, low first (a set high bit: more follow).
-  void put(char c, uint64_t n) {
-    if (n < 0x80) {  // most: one byte
+  __attribute__((always_inline)) void put(char c, uint64_t n) {
+    if (n < 0x80) [[likely]] {  // most: one byte
       char* at = room(2);
       at[0] = c;
       at[1] = static_cast<char>(n);
@@ -183,6 +204,9 @@ class Walk {
     std::memcpy(room(t.size()), t.data(), t.size());
   }
 
+  // kOut: the skeleton's copy of `v` is made in *out (for a record's
+  // first walk of its shape); else only the key and the leaves.
+  template <bool kOut>
   bool walk(const Value& v, uint32_t path, Value* out) {
     switch (v.kind) {
       case Kind::kStr: {
@@ -190,12 +214,12 @@ class Walk {
         const std::string& t = v.s.unread();
         if (t.empty() || paths_.read(path)) {
           bytes_of(t);
-          if (out) *out = v;  // the record's own string (no sentinel in it)
+          if constexpr (kOut) *out = v;  // the record's own string (no sentinel in it)
           return true;
         }
         if (leaves.size() >= sk::kMaxLeaves) return false;
         tag('o');
-        if (out) {
+        if constexpr (kOut) {
           *out = Value::str(sk::sentinel(static_cast<uint32_t>(leaves.size())));
           paths.push_back(path);
         }
@@ -208,15 +232,20 @@ class Walk {
         const auto& items = v.list->items;
         put('l', static_cast<uint64_t>(items.size()));
         if (items.empty()) {
-          if (out) *out = Value::new_list(std::vector<Value>());
+          if constexpr (kOut) *out = Value::new_list(std::vector<Value>());
           return true;
         }
         const uint32_t at = paths_.items(path);
         if (at == Paths::kNone) return false;
-        std::vector<Value> copy(out ? items.size() : 0);
-        for (std::size_t k = 0; k < items.size(); ++k)
-          if (!walk(items[k], at, out ? &copy[k] : nullptr)) return false;
-        if (out) *out = Value::new_list(std::move(copy));
+        if constexpr (kOut) {
+          std::vector<Value> copy(items.size());
+          for (std::size_t k = 0; k < items.size(); ++k)
+            if (!walk<true>(items[k], at, &copy[k])) return false;
+          *out = Value::new_list(std::move(copy));
+        } else {
+          for (const Value& x : items)
+            if (!walk<false>(x, at, nullptr)) return false;
+        }
         return true;
       }
       case Kind::kDict: {
@@ -228,7 +257,7 @@ class Walk {
           // read of the hole (DictObj::hole).
           if (leaves.size() >= sk::kMaxLeaves) return false;
           tag('D');
-          if (out) {
+          if constexpr (kOut) {
             *out = Value::new_dict();
             out->dict->items() = v.dict->unread_items();
             out->dict->hole = static_cast<uint32_t>(leaves.size());
@@ -239,7 +268,7 @@ class Walk {
         }
         const auto& items = v.dict->items();
         put('d', static_cast<uint64_t>(items.size()));
-        if (out) {
+        if constexpr (kOut) {
           *out = Value::new_dict();
           out->dict->items().reserve(items.size());
         }
@@ -251,9 +280,13 @@ class Walk {
           // other is its node.
           if (at == Paths::kTools) bytes_of(k);
           else put('k', static_cast<uint64_t>(at));
-          Value copy;
-          if (!walk(x, at, out ? &copy : nullptr)) return false;
-          if (out) out->dict->items().emplace_back(k, std::move(copy));
+          if constexpr (kOut) {
+            Value copy;
+            if (!walk<true>(x, at, &copy)) return false;
+            out->dict->items().emplace_back(k, std::move(copy));
+          } else if (!walk<false>(x, at, nullptr)) {
+            return false;
+          }
         }
         return true;
       }
@@ -262,12 +295,12 @@ class Walk {
       case Kind::kBool:
         put(static_cast<char>('0' + static_cast<int>(v.kind)),
             v.kind == Kind::kBool ? static_cast<uint64_t>(v.b) : static_cast<uint64_t>(v.i));
-        if (out) *out = v;
+        if constexpr (kOut) *out = v;
         return true;
       case Kind::kNone:
       case Kind::kUndefined:
         tag(static_cast<char>('0' + static_cast<int>(v.kind)));
-        if (out) *out = v;
+        if constexpr (kOut) *out = v;
         return true;
       case Kind::kFunc: return false;
     }
