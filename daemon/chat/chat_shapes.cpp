@@ -49,6 +49,12 @@ constexpr int64_t kFirstCredit = 16 * kLearnCost;
 constexpr uint32_t kMaxNodes = 4096;   // paths named per template (a record with more renders directly)
 constexpr std::size_t kMaxKeys = 256;  // keys named under one path, likewise
 
+// Keys looked up as views (the walk's buffer).
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>()(k); }
+};
+
 // The paths of a template's messages, each named once: a node per path (a
 // dict key under its parent's path, or a list's items), and whether the
 // template reads the strings there (they are then part of the shape). The
@@ -112,6 +118,15 @@ class Paths {
     return nodes_[parent].items;
   }
 
+  // The number of the tools whose walk wrote `part` into a key: equal
+  // parts, equal numbers; a number is never given to another part.
+  uint64_t tools_id(std::string_view part) {
+    auto it = tools_ids_.find(part);
+    if (it != tools_ids_.end()) return it->second;
+    if (tools_ids_.size() >= kMaxTools) tools_ids_.clear();
+    return tools_ids_.emplace(std::string(part), next_tools_id_++).first->second;
+  }
+
   bool read(uint32_t node) const { return nodes_[node].read; }
   // Marks `node` read; false where it was already, or too many are.
   bool add(uint32_t node) {
@@ -129,6 +144,9 @@ class Paths {
   };
   std::vector<Node> nodes_;
   std::size_t reads_ = 0;
+  static constexpr std::size_t kMaxTools = 1024;  // tools numbered (then forgotten, and numbered anew)
+  std::unordered_map<std::string, uint64_t, KeyHash, std::equal_to<>> tools_ids_;
+  uint64_t next_tools_id_ = 0;
 };
 
 // The shape of a record (its key) and the strings in its holes.
@@ -152,17 +170,32 @@ class Walk {
     // Tools the template reads are part of the shape whole: the skeleton
     // holds the record's own.
     const bool whole = paths_.read(Paths::kTools);
-    if (whole && tools.kind == Kind::kList && tools_.kind == Kind::kList && tools.list == tools_.list) {
+    Value* out = whole ? nullptr : sk_tools;
+    if (!out && tools.kind == Kind::kList && tools_.kind == Kind::kList && tools.list == tools_.list &&
+        whole == tools_whole_) {
       // The same tools as the walk that kept them (records with equal
-      // tools share one value): their part of the key again.
+      // tools share one value, which nothing changes): their part of the
+      // key again, and their holes' strings, which are the same objects.
+      if (leaves.size() + tools_leaves_.size() > sk::kMaxLeaves) return false;
       std::memcpy(room(tools_key_.size()), tools_key_.data(), tools_key_.size());
+      leaves.insert(leaves.end(), tools_leaves_.begin(), tools_leaves_.end());
+      bytes += tools_bytes_;
     } else {
-      const std::size_t from = size_;
-      Value* out = whole ? nullptr : sk_tools;
+      const std::size_t from = size_, bytes_from = bytes;
       if (!(out ? walk<true>(tools, Paths::kTools, out) : walk<false>(tools, Paths::kTools, nullptr))) return false;
-      if (whole) {
+      if (tools.kind == Kind::kList) {
+        // The tools' part of the key by its number: records repeat their
+        // tools, whose part (a key or a tag per string) is long.
+        const uint64_t id = paths_.tools_id({buf_.data() + from, size_ - from});
+        size_ = from;
+        put('T', id);
+      }
+      if (!out && tools.kind == Kind::kList) {
         tools_ = tools;
+        tools_whole_ = whole;
         tools_key_.assign(buf_.data() + from, size_ - from);
+        tools_leaves_.assign(leaves.begin() + static_cast<std::ptrdiff_t>(tools_first), leaves.end());
+        tools_bytes_ = bytes - bytes_from;
       }
     }
     if (whole && sk_tools) *sk_tools = tools;
@@ -310,9 +343,13 @@ class Walk {
   Paths& paths_;
   std::vector<char> buf_;
   std::size_t size_ = 0;
-  // Tools read whole, held, and their part of the key.
+  // The tools of the last walk that walked them (held), and what they
+  // added: their part of the key, their holes' strings and bytes.
   Value tools_;
+  bool tools_whole_ = false;
   std::string tools_key_;
+  std::vector<const Value*> tools_leaves_;
+  std::size_t tools_bytes_ = 0;
 };
 
 // A shape's rendering: its text as literal pieces and holes, and its trained
@@ -420,12 +457,6 @@ struct Rendering {
 };
 
 constexpr std::size_t kMaxVariants = 8;  // renderings per shape, told apart by their answers
-
-// Keys looked up as views (the walk's buffer).
-struct KeyHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>()(k); }
-};
 
 // One template's shapes on one thread.
 class Shapes {
