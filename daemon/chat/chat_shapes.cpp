@@ -16,7 +16,6 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "chat/chat_jinja.hpp"
 #include "template/skeleton_ops.hpp"
@@ -470,13 +469,20 @@ class Shapes {
       if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
       auto it = shapes_.find(w.key());
       // A shape is learnt when a record of it comes a second time: the
-      // first renders directly, and only its key's hash is kept. Records
-      // whose shapes never repeat (a template that reads every string, a
-      // dataset whose every record has tools of its own) then cost a walk
-      // each, not a skeleton.
-      if (round == 0 && it == shapes_.end() && seen_.insert(KeyHash()(w.key())).second) {
+      // first renders directly, and only its key's hash is kept, with
+      // whether the template refused it. Records whose shapes never repeat
+      // (a template that reads every string, a dataset whose every record
+      // has tools of its own) then cost a walk each, not a skeleton; a
+      // shape's records render directly while the template refuses them
+      // (a skeleton would be refused too).
+      if (round == 0 && it == shapes_.end()) {
         if (seen_.size() >= kMaxSeen) seen_.clear();
-        break;
+        const auto [seen, first] = seen_.try_emplace(KeyHash()(w.key()), false);
+        if (first || seen->second) {
+          std::string reason = render_labeled_direct(spec, messages, tools, loss, out);
+          seen->second = !reason.empty();
+          return reason;
+        }
       }
       if (it != shapes_.end()) {
         bool stuck = false;
@@ -618,9 +624,10 @@ class Shapes {
   // By key: its renderings.
   std::unordered_map<std::string, std::vector<Rendering>, KeyHash, std::equal_to<>> shapes_;
   uint64_t records_ = 0, learnt_ = 0, served_ = 0;  // records asked for, skeletons rendered, records served
-  // Hashes of the keys of shapes seen once; the records and the records
+  // Hashes of the keys of shapes not learnt, each with whether the
+  // template refused the last record of it; the records and the records
   // served at the last judgement.
-  std::unordered_set<uint64_t> seen_;
+  std::unordered_map<uint64_t, bool> seen_;
   uint64_t judged_at_ = 0, served_at_ = 0;
   int64_t credit_ = kFirstCredit;  // of skeleton renders (kLearnCost each)
   std::size_t bytes_ = 0;          // what the shapes hold, about

@@ -459,10 +459,9 @@ TEST_CASE("shapes: a shape is learnt when it comes again; shapes that never repe
   st = run(two, with_tools, tools);
   CHECK(st.records == 40);
   CHECK(st.served > 20);
-  // A shape the template refuses, whatever the strings: one skeleton says
-  // so, and the shape's later records render directly (refused) without
-  // skeletons of their own (the first skeleton's render reads the roles,
-  // which then join the shape: two skeletons in all).
+  // A shape the template refuses, whatever the strings: its first record
+  // is refused, and so are the next ones, rendered directly while the
+  // template refuses them, without a skeleton.
   const std::string strict =
       "{% for m in messages %}{% if loop.first and m.role != 'user' %}{{ raise_exception('user first') }}{% endif %}"
       "<{{ m.role }}>{{ m.content }}|{% endfor %}";
@@ -471,7 +470,22 @@ TEST_CASE("shapes: a shape is learnt when it comes again; shapes that never repe
   st = run(refused, strict);
   CHECK(st.records == 40);
   CHECK(st.served == 0);
+  CHECK(st.learnt == 0);
+  // A shape whose first record is refused and whose next is not: the one
+  // after learns its skeleton (which reads the roles: they join the
+  // shape, and the record learns again), and the shape's records are
+  // served from then on, that one first.
+  std::vector<std::string> once = {refused[0]};
+  for (int k = 0; k < 20; ++k) {
+    const std::string n = std::to_string(k);
+    once.push_back("{\"messages\": [{\"role\": \"user\", \"content\": \"u" + n +
+                   "\"}, {\"role\": \"assistant\", \"content\": \"a" + n +
+                   "\"}, {\"role\": \"user\", \"content\": \"v" + n + "\"}]}");
+  }
+  st = run(once, strict);
+  CHECK(st.records == 21);
   CHECK(st.learnt == 2);
+  CHECK(st.served == 19);
   std::vector<Value> copies;
   for (int k = 0; k < 40; ++k) copies.push_back(tmpl::parse_json(k % 3 ? R"([{"function": {"name": "a"}}])" : "[]"));
   st = run(two, with_tools, copies);
