@@ -37,6 +37,8 @@ constexpr int kMaxRounds = 8;                 // skeleton renders for one record
 constexpr std::size_t kMaxSeen = 1u << 16;    // shapes seen once remembered (by their key's hash), then forgotten
 constexpr uint64_t kFirstJudged = 64;         // records before a template is first judged
 constexpr uint64_t kJudgedEvery = 256;        // then each this many
+constexpr uint64_t kFirstSights = 32;         // shapes seen before any is learnt on its first sight
+constexpr uint64_t kSightsKept = 512;         // shapes seen counted (then the counts are halved)
 // A skeleton's render costs about three renders of the record; a record
 // served from it, a fraction of one. Learning spends that from a credit
 // that records served earn back (one each), and stops while the credit is
@@ -453,6 +455,9 @@ struct Rendering {
   // a limit falls otherwise), and renders directly without a skeleton of
   // its own.
   bool refused = false;
+  // Learnt from the first record of its shape, and no other record of the
+  // shape has come since.
+  bool fresh = false;
 };
 
 constexpr std::size_t kMaxVariants = 8;  // renderings per shape, told apart by their answers
@@ -464,6 +469,7 @@ class Shapes {
     if (off_) return render_labeled_direct(spec, messages, tools, loss, out);
     ++records_;
     judge();
+    eager_ = false;
     for (int round = 0; !off_ && round <= kMaxRounds; ++round) {
       Walk& w = probe_;  // its buffers kept from record to record
       if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
@@ -475,14 +481,26 @@ class Shapes {
       // has tools of its own) then cost a walk each, not a skeleton; a
       // shape's records render directly while the template refuses them
       // (a skeleton would be refused too).
+      //
+      // Where most shapes come again (more than one in two of those seen
+      // lately), the skeleton's render costs less than a direct render of
+      // the first record and a skeleton for the second: a shape is then
+      // learnt on its first sight, and its first record served from it.
       if (round == 0 && it == shapes_.end()) {
         if (seen_.size() >= kMaxSeen) seen_.clear();
         const auto [seen, first] = seen_.try_emplace(KeyHash()(w.key()), false);
-        if (first || seen->second) {
+        if (first) sighted();
+        else if (!seen->second) ++again_;
+        eager_ = first && 2 * again_ > sights_ && sights_ >= kFirstSights && credit_ >= kLearnCost;
+        if (!eager_ && (first || seen->second)) {
           std::string reason = render_labeled_direct(spec, messages, tools, loss, out);
           seen->second = !reason.empty();
           return reason;
         }
+      }
+      if (round == 0 && it != shapes_.end() && it->second.front().fresh) {
+        it->second.front().fresh = false;  // a shape learnt on its first sight comes again
+        ++again_;
       }
       if (it != shapes_.end()) {
         bool stuck = false;
@@ -521,6 +539,15 @@ class Shapes {
     }
     judged_at_ = records_ - 1;
     served_at_ = served_;
+  }
+
+  // A shape seen for the first time. The counts are halved now and then,
+  // so that they tell of the shapes seen lately.
+  void sighted() {
+    if (++sights_ >= kSightsKept) {
+      sights_ /= 2;
+      again_ /= 2;
+    }
   }
 
   // Renders the record as `r` where its answers are r's and it fits.
@@ -611,6 +638,7 @@ class Shapes {
         kept.stuck = trace.stuck;
       }
     }
+    kept.fresh = eager_;
     bytes_ +=
         w.key().size() + kept.literals.size() + 16 * (kept.pieces.size() + kept.marks.size()) + 128 * kept.ops.size();
     auto it = shapes_.find(w.key());
@@ -629,6 +657,10 @@ class Shapes {
   // served at the last judgement.
   std::unordered_map<uint64_t, bool> seen_;
   uint64_t judged_at_ = 0, served_at_ = 0;
+  // Shapes seen (lately), and of them, those that came again; whether the
+  // record asked for now is learnt on its shape's first sight.
+  uint64_t sights_ = 0, again_ = 0;
+  bool eager_ = false;
   int64_t credit_ = kFirstCredit;  // of skeleton renders (kLearnCost each)
   std::size_t bytes_ = 0;          // what the shapes hold, about
   bool off_ = false;

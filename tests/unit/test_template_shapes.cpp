@@ -490,6 +490,32 @@ TEST_CASE("shapes: a shape is learnt when it comes again; shapes that never repe
   for (int k = 0; k < 40; ++k) copies.push_back(tmpl::parse_json(k % 3 ? R"([{"function": {"name": "a"}}])" : "[]"));
   st = run(two, with_tools, copies);
   CHECK(st.served > 20);
+  // Shapes that each come four times (k + 1 turns, each record's strings
+  // its own): the first 31 shapes' first records render directly, their
+  // second learn the skeleton; from the 32nd on (32 seen, most of them
+  // come again) a shape is learnt on its first sight, its first record
+  // served from it too.
+  auto turns = [](int k, int copy) {
+    std::string m = "{\"messages\": [";
+    for (int t = 0; t <= k; ++t) {
+      const std::string n = std::to_string(k) + "." + std::to_string(copy) + "." + std::to_string(t);
+      m += std::string(t ? ", " : "") + "{\"role\": \"user\", \"content\": \"u" + n +
+           "\"}, {\"role\": \"assistant\", \"content\": \"a" + n + "\"}";
+    }
+    return m + "]}";
+  };
+  std::vector<std::string> fours;
+  for (int k = 0; k < 40; ++k)
+    for (int copy = 0; copy < 4; ++copy) fours.push_back(turns(k, copy));
+  st = run(fours, src);
+  CHECK(st.records == 160);
+  CHECK(st.served == 31 * 3 + 9 * 4);
+  // Shapes that never come again: none is learnt, on first sight or after.
+  std::vector<std::string> singles;
+  for (int k = 0; k < 60; ++k) singles.push_back(turns(k, 0));
+  st = run(singles, src);
+  CHECK(st.learnt == 0);
+  CHECK(st.served == 0);
 }
 
 TEST_CASE("shapes: off, every record renders") {
