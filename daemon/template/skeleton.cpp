@@ -1,5 +1,6 @@
 #include "template/skeleton.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -53,10 +54,13 @@ std::string sentinel(uint32_t leaf) {
   return s;
 }
 
-std::size_t find(std::string_view s, std::size_t from, uint32_t& leaf) noexcept {
-  const std::string& h = head();
-  while (from < s.size()) {
-    const void* p = memmem(s.data() + from, s.size() - from, h.data(), h.size());
+namespace {
+
+// The first sentinel that starts in s[from:end) (its leaf in `leaf`), or
+// npos. Its first byte is looked for (memchr), then the rest.
+std::size_t first_in(std::string_view s, std::size_t from, std::size_t end, uint32_t& leaf) noexcept {
+  while (from < end) {
+    const void* p = std::memchr(s.data() + from, kOpen[0], end - from);
     if (!p) return std::string_view::npos;
     const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(p) - s.data());
     if (const int64_t l = leaf_at(s, at); l >= 0) {
@@ -68,11 +72,16 @@ std::size_t find(std::string_view s, std::size_t from, uint32_t& leaf) noexcept 
   return std::string_view::npos;
 }
 
+}  // namespace
+
+std::size_t find(std::string_view s, std::size_t from, uint32_t& leaf) noexcept {
+  return first_in(s, from, s.size(), leaf);
+}
+
 std::size_t covering(std::string_view s, std::size_t at) noexcept {
   const std::size_t first = at >= kSentinelSize - 1 ? at - (kSentinelSize - 1) : 0;
-  for (std::size_t b = first; b <= at && b < s.size(); ++b)
-    if (leaf_at(s, b) >= 0) return b;
-  return std::string_view::npos;
+  uint32_t leaf;
+  return first_in(s, first, std::min(at + 1, s.size()), leaf);
 }
 
 namespace {
