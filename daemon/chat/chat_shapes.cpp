@@ -190,13 +190,13 @@ class Walk {
         const uint64_t id = paths_.tools_id({buf_.data() + from, size_ - from});
         size_ = from;
         put('T', id);
-      }
-      if (!out && tools.kind == Kind::kList) {
-        tools_ = tools;
-        tools_whole_ = whole;
-        tools_key_.assign(buf_.data() + from, size_ - from);
-        tools_leaves_.assign(leaves.begin() + static_cast<std::ptrdiff_t>(tools_first), leaves.end());
-        tools_bytes_ = bytes - bytes_from;
+        if (!out) {
+          tools_ = tools;
+          tools_whole_ = whole;
+          tools_key_.assign(buf_.data() + from, size_ - from);
+          tools_leaves_.assign(leaves.begin() + static_cast<std::ptrdiff_t>(tools_first), leaves.end());
+          tools_bytes_ = bytes - bytes_from;
+        }
       }
     }
     if (whole && sk_tools) *sk_tools = tools;
@@ -469,7 +469,7 @@ class Shapes {
     if (off_) return render_labeled_direct(spec, messages, tools, loss, out);
     ++records_;
     judge();
-    eager_ = false;
+    bool eager = false;  // the record is learnt on its shape's first sight
     for (int round = 0; !off_ && round <= kMaxRounds; ++round) {
       Walk& w = probe_;  // its buffers kept from record to record
       if (!w.run(messages, tools, loss, nullptr, nullptr)) break;
@@ -491,8 +491,8 @@ class Shapes {
         const auto [seen, first] = seen_.try_emplace(KeyHash()(w.key()), false);
         if (first) sighted();
         else if (!seen->second) ++again_;
-        eager_ = first && 2 * again_ > sights_ && sights_ >= kFirstSights && credit_ >= kLearnCost;
-        if (!eager_ && (first || seen->second)) {
+        eager = first && 2 * again_ > sights_ && sights_ >= kFirstSights && credit_ >= kLearnCost;
+        if (!eager && (first || seen->second)) {
           std::string reason = render_labeled_direct(spec, messages, tools, loss, out);
           seen->second = !reason.empty();
           return reason;
@@ -517,7 +517,7 @@ class Shapes {
         shapes_.clear();
         bytes_ = 0;
       }
-      if (round == kMaxRounds || credit_ < kLearnCost || !learn(spec, messages, tools, loss)) break;
+      if (round == kMaxRounds || credit_ < kLearnCost || !learn(spec, messages, tools, loss, eager)) break;
     }
     return render_labeled_direct(spec, messages, tools, loss, out);
   }
@@ -589,9 +589,9 @@ class Shapes {
   }
 
   // Renders the record's skeleton: keeps what it gives as a rendering of
-  // the record's shape, or adds the path of the string it read to the
-  // shape. False where neither.
-  bool learn(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss) {
+  // the record's shape (`eager`: learnt on the shape's first sight), or
+  // adds the path of the string it read to the shape. False where neither.
+  bool learn(const ChatSpec& spec, const Value& messages, const Value& tools, Loss loss, bool eager) {
     Walk w(paths_);
     Value sk_messages, sk_tools;
     if (!w.run(messages, tools, loss, &sk_messages, &sk_tools)) return false;
@@ -638,7 +638,7 @@ class Shapes {
         kept.stuck = trace.stuck;
       }
     }
-    kept.fresh = eager_;
+    kept.fresh = eager;
     bytes_ +=
         w.key().size() + kept.literals.size() + 16 * (kept.pieces.size() + kept.marks.size()) + 128 * kept.ops.size();
     auto it = shapes_.find(w.key());
@@ -657,10 +657,8 @@ class Shapes {
   // served at the last judgement.
   std::unordered_map<uint64_t, bool> seen_;
   uint64_t judged_at_ = 0, served_at_ = 0;
-  // Shapes seen (lately), and of them, those that came again; whether the
-  // record asked for now is learnt on its shape's first sight.
+  // Shapes seen (lately), and of them, those that came again.
   uint64_t sights_ = 0, again_ = 0;
-  bool eager_ = false;
   int64_t credit_ = kFirstCredit;  // of skeleton renders (kLearnCost each)
   std::size_t bytes_ = 0;          // what the shapes hold, about
   bool off_ = false;

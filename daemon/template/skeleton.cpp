@@ -44,18 +44,6 @@ int64_t leaf_at(std::string_view s, std::size_t at) noexcept {
   return std::memcmp(s.data() + at + h.size() + 4, kClose, 3) == 0 ? leaf : -1;
 }
 
-}  // namespace
-
-std::string sentinel(uint32_t leaf) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s = head();
-  for (int shift = 12; shift >= 0; shift -= 4) s += kHex[(leaf >> shift) & 0xF];
-  s += kClose;
-  return s;
-}
-
-namespace {
-
 // The first sentinel that starts in s[from:end) (its leaf in `leaf`), or
 // npos. Its first byte is looked for (memchr), then the rest.
 std::size_t first_in(std::string_view s, std::size_t from, std::size_t end, uint32_t& leaf) noexcept {
@@ -73,6 +61,14 @@ std::size_t first_in(std::string_view s, std::size_t from, std::size_t end, uint
 }
 
 }  // namespace
+
+std::string sentinel(uint32_t leaf) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = head();
+  for (int shift = 12; shift >= 0; shift -= 4) s += kHex[(leaf >> shift) & 0xF];
+  s += kClose;
+  return s;
+}
 
 std::size_t find(std::string_view s, std::size_t from, uint32_t& leaf) noexcept {
   return first_in(s, from, s.size(), leaf);

@@ -490,6 +490,19 @@ TEST_CASE("shapes: a shape is learnt when it comes again; shapes that never repe
   for (int k = 0; k < 40; ++k) copies.push_back(tmpl::parse_json(k % 3 ? R"([{"function": {"name": "a"}}])" : "[]"));
   st = run(two, with_tools, copies);
   CHECK(st.served > 20);
+  // Each tool dumped on its own: the tools' strings stay holes, answered
+  // from the record. Two values that differ in their strings, in turn,
+  // and runs of the same one: a walk takes the tools' part of the key and
+  // their holes from the walk before while they are the same value.
+  const std::string each_tool = "{% for t in tools %}{{ t | tojson }}{% endfor %}" + src;
+  const std::vector<Value> described = {
+      tmpl::parse_json(R"([{"type": "function", "function": {"name": "a", "description": "first"}}])"),
+      tmpl::parse_json(R"([{"type": "function", "function": {"name": "b", "description": "second, longer"}}])")};
+  std::vector<Value> runs;
+  for (int k = 0; k < 40; ++k) runs.push_back(described[(k / 3) % 2]);
+  st = run(two, each_tool, runs);
+  CHECK(st.records == 40);
+  CHECK(st.served > 20);
   // Shapes that each come four times (k + 1 turns, each record's strings
   // its own): the first 31 shapes' first records render directly, their
   // second learn the skeleton; from the 32nd on (32 seen, most of them
