@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
         // As render_chat_record does: a record of a shape seen before
         // read from its text alone, any other mapped to messages first.
         std::string why;
-        if (!from_text || !text::serve_record_shape(*spec, rec, text::Loss::kAllAssistant, r)) {
+        if (!from_text || !text::serve_record_shape(*spec, rec, rules.format, text::Loss::kAllAssistant, r)) {
           why = text::record_to_chat(rec, rules, false, msgs, tools);
           if (why.empty()) why = text::render_labeled(*spec, msgs, tools, text::Loss::kAllAssistant, r);
         }

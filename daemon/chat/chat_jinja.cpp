@@ -240,8 +240,7 @@ std::string render_chat_record(std::string_view json, const RecordRules& rules, 
   // A record of a shape seen before, read from its text alone: its
   // messages' values are not built.
   if (rules.columns.empty() && rules.placeholders.empty() &&
-      (rules.format == Format::kAuto || rules.format == Format::kMessages) &&
-      serve_record_shape(*rules.chat, json, rules.loss, out)) {
+      serve_record_shape(*rules.chat, json, rules.format, rules.loss, out)) {
     if (plain) plain->found = false;
     messages = tmpl::Value();
     tools = tmpl::Value();

@@ -32,6 +32,8 @@ constexpr std::size_t kMaxRecord = std::size_t{1} << 20;  // as read_record's
 constexpr std::size_t kSlack = 64;                        // room past the decoded strings (json_lex.hpp)
 constexpr std::size_t kMaxDictKeys = 16;  // a bigger dict is left to record_to_chat (read_record's kInPlace)
 
+constexpr std::string_view kSystemRole = "system", kUserRole = "user", kAssistantRole = "assistant";
+
 // A message's reasoning, under each of its names (chat_messages.cpp).
 bool names_reasoning(std::string_view k) { return k == "reasoning_content" || k == "thinking" || k == "reasoning"; }
 
@@ -43,40 +45,160 @@ class ShapeReader : JsonLex {
   // string stays where it was decoded; the next string is decoded past it.
   ShapeReader(std::string_view json, char* arena, Walk& w) : JsonLex(json, arena), w_(w), paths_(w.paths_) {}
 
-  // The record, its tools (null: none) in `tools`.
-  bool record(const Value*& tools) {
+  // The record under `format` (kAuto, or the dataset's), its tools
+  // (null: none) in `tools`.
+  bool record(Format format, const Value*& tools) {
     ws();
     if (!eat('{')) return false;
     ws();
-    bool messages = false, tools_seen = false;
     tools = &none_;
     if (eat('}')) return false;
+    uint32_t seen = 0;              // the fields read, by key_of (kKeys: the tools)
+    bool listed = false;            // a list of messages or turns read
+    std::string_view field[kKeys];  // the string fields (alpaca, query/response)
+    bool has[kKeys] = {};           // ... given, not null
+    history_.clear();
     for (;;) {
       if (p_ == end_ || *p_ != '"') return false;
       std::string_view key;
-      if (!string(key) || !separator(':')) return false;
-      if (key == "messages") {
-        if (messages || !message_list()) return false;
-        messages = true;
-      } else if (key == "tools") {
-        if (tools_seen || !read_tools(tools)) return false;
-        tools_seen = true;
-      } else if (key_of(key) != kKeys || key.starts_with('\x01') || !skip(1)) {
-        return false;
+      if (!string(key) || key.starts_with('\x01') || !separator(':')) return false;
+      const std::size_t k = key_of(key) < kKeys ? key_of(key) : key == "tools" ? kKeys : kKeys + 1;
+      if (k <= kKeys) {
+        if ((seen >> k) & 1) return false;  // a repeated field
+        seen |= 1u << k;
       }
+      bool ok = true;
+      switch (k) {
+        case idx(Key::kMessages):
+        case idx(Key::kConversations): {
+          const bool sharegpt = k == idx(Key::kConversations);
+          if (listed || (format != Format::kAuto && format != (sharegpt ? Format::kShareGpt : Format::kMessages)))
+            return false;
+          ok = message_list(sharegpt);
+          listed = true;
+          break;
+        }
+        case idx(Key::kSystem):
+        case idx(Key::kInstruction):
+        case idx(Key::kInput):
+        case idx(Key::kOutput):
+        case idx(Key::kQuery):
+        case idx(Key::kResponse): ok = field_string(field[k], has[k]); break;
+        case idx(Key::kHistory): ok = read_history(); break;
+        case kKeys: ok = read_tools(tools); break;
+        case kKeys + 1: ok = skip(1); break;  // a column no format names
+        default: return false;                // prompt, completion, text
+      }
+      if (!ok) return false;
       if (separator(',')) continue;
       if (eat('}')) break;
       return false;
     }
     ws();
-    return messages && p_ == end_;
+    if (p_ != end_) return false;
+    // A system prompt given beside the messages is put before them
+    // (record_to_chat): left to it.
+    if (listed) return !has[idx(Key::kSystem)];
+    bool alpaca;
+    if (format == Format::kAuto && has[idx(Key::kInstruction)] && has[idx(Key::kOutput)]) alpaca = true;
+    else if (format == Format::kAuto && has[idx(Key::kQuery)] && has[idx(Key::kResponse)]) alpaca = false;
+    else if (format == Format::kAlpaca || format == Format::kQueryResponse) alpaca = format == Format::kAlpaca;
+    else return false;
+    return field_messages(alpaca, field, has);
   }
 
  private:
   Walk& w_;
   Paths& paths_;
   Value none_ = Value::none();
-  Value parsed_tools_;  // tools given as a JSON string
+  Value parsed_tools_;                                                // tools given as a JSON string
+  std::vector<std::string_view> history_;                             // a query/response record's: query, response, ...
+  std::vector<std::pair<std::string_view, std::string_view>> turns_;  // (role, content)
+
+  // A string field (or null: none), its decoded bytes kept.
+  bool field_string(std::string_view& out, bool& has) {
+    if (p_ == end_) return false;
+    if (*p_ == 'n') return literal("null");
+    if (*p_ != '"' || !string(out)) return false;
+    scratch_ += out.size();
+    has = true;
+    return true;
+  }
+
+  // A query/response record's `history`: [query, response] pairs of
+  // strings (or null: none).
+  bool read_history() {
+    if (p_ == end_) return false;
+    if (*p_ == 'n') return literal("null");
+    if (!eat('[')) return false;
+    ws();
+    if (eat(']')) return true;
+    for (;;) {
+      if (!eat('[')) return false;
+      ws();
+      for (int k = 0; k < 2; ++k) {
+        std::string_view s;
+        bool has = false;
+        if (p_ == end_ || *p_ != '"' || !field_string(s, has)) return false;
+        history_.push_back(s);
+        if (k == 0 && !separator(',')) return false;
+      }
+      ws();
+      if (!eat(']')) return false;
+      if (separator(',')) continue;
+      if (eat(']')) break;
+      return false;
+    }
+    return true;
+  }
+
+  // An alpaca or query/response record's messages, as record_to_chat
+  // builds them (chat_messages.cpp: field_turns, field_messages): the
+  // system prompt, then user and assistant turns, the user's of an
+  // alpaca record its instruction and "\n" + its input where that is not
+  // empty. A record record_to_chat refuses (a field missing, a turn
+  // empty) is left to it.
+  bool field_messages(bool alpaca, const std::string_view* field, const bool* has) {
+    turns_.clear();
+    if (has[idx(Key::kSystem)]) turns_.emplace_back(kSystemRole, field[idx(Key::kSystem)]);
+    if (alpaca) {
+      if (!has[idx(Key::kInstruction)] || !has[idx(Key::kOutput)]) return false;
+      std::string_view user = field[idx(Key::kInstruction)];
+      const std::string_view input = has[idx(Key::kInput)] ? field[idx(Key::kInput)] : std::string_view();
+      if (!input.empty()) {  // joined where the strings are decoded (the arena has room for it)
+        char* at = scratch_;
+        std::memcpy(at, user.data(), user.size());
+        at[user.size()] = '\n';
+        std::memcpy(at + user.size() + 1, input.data(), input.size());
+        user = {scratch_, user.size() + 1 + input.size()};
+        scratch_ += user.size();
+      }
+      turns_.emplace_back(kUserRole, user);
+      turns_.emplace_back(kAssistantRole, field[idx(Key::kOutput)]);
+    } else {
+      if (!has[idx(Key::kQuery)] || !has[idx(Key::kResponse)]) return false;
+      for (std::size_t k = 0; k + 1 < history_.size(); k += 2) {
+        turns_.emplace_back(kUserRole, history_[k]);
+        turns_.emplace_back(kAssistantRole, history_[k + 1]);
+      }
+      turns_.emplace_back(kUserRole, field[idx(Key::kQuery)]);
+      turns_.emplace_back(kAssistantRole, field[idx(Key::kResponse)]);
+    }
+    const uint32_t item = paths_.items(Paths::kMessages);
+    if (item == Paths::kNone || !paths_.read(item)) return false;
+    w_.put('l', turns_.size());
+    for (const auto& [role, content] : turns_) {
+      if (content.empty() && role != kSystemRole) return false;  // an empty turn
+      const uint32_t r = paths_.key(item, "role", 0), c = paths_.key(item, "content", 1);
+      if (r == Paths::kNone || c == Paths::kNone) return false;
+      w_.put('d', 2);
+      w_.put('k', r);
+      if (!put_text(r, role)) return false;
+      w_.put('k', c);
+      if (!put_text(c, content)) return false;
+    }
+    return true;
+  }
 
   // A value the walk does not look at (a column no format names), read
   // as read_record would.
@@ -123,8 +245,8 @@ class ShapeReader : JsonLex {
     return true;
   }
 
-  // The messages: a list of one message or more.
-  bool message_list() {
+  // The messages (or ShareGPT's turns): a list of one or more.
+  bool message_list(bool sharegpt) {
     if (!eat('[')) return false;
     ws();
     if (p_ != end_ && *p_ == ']') return false;  // no messages
@@ -134,7 +256,7 @@ class ShapeReader : JsonLex {
     if (item == Paths::kNone || !paths_.read(item)) return false;
     uint64_t n = 0;
     for (;;) {
-      if (p_ == end_ || *p_ != '{' || !dict(item, 3, true)) return false;
+      if (p_ == end_ || *p_ != '{' || !(sharegpt ? turn(item) : dict(item, 3, true))) return false;
       ++n;
       if (separator(',')) continue;
       if (eat(']')) break;
@@ -173,12 +295,10 @@ class ShapeReader : JsonLex {
     }
   }
 
-  // A string: part of the key where the template reads its path (or it is
-  // empty), else a hole, its decoded bytes kept where they are.
-  bool text(uint32_t path, std::string_view* out = nullptr) {
-    std::string_view s;
-    if (!string(s)) return false;
-    if (out) *out = s;
+  // A string under `path`: part of the key where the template reads its
+  // path (or it is empty), else a hole. A string just decoded (at
+  // scratch_) that is a hole stays where it is.
+  bool put_text(uint32_t path, std::string_view s) {
     if (s.empty() || paths_.read(path)) {
       w_.bytes_of(s);
       return true;
@@ -187,8 +307,43 @@ class ShapeReader : JsonLex {
     w_.tag('o');
     w_.leaves.push_back({s, nullptr});
     w_.bytes += s.size();
-    scratch_ += s.size();
+    if (s.data() == scratch_) scratch_ += s.size();
     return true;
+  }
+
+  // The string at p_ under `path`, decoded, in `out` where given.
+  bool text(uint32_t path, std::string_view* out = nullptr) {
+    std::string_view s;
+    if (!string(s)) return false;
+    if (out) *out = s;
+    return put_text(path, s);
+  }
+
+  // A ShareGPT turn that record_to_chat maps to {"role", "content"}
+  // (sharegpt_turns.cpp): `from` (a string naming no tool call or
+  // response; "human" is the user, "gpt" the assistant), then `value` (not
+  // null), and nothing else. A turn that gives `value` first is left to
+  // record_to_chat.
+  bool turn(uint32_t item) {
+    ++p_;
+    ws();
+    std::string_view key, from;
+    if (p_ == end_ || *p_ != '"' || !string(key) || key != "from" || !separator(':')) return false;
+    if (p_ == end_ || *p_ != '"' || !string(from) || names_tool_turn(from)) return false;
+    const std::string_view role = from == "human" ? kUserRole : from == "gpt" ? kAssistantRole : from;
+    const uint32_t r = paths_.key(item, "role", 0);
+    if (r == Paths::kNone) return false;
+    w_.put('d', 2);
+    w_.put('k', r);
+    if (!put_text(r, role) || !separator(',')) return false;
+    if (p_ == end_ || *p_ != '"' || !string(key) || key != "value" || !separator(':')) return false;
+    if (p_ == end_ || *p_ == 'n') return false;
+    const uint32_t c = paths_.key(item, "content", 1);
+    if (c == Paths::kNone) return false;
+    w_.put('k', c);
+    if (!value(c, 3)) return false;
+    ws();
+    return eat('}');
   }
 
   bool list(uint32_t path, int depth) {
@@ -279,15 +434,17 @@ class ShapeReader : JsonLex {
 
 thread_local std::deque<Value> ShapeReader::held_;
 
-bool Walk::read(std::string_view json, Loss loss) {
+bool Walk::read(std::string_view json, Format format, Loss loss) {
   if (json.size() > kMaxRecord) return false;
   static thread_local std::string arena;
-  if (arena.size() < json.size() + kSlack) arena.resize(json.size() + kSlack);
+  // Each string decoded once, no longer than its text; an alpaca record's
+  // user turn joined once more.
+  if (arena.size() < 2 * json.size() + kSlack) arena.resize(2 * json.size() + kSlack);
   ShapeReader::held_.clear();
   begin(loss);
   ShapeReader reader(json, arena.data(), *this);
   const Value* tools = nullptr;
-  if (!reader.record(tools)) return false;
+  if (!reader.record(format, tools)) return false;
   return walk_tools(*tools, nullptr);
 }
 

@@ -225,10 +225,10 @@ class Shapes {
   // Walk::read takes, of a shape learnt, one of whose renderings serves
   // it: as render() would serve it from its values. False, with nothing
   // changed, where not: the record goes to record_to_chat and render().
-  bool serve_text(const ChatSpec& spec, std::string_view json, Loss loss, Rendered& out) {
+  bool serve_text(const ChatSpec& spec, std::string_view json, Format format, Loss loss, Rendered& out) {
     if (off_ || judged_next()) return false;
     Walk& w = probe_;
-    if (!w.read(json, loss)) return false;
+    if (!w.read(json, format, loss)) return false;
     auto it = shapes_.find(w.key());
     if (it == shapes_.end()) return false;
     for (const Rendering& r : it->second) {
@@ -425,11 +425,11 @@ std::string render_labeled(const ChatSpec& spec, const Value& messages, const Va
   return s->render(spec, messages, tools, loss, out);
 }
 
-bool serve_record_shape(const ChatSpec& spec, std::string_view json, Loss loss, Rendered& out) {
+bool serve_record_shape(const ChatSpec& spec, std::string_view json, Format format, Loss loss, Rendered& out) {
   if (!g_shapes.load(std::memory_order_relaxed) || sk::tl_watch) return false;
   auto& shapes = thread_shapes();
   auto it = shapes.find(spec.id.value);
-  return it != shapes.end() && it->second->serve_text(spec, json, loss, out);
+  return it != shapes.end() && it->second->serve_text(spec, json, format, loss, out);
 }
 
 ShapeStats render_shape_stats(const ChatSpec& spec) {

@@ -150,12 +150,12 @@ class Walk {
     return walk_tools(tools, sk_tools);
   }
 
-  // The same from a record's JSON text (chat_shape_read.cpp), where it is
-  // in the messages format and record_to_chat would take its messages as
-  // they are: its messages' part straight from the text, with no values
-  // built. False where it is not such a record, or the readers leave it
-  // to simdjson: record_to_chat and run() then say what it is.
-  bool read(std::string_view json, Loss loss);
+  // The same from a record's JSON text under `format` (chat_shape_read.cpp),
+  // where record_to_chat's messages are plain to see in it: its messages'
+  // part straight from the text, with no values built. False where they
+  // are not, or the readers leave the record to simdjson: record_to_chat
+  // and run() then say what it is.
+  bool read(std::string_view json, Format format, Loss loss);
 
   std::string_view key() const { return {buf_.data(), size_}; }
   std::vector<Leaf> leaves;     // the holes' strings, in the order of their sentinels

@@ -7,6 +7,7 @@
 // does directly.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -172,7 +173,53 @@ std::string message(Gen& g, bool& plain) {
   return m + "}";
 }
 
+// A ShareGPT, alpaca or query/response record (the fields' formats).
+std::string field_record(Gen& g) {
+  std::vector<std::string> fields;
+  auto maybe_empty = [&] { return g.shape() % 12 == 0 ? std::string("\"\"") : str(g); };
+  switch (g.shape() % 3) {
+    case 0: {
+      static const char* kFrom[] = {"human", "gpt", "system", "user", "assistant", "observation", "tool"};
+      std::string list = "[";
+      for (int n = static_cast<int>(g.shape() % 5), k = 0; k < n; ++k) {
+        std::string from = "\"from\": \"" + std::string(kFrom[g.shape() % std::size(kFrom)]) + "\"";
+        std::string value = "\"value\": " + (g.shape() % 20 == 0 ? std::string("null") : str(g));
+        std::string t = g.shape() % 10 == 0 ? value + sep(g) + from : from + sep(g) + value;
+        if (g.shape() % 15 == 0) t += ", \"loss\": false";
+        list += (k ? sep(g) : "") + ("{" + t + "}");
+      }
+      fields.push_back("\"conversations\": " + list + "]");
+      break;
+    }
+    case 1:
+      fields.push_back("\"instruction\": " + maybe_empty());
+      if (g.shape() % 3) fields.push_back("\"input\": " + (g.shape() % 6 ? maybe_empty() : std::string("null")));
+      if (g.shape() % 10) fields.push_back("\"output\": " + maybe_empty());
+      break;
+    default:
+      if (g.shape() % 2) {
+        std::string h = "[";
+        for (int n = static_cast<int>(g.shape() % 3), k = 0; k < n; ++k)
+          h += std::string(k ? sep(g) : "") + "[" + maybe_empty() + sep(g) + maybe_empty() + "]";
+        fields.push_back("\"history\": " + (g.shape() % 8 ? h + "]" : std::string("[[\"q\"]]")));
+      }
+      fields.push_back("\"query\": " + maybe_empty());
+      if (g.shape() % 10) fields.push_back("\"response\": " + (g.shape() % 9 ? maybe_empty() : std::string("7")));
+  }
+  switch (g.shape() % 6) {
+    case 0: fields.push_back("\"system\": " + maybe_empty()); break;
+    case 1: fields.push_back("\"system\": null"); break;
+    case 2: fields.push_back("\"id\": " + json_value(g, 0)); break;
+    default: break;
+  }
+  std::shuffle(fields.begin(), fields.end(), g.shape);
+  std::string r = "{";
+  for (std::size_t k = 0; k < fields.size(); ++k) r += (k ? sep(g) : "") + fields[k];
+  return r + "}";
+}
+
 std::string record(Gen& g) {
+  if (g.shape() % 3 == 0) return field_record(g);
   static const std::string kTools[] = {
       R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])",
       R"([{"type": "function", "function": {"name": "run", "parameters": {"type": "object", "properties": {}}}}, {"type": "function", "function": {"name": "search"}}])"};
@@ -208,11 +255,12 @@ std::vector<std::string> records() {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(fs::path(TOKFEED_TEST_DATA) / "sft")) files.push_back(e.path());
   const fs::path shared = TOKFEED_SHARED_DIR;
-  for (const fs::path& p :
-       {shared / "templates" / "conversations.jsonl", shared / "data" / "sft" / "messages-1k.jsonl"})
-    if (fs::exists(p)) files.push_back(p);
+  files.push_back(shared / "templates" / "conversations.jsonl");
+  if (fs::exists(shared / "data" / "sft"))
+    for (const auto& e : fs::directory_iterator(shared / "data" / "sft"))
+      if (e.path().filename() != "mixed-10k.jsonl") files.push_back(e.path());
   for (const fs::path& p : files) {
-    if (p.extension() != ".jsonl") continue;
+    if (p.extension() != ".jsonl" || !fs::exists(p)) continue;
     std::ifstream f(p);
     for (std::string line; std::getline(f, line);)
       if (!line.empty()) out.push_back(line);
@@ -234,7 +282,7 @@ TEST_CASE("shapes: a record's shape read from its text is the shape of its value
     for (const std::string& rec : recs) {
       for (text::Loss loss : {text::Loss::kAllAssistant, text::Loss::kLastAssistant}) {
         text::detail::Walk from_text(paths), from_values(paths);
-        const bool read = from_text.read(rec, loss);
+        const bool read = from_text.read(rec, text::Format::kAuto, loss);
         Value messages, tools;
         const std::string reason = text::record_to_chat(rec, rules, false, messages, tools);
         mapped += reason.empty();
