@@ -14,7 +14,6 @@
 // other columns are read past. Anything else (another format, a repeated
 // key, a number simdjson gives otherwise, more than 16 keys in a dict) is
 // left to record_to_chat, which reads it or says why not.
-#include <deque>
 #include <string>
 
 #include "chat/json_lex.hpp"
@@ -34,8 +33,15 @@ constexpr std::size_t kMaxDictKeys = 16;  // a bigger dict is left to record_to_
 
 constexpr std::string_view kSystemRole = "system", kUserRole = "user", kAssistantRole = "assistant";
 
-// A message's reasoning, under each of its names (chat_messages.cpp).
-bool names_reasoning(std::string_view k) { return k == "reasoning_content" || k == "thinking" || k == "reasoning"; }
+// A message's reasoning, under each of its names (chat_messages.cpp), and
+// which of them a key is (-1: none).
+constexpr std::string_view kReasoningNames[] = {"reasoning_content", "thinking", "reasoning"};
+constexpr int kThinking = 1;
+int reasoning_name(std::string_view k) {
+  for (int n = 0; n < 3; ++n)
+    if (k == kReasoningNames[n]) return n;
+  return -1;
+}
 
 }  // namespace
 
@@ -382,7 +388,7 @@ class ShapeReader : JsonLex {
       // A hole for the whole dict (Walk::walk): its value, as read_record
       // builds it, for the answers that ask it.
       if (w_.leaves.size() >= sk::kMaxLeaves) return false;
-      Value& v = held_.emplace_back();
+      Value& v = w_.held.emplace_back();
       std::size_t n = 0;
       if (!read_value({open, static_cast<std::size_t>(end_ - open)}, depth - 1, v, n)) return false;
       p_ = open + n;
@@ -390,11 +396,15 @@ class ShapeReader : JsonLex {
       w_.leaves.push_back({{}, &v});
       return true;
     }
-    const std::size_t at = w_.size_;
+    const std::size_t at = w_.size_, leaves_at = w_.leaves.size();
     w_.put('d', 0);
     uint32_t nodes[kMaxDictKeys];
     std::size_t n = 0;
     bool role = false;
+    // A message's reasoning under each of its names (kReasoningNames'
+    // order), where given.
+    std::string_view reasoning[3];
+    bool has_reasoning[3] = {};
     for (;;) {
       if (p_ == end_ || *p_ != '"') return false;
       std::string_view key;
@@ -404,11 +414,26 @@ class ShapeReader : JsonLex {
       for (std::size_t j = 0; j < n; ++j)
         if (nodes[j] == node) return false;  // a repeated key
       nodes[n++] = node;
-      if (node == Paths::kTools) w_.bytes_of(key);
-      else w_.put('k', node);
-      if (message) {
-        // add_turn keeps the message as it is (chat_messages.cpp, as_is).
-        if (p_ == end_ || *p_ == 'n' || names_reasoning(key)) return false;
+      if (!message) {
+        if (node == Paths::kTools) w_.bytes_of(key);
+        else w_.put('k', node);
+        if (!value(node, depth)) return false;
+      } else if (const int name = reasoning_name(key); name >= 0) {
+        // add_turn's aliases (chat_messages.cpp, add_aliased), of a
+        // reasoning given as a string: `thinking` goes first, the others
+        // stay where they are.
+        if (p_ == end_ || *p_ != '"' || !string(reasoning[name])) return false;
+        if (reasoning[name].data() == scratch_) scratch_ += reasoning[name].size();
+        has_reasoning[name] = true;
+        if (name != kThinking) {
+          w_.put('k', node);
+          if (!put_text(node, reasoning[name])) return false;
+        }
+      } else {
+        // add_turn keeps the rest of the message as it is: no null, a role
+        // that names no tool call or response.
+        w_.put('k', node);
+        if (p_ == end_ || *p_ == 'n') return false;
         if (key == "role") {
           std::string_view r;
           if (*p_ != '"' || !text(node, &r) || names_tool_turn(r)) return false;
@@ -416,23 +441,37 @@ class ShapeReader : JsonLex {
         } else if (!value(node, depth)) {
           return false;
         }
-      } else if (!value(node, depth)) {
-        return false;
       }
       if (separator(',')) continue;
       if (eat('}')) break;
       return false;
     }
+    if (has_reasoning[0] || has_reasoning[1] || has_reasoning[2]) {
+      // The first given of reasoning_content, thinking, reasoning: as
+      // `thinking` first (where the message has none of its own), and as
+      // `reasoning_content` last (where it has none).
+      const int first = has_reasoning[0] ? 0 : has_reasoning[1] ? 1 : 2;
+      const std::size_t end = w_.size_, leaves_end = w_.leaves.size();
+      const uint32_t thinking = paths_.key(path, kReasoningNames[kThinking], 0);
+      if (thinking == Paths::kNone) return false;
+      w_.put('k', thinking);
+      if (!put_text(thinking, reasoning[has_reasoning[kThinking] ? kThinking : first])) return false;
+      std::rotate(w_.buf_.data() + at + 2, w_.buf_.data() + end, w_.buf_.data() + w_.size_);
+      std::rotate(w_.leaves.begin() + static_cast<std::ptrdiff_t>(leaves_at),
+                  w_.leaves.begin() + static_cast<std::ptrdiff_t>(leaves_end), w_.leaves.end());
+      n += !has_reasoning[kThinking];
+      if (!has_reasoning[0]) {
+        const uint32_t content = paths_.key(path, kReasoningNames[0], n);
+        if (content == Paths::kNone) return false;
+        w_.put('k', content);
+        if (!put_text(content, reasoning[first])) return false;
+        ++n;
+      }
+    }
     w_.patch(at, n);
     return !message || role;
   }
-
- public:
-  // The dicts held whole for the record's holes (Walk::read's record).
-  static thread_local std::deque<Value> held_;
 };
-
-thread_local std::deque<Value> ShapeReader::held_;
 
 bool Walk::read(std::string_view json, Format format, Loss loss) {
   if (json.size() > kMaxRecord) return false;
@@ -440,7 +479,7 @@ bool Walk::read(std::string_view json, Format format, Loss loss) {
   // Each string decoded once, no longer than its text; an alpaca record's
   // user turn joined once more.
   if (arena.size() < 2 * json.size() + kSlack) arena.resize(2 * json.size() + kSlack);
-  ShapeReader::held_.clear();
+  held.clear();
   begin(loss);
   ShapeReader reader(json, arena.data(), *this);
   const Value* tools = nullptr;

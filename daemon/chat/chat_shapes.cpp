@@ -228,6 +228,10 @@ class Shapes {
   bool serve_text(const ChatSpec& spec, std::string_view json, Format format, Loss loss, Rendered& out) {
     if (off_ || judged_next()) return false;
     Walk& w = probe_;
+    struct Drop {
+      Walk& w;
+      ~Drop() { w.held.clear(); }
+    } drop{w};
     if (!w.read(json, format, loss)) return false;
     auto it = shapes_.find(w.key());
     if (it == shapes_.end()) return false;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -162,6 +163,9 @@ class Walk {
   std::vector<uint32_t> paths;  // (build) each hole's path
   std::size_t bytes = 0;        // the holes' bytes
   std::size_t tools_first = 0;  // the messages' holes: the tools' come after them
+  // (read) The dicts held whole as holes, read from the text: cleared when
+  // the record is done with, so that nothing outlives it.
+  std::deque<Value> held;
 
  private:
   friend class ShapeReader;

@@ -158,7 +158,14 @@ std::string message(Gen& g, bool& plain) {
   }
   if (role == "tool" && g.shape() % 2) keys.push_back("\"tool_call_id\": \"call_1\"");
   switch (g.shape() % 14) {
-    case 0: keys.push_back("\"reasoning_content\": " + str(g)); break;
+    case 0: {
+      // Reasoning under one, two or three of its names, any of them first.
+      static const char* kNames[] = {"reasoning_content", "thinking", "reasoning"};
+      for (int n = 0; n < 3; ++n)
+        if (g.shape() % 2) keys.push_back("\"" + std::string(kNames[n]) + "\": " + str(g));
+      if (g.shape() % 3 == 0) keys.push_back("\"reasoning\": " + str(g));
+      break;
+    }
     case 1: keys.push_back("\"loss\": " + std::string(g.shape() % 2 ? "true" : "false")); break;
     case 2: keys.push_back("\"weight\": " + scalar(g)); break;
     case 3: keys.push_back("\"meta\": " + json_value(g, 0)); break;
