@@ -5,7 +5,7 @@
 // the mean time of each per sample and their ratio, measured side by side.
 //
 // usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE]
-//                       [--direct] [--warm]
+//                       [--direct] [--warm] [--values]
 //
 // Each template meets a tokenizer loaded for it, as a job of its own
 // would: its word cache starts empty (--warm: one tokenizer for all, whose
@@ -16,6 +16,9 @@
 // so that two builds' outputs can be compared with cmp. --direct renders
 // every record (render_labeled serves records from an earlier one of their
 // shape where it can: docs/chat_templates.md, "One render per shape").
+// --values maps every record to messages before its shape is looked up
+// (a record of a shape seen before is otherwise read from its text alone:
+// "Shapes read from the text").
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -32,19 +35,21 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr,
                  "usage: bench_template TOKENIZER.json CONVERSATIONS.jsonl TEMPLATE_DIR... [--rounds N] [--dump FILE] "
-                 "[--direct] [--warm]\n");
+                 "[--direct] [--warm] [--values]\n");
     return 2;
   }
   int rounds = 3;
   std::vector<std::string> dirs;
   std::FILE* dump = nullptr;
-  bool warm = false;
+  bool warm = false, from_text = true;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--direct") {
       text::set_render_shapes(false);
     } else if (a == "--warm") {
       warm = true;
+    } else if (a == "--values") {
+      from_text = false;
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
     } else if (a == "--dump" && i + 1 < argc) {
@@ -79,8 +84,13 @@ int main(int argc, char** argv) {
     for (int round = 0; round < rounds; ++round) {
       for (const std::string& rec : records) {
         auto t0 = Clock::now();
-        std::string why = text::record_to_chat(rec, rules, false, msgs, tools);
-        if (why.empty()) why = text::render_labeled(*spec, msgs, tools, text::Loss::kAllAssistant, r);
+        // As render_chat_record does: a record of a shape seen before
+        // read from its text alone, any other mapped to messages first.
+        std::string why;
+        if (!from_text || !text::serve_record_shape(*spec, rec, rules.format, text::Loss::kAllAssistant, r)) {
+          why = text::record_to_chat(rec, rules, false, msgs, tools);
+          if (why.empty()) why = text::render_labeled(*spec, msgs, tools, text::Loss::kAllAssistant, r);
+        }
         auto t1 = Clock::now();
         if (dump && round == 0 && !why.empty()) std::fprintf(dump, "%s refused: %s\n", dir.c_str(), why.c_str());
         if (!why.empty()) continue;  // a refused record: no tokenizing
@@ -109,9 +119,11 @@ int main(int argc, char** argv) {
     std::printf("%-40s %8zu %12.1f %12.1f %8.3f\n", name.c_str(), n / rounds, 1e6 * render_s / n, 1e6 * tok_s / n,
                 render_s / tok_s);
     const text::ShapeStats st = text::render_shape_stats(*spec);
-    std::fprintf(stderr, "%s: %llu records asked for, %llu served from their shape, %llu skeletons rendered\n",
+    std::fprintf(stderr,
+                 "%s: %llu records asked for, %llu served from their shape (%llu read from their text alone), %llu "
+                 "skeletons rendered\n",
                  name.c_str(), static_cast<unsigned long long>(st.records), static_cast<unsigned long long>(st.served),
-                 static_cast<unsigned long long>(st.learnt));
+                 static_cast<unsigned long long>(st.from_text), static_cast<unsigned long long>(st.learnt));
   }
   if (dump) std::fclose(dump);
   return 0;

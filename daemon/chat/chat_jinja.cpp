@@ -237,6 +237,15 @@ bool tool_record(std::string_view json, const RecordRules& rules, bool padded, t
 
 std::string render_chat_record(std::string_view json, const RecordRules& rules, bool padded, tmpl::Value& messages,
                                tmpl::Value& tools, Rendered& out, PlainFound* plain) {
+  // A record of a shape seen before, read from its text alone: its
+  // messages' values are not built.
+  if (rules.columns.empty() && rules.placeholders.empty() &&
+      serve_record_shape(*rules.chat, json, rules.format, rules.loss, out)) {
+    if (plain) plain->found = false;
+    messages = tmpl::Value();
+    tools = tmpl::Value();
+    return {};
+  }
   std::size_t prompt = 0;
   std::string reason = record_to_chat(json, rules, padded, messages, tools, &prompt, plain);
   if (!reason.empty() || (plain && plain->found)) return reason;

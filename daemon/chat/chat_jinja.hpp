@@ -77,10 +77,18 @@ std::string render_labeled_direct(const ChatSpec& spec, const tmpl::Value& messa
 // Whether render_labeled serves records by their shape (on by default): off,
 // every record renders directly (benchmarks and tests compare the two).
 void set_render_shapes(bool on) noexcept;
+// A record's JSON text (of a dataset of `format`, no columns renamed and
+// no placeholders) rendered and labelled from its shape, where it is one
+// whose shape's key and strings are read from the text alone
+// (chat_shape_read.cpp) and an earlier record of the same shape renders
+// it: what render_labeled gives for the messages and tools record_to_chat
+// reads from it. False, with nothing changed, where not.
+bool serve_record_shape(const ChatSpec& spec, std::string_view json, Format format, Loss loss, Rendered& out);
 // render_labeled's counts for `spec` on this thread: records asked for,
-// served from a shape, and skeletons rendered.
+// served from a shape (of them, read from their text alone:
+// serve_record_shape), and skeletons rendered.
 struct ShapeStats {
-  uint64_t records = 0, served = 0, learnt = 0;
+  uint64_t records = 0, served = 0, learnt = 0, from_text = 0;
 };
 ShapeStats render_shape_stats(const ChatSpec& spec);
 

@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #endif
 
+#include "chat/json_lex.hpp"
 #include "chat/record_tools.hpp"
 
 namespace tokfeed::text::detail {
@@ -295,6 +296,23 @@ const simdjson::implementation& utf8() {
   return *best;
 }
 
+}  // namespace
+
+bool valid_utf8(const char* s, std::size_t n) noexcept { return utf8().validate_utf8(s, n); }
+
+bool decode_string(const char*& p, const char* end, char* d, std::string_view& out) noexcept {
+  const char* start = p;
+  const Decoded r = decode(p, end, d);
+  if (!r.end) return false;
+  // Bytes over 0x7F are only valid inside a string: checked here, string
+  // by string, as simdjson checks the whole record.
+  if (r.high && !valid_utf8(start, static_cast<std::size_t>(p - 1 - start))) return false;
+  out = {d, static_cast<std::size_t>(r.end - d)};
+  return true;
+}
+
+namespace {
+
 // Dicts a list of the last record held past this record's length (a
 // shorter list of messages), kept for a longer list after it: refilled
 // with their keys and strings where they are, instead of going to the
@@ -350,13 +368,10 @@ class SpareDicts {
   std::size_t bytes_ = 0;  // the kept strings' buffers
 };
 
-bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-class Reader {
+class Reader : JsonLex {
  public:
   Reader(std::string_view text, char* scratch, bool cached_tools)
-      : p_(text.data()), end_(text.data() + text.size()), scratch_(scratch), cached_tools_(cached_tools) {}
+      : JsonLex(text, scratch), cached_tools_(cached_tools) {}
 
   bool record(Value& rec) {
     ws();
@@ -366,134 +381,21 @@ class Reader {
     return p_ == end_;
   }
 
+  // A value at the text's start, in a list or dict `depth` deep (the
+  // record's top level is 1); `n` set to its text's length.
+  bool nested(Value& v, int depth, std::size_t& n) {
+    const char* start = p_;
+    if (!value(v, depth)) return false;
+    n = static_cast<std::size_t>(p_ - start);
+    return true;
+  }
+
   // The record's top level repeats a key, or holds more than kInPlace.
   bool top_repeats() const { return top_repeats_; }
 
  private:
-  const char* p_;
-  const char* end_;
-  char* scratch_;  // room for any string of the record, decoded, plus kSlack
   bool cached_tools_;
   bool top_repeats_ = false;
-
-  void ws() {
-    while (p_ < end_ && static_cast<unsigned char>(*p_) <= ' ' && is_ws(*p_)) ++p_;
-  }
-  bool eat(char c) {
-    if (p_ == end_ || *p_ != c) return false;
-    ++p_;
-    return true;
-  }
-  // Whitespace, the byte `c`, whitespace: a key's colon or the comma
-  // between items. Most records write it as "c " or "c" before what
-  // follows, taken here without the loops.
-  bool separator(char c) {
-    if (end_ - p_ >= 3 && *p_ == c) {
-      const int n = 1 + (p_[1] == ' ');
-      if (static_cast<unsigned char>(p_[n]) > ' ') {
-        p_ += n;
-        return true;
-      }
-    }
-    ws();
-    if (!eat(c)) return false;
-    ws();
-    return true;
-  }
-
-  // The string at p_ (its opening quote), decoded, as a view of the
-  // scratch buffer (valid until the next string is read).
-  [[gnu::always_inline]] bool string(std::string_view& out) {
-    const char* start = ++p_;
-#if defined(__x86_64__)
-    // A key or a role: its closing quote among the next 16 bytes, nothing
-    // to decode before it. Read here (SSE2, as every x86-64 has) without a
-    // call.
-    if (end_ - p_ >= 16) {
-      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
-      const __m128i y = _mm_xor_si128(x, _mm_set1_epi8(0x02));  // as in decode_blocks
-      const __m128i stop =
-          _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(y, _mm_set1_epi8(0x20)), y), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')));
-      const auto mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
-      if (mask != 0) {
-        const auto k = static_cast<unsigned>(__builtin_ctz(mask));
-        if (p_[k] == '"') {
-          p_ += k + 1;
-          // Over 0x7F, the bytes before the quote.
-          if ((static_cast<unsigned>(_mm_movemask_epi8(x)) & (mask - 1)) != 0 && !utf8().validate_utf8(start, k))
-            return false;
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch_), x);
-          out = {scratch_, k};
-          return true;
-        }
-      }
-    }
-#endif
-    const Decoded r = decode(p_, end_, scratch_);
-    if (!r.end) return false;
-    // Bytes over 0x7F are only valid inside a string: checked here, string
-    // by string, as simdjson checks the whole record.
-    if (r.high && !utf8().validate_utf8(start, static_cast<std::size_t>(p_ - 1 - start))) return false;
-    out = {scratch_, static_cast<std::size_t>(r.end - scratch_)};
-    return true;
-  }
-
-  // A number in the forms simdjson gives exactly as from_chars does: an
-  // integer of up to 18 digits, or a finite double. Others (-0, longer
-  // integers, overflow, underflow) are left to simdjson.
-  bool number(Value& v) {
-    const char* s = p_;
-    const bool negative = *p_ == '-';
-    if (negative) ++p_;
-    if (p_ == end_ || !is_digit(*p_)) return false;
-    if (*p_ == '0') {
-      ++p_;
-      if (p_ < end_ && is_digit(*p_)) return false;
-    } else {
-      while (p_ < end_ && is_digit(*p_)) ++p_;
-    }
-    const std::size_t digits = static_cast<std::size_t>(p_ - s) - negative;
-    bool real = false;
-    if (p_ < end_ && *p_ == '.') {
-      real = true;
-      ++p_;
-      if (p_ == end_ || !is_digit(*p_)) return false;
-      while (p_ < end_ && is_digit(*p_)) ++p_;
-    }
-    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
-      real = true;
-      ++p_;
-      if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
-      if (p_ == end_ || !is_digit(*p_)) return false;
-      while (p_ < end_ && is_digit(*p_)) ++p_;
-    }
-    if (!real) {
-      if (digits > 18 || (negative && s[1] == '0')) return false;
-      int64_t x = 0;
-      for (const char* q = s + negative; q < p_; ++q) x = x * 10 + (*q - '0');
-      v = Value::integer(negative ? -x : x);
-      return true;
-    }
-    double x;
-    const auto [end, ec] = std::from_chars(s, p_, x);
-    if (ec != std::errc() || end != p_ || !std::isfinite(x) || (x == 0 && !zero_digits(s, p_))) return false;
-    v = Value::real(x);
-    return true;
-  }
-
-  // Whether the mantissa of the number text [s, e) is all zeros (a zero
-  // that is no underflow).
-  static bool zero_digits(const char* s, const char* e) {
-    for (; s < e && *s != 'e' && *s != 'E'; ++s)
-      if (*s >= '1' && *s <= '9') return false;
-    return true;
-  }
-
-  bool literal(std::string_view w) {
-    if (static_cast<std::size_t>(end_ - p_) < w.size() || std::memcmp(p_, w.data(), w.size()) != 0) return false;
-    p_ += w.size();
-    return true;
-  }
 
   // The value at p_ into `v`, refilling what `v` holds where nothing else
   // holds it.
@@ -667,6 +569,15 @@ bool read_record(std::string_view json, bool cached_tools, Value&& prev, Value& 
   const bool ok = reader.record(out);
   if (top_repeats) *top_repeats = reader.top_repeats();
   return ok;
+}
+
+bool read_value(std::string_view text, int depth, Value& out, std::size_t& n) {
+  if (text.size() > kMaxRecord) return false;
+  static thread_local std::string scratch;
+  if (scratch.size() < text.size() + kSlack) scratch.resize(text.size() + kSlack);
+  out = Value();
+  Reader reader(text, scratch.data(), false);
+  return reader.nested(out, depth, n);
 }
 
 }  // namespace tokfeed::text::detail

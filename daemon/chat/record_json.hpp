@@ -51,4 +51,10 @@ inline bool names_tool_turn(std::string_view role) {
 bool read_record(std::string_view json, bool cached_tools, tmpl::Value&& prev, tmpl::Value& out,
                  bool* top_repeats = nullptr);
 
+// The JSON value at the start of `text` (what follows it is not read), in
+// a list or dict `depth` deep in its record, as read_record builds it; `n`
+// set to the value's length. False where read_record would leave it to
+// simdjson.
+bool read_value(std::string_view text, int depth, tmpl::Value& out, std::size_t& n);
+
 }  // namespace tokfeed::text::detail
