@@ -260,9 +260,16 @@ class ShapeReader : JsonLex {
     w_.put('l', 0);
     const uint32_t item = paths_.items(Paths::kMessages);
     if (item == Paths::kNone || !paths_.read(item)) return false;
+    return items(at, [&] { return p_ != end_ && *p_ == '{' && (sharegpt ? turn(item) : dict(item, 3, true)); });
+  }
+
+  // A list's items, each read by `item`, up to its closing bracket; their
+  // count put at `at` (a put('l', 0)).
+  template <class Item>
+  bool items(std::size_t at, Item&& item) {
     uint64_t n = 0;
     for (;;) {
-      if (p_ == end_ || *p_ != '{' || !(sharegpt ? turn(item) : dict(item, 3, true))) return false;
+      if (!item()) return false;
       ++n;
       if (separator(',')) continue;
       if (eat(']')) break;
@@ -361,16 +368,7 @@ class ShapeReader : JsonLex {
     if (eat(']')) return true;
     const uint32_t item = paths_.items(path);
     if (item == Paths::kNone) return false;
-    uint64_t n = 0;
-    for (;;) {
-      if (!value(item, depth)) return false;
-      ++n;
-      if (separator(',')) continue;
-      if (eat(']')) break;
-      return false;
-    }
-    w_.patch(at, n);
-    return true;
+    return items(at, [&] { return value(item, depth); });
   }
 
   // A dict `depth` deep; `message`: one of the messages, which must be one

@@ -415,6 +415,21 @@ bool strips(const Op& op, bool& left, bool& right, const Value*& chars) {
   return !chars || (chars->is_str() && !chars->markup);
 }
 
+// Where `op` asks a yes or no of its subject's bytes alone (`in` of a
+// string, startswith or endswith given one string): the answer, without
+// the subject as a value. False where it does not.
+bool text_test(const Op& op, std::string_view s, bool& out) {
+  if (op.answer != Op::Answer::kValue || !op.args.kw.empty() || op.args.pos.size() != 1) return false;
+  const Value& a = op.args.pos[0];
+  if (!a.is_str() || a.markup) return false;
+  const std::string_view x = a.s.unread();
+  if (op.kind == Op::Kind::kIn) out = s.find(x) != std::string_view::npos;
+  else if (op.kind == Op::Kind::kMethod && op.name == "startswith") out = s.starts_with(x);
+  else if (op.kind == Op::Kind::kMethod && op.name == "endswith") out = s.ends_with(x);
+  else return false;
+  return true;
+}
+
 }  // namespace
 
 bool split_at(std::string_view a, std::string_view b, std::size_t k) {
@@ -436,6 +451,12 @@ bool split_at(std::string_view a, std::string_view b, std::size_t k) {
 bool replay(const std::vector<Op>& ops, const std::vector<Split>& splits, Answers& leaves) {
   for (const Op& op : ops) {
     if (op.subject >= leaves.size()) return false;
+    bool yes;
+    if (op.tree.kind == Kind::kUndefined && leaves.is_str(op.subject) && text_test(op, leaves.text(op.subject), yes)) {
+      // (UTF-8: a string's bytes hold another's where its characters do.)
+      if (op.value.kind != Kind::kBool || op.value.b != yes) return false;
+      continue;
+    }
     bool left, right;
     const Value* chars;
     if (strips(op, left, right, chars)) {

@@ -112,6 +112,10 @@ class Answers {
     text_.push_back(part);
   }
   std::string_view text(std::size_t k) const { return text_[k]; }
+  // Whether leaf k is a string (not a record's dict).
+  bool is_str(std::size_t k) const {
+    return values_[k].kind == Kind::kUndefined || (values_[k].is_str() && !values_[k].markup);
+  }
   const Value& value(std::size_t k) {
     if (values_[k].kind == Kind::kUndefined) values_[k] = Value::str(std::string(text_[k]));
     return values_[k];
