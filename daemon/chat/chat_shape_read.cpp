@@ -1,19 +1,18 @@
 // A record's shape read straight from its JSON text (shape_walk.hpp,
 // Walk::read): the key and the holes' strings that record_to_chat's values
-// would give Walk::run, for the records whose messages record_to_chat takes
-// as they are, without building those values. A record served from its
-// shape then costs one pass over its text, its strings decoded into one
-// buffer, and the copy of its rendering (docs/chat_templates.md, "Shapes
-// read from the text").
+// would give Walk::run, without building those values. A record served
+// from its shape then costs one pass over its text, its strings decoded
+// into one buffer, and the copy of its rendering (docs/chat_templates.md,
+// "Shapes read from the text").
 //
-// It takes a record in the messages format: a JSON object with `messages`,
-// a list of messages each of which add_turn (chat_messages.cpp) keeps as it
-// is (a string role that names no tool call or response, no null, no
-// reasoning under any of its names), `tools` as a list of tool schemas or a
-// JSON string of one, and no other field the formats name (section 1.1):
-// other columns are read past. Anything else (another format, a repeated
-// key, a number simdjson gives otherwise, more than 16 keys in a dict) is
-// left to record_to_chat, which reads it or says why not.
+// It takes the records whose messages are plain to see in their text:
+// messages that add_turn (chat_messages.cpp) keeps as they are or only
+// aliases the reasoning of, ShareGPT turns of `from` and `value` alone,
+// alpaca and query/response records, each with a system prompt or not;
+// `tools` as a list of tool schemas or a JSON string of one; other columns
+// that no format names are read past. Anything else (another format, a
+// repeated key, a number simdjson gives otherwise, more than 16 keys in a
+// dict) is left to record_to_chat, which reads it or says why not.
 #include <optional>
 #include <string>
 
