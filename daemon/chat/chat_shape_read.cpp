@@ -1,19 +1,19 @@
 // A record's shape read straight from its JSON text (shape_walk.hpp,
 // Walk::read): the key and the holes' strings that record_to_chat's values
-// would give Walk::run, for the records whose messages record_to_chat takes
-// as they are, without building those values. A record served from its
-// shape then costs one pass over its text, its strings decoded into one
-// buffer, and the copy of its rendering (docs/chat_templates.md, "Shapes
-// read from the text").
+// would give Walk::run, without building those values. A record served
+// from its shape then costs one pass over its text, its strings decoded
+// into one buffer, and the copy of its rendering (docs/chat_templates.md,
+// "Shapes read from the text").
 //
-// It takes a record in the messages format: a JSON object with `messages`,
-// a list of messages each of which add_turn (chat_messages.cpp) keeps as it
-// is (a string role that names no tool call or response, no null, no
-// reasoning under any of its names), `tools` as a list of tool schemas or a
-// JSON string of one, and no other field the formats name (section 1.1):
-// other columns are read past. Anything else (another format, a repeated
-// key, a number simdjson gives otherwise, more than 16 keys in a dict) is
-// left to record_to_chat, which reads it or says why not.
+// It takes the records whose messages are plain to see in their text:
+// messages that add_turn (chat_messages.cpp) keeps as they are or only
+// aliases the reasoning of, ShareGPT turns of `from` and `value` alone,
+// alpaca and query/response records, each with a system prompt or not;
+// `tools` as a list of tool schemas or a JSON string of one; other columns
+// that no format names are read past. Anything else (another format, a
+// repeated key, a number simdjson gives otherwise, more than 16 keys in a
+// dict) is left to record_to_chat, which reads it or says why not.
+#include <optional>
 #include <string>
 
 #include "chat/json_lex.hpp"
@@ -102,9 +102,7 @@ class ShapeReader : JsonLex {
     }
     ws();
     if (p_ != end_) return false;
-    // A system prompt given beside the messages is put before them
-    // (record_to_chat): left to it.
-    if (listed) return !has[idx(Key::kSystem)];
+    if (listed) return !has[idx(Key::kSystem)] || system_first(field[idx(Key::kSystem)]);
     bool alpaca;
     if (format == Format::kAuto && has[idx(Key::kInstruction)] && has[idx(Key::kOutput)]) alpaca = true;
     else if (format == Format::kAuto && has[idx(Key::kQuery)] && has[idx(Key::kResponse)]) alpaca = false;
@@ -120,6 +118,10 @@ class ShapeReader : JsonLex {
   Value parsed_tools_;                                                // tools given as a JSON string
   std::vector<std::string_view> history_;                             // a query/response record's: query, response, ...
   std::vector<std::pair<std::string_view, std::string_view>> turns_;  // (role, content)
+  // The list of messages (or turns) read: where its key starts, its first
+  // hole, and its first message's role.
+  std::size_t list_at_ = 0, list_leaves_ = 0;
+  std::optional<std::string> first_role_;
 
   // A string field (or null: none), its decoded bytes kept.
   bool field_string(std::string_view& out, bool& has) {
@@ -256,11 +258,37 @@ class ShapeReader : JsonLex {
     if (!eat('[')) return false;
     ws();
     if (p_ != end_ && *p_ == ']') return false;  // no messages
-    const std::size_t at = w_.size_;
+    list_at_ = w_.size_;
+    list_leaves_ = w_.leaves.size();
     w_.put('l', 0);
     const uint32_t item = paths_.items(Paths::kMessages);
     if (item == Paths::kNone || !paths_.read(item)) return false;
-    return items(at, [&] { return p_ != end_ && *p_ == '{' && (sharegpt ? turn(item) : dict(item, 3, true)); });
+    first_role_.reset();
+    return items(list_at_, [&] {
+      return p_ != end_ && *p_ == '{' && (sharegpt ? turn(item) : dict(item, 3, true)) && first_role_;
+    });
+  }
+
+  // A system prompt given beside the messages (or turns): record_to_chat
+  // puts it first as a message of its own, unless the first message is
+  // the system's.
+  bool system_first(std::string_view system) {
+    if (*first_role_ == kSystemRole) return true;
+    if (w_.buf_[list_at_ + 1] & 0x80) return false;  // 128 messages or more (their count is longer)
+    const uint32_t item = paths_.items(Paths::kMessages);
+    const uint32_t r = paths_.key(item, "role", 0), c = paths_.key(item, "content", 1);
+    if (r == Paths::kNone || c == Paths::kNone) return false;
+    const std::size_t end = w_.size_, leaves_end = w_.leaves.size();
+    w_.put('d', 2);
+    w_.put('k', r);
+    if (!put_text(r, kSystemRole)) return false;
+    w_.put('k', c);
+    if (!put_text(c, system)) return false;
+    std::rotate(w_.buf_.data() + list_at_ + 2, w_.buf_.data() + end, w_.buf_.data() + w_.size_);
+    std::rotate(w_.leaves.begin() + static_cast<std::ptrdiff_t>(list_leaves_),
+                w_.leaves.begin() + static_cast<std::ptrdiff_t>(leaves_end), w_.leaves.end());
+    w_.patch(list_at_, static_cast<uint8_t>(w_.buf_[list_at_ + 1]) + 1u);
+    return true;
   }
 
   // A list's items, each read by `item`, up to its closing bracket; their
@@ -344,6 +372,7 @@ class ShapeReader : JsonLex {
     if (p_ == end_ || *p_ != '"' || !string(key) || key != "from" || !separator(':')) return false;
     if (p_ == end_ || *p_ != '"' || !string(from) || names_tool_turn(from)) return false;
     const std::string_view role = from == "human" ? kUserRole : from == "gpt" ? kAssistantRole : from;
+    if (!first_role_) first_role_.emplace(role);
     const uint32_t r = paths_.key(item, "role", 0);
     if (r == Paths::kNone) return false;
     w_.put('d', 2);
@@ -435,6 +464,7 @@ class ShapeReader : JsonLex {
         if (key == "role") {
           std::string_view r;
           if (*p_ != '"' || !text(node, &r) || names_tool_turn(r)) return false;
+          if (!first_role_) first_role_.emplace(r);
           role = true;
         } else if (!value(node, depth)) {
           return false;

@@ -142,8 +142,10 @@ class Walk {
 
   // False: a record the shapes do not take (a value no JSON makes, or too
   // many holes or paths); it renders directly.
-  // (Starts afresh, keeping the buffers of a walk before.)
-  bool run(const Value& messages, const Value& tools, Loss loss, Value* sk_messages, Value* sk_tools) {
+  // (Starts afresh, keeping the buffers of a walk before. A function of
+  // its own, which bench/template/callgrind_split.sh counts.)
+  [[gnu::noinline]] bool run(const Value& messages, const Value& tools, Loss loss, Value* sk_messages,
+                             Value* sk_tools) {
     begin(loss);
     if (!(sk_messages ? walk<true>(messages, Paths::kMessages, sk_messages)
                       : walk<false>(messages, Paths::kMessages, nullptr)))
