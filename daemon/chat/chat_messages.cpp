@@ -24,9 +24,7 @@ namespace dom = simdjson::dom;
 
 Value str(std::string_view s) { return Value::recycled_str(s); }
 
-// A message's reasoning, under each of its names (transformers'
-// _alias_reasoning_fields).
-constexpr std::string_view kReasoningNames[] = {"reasoning_content", "thinking", "reasoning"};
+using detail::kReasoningNames;
 
 // transformers' _alias_reasoning_fields: reasoning under any of its names is
 // also `thinking` (first) and `reasoning_content` (last). Appends the

@@ -26,17 +26,13 @@ namespace tokfeed::text::detail {
 
 namespace {
 
-constexpr int kMaxDepth = 48;                             // deeper records are left to record_to_chat
-constexpr std::size_t kMaxRecord = std::size_t{1} << 20;  // as read_record's
-constexpr std::size_t kSlack = 64;                        // room past the decoded strings (json_lex.hpp)
+constexpr int kMaxDepth = 48;             // deeper records are left to record_to_chat
 constexpr std::size_t kMaxDictKeys = 16;  // a bigger dict is left to record_to_chat (read_record's kInPlace)
 
 constexpr std::string_view kSystemRole = "system", kUserRole = "user", kAssistantRole = "assistant";
 
-// A message's reasoning, under each of its names (chat_messages.cpp), and
-// which of them a key is (-1: none).
-constexpr std::string_view kReasoningNames[] = {"reasoning_content", "thinking", "reasoning"};
-constexpr int kThinking = 1;
+// Which of a message's reasoning's names a key is (-1: none).
+constexpr int kThinking = 1;  // kReasoningNames[kThinking]
 int reasoning_name(std::string_view k) {
   for (int n = 0; n < 3; ++n)
     if (k == kReasoningNames[n]) return n;

@@ -23,8 +23,12 @@ bool valid_utf8(const char* s, std::size_t n) noexcept;
 // The string whose text starts at `p` (past its opening quote), decoded
 // to `d` as a view `out`, `p` left past its closing quote; false where
 // JSON refuses it or it is left to simdjson. `d` has room for the string's
-// raw bytes plus 64 (record_json.cpp).
+// raw bytes plus kSlack (record_json.cpp).
 bool decode_string(const char*& p, const char* end, char* d, std::string_view& out) noexcept;
+
+// Room a string is decoded into past its text's length (decode_string):
+// its last 32-byte store.
+constexpr std::size_t kSlack = 64;
 
 inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -36,7 +40,7 @@ class JsonLex {
  protected:
   const char* p_;
   const char* end_;
-  char* scratch_;  // where the next string is decoded: room for it, plus 64
+  char* scratch_;  // where the next string is decoded: room for it, plus kSlack
 
   void ws() {
     while (p_ < end_ && static_cast<unsigned char>(*p_) <= ' ' && is_ws(*p_)) ++p_;

@@ -36,11 +36,6 @@ using tmpl::Value;
 // Deeper values go to simdjson (which allows 1024 levels), keeping the
 // recursion short.
 constexpr int kMaxDepth = 64;
-// Bigger records go to simdjson: the scratch buffer kept per thread is
-// about a record's size.
-constexpr std::size_t kMaxRecord = std::size_t{1} << 20;
-// Room past a string's decoded bytes for the last 32-byte store.
-constexpr std::size_t kSlack = 64;
 
 // What each byte after a backslash stands for: the byte itself; 1 for
 // \u (four hex digits follow); 0 where JSON has no such escape.

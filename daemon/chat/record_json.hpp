@@ -28,6 +28,14 @@ constexpr std::size_t kInPlace = 16;  // DictObj's linear size: no index to keep
 
 inline bool only_here(const tmpl::Value& v) { return v.s.raw() && v.s.raw()->unique(); }
 
+// Bigger records go to simdjson: the buffers kept per thread are about a
+// record's size.
+constexpr std::size_t kMaxRecord = std::size_t{1} << 20;
+
+// A message's reasoning, under each of its names (transformers'
+// _alias_reasoning_fields; add_turn in chat_messages.cpp).
+constexpr std::string_view kReasoningNames[] = {"reasoning_content", "thinking", "reasoning"};
+
 // Whether a turn's role names a tool call or a tool response, which the
 // mapping rewrites (add_turn in chat_messages.cpp).
 // (Told by the size first: a role of another size is none of them.)
